@@ -1,0 +1,108 @@
+"""The SDK API (/api/sdk/v1): one NinjaAPI, one router per app, every answer in the envelope."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.core.exceptions import RequestDataTooBig
+from django.http import Http404, HttpRequest, HttpResponse
+from ninja import NinjaAPI, Router, Schema
+from ninja.errors import AuthenticationError, HttpError, ValidationError
+from pydantic import Field
+
+from config.errors import API_VERSION, ApiError, error_response, success_envelope
+from config.middleware import mark, payload_too_large
+from config.schemas import Envelope
+from config.validation import api_error_from_validation
+
+logger = logging.getLogger("cairn.api")
+
+DESCRIPTION = """
+Cairn's SDK API. Every response is an envelope `{ok, data, error, meta}`; `meta.requestId` is also sent as
+the `X-Request-Id` header. Authenticate with `Authorization: Bearer mem_<64 hex>`. Every call takes a `scope`
+`{tenantId?, userId?, projectId?}`: the workspace comes from your key plus `tenantId` or repo routing, and
+`userId` / `projectId` filter inside it. Limits: 120 requests per 60 s per key, bodies up to 1 MB.
+"""
+
+
+class CairnAPI(NinjaAPI):
+    def create_response(
+        self, request: HttpRequest, data: Any, *, status: int | None = None, temporal_response: HttpResponse | None = None
+    ) -> HttpResponse:
+        response = super().create_response(request, data, status=status, temporal_response=temporal_response)
+        return mark(response)
+
+
+api = CairnAPI(
+    title="Cairn SDK API",
+    version=API_VERSION,
+    description=DESCRIPTION,
+    urls_namespace="sdk_v1",
+    docs_url="/docs",
+    openapi_url="/openapi.json",
+)
+
+
+@api.exception_handler(ApiError)
+def _api_error(request: HttpRequest, exc: ApiError) -> HttpResponse:
+    return mark(error_response(request, exc))
+
+
+@api.exception_handler(ValidationError)
+def _validation_error(request: HttpRequest, exc: ValidationError) -> HttpResponse:
+    return mark(error_response(request, api_error_from_validation(exc.errors)))
+
+
+@api.exception_handler(AuthenticationError)
+def _auth_error(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
+    return mark(error_response(request, ApiError(401, "MISSING_API_KEY", "Send 'Authorization: Bearer mem_…'.")))
+
+
+@api.exception_handler(Http404)
+def _not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
+    return mark(error_response(request, ApiError(404, "NOT_FOUND", "Not found.")))
+
+
+@api.exception_handler(HttpError)
+def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+    code = "INVALID_REQUEST" if exc.status_code < 500 else "INTERNAL_ERROR"
+    return mark(error_response(request, ApiError(exc.status_code, code, str(exc.message))))
+
+
+@api.exception_handler(Exception)
+def _unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
+    if isinstance(exc, RequestDataTooBig):
+        return mark(error_response(request, payload_too_large(request_limit())))
+    logger.exception("unhandled error on %s", request.path)
+    return mark(error_response(request, ApiError(500, "INTERNAL_ERROR", "Something went wrong on our side.")))
+
+
+def request_limit() -> int:
+    from django.conf import settings
+
+    return settings.API_MAX_BODY_BYTES
+
+
+class HealthOut(Schema):
+    status: str = Field(description="Always 'ok' when the process answers.")
+    service: str = Field(description="Service name.")
+    schemaVersion: str = Field(description="Version of the API contract (also meta.version).")
+
+
+health_router = Router(tags=["health"])
+
+
+@health_router.get("/health", response=Envelope[HealthOut], auth=None, summary="Liveness of the SDK API (no auth)")
+def health(request: HttpRequest) -> dict[str, Any]:
+    return success_envelope(request, {"status": "ok", "service": "cairn-sdk", "schemaVersion": API_VERSION})
+
+
+def _register_routers() -> None:
+    from memories.api import router as memories_router
+
+    api.add_router("/", health_router)
+    api.add_router("/", memories_router)
+
+
+_register_routers()

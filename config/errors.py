@@ -1,0 +1,93 @@
+"""The SDK envelope `{ok, data, error, meta}` and the errors that travel in it (memories-sh.md §1.2)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
+
+API_VERSION = "2026-11-22"
+
+_TYPE_BY_STATUS = {
+    400: "validation_error",
+    401: "auth_error",
+    403: "auth_error",
+    404: "not_found_error",
+    405: "validation_error",
+    409: "validation_error",
+    413: "validation_error",
+    415: "validation_error",
+    422: "validation_error",
+    429: "rate_limit_error",
+}
+
+
+class ApiError(Exception):
+    """Raised anywhere under /api; rendered as the envelope with its status, code and message."""
+
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        *,
+        details: dict[str, Any] | None = None,
+        retryable: bool | None = None,
+        error_type: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.details = details
+        self.retryable = status >= 500 or status == 429 if retryable is None else retryable
+        self.error_type = error_type or ("internal_error" if status >= 500 else _TYPE_BY_STATUS.get(status, "unknown_error"))
+        self.headers = headers or {}
+
+
+def request_id(request: HttpRequest) -> str:
+    rid = getattr(request, "cairn_request_id", None)
+    if rid is None:
+        rid = str(uuid.uuid4())
+        request.cairn_request_id = rid  # type: ignore[attr-defined]
+    return rid
+
+
+def meta(request: HttpRequest) -> dict[str, str]:
+    return {
+        "version": API_VERSION,
+        "endpoint": request.path,
+        "requestId": request_id(request),
+        "timestamp": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
+    }
+
+
+def success_envelope(request: HttpRequest, data: Any) -> dict[str, Any]:
+    return {"ok": True, "data": data, "error": None, "meta": meta(request)}
+
+
+def error_body(request: HttpRequest, error: ApiError) -> dict[str, Any]:
+    payload: dict[str, Any] = {
+        "type": error.error_type,
+        "code": error.code,
+        "message": error.message,
+        "status": error.status,
+        "retryable": error.retryable,
+    }
+    if error.details is not None:
+        payload["details"] = error.details
+    return {"ok": False, "data": None, "error": payload, "meta": meta(request)}
+
+
+def error_response(request: HttpRequest, error: ApiError) -> HttpResponse:
+    response = HttpResponse(
+        json.dumps(error_body(request, error)), status=error.status, content_type="application/json"
+    )
+    for name, value in error.headers.items():
+        response[name] = value
+    response["X-Request-Id"] = request_id(request)
+    return response

@@ -1,0 +1,104 @@
+"""Every response under /api is the envelope, whatever failed and whatever DEBUG says."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
+
+from config.errors import ApiError, error_response, request_id
+
+logger = logging.getLogger("cairn.api")
+
+_CLIENT_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{8,128}$")
+_GENERIC_ERRORS = {
+    400: ("INVALID_REQUEST", "The request could not be understood."),
+    403: ("FORBIDDEN", "This request is not allowed."),
+    404: ("NOT_FOUND", "No API endpoint at this path. See /api/sdk/v1/docs for the list of endpoints."),
+    405: ("METHOD_NOT_ALLOWED", "This endpoint does not accept this HTTP method."),
+    413: ("PAYLOAD_TOO_LARGE", "The request body is too large."),
+}
+
+
+def _is_api(request: HttpRequest) -> bool:
+    return request.path.startswith("/api/")
+
+
+class ApiEnvelopeMiddleware:
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if not _is_api(request):
+            return self.get_response(request)
+        incoming = request.headers.get("X-Request-Id", "")
+        if _CLIENT_REQUEST_ID.match(incoming):
+            request.cairn_request_id = incoming  # type: ignore[attr-defined]
+        request_id(request)
+
+        if request.method == "OPTIONS":
+            return self._preflight(request)
+        too_large = self._body_too_large(request)
+        if too_large is not None:
+            return too_large
+
+        response = self.get_response(request)
+        if response.status_code >= 400 and not getattr(response, "cairn_envelope", False):
+            response = self._wrap_foreign_error(request, response)
+        response["X-Request-Id"] = request_id(request)
+        response.setdefault("Access-Control-Allow-Origin", "*")
+        return response
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if not _is_api(request):
+            return None
+        logger.exception("unhandled error on %s (request %s)", request.path, request_id(request))
+        return mark(error_response(request, ApiError(500, "INTERNAL_ERROR", "Something went wrong on our side.")))
+
+    def _preflight(self, request: HttpRequest) -> HttpResponse:
+        response = HttpResponse(status=204)
+        response["Access-Control-Allow-Origin"] = "*"
+        response["Access-Control-Allow-Methods"] = "GET, POST, PATCH, DELETE, OPTIONS"
+        response["Access-Control-Allow-Headers"] = "Content-Type, Authorization, Idempotency-Key, X-Request-Id"
+        response["X-Request-Id"] = request_id(request)
+        return response
+
+    def _body_too_large(self, request: HttpRequest) -> HttpResponse | None:
+        try:
+            length = int(request.META.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            length = 0
+        limit = settings.API_MAX_BODY_BYTES
+        if length <= limit:
+            return None
+        return mark(error_response(request, payload_too_large(limit)))
+
+    def _wrap_foreign_error(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
+        status = response.status_code
+        code, message = _GENERIC_ERRORS.get(status, ("INTERNAL_ERROR", "Something went wrong on our side."))
+        if status == 413:
+            return mark(error_response(request, payload_too_large(settings.API_MAX_BODY_BYTES)))
+        details = None
+        if status == 405 and response.has_header("Allow"):
+            details = {"allowed": [m.strip() for m in response["Allow"].split(",")]}
+        wrapped = error_response(request, ApiError(status if status < 600 else 500, code, message, details=details))
+        if response.has_header("Allow"):
+            wrapped["Allow"] = response["Allow"]
+        return mark(wrapped)
+
+
+def payload_too_large(limit: int) -> ApiError:
+    return ApiError(
+        413,
+        "PAYLOAD_TOO_LARGE",
+        f"The request body is larger than {limit} bytes. Send less data per request.",
+        details={"maxBytes": limit},
+    )
+
+
+def mark(response: HttpResponse) -> HttpResponse:
+    response.cairn_envelope = True  # type: ignore[attr-defined]
+    return response

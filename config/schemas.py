@@ -1,0 +1,59 @@
+"""Schemas shared by every router: the envelope and the scope object."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Generic, TypeVar
+
+from ninja import Schema
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+T = TypeVar("T")
+
+
+def trimmed(max_length: int, min_length: int = 1) -> Any:
+    return Annotated[str, StringConstraints(strip_whitespace=True, min_length=min_length, max_length=max_length)]
+
+
+class StrictIn(Schema):
+    """Request bodies reject unknown fields, naming them, instead of silently dropping them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class ScopeIn(StrictIn):
+    tenantId: trimmed(120) | None = Field(
+        None, description="Selects (and on first use provisions) an SDK-tenant workspace under your own workspace."
+    )
+    userId: trimmed(120) | None = Field(
+        None,
+        description="End user inside the workspace. Reads see shared memories plus this user's; writes touch only "
+        "this user's. Without it, only shared (user-less) memories.",
+    )
+    projectId: trimmed(240) | None = Field(
+        None,
+        description="Project (e.g. github.com/owner/repo). Writes become project-scoped; reads see global memories "
+        "plus this project's. In routing mode 'auto' its GitHub owner also picks the org workspace.",
+    )
+
+
+class ErrorOut(BaseModel):
+    type: str = Field(description="auth_error, validation_error, not_found_error, rate_limit_error or internal_error.")
+    code: str = Field(description="Stable machine-readable code, e.g. MEMORY_NOT_FOUND.")
+    message: str = Field(description="What went wrong and how to fix it.")
+    status: int = Field(description="Same as the HTTP status.")
+    retryable: bool = Field(description="Whether the same request may succeed later.")
+    details: dict[str, Any] | None = Field(None, description="Extra facts, e.g. the offending fields.")
+
+
+class MetaOut(BaseModel):
+    version: str = Field(description="API contract version.")
+    endpoint: str = Field(description="The path that answered.")
+    requestId: str = Field(description="Request id, also in the X-Request-Id header; quote it in support requests.")
+    timestamp: str = Field(description="Server time of the answer, ISO 8601 UTC.")
+
+
+class Envelope(BaseModel, Generic[T]):
+    ok: bool = Field(description="True on success.")
+    data: T | None = Field(description="The payload on success, null on failure.")
+    error: ErrorOut | None = Field(description="Null on success; the error otherwise.")
+    meta: MetaOut

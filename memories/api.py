@@ -1,0 +1,233 @@
+"""SDK routes memories/*: thin handlers — resolve the workspace, open its RLS transaction, call a service."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
+from ninja import Router
+
+from config.errors import ApiError, success_envelope
+from config.schemas import Envelope, ScopeIn
+from memories import selectors, services
+from memories.schemas import (
+    AddIn,
+    AddOut,
+    BulkForgetIn,
+    BulkForgetOut,
+    EditIn,
+    EditOut,
+    ForgetIn,
+    ForgetOut,
+    ListIn,
+    ListOut,
+    SearchIn,
+    SearchOut,
+    VacuumIn,
+    VacuumOut,
+)
+from memories.selectors import MemoryScope
+from tenancy.auth import SdkCaller, SdkKeyAuth
+from tenancy.rls import workspace_context
+from tenancy.services import workspace_for_scope
+
+router = Router(tags=["memories"], auth=SdkKeyAuth())
+
+_IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
+_STRATEGY_ALIASES = {"baseline": "lexical", "hybrid_graph": "hybrid"}
+
+
+def resolve_scope(request: HttpRequest, scope: ScopeIn) -> tuple[int, MemoryScope]:
+    caller: SdkCaller = request.auth  # type: ignore[attr-defined]
+    workspace = workspace_for_scope(user=caller.user, tenant_id=scope.tenantId, project_id=scope.projectId)
+    return workspace.id, MemoryScope(user_id=scope.userId, project_id=scope.projectId)
+
+
+def embedding_model_choice(requested: str | None) -> dict[str, str]:
+    if requested:
+        return {"embeddingModel": requested, "embeddingModelSource": "request"}
+    return {"embeddingModel": settings.EMBEDDING_MODEL, "embeddingModelSource": "workspace_default"}
+
+
+def _idempotency_key(request: HttpRequest) -> str | None:
+    key = request.headers.get("Idempotency-Key")
+    if key is None:
+        return None
+    if not _IDEMPOTENCY_KEY.match(key):
+        raise ApiError(
+            400, "IDEMPOTENCY_KEY_INVALID", "Idempotency-Key must be 1–255 visible ASCII characters (a UUID works)."
+        )
+    return key
+
+
+@router.post(
+    "/memories/add",
+    response={201: Envelope[AddOut], 200: Envelope[AddOut]},
+    summary="Store a memory",
+    description="Stores a memory and answers 201 at once. Send an Idempotency-Key header to make retries safe: the "
+    "same key and body within 24 h replays the first answer (200, header Idempotent-Replayed: true); the same key "
+    "with another body is 422 IDEMPOTENCY_KEY_REUSED.",
+)
+def memories_add(request: HttpRequest, response: HttpResponse, payload: AddIn) -> tuple[int, dict[str, Any]]:
+    key = _idempotency_key(request)
+    workspace_id, scope = resolve_scope(request, payload.scope)
+    caller: SdkCaller = request.auth  # type: ignore[attr-defined]
+    with workspace_context(workspace_id):
+        claim = None
+        if key is not None:
+            claim = services.idempotency_claim(
+                workspace_id=workspace_id,
+                user_id=caller.user.pk,
+                key=key,
+                request_hash=services.request_fingerprint(payload.model_dump(mode="json")),
+            )
+            if claim.record_id is None:
+                response["Idempotent-Replayed"] = "true"
+                return 200, success_envelope(request, claim.replay_data)
+        memory = services.memory_add(
+            workspace_id=workspace_id,
+            scope=scope,
+            content=payload.content,
+            type=payload.type,
+            layer=payload.layer,
+            tags=payload.tags,
+            paths=payload.paths,
+            category=payload.category,
+            metadata=payload.metadata,
+            embedding_model=payload.embeddingModel,
+        )
+        data = AddOut.model_validate(
+            {
+                "id": str(memory.id),
+                "message": "Memory stored.",
+                "memory": selectors.memory_payload(memory),
+                **embedding_model_choice(memory.embedding_model),
+            }
+        ).model_dump(mode="json")
+        if claim is not None and claim.record_id is not None:
+            services.idempotency_complete(record_id=claim.record_id, status=201, data=data)
+    return 201, success_envelope(request, data)
+
+
+@router.post("/memories/search", response=Envelope[SearchOut], summary="Search memories")
+def memories_search(request: HttpRequest, payload: SearchIn) -> dict[str, Any]:
+    workspace_id, scope = resolve_scope(request, payload.scope)
+    requested = _STRATEGY_ALIASES.get(payload.strategy or "lexical", payload.strategy or "lexical")
+    with workspace_context(workspace_id):
+        rows = selectors.memory_search_lexical(
+            workspace_id=workspace_id,
+            scope=scope,
+            query=payload.query,
+            type=payload.type,
+            layer=payload.layer,
+            limit=payload.limit,
+        )
+    fallback = requested != "lexical"
+    trace = {
+        "requestedStrategy": requested,
+        "appliedStrategy": "lexical",
+        "lexicalCandidates": len(rows),
+        "semanticCandidates": 0,
+        "fallbackTriggered": fallback,
+        "fallbackReason": "vectors_unavailable" if fallback else None,
+    }
+    memories = [selectors.memory_payload(row) for row in rows]
+    return success_envelope(request, {"memories": memories, "count": len(memories), "trace": trace})
+
+
+@router.post("/memories/list", response=Envelope[ListOut], summary="List memories, newest first, with cursors")
+def memories_list(request: HttpRequest, payload: ListIn) -> dict[str, Any]:
+    workspace_id, scope = resolve_scope(request, payload.scope)
+    with workspace_context(workspace_id):
+        rows, next_cursor = selectors.memory_list(
+            workspace_id=workspace_id,
+            scope=scope,
+            type=payload.type,
+            layer=payload.layer,
+            tag_substring=payload.tags,
+            limit=payload.limit,
+            cursor=payload.cursor,
+        )
+    memories = [selectors.memory_payload(row) for row in rows]
+    return success_envelope(request, {"memories": memories, "count": len(memories), "nextCursor": next_cursor})
+
+
+_EDIT_FIELDS = {
+    "content": "content",
+    "type": "type",
+    "layer": "layer",
+    "tags": "tags",
+    "paths": "paths",
+    "category": "category",
+    "metadata": "metadata",
+    "embeddingModel": "embedding_model",
+}
+
+
+@router.post("/memories/edit", response=Envelope[EditOut], summary="Change a memory")
+def memories_edit(request: HttpRequest, payload: EditIn) -> dict[str, Any]:
+    workspace_id, scope = resolve_scope(request, payload.scope)
+    changes = {
+        field: getattr(payload, name)
+        for name, field in _EDIT_FIELDS.items()
+        if name in payload.model_fields_set and (getattr(payload, name) is not None or name == "metadata")
+    }
+    with workspace_context(workspace_id):
+        memory = services.memory_edit(workspace_id=workspace_id, scope=scope, memory_id=payload.id, changes=changes)
+    return success_envelope(
+        request,
+        {
+            "id": str(memory.id),
+            "updated": True,
+            "message": "Memory updated.",
+            "memory": selectors.memory_payload(memory),
+            **embedding_model_choice(memory.embedding_model),
+        },
+    )
+
+
+@router.post("/memories/forget", response=Envelope[ForgetOut], summary="Forget (soft-delete) a memory")
+def memories_forget(request: HttpRequest, payload: ForgetIn) -> dict[str, Any]:
+    workspace_id, scope = resolve_scope(request, payload.scope)
+    with workspace_context(workspace_id):
+        memory = services.memory_forget(workspace_id=workspace_id, scope=scope, memory_id=payload.id)
+    return success_envelope(request, {"id": str(memory.id), "deleted": True, "message": "Memory forgotten."})
+
+
+@router.post(
+    "/memories/bulk-forget",
+    response=Envelope[BulkForgetOut],
+    summary="Forget many memories by filter",
+    description="Soft-deletes in batches of 500, at most 10,000 per call (hasMore tells you to call again). "
+    "dryRun counts and previews up to 1000 without deleting.",
+)
+def memories_bulk_forget(request: HttpRequest, payload: BulkForgetIn) -> dict[str, Any]:
+    workspace_id, scope = resolve_scope(request, payload.scope)
+    filters = services.BulkFilters(
+        types=payload.filters.types,
+        tags=payload.filters.tags,
+        older_than_days=payload.filters.olderThanDays,
+        pattern=payload.filters.pattern,
+        project_id=payload.filters.projectId,
+        all=bool(payload.filters.all),
+    )
+    with workspace_context(workspace_id):
+        result = services.memory_bulk_forget(
+            workspace_id=workspace_id, scope=scope, filters=filters, dry_run=payload.dryRun
+        )
+    return success_envelope(request, result)
+
+
+@router.post(
+    "/memories/vacuum",
+    response=Envelope[VacuumOut],
+    summary="Delete forgotten memories for good",
+    description="Hard-deletes soft-deleted memories in the caller's write scope, at most 10,000 per call.",
+)
+def memories_vacuum(request: HttpRequest, payload: VacuumIn) -> dict[str, Any]:
+    workspace_id, scope = resolve_scope(request, payload.scope)
+    with workspace_context(workspace_id):
+        purged = services.memory_vacuum(workspace_id=workspace_id, scope=scope)
+    return success_envelope(request, {"purged": purged, "message": f"Purged {purged} forgotten memories."})

@@ -1,0 +1,181 @@
+"""Request and response schemas of memories/* (memories-sh.md §1.4, plus cursors and idempotency)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any, Literal
+
+from django.conf import settings
+from ninja import Schema
+from pydantic import Field, field_validator
+
+from config.schemas import ScopeIn, StrictIn, trimmed
+
+MemoryType = Literal["rule", "decision", "fact", "note", "skill"]
+MemoryLayer = Literal["rule", "working", "long_term"]
+SearchStrategy = Literal["lexical", "semantic", "hybrid", "baseline", "hybrid_graph"]
+
+Tag = trimmed(120)
+Path = trimmed(300)
+
+
+def _check_metadata(value: dict[str, Any] | None) -> dict[str, Any] | None:
+    if value is None:
+        return value
+    size = len(json.dumps(value, separators=(",", ":")).encode())
+    if size > settings.MEMORY_METADATA_MAX_BYTES:
+        raise ValueError(f"metadata is {size} bytes as JSON; the limit is {settings.MEMORY_METADATA_MAX_BYTES}")
+    return value
+
+
+class MemoryOut(Schema):
+    id: str = Field(description="Memory id.")
+    content: str = Field(description="The memory text as stored.")
+    type: MemoryType = Field(description="rule, decision, fact, note or skill.")
+    layer: MemoryLayer = Field(description="rule, working (expires) or long_term.")
+    expiresAt: datetime | None = Field(description="When a working memory expires; null otherwise.")
+    scope: Literal["global", "project"] = Field(description="project when written with a projectId.")
+    projectId: str | None = Field(description="The project the memory belongs to, if any.")
+    tags: list[str] = Field(description="Tags.")
+    paths: list[str] = Field(description="File paths the memory is about.")
+    category: str | None = Field(description="Category.")
+    metadata: dict[str, Any] | None = Field(description="Caller's metadata object.")
+    createdAt: datetime = Field(description="When it was written (or the time given in metadata on import).")
+    updatedAt: datetime = Field(description="Last change.")
+
+
+class AddIn(StrictIn):
+    content: trimmed(8000) = Field(description="The memory text, 1–8000 characters.")
+    type: MemoryType = Field("note", description="Kind of memory. Default note.")
+    layer: MemoryLayer | None = Field(None, description="Default: rule for type rule, otherwise long_term.")
+    tags: list[Tag] = Field(default_factory=list, max_length=50, description="Up to 50 tags of 1–120 chars.")
+    paths: list[Path] = Field(default_factory=list, max_length=100, description="Up to 100 paths of 1–300 chars.")
+    category: trimmed(120) | None = Field(None, description="Category, 1–120 chars.")
+    metadata: dict[str, Any] | None = Field(None, description="Any JSON object up to 16 KB.")
+    embeddingModel: trimmed(160) | None = Field(None, description="Embedding model to use for this memory.")
+    scope: ScopeIn = Field(default_factory=ScopeIn, description="Where the memory goes.")
+
+    _metadata = field_validator("metadata")(_check_metadata)
+
+
+class AddOut(Schema):
+    id: str = Field(description="Id of the new memory (or of the first one, on an idempotent replay).")
+    message: str
+    memory: MemoryOut
+    embeddingModel: str = Field(description="Embedding model that will embed this memory.")
+    embeddingModelSource: Literal["request", "workspace_default"] = Field(description="Where the model came from.")
+
+
+class SearchIn(StrictIn):
+    query: trimmed(500) = Field(description="What to look for, 1–500 chars; web-search syntax (\"phrase\", -not, or).")
+    type: MemoryType | None = Field(None, description="Only this type.")
+    layer: MemoryLayer | None = Field(None, description="Only this layer.")
+    strategy: SearchStrategy | None = Field(
+        None, description="lexical (default), semantic or hybrid; baseline = lexical, hybrid_graph = hybrid."
+    )
+    limit: int = Field(10, ge=1, le=50, description="1–50, default 10.")
+    scope: ScopeIn = Field(default_factory=ScopeIn)
+
+
+class SearchTraceOut(Schema):
+    requestedStrategy: str = Field(description="Strategy asked for (after alias mapping).")
+    appliedStrategy: str = Field(description="Strategy that produced the ranking.")
+    lexicalCandidates: int = Field(description="Candidates from full-text search.")
+    semanticCandidates: int = Field(description="Candidates from vector search.")
+    fallbackTriggered: bool = Field(description="True when the requested strategy could not run as asked.")
+    fallbackReason: str | None = Field(description="Why it fell back, e.g. vectors_unavailable.")
+
+
+class SearchOut(Schema):
+    memories: list[MemoryOut]
+    count: int
+    trace: SearchTraceOut
+
+
+class ListIn(StrictIn):
+    type: MemoryType | None = Field(None, description="Only this type.")
+    layer: MemoryLayer | None = Field(None, description="Only this layer.")
+    tags: trimmed(120) | None = Field(None, description="Substring matched against the comma-joined tags.")
+    limit: int = Field(20, ge=1, le=100, description="Page size 1–100, default 20.")
+    cursor: trimmed(200) | None = Field(None, description="nextCursor of the previous page.")
+    scope: ScopeIn = Field(default_factory=ScopeIn)
+
+
+class ListOut(Schema):
+    memories: list[MemoryOut] = Field(description="Newest first.")
+    count: int = Field(description="Memories on this page.")
+    nextCursor: str | None = Field(description="Pass as cursor for the next page; null on the last page.")
+
+
+class EditIn(StrictIn):
+    id: trimmed(64) = Field(description="Memory id.")
+    content: trimmed(8000) | None = Field(None, description="New text.")
+    type: MemoryType | None = Field(None, description="New type; rule without layer also makes the layer rule.")
+    layer: MemoryLayer | None = Field(None, description="New layer; working restarts the expiry, others clear it.")
+    tags: list[Tag] | None = Field(None, max_length=50, description="Replaces the tags.")
+    paths: list[Path] | None = Field(None, max_length=100, description="Replaces the paths.")
+    category: trimmed(120) | None = Field(None, description="New category.")
+    metadata: dict[str, Any] | None = Field(None, description="Replaces the metadata; null clears it.")
+    embeddingModel: trimmed(160) | None = Field(None, description="Embedding model for this memory.")
+    scope: ScopeIn = Field(default_factory=ScopeIn)
+
+    _metadata = field_validator("metadata")(_check_metadata)
+
+
+class EditOut(Schema):
+    id: str
+    updated: bool
+    message: str
+    embeddingModel: str
+    embeddingModelSource: Literal["request", "workspace_default"]
+    memory: MemoryOut
+
+
+class ForgetIn(StrictIn):
+    id: trimmed(64) = Field(description="Memory id.")
+    scope: ScopeIn = Field(default_factory=ScopeIn)
+
+
+class ForgetOut(Schema):
+    id: str
+    deleted: bool
+    message: str
+
+
+class BulkForgetFilters(StrictIn):
+    types: list[MemoryType] | None = Field(None, max_length=5, description="Memories of these types.")
+    tags: list[trimmed(128)] | None = Field(None, max_length=50, description="Memories carrying any of these tags.")
+    olderThanDays: int | None = Field(None, ge=1, le=36500, description="Created more than N days ago.")
+    pattern: trimmed(500) | None = Field(None, description="Content pattern: * any text, ? one character.")
+    projectId: trimmed(240) | None = Field(None, description="Narrow to one project (not enough on its own).")
+    all: bool | None = Field(None, description="Everything in scope; must be the only filter.")
+
+
+class BulkForgetIn(StrictIn):
+    filters: BulkForgetFilters
+    dryRun: bool = Field(False, description="Count and preview without deleting.")
+    scope: ScopeIn = Field(default_factory=ScopeIn)
+
+
+class BulkForgetPreview(Schema):
+    id: str
+    type: MemoryType
+    contentPreview: str = Field(description="First 80 characters.")
+
+
+class BulkForgetOut(Schema):
+    count: int = Field(description="Matching memories (dry run) or memories forgotten (real run).")
+    ids: list[str] | None = Field(None, description="Forgotten ids (real run).")
+    memories: list[BulkForgetPreview] | None = Field(None, description="Up to 1000 previews (dry run).")
+    hasMore: bool = Field(False, description="Real run: more matched than one call forgets; call again.")
+    message: str
+
+
+class VacuumIn(StrictIn):
+    scope: ScopeIn = Field(default_factory=ScopeIn)
+
+
+class VacuumOut(Schema):
+    purged: int = Field(description="Forgotten memories deleted for good.")
+    message: str

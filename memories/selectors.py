@@ -1,0 +1,203 @@
+"""Reads on memories. Callers run inside tenancy.rls.workspace_context; the explicit workspace filter is kept
+anyway so the planner uses the workspace indexes (RLS is the backstop, not the filter)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db.models import Q, QuerySet
+from django.utils import timezone
+
+from config.errors import ApiError
+from memories.models import Memory
+
+
+@dataclass(frozen=True)
+class MemoryScope:
+    """userId / projectId of a call: filters inside the workspace, never an authorisation boundary."""
+
+    user_id: str | None = None
+    project_id: str | None = None
+
+
+def parse_memory_id(raw: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(raw)
+    except ValueError:
+        return None
+
+
+def readable_q(scope: MemoryScope) -> Q:
+    """memories-sh.md §1.3 read rule: shared + this user's; global + this project's; live; not expired."""
+    users = Q(user_id__isnull=True) | Q(user_id=scope.user_id) if scope.user_id else Q(user_id__isnull=True)
+    projects = Q(scope=Memory.Scope.GLOBAL)
+    if scope.project_id:
+        projects |= Q(scope=Memory.Scope.PROJECT, project_id=scope.project_id)
+    live = Q(deleted_at__isnull=True) & (Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now()))
+    return users & projects & live
+
+
+def writable_q(scope: MemoryScope) -> Q:
+    """memories-sh.md §1.3 write rule: exactly this user's memories, or the shared ones when no userId."""
+    return Q(user_id=scope.user_id) if scope.user_id else Q(user_id__isnull=True)
+
+
+def memories_readable(*, workspace_id: int, scope: MemoryScope) -> QuerySet[Memory]:
+    return Memory.objects.filter(readable_q(scope), workspace_id=workspace_id)
+
+
+def memory_get_writable(*, workspace_id: int, scope: MemoryScope, memory_id: str) -> Memory | None:
+    parsed = parse_memory_id(memory_id)
+    if parsed is None:
+        return None
+    return (
+        Memory.objects.filter(writable_q(scope), workspace_id=workspace_id, pk=parsed, deleted_at__isnull=True)
+        .select_for_update()
+        .first()
+    )
+
+
+# --- list with cursors ----------------------------------------------------------------------------------------
+
+
+def encode_cursor(memory: Memory) -> str:
+    raw = json.dumps([memory.created_at.isoformat(), str(memory.id)]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        created_at, memory_id = json.loads(base64.urlsafe_b64decode(padded.encode()))
+        return datetime.fromisoformat(created_at), uuid.UUID(memory_id)
+    except (ValueError, TypeError, binascii.Error, json.JSONDecodeError):
+        raise ApiError(
+            400, "INVALID_CURSOR", "cursor is not one this API returned; pass nextCursor from the previous page."
+        ) from None
+
+
+def memory_list(
+    *,
+    workspace_id: int,
+    scope: MemoryScope,
+    type: str | None = None,
+    layer: str | None = None,
+    tag_substring: str | None = None,
+    limit: int = 20,
+    cursor: str | None = None,
+) -> tuple[list[Memory], str | None]:
+    queryset = memories_readable(workspace_id=workspace_id, scope=scope)
+    if type:
+        queryset = queryset.filter(type=type)
+    if layer:
+        queryset = queryset.filter(layer=layer)
+    if tag_substring:
+        queryset = queryset.extra(where=["array_to_string(tags, ',') LIKE %s"], params=[f"%{_like_escape(tag_substring)}%"])
+    if cursor:
+        created_at, memory_id = decode_cursor(cursor)
+        queryset = queryset.filter(Q(created_at__lt=created_at) | Q(created_at=created_at, id__lt=memory_id))
+    rows = list(queryset.order_by("-created_at", "-id")[: limit + 1])
+    next_cursor = encode_cursor(rows[limit - 1]) if len(rows) > limit else None
+    return rows[:limit], next_cursor
+
+
+def _like_escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+# --- lexical search -------------------------------------------------------------------------------------------
+
+_LEXICAL_SQL = """
+SELECT m.*, ts_rank_cd(m.search_tsv, q.query) AS lexical_rank
+FROM memories m, websearch_to_tsquery('english', %(query)s) AS q(query)
+WHERE m.workspace_id = %(workspace_id)s
+  AND m.search_tsv @@ q.query
+  AND m.deleted_at IS NULL
+  AND (m.expires_at IS NULL OR m.expires_at > now())
+  AND {user_rule} AND {project_rule} {extra}
+ORDER BY lexical_rank DESC, m.created_at DESC, m.id DESC
+LIMIT %(limit)s
+"""
+
+_SUBSTRING_SQL = """
+SELECT m.*, 0.0 AS lexical_rank
+FROM memories m
+WHERE m.workspace_id = %(workspace_id)s
+  AND m.content ILIKE %(pattern)s
+  AND m.deleted_at IS NULL
+  AND (m.expires_at IS NULL OR m.expires_at > now())
+  AND {user_rule} AND {project_rule} {extra}
+ORDER BY m.created_at DESC, m.id DESC
+LIMIT %(limit)s
+"""
+
+
+def _scope_sql(scope: MemoryScope, params: dict[str, Any]) -> dict[str, str]:
+    if scope.user_id:
+        params["user_id"] = scope.user_id
+        user_rule = "(m.user_id IS NULL OR m.user_id = %(user_id)s)"
+    else:
+        user_rule = "m.user_id IS NULL"
+    if scope.project_id:
+        params["project_id"] = scope.project_id
+        project_rule = "(m.scope = 'global' OR (m.scope = 'project' AND m.project_id = %(project_id)s))"
+    else:
+        project_rule = "m.scope = 'global'"
+    return {"user_rule": user_rule, "project_rule": project_rule}
+
+
+def memory_search_lexical(
+    *, workspace_id: int, scope: MemoryScope, query: str, type: str | None, layer: str | None, limit: int
+) -> list[Memory]:
+    """Full-text search (websearch_to_tsquery + ts_rank_cd over the GIN-indexed tsvector); when the query has no
+    searchable words (only stop words or symbols), fall back to a substring match so it still finds something."""
+    params: dict[str, Any] = {"workspace_id": workspace_id, "query": query, "limit": limit}
+    extra = ""
+    if type:
+        params["type"] = type
+        extra += " AND m.type = %(type)s"
+    if layer:
+        params["layer"] = layer
+        extra += " AND m.layer = %(layer)s"
+    parts = {**_scope_sql(scope, params), "extra": extra}
+    rows = list(Memory.objects.raw(_LEXICAL_SQL.format(**parts), params))
+    if rows or _has_search_terms(query):
+        return rows
+    params["pattern"] = f"%{_like_escape(query)}%"
+    return list(Memory.objects.raw(_SUBSTRING_SQL.format(**parts), params))
+
+
+def _has_search_terms(query: str) -> bool:
+    with connection_for_reads().cursor() as cursor:
+        cursor.execute("SELECT numnode(websearch_to_tsquery('english', %s)) > 0", [query])
+        return bool(cursor.fetchone()[0])
+
+
+def connection_for_reads() -> Any:
+    from django.db import connections
+
+    return connections["app"]
+
+
+def memory_payload(memory: Memory) -> dict[str, Any]:
+    return {
+        "id": str(memory.id),
+        "content": memory.content,
+        "type": memory.type,
+        "layer": memory.layer,
+        "expiresAt": memory.expires_at,
+        "scope": memory.scope,
+        "projectId": memory.project_id,
+        "tags": list(memory.tags or []),
+        "paths": list(memory.paths or []),
+        "category": memory.category,
+        "metadata": memory.metadata,
+        "createdAt": memory.created_at,
+        "updatedAt": memory.updated_at,
+    }

@@ -1,0 +1,295 @@
+"""Writes on memories. Callers run inside tenancy.rls.workspace_context (one transaction, RLS set)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import connections
+from django.db.models import Q
+from django.utils import timezone
+
+from config.errors import ApiError
+from memories import selectors
+from memories.models import IdempotencyRecord, Memory
+from memories.selectors import MemoryScope
+
+BULK_BATCH_SIZE = 500
+BULK_FORGET_MAX_PER_CALL = 10_000
+BULK_DRY_RUN_PREVIEW_LIMIT = 1000
+VACUUM_MAX_PER_CALL = 10_000
+
+
+def default_layer(memory_type: str) -> str:
+    return Memory.Layer.RULE if memory_type == Memory.Type.RULE else Memory.Layer.LONG_TERM
+
+
+def working_expiry() -> Any:
+    return timezone.now() + timedelta(hours=settings.WORKING_MEMORY_TTL_HOURS)
+
+
+def memory_add(
+    *,
+    workspace_id: int,
+    scope: MemoryScope,
+    content: str,
+    type: str = Memory.Type.NOTE,
+    layer: str | None = None,
+    tags: list[str] | None = None,
+    paths: list[str] | None = None,
+    category: str | None = None,
+    metadata: dict[str, Any] | None = None,
+    embedding_model: str | None = None,
+) -> Memory:
+    now = timezone.now()
+    layer = layer or default_layer(type)
+    memory = Memory.objects.create(
+        workspace_id=workspace_id,
+        content=content,
+        type=type,
+        layer=layer,
+        scope=Memory.Scope.PROJECT if scope.project_id else Memory.Scope.GLOBAL,
+        project_id=scope.project_id,
+        user_id=scope.user_id,
+        tags=_dedupe(tags or []),
+        paths=_dedupe(paths or []),
+        category=category,
+        metadata=metadata,
+        embedding_model=embedding_model,
+        expires_at=working_expiry() if layer == Memory.Layer.WORKING else None,
+        created_at=now,
+        updated_at=now,
+    )
+    if layer == Memory.Layer.WORKING:
+        working_memory_compact(workspace_id=workspace_id, user_id=scope.user_id)
+    return memory
+
+
+def working_memory_compact(*, workspace_id: int, user_id: str | None) -> int:
+    """Forget a user's expired working memories and all but the newest N (WORKING_MEMORY_MAX_ITEMS_PER_USER)."""
+    now = timezone.now()
+    user_rule = "user_id = %s" if user_id else "user_id IS NULL"
+    params: list[Any] = [now, workspace_id, *([user_id] if user_id else []), now, settings.WORKING_MEMORY_MAX_ITEMS_PER_USER]
+    sql = f"""
+        UPDATE memories SET deleted_at = %s
+        WHERE id IN (
+            SELECT id FROM (
+                SELECT id, expires_at, row_number() OVER (ORDER BY created_at DESC, id DESC) AS position
+                FROM memories
+                WHERE workspace_id = %s AND {user_rule} AND layer = 'working' AND deleted_at IS NULL
+            ) ranked
+            WHERE ranked.expires_at <= %s OR ranked.position > %s
+        )
+    """
+    with connections["app"].cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount
+
+
+def _dedupe(values: list[str]) -> list[str]:
+    return list(dict.fromkeys(values))
+
+
+_EDITABLE = ("content", "type", "layer", "tags", "paths", "category", "metadata", "embedding_model")
+
+
+def memory_edit(*, workspace_id: int, scope: MemoryScope, memory_id: str, changes: dict[str, Any]) -> Memory:
+    """Apply the fields present in `changes` (memories-sh.md §1.4 edit rules)."""
+    unknown = set(changes) - set(_EDITABLE)
+    if unknown:
+        raise ValueError(f"not editable: {sorted(unknown)}")
+    if not changes:
+        raise ApiError(
+            400, "INVALID_REQUEST", "Nothing to change: send at least one of content, type, layer, tags, paths, "
+            "category, metadata or embeddingModel."
+        )
+    memory = selectors.memory_get_writable(workspace_id=workspace_id, scope=scope, memory_id=memory_id)
+    if memory is None:
+        raise memory_not_found(memory_id)
+    for field in ("content", "type", "tags", "paths", "category", "metadata", "embedding_model"):
+        if field in changes:
+            value = changes[field]
+            if field in ("tags", "paths"):
+                value = _dedupe(value or [])
+            setattr(memory, field, value)
+    if "layer" in changes and changes["layer"] is not None:
+        memory.layer = changes["layer"]
+    elif changes.get("type") == Memory.Type.RULE:
+        memory.layer = Memory.Layer.RULE
+    if "layer" in changes or changes.get("type") == Memory.Type.RULE:
+        memory.expires_at = working_expiry() if memory.layer == Memory.Layer.WORKING else None
+    memory.updated_at = timezone.now()
+    memory.save()
+    if memory.layer == Memory.Layer.WORKING:
+        working_memory_compact(workspace_id=workspace_id, user_id=memory.user_id)
+    return memory
+
+
+def memory_not_found(memory_id: str) -> ApiError:
+    return ApiError(
+        404, "MEMORY_NOT_FOUND", f"No memory {memory_id!r} in this scope.", details={"id": memory_id}
+    )
+
+
+def memory_forget(*, workspace_id: int, scope: MemoryScope, memory_id: str) -> Memory:
+    memory = selectors.memory_get_writable(workspace_id=workspace_id, scope=scope, memory_id=memory_id)
+    if memory is None:
+        raise memory_not_found(memory_id)
+    memory.deleted_at = timezone.now()
+    memory.save(update_fields=["deleted_at"])
+    return memory
+
+
+# --- bulk forget and vacuum -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BulkFilters:
+    types: list[str] | None = None
+    tags: list[str] | None = None
+    older_than_days: int | None = None
+    pattern: str | None = None
+    project_id: str | None = None
+    all: bool = False
+
+
+def bulk_filters_q(filters: BulkFilters) -> Q:
+    narrowing = [filters.types, filters.tags, filters.older_than_days, filters.pattern]
+    has_narrowing = any(value not in (None, []) for value in narrowing)
+    if filters.all and (has_narrowing or filters.project_id):
+        raise ApiError(
+            400, "BULK_FORGET_INVALID_FILTERS", "filters.all must be the only filter; drop the others or all."
+        )
+    if not filters.all and not has_narrowing:
+        raise ApiError(
+            400,
+            "BULK_FORGET_NO_FILTERS",
+            "Give at least one of filters.types, tags, olderThanDays or pattern, or all: true alone "
+            "(projectId alone is not enough).",
+        )
+    q = Q()
+    if filters.types:
+        q &= Q(type__in=filters.types)
+    if filters.tags:
+        q &= Q(tags__overlap=filters.tags)
+    if filters.older_than_days:
+        q &= Q(created_at__lt=timezone.now() - timedelta(days=filters.older_than_days))
+    if filters.pattern:
+        q &= Q(content__regex=_glob_to_regex(filters.pattern))
+    if filters.project_id:
+        q &= Q(project_id=filters.project_id)
+    return q
+
+
+def _glob_to_regex(pattern: str) -> str:
+    """`*` → any text, `?` → one character, everything else literal; matched against the whole content."""
+    parts = []
+    for char in pattern:
+        if char == "*":
+            parts.append(".*")
+        elif char == "?":
+            parts.append(".")
+        else:
+            parts.append(re.escape(char))
+    return "^" + "".join(parts) + "$"
+
+
+def memory_bulk_forget(
+    *, workspace_id: int, scope: MemoryScope, filters: BulkFilters, dry_run: bool
+) -> dict[str, Any]:
+    matching = Memory.objects.filter(
+        selectors.writable_q(scope), bulk_filters_q(filters), workspace_id=workspace_id, deleted_at__isnull=True
+    )
+    if dry_run:
+        total = matching.count()
+        preview = matching.order_by("-created_at", "-id").values("id", "type", "content")[:BULK_DRY_RUN_PREVIEW_LIMIT]
+        return {
+            "count": total,
+            "memories": [
+                {"id": str(row["id"]), "type": row["type"], "contentPreview": row["content"][:80]} for row in preview
+            ],
+            "message": f"{total} memories would be forgotten.",
+        }
+    forgotten: list[str] = []
+    now = timezone.now()
+    while len(forgotten) < BULK_FORGET_MAX_PER_CALL:
+        batch = list(matching.order_by("created_at", "id").values_list("id", flat=True)[:BULK_BATCH_SIZE])
+        if not batch:
+            break
+        Memory.objects.filter(workspace_id=workspace_id, pk__in=batch).update(deleted_at=now)
+        forgotten.extend(str(memory_id) for memory_id in batch)
+    has_more = len(forgotten) >= BULK_FORGET_MAX_PER_CALL and matching.exists()
+    message = f"Forgot {len(forgotten)} memories."
+    if has_more:
+        message += f" More match; call again (at most {BULK_FORGET_MAX_PER_CALL} per call)."
+    return {"count": len(forgotten), "ids": forgotten, "hasMore": has_more, "message": message}
+
+
+def memory_vacuum(*, workspace_id: int, scope: MemoryScope) -> int:
+    """Delete forgotten memories for good, in batches, within the caller's write scope."""
+    purged = 0
+    forgotten = Memory.objects.filter(selectors.writable_q(scope), workspace_id=workspace_id, deleted_at__isnull=False)
+    while purged < VACUUM_MAX_PER_CALL:
+        batch = list(forgotten.values_list("id", flat=True)[:BULK_BATCH_SIZE])
+        if not batch:
+            break
+        deleted, _ = Memory.objects.filter(workspace_id=workspace_id, pk__in=batch).delete()
+        purged += len(batch)
+    return purged
+
+
+# --- idempotency ----------------------------------------------------------------------------------------------
+
+
+def request_fingerprint(body: Any) -> str:
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":"), default=str).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class IdempotencyClaim:
+    record_id: int | None
+    replay_status: int | None = None
+    replay_data: Any = None
+
+
+_CLAIM_SQL = """
+INSERT INTO idempotency_records (workspace_id, user_id, key, request_hash, created_at, expires_at)
+VALUES (%s, %s, %s, %s, now(), now() + make_interval(hours => %s))
+ON CONFLICT (workspace_id, user_id, key) DO UPDATE
+    SET request_hash = EXCLUDED.request_hash, created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at,
+        response_status = NULL, response_data = NULL
+    WHERE idempotency_records.expires_at <= now()
+RETURNING id
+"""
+
+
+def idempotency_claim(*, workspace_id: int, user_id: int, key: str, request_hash: str) -> IdempotencyClaim:
+    """Claim `key` for this request, or return the first response to replay.
+
+    The claim is an insert in the caller's transaction: a concurrent request with the same key waits on the
+    unique index until the first commits, then finds its stored response instead of writing a duplicate.
+    """
+    with connections["app"].cursor() as cursor:
+        cursor.execute(_CLAIM_SQL, [workspace_id, user_id, key, request_hash, settings.IDEMPOTENCY_TTL_HOURS])
+        row = cursor.fetchone()
+    if row is not None:
+        return IdempotencyClaim(record_id=row[0])
+    record = IdempotencyRecord.objects.get(workspace_id=workspace_id, user_id=user_id, key=key)
+    if record.request_hash != request_hash:
+        raise ApiError(
+            422,
+            "IDEMPOTENCY_KEY_REUSED",
+            "This Idempotency-Key was already used with a different request body in the last "
+            f"{settings.IDEMPOTENCY_TTL_HOURS} h. Use a new key for a new request.",
+            details={"idempotencyKey": key},
+        )
+    return IdempotencyClaim(record_id=None, replay_status=record.response_status, replay_data=record.response_data)
+
+
+def idempotency_complete(*, record_id: int, status: int, data: Any) -> None:
+    IdempotencyRecord.objects.filter(pk=record_id).update(response_status=status, response_data=data)

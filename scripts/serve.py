@@ -1,0 +1,66 @@
+"""Run web (gunicorn) and worker (qcluster) in the foreground, as the Procfile describes, until Ctrl-C.
+
+This process holds its own handle on the embedded database (when DATABASE_URL is unset), so the server stays
+up while web workers come and go, and stops cleanly when `make run` ends.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def main() -> int:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    if not os.environ.get("DATABASE_URL"):
+        from config.embedded_db import ensure_embedded_postgres
+
+        ensure_embedded_postgres()
+    bind = os.environ.get("BIND", "127.0.0.1:8000")
+    web_workers = os.environ.get("WEB_CONCURRENCY", "2")
+    python = sys.executable
+    gunicorn = str(Path(python).with_name("gunicorn"))
+    commands = {
+        "web": [gunicorn, "config.wsgi", "--bind", bind, "--workers", web_workers, "--access-logfile", "-"],
+        "worker": [python, "manage.py", "qcluster"],
+    }
+    children = {name: subprocess.Popen(cmd, cwd=ROOT) for name, cmd in commands.items()}
+    print(f"Cairn is running on http://{bind} (web + worker). Ctrl-C stops both.", flush=True)
+
+    stopping = False
+
+    def stop(signum: int, frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    exit_code = 0
+    while not stopping:
+        for name, child in children.items():
+            if child.poll() is not None:
+                print(f"{name} exited with {child.returncode}; stopping.", flush=True)
+                exit_code = child.returncode or 1
+                stopping = True
+        time.sleep(0.5)
+    for child in children.values():
+        if child.poll() is None:
+            child.send_signal(signal.SIGTERM)
+    deadline = time.time() + 20
+    for child in children.values():
+        try:
+            child.wait(timeout=max(0.1, deadline - time.time()))
+        except subprocess.TimeoutExpired:
+            child.kill()
+    return exit_code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,71 @@
+"""SDK authentication, in memories.sh's order (memories-sh.md §1.1):
+missing → format → rate limit → unknown → expired, and only then the body."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.http import HttpRequest
+from django.utils import timezone
+from ninja.security.base import AuthBase
+
+from config.errors import ApiError
+from tenancy import selectors, services
+from tenancy.models import ApiKey
+from tenancy.ratelimit import rate_limit_hit
+
+KEY_PATTERN = re.compile(r"^mem_[a-f0-9]{64}$")
+_BEARER = re.compile(r"^bearer\s+(\S+)\s*$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class SdkCaller:
+    api_key: ApiKey
+    user: AbstractBaseUser
+
+
+class SdkKeyAuth(AuthBase):
+    openapi_type = "http"
+    openapi_scheme = "bearer"
+
+    def __init__(self) -> None:
+        self.openapi_bearerFormat = "mem_<64 hex>"
+        super().__init__()
+
+    def __call__(self, request: HttpRequest) -> SdkCaller:
+        header = request.headers.get("Authorization", "").strip()
+        if not header:
+            raise ApiError(401, "MISSING_API_KEY", "Send your API key as 'Authorization: Bearer mem_…'.")
+        match = _BEARER.match(header)
+        token = match.group(1) if match else ""
+        if not KEY_PATTERN.match(token):
+            raise ApiError(
+                401,
+                "INVALID_API_KEY_FORMAT",
+                "The Authorization header must be 'Bearer mem_' followed by 64 lowercase hex characters.",
+            )
+        key_hash = services.api_key_hash(token)
+        decision = rate_limit_hit(
+            bucket=key_hash, limit=settings.RATE_LIMIT_REQUESTS, window_seconds=settings.RATE_LIMIT_WINDOW_SECONDS
+        )
+        if not decision.allowed:
+            raise ApiError(
+                429,
+                "RATE_LIMITED",
+                f"Too many requests: {decision.limit} per {settings.RATE_LIMIT_WINDOW_SECONDS} s per key. "
+                f"Retry in {decision.retry_after_seconds} s.",
+                details={"retryAfterSeconds": decision.retry_after_seconds, "limit": decision.limit},
+                headers={"Retry-After": str(decision.retry_after_seconds)},
+            )
+        api_key = selectors.api_key_by_hash(key_hash=key_hash)
+        if api_key is None or not api_key.user.is_active:
+            raise ApiError(401, "INVALID_API_KEY", "This API key is not valid.")
+        if api_key.revoked_at is not None:
+            raise ApiError(401, "INVALID_API_KEY", "This API key was revoked. Create a new one.")
+        if api_key.expires_at <= timezone.now():
+            raise ApiError(401, "API_KEY_EXPIRED", "This API key has expired. Create a new one.")
+        services.api_key_touch(api_key=api_key)
+        return SdkCaller(api_key=api_key, user=api_key.user)

@@ -1,0 +1,24 @@
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from tenancy import services
+from tenancy.management.commands._helpers import org_by_slug, user_by_username
+
+
+class Command(BaseCommand):
+    help = "Add a user to an organization, or change their role (owner, admin, member)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--org", required=True)
+        parser.add_argument("--username", required=True)
+        parser.add_argument("--role", default="member", choices=["owner", "admin", "member"])
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        org = org_by_slug(options["org"])
+        user = user_by_username(options["username"])
+        try:
+            services.membership_set(org=org, user=user, role=options["role"])
+        except ValueError as exc:
+            raise CommandError(str(exc)) from exc
+        self.stdout.write(f"{user.get_username()} is {options['role']} of {org.slug}")

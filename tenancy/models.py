@@ -1,0 +1,113 @@
+"""Control plane: workspaces (the security boundary), memberships, API keys and repo routing.
+
+These tables hold no memory data, so they carry no row-level security; every table that holds workspace data
+(memories, graph, rollout, idempotency records, …) carries workspace_id and a FORCE RLS policy instead.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class Workspace(models.Model):
+    class Kind(models.TextChoices):
+        PERSONAL = "personal"
+        ORG = "org"
+        SDK_TENANT = "sdk_tenant"
+
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    name = models.CharField(max_length=200)
+    # Orgs only: the GitHub-owner-shaped handle used by repo routing (memories-sh.md §6).
+    slug = models.CharField(max_length=39, null=True, blank=True)
+    personal_owner = models.OneToOneField(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="personal_workspace"
+    )
+    # SDK tenants only: the personal or org workspace that owns the tenant, and the caller's tenantId.
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="tenants")
+    tenant_id = models.CharField(max_length=120, null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "workspaces"
+        constraints = [
+            models.UniqueConstraint(fields=["slug"], condition=Q(kind="org"), name="workspaces_org_slug_unique"),
+            models.UniqueConstraint(
+                fields=["parent", "tenant_id"], condition=Q(kind="sdk_tenant"), name="workspaces_tenant_unique"
+            ),
+            models.CheckConstraint(
+                condition=(
+                    Q(kind="personal", personal_owner__isnull=False, parent__isnull=True)
+                    | Q(kind="org", slug__isnull=False, parent__isnull=True)
+                    | Q(kind="sdk_tenant", parent__isnull=False, tenant_id__isnull=False)
+                ),
+                name="workspaces_kind_shape",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.slug or self.tenant_id or self.name}"
+
+
+class Membership(models.Model):
+    class Role(models.TextChoices):
+        OWNER = "owner"
+        ADMIN = "admin"
+        MEMBER = "member"
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.MEMBER)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "memberships"
+        constraints = [models.UniqueConstraint(fields=["workspace", "user"], name="memberships_unique")]
+
+
+class UserSettings(models.Model):
+    class RoutingMode(models.TextChoices):
+        AUTO = "auto"
+        ACTIVE_WORKSPACE = "active_workspace"
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="cairn_settings")
+    routing_mode = models.CharField(max_length=20, choices=RoutingMode.choices, default=RoutingMode.AUTO)
+    # The org the user works in when routing does not pick one from a repo (memories.sh's current_org_id).
+    active_org = models.ForeignKey(Workspace, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+
+    class Meta:
+        db_table = "user_settings"
+
+
+class RepoOwnerMapping(models.Model):
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="repo_owner_mappings")
+    owner = models.CharField(max_length=39)
+    org = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "repo_owner_mappings"
+        constraints = [models.UniqueConstraint(fields=["user", "owner"], name="repo_owner_mappings_unique")]
+
+
+class ApiKey(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_keys")
+    name = models.CharField(max_length=100, blank=True, default="")
+    key_hash = models.CharField(max_length=64, unique=True)
+    prefix = models.CharField(max_length=12)
+    last4 = models.CharField(max_length=4)
+    created_via = models.CharField(max_length=20, default="command")
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "api_keys"
+
+    def __str__(self) -> str:
+        return f"{self.prefix}…{self.last4}"

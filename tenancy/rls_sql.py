@@ -1,0 +1,23 @@
+"""SQL for row-level security on tables that hold workspace data, used by every app's migrations."""
+
+from django.db import migrations
+
+WORKSPACE_SETTING = "nullif(current_setting('app.workspace_id', true), '')::bigint"
+
+
+def enable_workspace_rls(table: str) -> migrations.RunSQL:
+    """ENABLE + FORCE RLS and one policy for reads and writes: an unset workspace sees and writes nothing."""
+    policy = f"{table}_workspace_isolation"
+    return migrations.RunSQL(
+        sql=[
+            f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY",
+            f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY",
+            f"CREATE POLICY {policy} ON {table} USING (workspace_id = (SELECT {WORKSPACE_SETTING})) "
+            f"WITH CHECK (workspace_id = (SELECT {WORKSPACE_SETTING}))",
+        ],
+        reverse_sql=[
+            f"DROP POLICY IF EXISTS {policy} ON {table}",
+            f"ALTER TABLE {table} NO FORCE ROW LEVEL SECURITY",
+            f"ALTER TABLE {table} DISABLE ROW LEVEL SECURITY",
+        ],
+    )

@@ -1,0 +1,203 @@
+"""Writes on the control plane: workspaces, memberships, keys, routing, SDK-tenant provisioning."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from config.errors import ApiError
+from tenancy import selectors
+from tenancy.models import ApiKey, Membership, RepoOwnerMapping, UserSettings, Workspace
+from tenancy.routing import MAX_OWNER_MAPPINGS, github_owner_from_project, normalize_owner
+
+API_KEY_PREFIX = "mem_"
+
+
+def personal_workspace_ensure(*, user: AbstractBaseUser) -> Workspace:
+    with transaction.atomic(using="app"):
+        workspace, _ = Workspace.objects.get_or_create(
+            personal_owner=user,
+            defaults={"kind": Workspace.Kind.PERSONAL, "name": f"{user.get_username()} (personal)"},
+        )
+        Membership.objects.get_or_create(workspace=workspace, user=user, defaults={"role": Membership.Role.OWNER})
+        UserSettings.objects.get_or_create(user=user)
+    return workspace
+
+
+def org_create(*, owner: AbstractBaseUser, slug: str, name: str | None = None) -> Workspace:
+    slug = normalize_owner(slug)
+    with transaction.atomic(using="app"):
+        if Workspace.objects.filter(kind=Workspace.Kind.ORG, slug=slug).exists():
+            raise ValueError(f"an organization with slug {slug!r} already exists")
+        org = Workspace.objects.create(kind=Workspace.Kind.ORG, slug=slug, name=name or slug)
+        Membership.objects.create(workspace=org, user=owner, role=Membership.Role.OWNER)
+    return org
+
+
+def membership_set(*, org: Workspace, user: AbstractBaseUser, role: str) -> Membership:
+    if org.kind != Workspace.Kind.ORG:
+        raise ValueError("members can only be added to organization workspaces")
+    if role not in Membership.Role.values:
+        raise ValueError(f"role must be one of {', '.join(Membership.Role.values)}")
+    membership, _ = Membership.objects.update_or_create(workspace=org, user=user, defaults={"role": role})
+    return membership
+
+
+# --- API keys -------------------------------------------------------------------------------------------------
+
+
+def api_key_hash(raw_key: str) -> str:
+    # Keys carry 256 random bits, so a fast hash is enough; only the hash is stored.
+    return hashlib.sha256(raw_key.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class CreatedApiKey:
+    api_key: ApiKey
+    raw_key: str
+
+
+def api_key_create(
+    *, user: AbstractBaseUser, expires_at: datetime | None = None, name: str = "", created_via: str = "command"
+) -> CreatedApiKey:
+    now = timezone.now()
+    if expires_at is None:
+        expires_at = now + timedelta(days=settings.API_KEY_DEFAULT_EXPIRY_DAYS)
+    if expires_at <= now:
+        raise ValueError("expires_at must be in the future")
+    if expires_at > now + timedelta(days=settings.API_KEY_MAX_EXPIRY_DAYS):
+        raise ValueError(f"keys expire within {settings.API_KEY_MAX_EXPIRY_DAYS} days at most")
+    raw_key = API_KEY_PREFIX + secrets.token_hex(32)
+    api_key = ApiKey.objects.create(
+        user=user,
+        name=name[:100],
+        key_hash=api_key_hash(raw_key),
+        prefix=raw_key[:12],
+        last4=raw_key[-4:],
+        expires_at=expires_at,
+        created_via=created_via,
+    )
+    return CreatedApiKey(api_key=api_key, raw_key=raw_key)
+
+
+def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
+    if api_key.revoked_at is None:
+        api_key.revoked_at = timezone.now()
+        api_key.save(update_fields=["revoked_at"])
+    return api_key
+
+
+def api_key_touch(*, api_key: ApiKey) -> None:
+    """Record use at most once a minute: a write on every request would cost more than it tells."""
+    now = timezone.now()
+    if api_key.last_used_at is None or now - api_key.last_used_at > timedelta(seconds=60):
+        ApiKey.objects.filter(pk=api_key.pk).update(last_used_at=now)
+        api_key.last_used_at = now
+
+
+# --- Repo routing settings ------------------------------------------------------------------------------------
+
+
+def routing_mode_set(*, user: AbstractBaseUser, mode: str) -> UserSettings:
+    if mode not in UserSettings.RoutingMode.values:
+        raise ValueError(f"routing mode must be one of {', '.join(UserSettings.RoutingMode.values)}")
+    user_settings, _ = UserSettings.objects.get_or_create(user=user)
+    user_settings.routing_mode = mode
+    user_settings.save(update_fields=["routing_mode"])
+    return user_settings
+
+
+def active_org_set(*, user: AbstractBaseUser, org: Workspace | None) -> UserSettings:
+    if org is not None and not selectors.is_member(user=user, workspace=org):
+        raise ValueError(f"{user.get_username()} is not a member of {org.slug}")
+    user_settings, _ = UserSettings.objects.get_or_create(user=user)
+    user_settings.active_org = org
+    user_settings.save(update_fields=["active_org"])
+    return user_settings
+
+
+def repo_owner_mapping_set(*, user: AbstractBaseUser, owner: str, org: Workspace) -> RepoOwnerMapping:
+    owner = normalize_owner(owner)
+    if org.kind != Workspace.Kind.ORG:
+        raise ValueError("repo owners can only be mapped to organization workspaces")
+    if not selectors.is_member(user=user, workspace=org):
+        raise ValueError(f"{user.get_username()} is not a member of {org.slug}")
+    with transaction.atomic(using="app"):
+        existing = RepoOwnerMapping.objects.select_for_update().filter(user=user)
+        if not existing.filter(owner=owner).exists() and existing.count() >= MAX_OWNER_MAPPINGS:
+            raise ValueError(f"at most {MAX_OWNER_MAPPINGS} repo owner mappings per user")
+        mapping, _ = RepoOwnerMapping.objects.update_or_create(user=user, owner=owner, defaults={"org": org})
+    return mapping
+
+
+def repo_owner_mapping_delete(*, user: AbstractBaseUser, owner: str) -> int:
+    deleted, _ = RepoOwnerMapping.objects.filter(user=user, owner=normalize_owner(owner)).delete()
+    return deleted
+
+
+# --- Scope → workspace ----------------------------------------------------------------------------------------
+
+
+def routed_workspace(*, user: AbstractBaseUser, project_id: str | None) -> Workspace:
+    """The personal or org workspace a call without tenantId lands in (memories-sh.md §6)."""
+    user_settings = selectors.user_settings_get(user=user)
+    if user_settings.routing_mode == UserSettings.RoutingMode.AUTO and project_id:
+        owner = github_owner_from_project(project_id)
+        if owner is None:
+            return personal_workspace_ensure(user=user)
+        mapped = selectors.mapped_org_for_owner(user=user, owner=owner)
+        if mapped is not None:
+            return mapped
+        by_slug = selectors.member_org_by_slug(user=user, slug=owner)
+        if by_slug is not None:
+            return by_slug
+        return personal_workspace_ensure(user=user)
+    active = user_settings.active_org
+    if active is not None and selectors.is_member(user=user, workspace=active):
+        return active
+    return personal_workspace_ensure(user=user)
+
+
+def tenant_workspace_resolve(*, user: AbstractBaseUser, tenant_id: str) -> Workspace:
+    """The SDK-tenant workspace for tenantId under the caller's own workspace, provisioned on first use."""
+    parent = routed_workspace(user=user, project_id=None)
+    existing = Workspace.objects.filter(kind=Workspace.Kind.SDK_TENANT, parent=parent, tenant_id=tenant_id).first()
+    if existing is not None:
+        return existing
+    if not settings.SDK_AUTO_PROVISION_TENANTS:
+        raise ApiError(
+            404,
+            "TENANT_NOT_FOUND",
+            f"No workspace exists for tenantId {tenant_id!r} and automatic provisioning is off.",
+            details={"tenantId": tenant_id},
+        )
+    if Workspace.objects.filter(kind=Workspace.Kind.SDK_TENANT, parent=parent).count() >= (
+        settings.MAX_TENANT_WORKSPACES_PER_OWNER
+    ):
+        raise ApiError(
+            409,
+            "TENANT_LIMIT_REACHED",
+            f"This workspace already has {settings.MAX_TENANT_WORKSPACES_PER_OWNER} tenants; "
+            "reuse a tenantId or raise MAX_TENANT_WORKSPACES_PER_OWNER.",
+        )
+    try:
+        with transaction.atomic(using="app"):
+            return Workspace.objects.create(
+                kind=Workspace.Kind.SDK_TENANT, parent=parent, tenant_id=tenant_id, name=f"tenant {tenant_id}"
+            )
+    except IntegrityError:
+        # Another request provisioned the same tenant a moment ago.
+        return Workspace.objects.get(kind=Workspace.Kind.SDK_TENANT, parent=parent, tenant_id=tenant_id)
+
+
+def workspace_for_scope(*, user: AbstractBaseUser, tenant_id: str | None, project_id: str | None) -> Workspace:
+    if tenant_id:
+        return tenant_workspace_resolve(user=user, tenant_id=tenant_id)
+    return routed_workspace(user=user, project_id=project_id)
