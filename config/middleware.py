@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Callable
 
 from django.conf import settings
@@ -45,10 +46,13 @@ class ApiEnvelopeMiddleware:
         if too_large is not None:
             return too_large
 
+        started = time.perf_counter()
         response = self.get_response(request)
         if response.status_code >= 400 and not getattr(response, "cairn_envelope", False):
             response = self._wrap_foreign_error(request, response)
         response["X-Request-Id"] = request_id(request)
+        # Time spent in the app, for clients and benchmarks that want server-side latency without the network.
+        response["Server-Timing"] = f"app;dur={(time.perf_counter() - started) * 1000:.2f}"
         response.setdefault("Access-Control-Allow-Origin", "*")
         return response
 

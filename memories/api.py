@@ -7,7 +7,7 @@ from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
-from ninja import Router
+from ninja import Router, Status
 
 from config.errors import ApiError, success_envelope
 from config.schemas import Envelope, ScopeIn
@@ -70,7 +70,7 @@ def _idempotency_key(request: HttpRequest) -> str | None:
     "same key and body within 24 h replays the first answer (200, header Idempotent-Replayed: true); the same key "
     "with another body is 422 IDEMPOTENCY_KEY_REUSED.",
 )
-def memories_add(request: HttpRequest, response: HttpResponse, payload: AddIn) -> tuple[int, dict[str, Any]]:
+def memories_add(request: HttpRequest, response: HttpResponse, payload: AddIn) -> Status[dict[str, Any]]:
     key = _idempotency_key(request)
     workspace_id, scope = resolve_scope(request, payload.scope)
     caller: SdkCaller = request.auth  # type: ignore[attr-defined]
@@ -85,7 +85,7 @@ def memories_add(request: HttpRequest, response: HttpResponse, payload: AddIn) -
             )
             if claim.record_id is None:
                 response["Idempotent-Replayed"] = "true"
-                return 200, success_envelope(request, claim.replay_data)
+                return Status(200, success_envelope(request, claim.replay_data))
         memory = services.memory_add(
             workspace_id=workspace_id,
             scope=scope,
@@ -108,7 +108,7 @@ def memories_add(request: HttpRequest, response: HttpResponse, payload: AddIn) -
         ).model_dump(mode="json")
         if claim is not None and claim.record_id is not None:
             services.idempotency_complete(record_id=claim.record_id, status=201, data=data)
-    return 201, success_envelope(request, data)
+    return Status(201, success_envelope(request, data))
 
 
 @router.post("/memories/search", response=Envelope[SearchOut], summary="Search memories")

@@ -1,0 +1,113 @@
+"""Shared fixtures: the fixed personas and an SDK client that speaks the envelope.
+
+alice owns org "acme", bob is a member of acme, charlie is an outsider with his own org "globex".
+Every test gets the database (both aliases: the owner and the runtime role) unless it marks itself.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+
+from tenancy import services
+from tenancy.models import Workspace
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("django_db") is None:
+            item.add_marker(pytest.mark.django_db(databases="__all__"))
+
+
+API = "/api/sdk/v1"
+
+
+@dataclass
+class SdkClient:
+    """A Django test client holding one persona's key."""
+
+    client: Client
+    key: str | None
+
+    def post(self, path: str, body: Any = None, *, headers: dict[str, str] | None = None) -> Any:
+        extra = {f"HTTP_{name.upper().replace('-', '_')}": value for name, value in (headers or {}).items()}
+        if self.key is not None:
+            extra.setdefault("HTTP_AUTHORIZATION", f"Bearer {self.key}")
+        payload = body if isinstance(body, str | bytes) else json.dumps(body if body is not None else {})
+        return self.client.post(f"{API}/{path}", data=payload, content_type="application/json", **extra)
+
+    def get(self, path: str) -> Any:
+        extra = {"HTTP_AUTHORIZATION": f"Bearer {self.key}"} if self.key else {}
+        return self.client.get(f"{API}/{path}", **extra)
+
+    def ok(self, path: str, body: Any = None, *, status: int = 200, headers: dict[str, str] | None = None) -> Any:
+        response = self.post(path, body, headers=headers)
+        assert response.status_code == status, response.content
+        envelope = response.json()
+        assert envelope["ok"] is True and envelope["error"] is None
+        return envelope["data"]
+
+    def error(self, path: str, body: Any = None, *, status: int, code: str) -> dict[str, Any]:
+        response = self.post(path, body)
+        assert response.status_code == status, response.content
+        envelope = response.json()
+        assert envelope["ok"] is False and envelope["data"] is None
+        assert envelope["error"]["code"] == code, envelope["error"]
+        assert envelope["error"]["status"] == status
+        return envelope["error"]
+
+    def add(self, content: str, **fields: Any) -> dict[str, Any]:
+        return self.ok("memories/add", {"content": content, **fields}, status=201)["memory"]
+
+
+@dataclass
+class Personas:
+    alice: Any
+    bob: Any
+    charlie: Any
+    acme: Workspace
+    globex: Workspace
+    alice_api: SdkClient
+    bob_api: SdkClient
+    charlie_api: SdkClient
+
+
+def make_user(username: str) -> Any:
+    return get_user_model().objects.create_user(username, email=f"{username}@example.com", password="pw-" + username)
+
+
+def make_key(user: Any) -> str:
+    return services.api_key_create(user=user).raw_key
+
+
+@pytest.fixture
+def personas() -> Personas:
+    alice, bob, charlie = make_user("alice"), make_user("bob"), make_user("charlie")
+    acme = services.org_create(owner=alice, slug="acme", name="Acme")
+    services.membership_set(org=acme, user=bob, role="member")
+    globex = services.org_create(owner=charlie, slug="globex", name="Globex")
+    return Personas(
+        alice=alice,
+        bob=bob,
+        charlie=charlie,
+        acme=acme,
+        globex=globex,
+        alice_api=SdkClient(Client(), make_key(alice)),
+        bob_api=SdkClient(Client(), make_key(bob)),
+        charlie_api=SdkClient(Client(), make_key(charlie)),
+    )
+
+
+@pytest.fixture
+def alice_api(personas: Personas) -> SdkClient:
+    return personas.alice_api
+
+
+@pytest.fixture
+def anonymous_api() -> SdkClient:
+    return SdkClient(Client(), None)
