@@ -67,7 +67,10 @@ def _not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
 @api.exception_handler(HttpError)
 def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
     code = "INVALID_REQUEST" if exc.status_code < 500 else "INTERNAL_ERROR"
-    return mark(error_response(request, ApiError(exc.status_code, code, str(exc.message))))
+    message = str(exc.message)
+    if message == "Cannot parse request body":
+        message = "The request body is not valid JSON: send a JSON object with Content-Type: application/json."
+    return mark(error_response(request, ApiError(exc.status_code, code, message)))
 
 
 @api.exception_handler(Exception)

@@ -36,6 +36,13 @@ class ScopeIn(StrictIn):
     )
 
 
+def scope_field() -> Any:
+    return Field(
+        default_factory=ScopeIn,
+        description="Where the call applies: {tenantId?, userId?, projectId?}. Omit for your default workspace.",
+    )
+
+
 class ErrorOut(BaseModel):
     type: str = Field(description="auth_error, validation_error, not_found_error, rate_limit_error or internal_error.")
     code: str = Field(description="Stable machine-readable code, e.g. MEMORY_NOT_FOUND.")
@@ -56,4 +63,4 @@ class Envelope(BaseModel, Generic[T]):
     ok: bool = Field(description="True on success.")
     data: T | None = Field(description="The payload on success, null on failure.")
     error: ErrorOut | None = Field(description="Null on success; the error otherwise.")
-    meta: MetaOut
+    meta: MetaOut = Field(description="Version, endpoint, requestId and timestamp of this answer.")

@@ -15,6 +15,9 @@ _FIELD_CODES = {
     ("scope", "tenantId"): "TENANT_ID_INVALID",
     ("scope", "userId"): "USER_ID_INVALID",
 }
+# The *_REQUIRED codes mean "absent, null or blank"; anything else wrong there (too long) is INVALID_REQUEST.
+_REQUIRED_CODES = {"MEMORY_CONTENT_REQUIRED", "MEMORY_ID_REQUIRED", "QUERY_REQUIRED"}
+_ABSENT_TYPES = {"missing", "string_type", "string_too_short"}
 
 
 def _field_path(loc: tuple[Any, ...] | list[Any]) -> tuple[str, ...]:
@@ -41,7 +44,10 @@ def api_error_from_validation(errors: list[dict[str, Any]]) -> ApiError:
     if errors:
         first_path = _field_path(errors[0].get("loc", ()))
         code = _FIELD_CODES.get(first_path, code)
-        if code == "MEMORY_LAYER_INVALID" and errors[0].get("type") == "missing":
+        first_type = errors[0].get("type")
+        if code == "MEMORY_LAYER_INVALID" and first_type == "missing":
+            code = "INVALID_REQUEST"
+        if code in _REQUIRED_CODES and first_type not in _ABSENT_TYPES:
             code = "INVALID_REQUEST"
     summary = "; ".join(f"{issue['field']}: {issue['message']}" for issue in issues[:5])
     message = f"Invalid request: {summary}." if first else "Invalid request body."

