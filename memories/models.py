@@ -7,6 +7,7 @@ import uuid
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Q
+from pgvector.django import VectorField
 
 from tenancy.models import Workspace
 
@@ -41,6 +42,8 @@ class Memory(models.Model):
     category = models.CharField(max_length=120, null=True, blank=True)
     metadata = models.JSONField(null=True, blank=True)
     embedding_model = models.CharField(max_length=160, null=True, blank=True)
+    # Prompt-injection patterns found at write time (memories.sanitizer); flagged memories skip LLM extraction.
+    injection_flags = ArrayField(models.CharField(max_length=40), default=list, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
@@ -78,3 +81,66 @@ class IdempotencyRecord(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["workspace", "user_id", "key"], name="idempotency_records_unique")
         ]
+
+
+class MemoryEmbedding(models.Model):
+    """One vector per (memory, model), with the scope columns copied so vector search filters inside the index."""
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, db_index=False, related_name="+")
+    memory = models.ForeignKey(Memory, on_delete=models.CASCADE, db_index=False, related_name="embeddings")
+    model = models.CharField(max_length=160)
+    dimension = models.IntegerField()
+    embedding = VectorField()
+    content_sha256 = models.CharField(max_length=64)
+    user_id = models.CharField(max_length=120, null=True, blank=True)
+    scope = models.CharField(max_length=8)
+    project_id = models.CharField(max_length=240, null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "memory_embeddings"
+        constraints = [models.UniqueConstraint(fields=["memory", "model"], name="memory_embeddings_unique")]
+        indexes = [models.Index(fields=["workspace", "model", "dimension"], name="memory_embeddings_ws_model")]
+
+
+class PipelineJob(models.Model):
+    """Status of one pipeline step for one memory; what `pipeline` in the memory JSON and graph/status show."""
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, db_index=False, related_name="+")
+    memory = models.ForeignKey(Memory, on_delete=models.CASCADE, db_index=False, related_name="jobs")
+    kind = models.CharField(max_length=16)
+    status = models.CharField(max_length=16)
+    attempts = models.IntegerField(default=0)
+    model = models.CharField(max_length=160, null=True, blank=True)
+    last_error_code = models.CharField(max_length=64, null=True, blank=True)
+    last_error_message = models.CharField(max_length=500, null=True, blank=True)
+    claim_token = models.UUIDField(null=True, blank=True)
+    run_after = models.DateTimeField()
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "pipeline_jobs"
+        constraints = [models.UniqueConstraint(fields=["memory", "kind"], name="pipeline_jobs_unique")]
+        indexes = [
+            models.Index(fields=["workspace", "status", "run_after"], name="pipeline_jobs_ws_status"),
+        ]
+
+
+class PipelineError(models.Model):
+    """Failures worth showing in graph/status recentErrors (mapping failures never reach a job row)."""
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, db_index=False, related_name="+")
+    memory_id = models.UUIDField(null=True, blank=True)
+    stage = models.CharField(max_length=32)
+    code = models.CharField(max_length=64)
+    message = models.CharField(max_length=500)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "pipeline_errors"
+        indexes = [models.Index(fields=["workspace", "-created_at"], name="pipeline_errors_recent")]

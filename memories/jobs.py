@@ -1,0 +1,214 @@
+"""Pipeline jobs: one row per (memory, kind) holding the status agents see, plus the django-q2 message that runs it.
+
+The job row and its broker message are written in the caller's transaction (the ORM broker lives in the same
+database), so a committed memory always has its job and a rolled-back one never does. Workers claim rows with
+FOR UPDATE SKIP LOCKED and a claim token; a retry is a new broker message whose `lock` lies in the future, which
+is how the ORM broker expresses "not before" — exponential backoff without a scheduler.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import connections
+from django.utils import timezone
+
+MAX_ATTEMPTS = 5
+BACKOFF_BASE_SECONDS = 1.0
+BACKOFF_CAP_SECONDS = 60.0
+TASK_FUNC = "memories.tasks.pipeline_job_run"
+
+
+class Kind:
+    EMBED = "embed"
+    SIMILARITY = "similarity"
+
+
+class Status:
+    QUEUED = "queued"
+    PROCESSING = "processing"
+    SUCCEEDED = "succeeded"
+    DEAD_LETTER = "dead_letter"
+
+
+def backoff_seconds(attempts: int) -> float:
+    """1 s, 2 s, 4 s … capped at 60 s, after the n-th failed attempt."""
+    return min(BACKOFF_CAP_SECONDS, BACKOFF_BASE_SECONDS * 2 ** max(0, attempts - 1))
+
+
+def broker_push(*, workspace_id: int, job_ids: list[int], delay_seconds: float = 0.0) -> None:
+    """Queue one django-q2 message per job; a delay keeps it invisible to workers until then."""
+    if not job_ids:
+        return
+    from django_q.conf import Conf
+    from django_q.humanhash import uuid as q_uuid
+    from django_q.models import OrmQ
+    from django_q.signing import SignedPackage
+
+    visible_at = timezone.now() + timedelta(seconds=delay_seconds)
+    messages = []
+    for job_id in job_ids:
+        name, task_id = q_uuid()
+        task: dict[str, Any] = {
+            "id": task_id,
+            "name": name,
+            "func": TASK_FUNC,
+            "args": (workspace_id, job_id),
+            "kwargs": {},
+            "started": timezone.now(),
+        }
+        messages.append(OrmQ(key=Conf.CLUSTER_NAME, payload=SignedPackage.dumps(task), lock=visible_at))
+    OrmQ.objects.using("app").bulk_create(messages)
+
+
+def jobs_enqueue(*, workspace_id: int, memory_ids: list[uuid.UUID], kind: str, model: str | None = None) -> list[int]:
+    """(Re)queue `kind` for the memories, resetting attempts; returns job ids. Call inside the write transaction."""
+    if not memory_ids:
+        return []
+    with connections["app"].cursor() as cursor:
+        cursor.execute(
+            """
+            INSERT INTO pipeline_jobs (workspace_id, memory_id, kind, status, attempts, model, run_after,
+                created_at, updated_at)
+            SELECT %s, memory_id, %s, 'queued', 0, %s, now(), now(), now() FROM unnest(%s::uuid[]) AS m(memory_id)
+            ON CONFLICT (memory_id, kind) DO UPDATE
+                SET status = 'queued', attempts = 0, model = EXCLUDED.model, run_after = now(), claim_token = NULL,
+                    updated_at = now(), finished_at = NULL
+            RETURNING id
+            """,
+            [workspace_id, kind, model, memory_ids],
+        )
+        job_ids = [row[0] for row in cursor.fetchall()]
+    broker_push(workspace_id=workspace_id, job_ids=job_ids)
+    return job_ids
+
+
+@dataclass(frozen=True)
+class ClaimedJob:
+    id: int
+    memory_id: uuid.UUID
+    kind: str
+    attempts: int
+    model: str | None
+    claim_token: uuid.UUID
+
+
+def _stale_before() -> datetime:
+    # A job still "processing" after the task timeout belongs to a worker that died (kill -9, OOM, timeout).
+    return timezone.now() - timedelta(seconds=settings.Q_CLUSTER["timeout"] + 5)
+
+
+def jobs_claim(*, workspace_id: int, job_id: int, batch_kind: str | None = None, batch_size: int = 1) -> list[ClaimedJob]:
+    """Claim the job (and, for batchable kinds, other due jobs of the same kind in the workspace).
+
+    Runs in the caller's workspace transaction; returns nothing when the job is done, dead or claimed elsewhere.
+    """
+    token = uuid.uuid4()
+    with connections["app"].cursor() as cursor:
+        cursor.execute(
+            """
+            WITH wanted AS (
+                SELECT id FROM pipeline_jobs
+                WHERE workspace_id = %(ws)s AND id = %(job)s
+                  AND (status = 'queued' OR (status = 'processing' AND started_at < %(stale)s))
+                FOR UPDATE SKIP LOCKED
+            ),
+            batch AS (
+                SELECT id FROM pipeline_jobs
+                WHERE workspace_id = %(ws)s AND kind = %(kind)s AND status = 'queued' AND run_after <= now()
+                  AND id <> %(job)s AND EXISTS (SELECT 1 FROM wanted)
+                ORDER BY run_after, id
+                LIMIT %(extra)s
+                FOR UPDATE SKIP LOCKED
+            )
+            UPDATE pipeline_jobs j
+            SET status = 'processing', attempts = j.attempts + 1, started_at = now(), updated_at = now(),
+                claim_token = %(token)s
+            WHERE j.id IN (SELECT id FROM wanted UNION SELECT id FROM batch)
+            RETURNING j.id, j.memory_id, j.kind, j.attempts, j.model
+            """,
+            {
+                "ws": workspace_id,
+                "job": job_id,
+                "stale": _stale_before(),
+                "kind": batch_kind or "",
+                "extra": max(0, batch_size - 1) if batch_kind else 0,
+                "token": token,
+            },
+        )
+        rows = cursor.fetchall()
+    return [ClaimedJob(id=r[0], memory_id=r[1], kind=r[2], attempts=r[3], model=r[4], claim_token=token) for r in rows]
+
+
+def jobs_succeed(*, jobs: list[ClaimedJob], error_code: str | None = None, error_message: str | None = None) -> None:
+    """Mark claimed jobs done; a job re-queued meanwhile (an edit) keeps its new state. Optional degrade code."""
+    if not jobs:
+        return
+    with connections["app"].cursor() as cursor:
+        cursor.execute(
+            """
+            UPDATE pipeline_jobs SET status = 'succeeded', finished_at = now(), updated_at = now(),
+                last_error_code = COALESCE(%s, last_error_code),
+                last_error_message = COALESCE(%s, last_error_message)
+            WHERE id = ANY(%s) AND claim_token = %s AND status = 'processing'
+            """,
+            [error_code, error_message, [job.id for job in jobs], jobs[0].claim_token],
+        )
+
+
+def jobs_fail(*, workspace_id: int, jobs: list[ClaimedJob], code: str, message: str) -> None:
+    """Record the failure; retry with backoff, or dead-letter after MAX_ATTEMPTS."""
+    retry_by_delay: dict[float, list[int]] = {}
+    with connections["app"].cursor() as cursor:
+        for job in jobs:
+            dead = job.attempts >= MAX_ATTEMPTS
+            delay = backoff_seconds(job.attempts)
+            cursor.execute(
+                """
+                UPDATE pipeline_jobs
+                SET status = %s, last_error_code = %s, last_error_message = %s, updated_at = now(),
+                    run_after = now() + make_interval(secs => %s), claim_token = NULL,
+                    finished_at = CASE WHEN %s THEN now() ELSE NULL END
+                WHERE id = %s AND claim_token = %s AND status = 'processing'
+                """,
+                [
+                    Status.DEAD_LETTER if dead else Status.QUEUED,
+                    code,
+                    message[:500],
+                    delay,
+                    dead,
+                    job.id,
+                    job.claim_token,
+                ],
+            )
+            if cursor.rowcount and not dead:
+                retry_by_delay.setdefault(delay, []).append(job.id)
+    for delay, job_ids in retry_by_delay.items():
+        broker_push(workspace_id=workspace_id, job_ids=job_ids, delay_seconds=delay)
+
+
+def jobs_claim_ids(*, workspace_id: int, job_ids: list[int]) -> list[ClaimedJob]:
+    """Claim specific queued jobs now (a follow-up step run in the same task as the step before it)."""
+    if not job_ids:
+        return []
+    token = uuid.uuid4()
+    with connections["app"].cursor() as cursor:
+        cursor.execute(
+            """
+            UPDATE pipeline_jobs j
+            SET status = 'processing', attempts = j.attempts + 1, started_at = now(), updated_at = now(),
+                claim_token = %s
+            WHERE j.id IN (
+                SELECT id FROM pipeline_jobs WHERE workspace_id = %s AND id = ANY(%s) AND status = 'queued'
+                FOR UPDATE SKIP LOCKED
+            )
+            RETURNING j.id, j.memory_id, j.kind, j.attempts, j.model
+            """,
+            [token, workspace_id, job_ids],
+        )
+        rows = cursor.fetchall()
+    return [ClaimedJob(id=r[0], memory_id=r[1], kind=r[2], attempts=r[3], model=r[4], claim_token=token) for r in rows]

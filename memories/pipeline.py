@@ -1,0 +1,278 @@
+"""The write path across apps, in one place: a memory write with its graph mapping and its jobs, and the jobs
+themselves (embed → similarity edges).
+
+Write flows run inside tenancy.rls.workspace_context: the memory, its deterministic mapping (in a savepoint, so a
+graph failure never fails the write) and its job rows + broker messages commit together. Job runners take ids,
+claim their rows, do slow work (the model) outside any transaction, and write results in a short one.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from django.conf import settings
+from django.db import connections, transaction
+
+from graphsvc import mapping, similarity
+from memories import jobs, selectors, services, vectors
+from memories.embeddings import EmbeddingUnavailable, get_embedder
+from memories.models import Memory
+from memories.selectors import MemoryScope
+from tenancy.rls import workspace_context
+
+logger = logging.getLogger("cairn.pipeline")
+
+GRAPH_MAPPING_SYNC_FAILED = "GRAPH_MAPPING_SYNC_FAILED"
+GRAPH_RELATIONSHIP_SYNC_FAILED = "GRAPH_RELATIONSHIP_SYNC_FAILED"
+EMBEDDING_FAILED = "EMBEDDING_FAILED"
+EMBED_BATCH_SIZE = 64
+MAPPING_BATCH_SIZE = 200
+
+
+def snapshot(memory: Memory) -> mapping.MemorySnapshot:
+    return mapping.MemorySnapshot(
+        id=memory.id,
+        workspace_id=memory.workspace_id,
+        content=memory.content,
+        type=memory.type,
+        layer=memory.layer,
+        scope=memory.scope,
+        project_id=memory.project_id,
+        user_id=memory.user_id,
+        category=memory.category,
+        tags=list(memory.tags or []),
+        expires_at=memory.expires_at,
+    )
+
+
+def graph_step(*, workspace_id: int, memory_id: uuid.UUID | None, action: Callable[[], Any]) -> bool:
+    """Run a graph write in a savepoint; on failure roll it back, record the error and let the write go on."""
+    try:
+        with transaction.atomic(using="app"):
+            action()
+        return True
+    except Exception as exc:  # noqa: BLE001 - the memory write must not fail because of the graph
+        logger.exception("graph mapping failed for memory %s", memory_id)
+        pipeline_error_record(
+            workspace_id=workspace_id, memory_id=memory_id, stage="mapping", code=GRAPH_MAPPING_SYNC_FAILED,
+            message=f"{type(exc).__name__}: {exc}",
+        )
+        return False
+
+
+def pipeline_error_record(
+    *, workspace_id: int, memory_id: uuid.UUID | None, stage: str, code: str, message: str
+) -> None:
+    with connections["app"].cursor() as cursor:
+        cursor.execute(
+            """
+            INSERT INTO pipeline_errors (workspace_id, memory_id, stage, code, message, created_at)
+            VALUES (%s, %s, %s, %s, %s, now())
+            """,
+            [workspace_id, memory_id, stage, code, message[:500]],
+        )
+
+
+# --- write flows (call inside workspace_context) --------------------------------------------------------------
+
+
+def memory_add_flow(*, workspace_id: int, scope: MemoryScope, **fields: Any) -> Memory:
+    memory = services.memory_add(workspace_id=workspace_id, scope=scope, **fields)
+    graph_step(workspace_id=workspace_id, memory_id=memory.id,
+               action=lambda: mapping.mapping_sync(memory=snapshot(memory)))
+    jobs.jobs_enqueue(workspace_id=workspace_id, memory_ids=[memory.id], kind=jobs.Kind.EMBED,
+                      model=embedding_model_for(memory))
+    return memory
+
+
+def memory_edit_flow(*, workspace_id: int, scope: MemoryScope, memory_id: str, changes: dict[str, Any]) -> Memory:
+    before = selectors.memory_get_writable(workspace_id=workspace_id, scope=scope, memory_id=memory_id)
+    if before is None:
+        raise services.memory_not_found(memory_id)
+    before_content, before_model, before_expiry = before.content, before.embedding_model, before.expires_at
+    memory = services.memory_edit(workspace_id=workspace_id, scope=scope, memory_id=memory_id, changes=changes)
+    graph_step(workspace_id=workspace_id, memory_id=memory.id,
+               action=lambda: mapping.mapping_sync(memory=snapshot(memory)))
+    content_changed = memory.content != before_content
+    model_changed = (memory.embedding_model or None) != (before_model or None)
+    if content_changed or model_changed:
+        jobs.jobs_enqueue(workspace_id=workspace_id, memory_ids=[memory.id], kind=jobs.Kind.EMBED,
+                          model=embedding_model_for(memory))
+    elif memory.expires_at != before_expiry:
+        edge_expiry = memory.expires_at if memory.layer == Memory.Layer.WORKING else None
+        vectors.embeddings_update_expiry(workspace_id=workspace_id, memory_id=memory.id, expires_at=memory.expires_at)
+        graph_step(workspace_id=workspace_id, memory_id=memory.id,
+                   action=lambda: similarity.similarity_edges_set_expiry(
+                       workspace_id=workspace_id, memory_id=memory.id, expires_at=edge_expiry))
+    return memory
+
+
+def memory_forget_flow(*, workspace_id: int, scope: MemoryScope, memory_id: str) -> Memory:
+    memory = services.memory_forget(workspace_id=workspace_id, scope=scope, memory_id=memory_id)
+    forget_side_effects(workspace_id=workspace_id, memory_ids=[memory.id])
+    return memory
+
+
+def forget_side_effects(*, workspace_id: int, memory_ids: list[uuid.UUID]) -> None:
+    """A forgotten memory leaves the graph and the vector index at once (in batches for bulk operations)."""
+    for start in range(0, len(memory_ids), MAPPING_BATCH_SIZE):
+        batch = memory_ids[start : start + MAPPING_BATCH_SIZE]
+        vectors.embeddings_delete(workspace_id=workspace_id, memory_ids=batch)
+        graph_step(workspace_id=workspace_id, memory_id=None,
+                   action=lambda batch=batch: mapping.mapping_remove(workspace_id=workspace_id, memory_ids=batch))
+
+
+def memory_bulk_forget_flow(
+    *, workspace_id: int, scope: MemoryScope, filters: services.BulkFilters, dry_run: bool
+) -> dict[str, Any]:
+    result = services.memory_bulk_forget(workspace_id=workspace_id, scope=scope, filters=filters, dry_run=dry_run)
+    if not dry_run:
+        forget_side_effects(workspace_id=workspace_id, memory_ids=[uuid.UUID(i) for i in result["ids"]])
+    return result
+
+
+def memory_vacuum_flow(*, workspace_id: int, scope: MemoryScope) -> int:
+    def before_delete(memory_ids: list[uuid.UUID]) -> None:
+        forget_side_effects(workspace_id=workspace_id, memory_ids=memory_ids)
+
+    return services.memory_vacuum(workspace_id=workspace_id, scope=scope, before_delete=before_delete)
+
+
+def embedding_model_for(memory: Memory) -> str:
+    return memory.embedding_model or settings.EMBEDDING_MODEL
+
+
+# --- jobs -----------------------------------------------------------------------------------------------------
+
+
+def job_run(*, workspace_id: int, job_id: int) -> str:
+    """Entry point of the worker (memories.tasks): claim, run, record. Never raises."""
+    with workspace_context(workspace_id):
+        claimed = jobs.jobs_claim(workspace_id=workspace_id, job_id=job_id, batch_kind=_batch_kind(workspace_id, job_id),
+                                  batch_size=EMBED_BATCH_SIZE)
+    if not claimed:
+        return "skipped"
+    by_kind: dict[str, list[jobs.ClaimedJob]] = {}
+    for job in claimed:
+        by_kind.setdefault(job.kind, []).append(job)
+    for kind, group in by_kind.items():
+        runner = _RUNNERS[kind]
+        runner(workspace_id=workspace_id, claimed=group)
+    return f"ran {len(claimed)}"
+
+
+def _batch_kind(workspace_id: int, job_id: int) -> str | None:
+    with connections["app"].cursor() as cursor:
+        cursor.execute("SELECT kind FROM pipeline_jobs WHERE workspace_id = %s AND id = %s", [workspace_id, job_id])
+        row = cursor.fetchone()
+    return row[0] if row else None
+
+
+def _load_memories(workspace_id: int, memory_ids: list[uuid.UUID]) -> dict[uuid.UUID, Memory]:
+    return {
+        memory.id: memory
+        for memory in Memory.objects.filter(workspace_id=workspace_id, pk__in=memory_ids, deleted_at__isnull=True)
+    }
+
+
+def run_embed_jobs(*, workspace_id: int, claimed: list[jobs.ClaimedJob]) -> None:
+    with workspace_context(workspace_id):
+        memories = _load_memories(workspace_id, [job.memory_id for job in claimed])
+    gone = [job for job in claimed if job.memory_id not in memories]
+    live = [job for job in claimed if job.memory_id in memories]
+    by_model: dict[str, list[jobs.ClaimedJob]] = {}
+    for job in live:
+        by_model.setdefault(job.model or embedding_model_for(memories[job.memory_id]), []).append(job)
+
+    for model, group in by_model.items():
+        texts = [memories[job.memory_id].content for job in group]
+        try:
+            matrix = get_embedder(model).embed(texts)
+        except Exception as exc:  # noqa: BLE001 - provider, model or resource failure: retry later
+            if not isinstance(exc, EmbeddingUnavailable):
+                logger.exception("embedding with %s failed", model)
+            with workspace_context(workspace_id):
+                jobs.jobs_fail(workspace_id=workspace_id, jobs=group, code=EMBEDDING_FAILED,
+                               message=f"{type(exc).__name__}: {exc}")
+            continue
+        rows = []
+        for job, vector in zip(group, matrix, strict=True):
+            memory = memories[job.memory_id]
+            rows.append(vectors.EmbeddingRow(
+                memory_id=memory.id, user_id=memory.user_id, scope=memory.scope, project_id=memory.project_id,
+                expires_at=memory.expires_at, content_sha256=vectors.content_hash(memory.content), vector=vector,
+            ))
+        with workspace_context(workspace_id):
+            current = _load_memories(workspace_id, [row.memory_id for row in rows])
+            # An edit during embedding re-queued its own job; do not store a vector of the old text.
+            rows = [r for r in rows if r.memory_id in current
+                    and vectors.content_hash(current[r.memory_id].content) == r.content_sha256]
+            vectors.embeddings_store(workspace_id=workspace_id, model=model, rows=rows)
+            jobs.jobs_succeed(jobs=group)
+            # Queued with its own broker message, so a crash before the inline run below still gets it done.
+            similarity_ids = jobs.jobs_enqueue(
+                workspace_id=workspace_id, memory_ids=[r.memory_id for r in rows], kind=jobs.Kind.SIMILARITY,
+                model=model,
+            )
+        if similarity_ids:
+            with workspace_context(workspace_id):
+                follow_up = jobs.jobs_claim_ids(workspace_id=workspace_id, job_ids=similarity_ids)
+            run_similarity_jobs(workspace_id=workspace_id, claimed=follow_up)
+        _maybe_build_vector_index(workspace_id=workspace_id, dimension=int(matrix.shape[1]))
+    if gone:
+        with workspace_context(workspace_id):
+            jobs.jobs_succeed(jobs=gone)
+
+
+def run_similarity_jobs(*, workspace_id: int, claimed: list[jobs.ClaimedJob]) -> None:
+    if not claimed:
+        return
+    try:
+        with workspace_context(workspace_id):
+            memories = _load_memories(workspace_id, [job.memory_id for job in claimed])
+            for job in claimed:
+                memory = memories.get(job.memory_id)
+                if memory is None:
+                    continue
+                model = job.model or embedding_model_for(memory)
+                vector = vectors.stored_vector(workspace_id=workspace_id, memory_id=memory.id, model=model)
+                if vector is None:
+                    continue
+                neighbours = vectors.nearest(
+                    workspace_id=workspace_id,
+                    model=model,
+                    query=vector,
+                    scope=vectors.VectorScope(user_id=memory.user_id, project_id=memory.project_id),
+                    limit=settings.SIMILARITY_EDGE_MAX_PER_MEMORY,
+                    exclude=memory.id,
+                )
+                kept = [(mid, score) for mid, score in neighbours if score >= settings.SIMILARITY_EDGE_THRESHOLD]
+                similarity.similarity_edges_replace(
+                    workspace_id=workspace_id,
+                    memory_id=memory.id,
+                    neighbours=kept,
+                    expires_at=memory.expires_at if memory.layer == Memory.Layer.WORKING else None,
+                )
+            jobs.jobs_succeed(jobs=claimed)
+    except Exception as exc:  # noqa: BLE001 - retried; the stored embedding is reused
+        logger.exception("similarity edges failed in workspace %s", workspace_id)
+        with workspace_context(workspace_id):
+            jobs.jobs_fail(workspace_id=workspace_id, jobs=claimed, code=GRAPH_RELATIONSHIP_SYNC_FAILED,
+                           message=f"{type(exc).__name__}: {exc}")
+
+
+_RUNNERS = {jobs.Kind.EMBED: run_embed_jobs, jobs.Kind.SIMILARITY: run_similarity_jobs}
+
+
+def _maybe_build_vector_index(*, workspace_id: int, dimension: int) -> None:
+    with workspace_context(workspace_id):
+        if vectors.hnsw_index_ready(workspace_id=workspace_id, dimension=dimension):
+            return
+        count = vectors.workspace_vector_count(workspace_id=workspace_id, dimension=dimension)
+    if count > settings.VECTOR_EXACT_MAX_ROWS:
+        from django_q.tasks import async_task
+
+        async_task("memories.tasks.vector_index_build", workspace_id, dimension)

@@ -1,0 +1,13 @@
+"""django-q2 entry points: they take ids and call the pipeline (which opens the workspace's RLS context)."""
+
+from __future__ import annotations
+
+from memories import pipeline, vectors
+
+
+def pipeline_job_run(workspace_id: int, job_id: int) -> str:
+    return pipeline.job_run(workspace_id=workspace_id, job_id=job_id)
+
+
+def vector_index_build(workspace_id: int, dimension: int) -> bool:
+    return vectors.hnsw_index_ensure(workspace_id=workspace_id, dimension=dimension)
