@@ -103,9 +103,11 @@ def health(request: HttpRequest) -> dict[str, Any]:
 
 def _register_routers() -> None:
     from memories.api import router as memories_router
+    from rollout.api import router as rollout_router
 
     api.add_router("/", health_router)
     api.add_router("/", memories_router)
+    api.add_router("/", rollout_router)
 
 
 _register_routers()

@@ -11,7 +11,7 @@ from ninja import Router, Status
 
 from config.errors import ApiError, success_envelope
 from config.schemas import Envelope, ScopeIn
-from memories import selectors, services
+from memories import pipeline, search, selectors, services
 from memories.schemas import (
     AddIn,
     AddOut,
@@ -36,7 +36,6 @@ from tenancy.services import workspace_for_scope
 router = Router(tags=["memories"], auth=SdkKeyAuth())
 
 _IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
-_STRATEGY_ALIASES = {"baseline": "lexical", "hybrid_graph": "hybrid"}
 
 
 def resolve_scope(request: HttpRequest, scope: ScopeIn) -> tuple[int, MemoryScope]:
@@ -86,7 +85,7 @@ def memories_add(request: HttpRequest, response: HttpResponse, payload: AddIn) -
             if claim.record_id is None:
                 response["Idempotent-Replayed"] = "true"
                 return Status(200, success_envelope(request, claim.replay_data))
-        memory = services.memory_add(
+        memory = pipeline.memory_add_flow(
             workspace_id=workspace_id,
             scope=scope,
             content=payload.content,
@@ -102,7 +101,7 @@ def memories_add(request: HttpRequest, response: HttpResponse, payload: AddIn) -
             {
                 "id": str(memory.id),
                 "message": "Memory stored.",
-                "memory": selectors.memory_payload(memory),
+                "memory": selectors.memory_payloads(workspace_id=workspace_id, memories=[memory])[0],
                 **embedding_model_choice(memory.embedding_model),
             }
         ).model_dump(mode="json")
@@ -114,27 +113,18 @@ def memories_add(request: HttpRequest, response: HttpResponse, payload: AddIn) -
 @router.post("/memories/search", response=Envelope[SearchOut], summary="Search memories")
 def memories_search(request: HttpRequest, payload: SearchIn) -> dict[str, Any]:
     workspace_id, scope = resolve_scope(request, payload.scope)
-    requested = _STRATEGY_ALIASES.get(payload.strategy or "lexical", payload.strategy or "lexical")
     with workspace_context(workspace_id):
-        rows = selectors.memory_search_lexical(
+        outcome = search.memory_search(
             workspace_id=workspace_id,
             scope=scope,
             query=payload.query,
             type=payload.type,
             layer=payload.layer,
             limit=payload.limit,
+            strategy=payload.strategy,
         )
-    fallback = requested != "lexical"
-    trace = {
-        "requestedStrategy": requested,
-        "appliedStrategy": "lexical",
-        "lexicalCandidates": len(rows),
-        "semanticCandidates": 0,
-        "fallbackTriggered": fallback,
-        "fallbackReason": "vectors_unavailable" if fallback else None,
-    }
-    memories = [selectors.memory_payload(row) for row in rows]
-    return success_envelope(request, {"memories": memories, "count": len(memories), "trace": trace})
+        memories = selectors.memory_payloads(workspace_id=workspace_id, memories=outcome.memories)
+    return success_envelope(request, {"memories": memories, "count": len(memories), "trace": outcome.trace()})
 
 
 @router.post("/memories/list", response=Envelope[ListOut], summary="List memories, newest first, with cursors")
@@ -150,7 +140,7 @@ def memories_list(request: HttpRequest, payload: ListIn) -> dict[str, Any]:
             limit=payload.limit,
             cursor=payload.cursor,
         )
-    memories = [selectors.memory_payload(row) for row in rows]
+        memories = selectors.memory_payloads(workspace_id=workspace_id, memories=rows)
     return success_envelope(request, {"memories": memories, "count": len(memories), "nextCursor": next_cursor})
 
 
@@ -175,14 +165,17 @@ def memories_edit(request: HttpRequest, payload: EditIn) -> dict[str, Any]:
         if name in payload.model_fields_set and (getattr(payload, name) is not None or name == "metadata")
     }
     with workspace_context(workspace_id):
-        memory = services.memory_edit(workspace_id=workspace_id, scope=scope, memory_id=payload.id, changes=changes)
+        memory = pipeline.memory_edit_flow(
+            workspace_id=workspace_id, scope=scope, memory_id=payload.id, changes=changes
+        )
+        payload_out = selectors.memory_payloads(workspace_id=workspace_id, memories=[memory])[0]
     return success_envelope(
         request,
         {
             "id": str(memory.id),
             "updated": True,
             "message": "Memory updated.",
-            "memory": selectors.memory_payload(memory),
+            "memory": payload_out,
             **embedding_model_choice(memory.embedding_model),
         },
     )
@@ -192,7 +185,7 @@ def memories_edit(request: HttpRequest, payload: EditIn) -> dict[str, Any]:
 def memories_forget(request: HttpRequest, payload: ForgetIn) -> dict[str, Any]:
     workspace_id, scope = resolve_scope(request, payload.scope)
     with workspace_context(workspace_id):
-        memory = services.memory_forget(workspace_id=workspace_id, scope=scope, memory_id=payload.id)
+        memory = pipeline.memory_forget_flow(workspace_id=workspace_id, scope=scope, memory_id=payload.id)
     return success_envelope(request, {"id": str(memory.id), "deleted": True, "message": "Memory forgotten."})
 
 
@@ -214,7 +207,7 @@ def memories_bulk_forget(request: HttpRequest, payload: BulkForgetIn) -> dict[st
         all=bool(payload.filters.all),
     )
     with workspace_context(workspace_id):
-        result = services.memory_bulk_forget(
+        result = pipeline.memory_bulk_forget_flow(
             workspace_id=workspace_id, scope=scope, filters=filters, dry_run=payload.dryRun
         )
     return success_envelope(request, result)
@@ -229,5 +222,5 @@ def memories_bulk_forget(request: HttpRequest, payload: BulkForgetIn) -> dict[st
 def memories_vacuum(request: HttpRequest, payload: VacuumIn) -> dict[str, Any]:
     workspace_id, scope = resolve_scope(request, payload.scope)
     with workspace_context(workspace_id):
-        purged = services.memory_vacuum(workspace_id=workspace_id, scope=scope)
+        purged = pipeline.memory_vacuum_flow(workspace_id=workspace_id, scope=scope)
     return success_envelope(request, {"purged": purged, "message": f"Purged {purged} forgotten memories."})

@@ -51,6 +51,22 @@ class LocalEmbedder:
     def __post_init__(self) -> None:
         self._model = None
         self._lock = threading.Lock()
+        self._warming: threading.Thread | None = None
+
+    def ready(self, *, load_in_background: bool = False) -> bool:
+        """Whether the model is loaded. Loading takes seconds, so a request path asks without waiting."""
+        if self._model is not None:
+            return True
+        if load_in_background and self._warming is None:
+            self._warming = threading.Thread(target=self.warm, name="embedder-warm", daemon=True)
+            self._warming.start()
+        return False
+
+    def warm(self) -> None:
+        try:
+            self._load()
+        except EmbeddingUnavailable:
+            logger.exception("local embedding model could not be loaded")
 
     def _load(self):  # noqa: ANN202 - sentence_transformers is imported lazily
         if self._model is None:
@@ -105,7 +121,7 @@ class LiteLLMEmbedder:
             try:
                 response = litellm.embedding(
                     model=self.model, input=chunk, api_base=self.api_base, api_key=self.api_key,
-                    timeout=self.timeout, num_retries=0,
+                    timeout=self.timeout, num_retries=0, max_retries=0,
                 )
             except Exception as exc:  # noqa: BLE001 - every provider error means "try again later"
                 raise EmbeddingUnavailable(f"{self.model}: {type(exc).__name__}: {exc}") from exc

@@ -163,6 +163,8 @@ def jobs_succeed(*, jobs: list[ClaimedJob], error_code: str | None = None, error
 def jobs_fail(*, workspace_id: int, jobs: list[ClaimedJob], code: str, message: str) -> None:
     """Record the failure; retry with backoff, or dead-letter after MAX_ATTEMPTS."""
     retry_by_delay: dict[float, list[int]] = {}
+    # Wall-clock time, not the transaction's now(): a long transaction must not make the retry due at once.
+    failed_at = timezone.now()
     with connections["app"].cursor() as cursor:
         for job in jobs:
             dead = job.attempts >= MAX_ATTEMPTS
@@ -170,8 +172,8 @@ def jobs_fail(*, workspace_id: int, jobs: list[ClaimedJob], code: str, message: 
             cursor.execute(
                 """
                 UPDATE pipeline_jobs
-                SET status = %s, last_error_code = %s, last_error_message = %s, updated_at = now(),
-                    run_after = now() + make_interval(secs => %s), claim_token = NULL,
+                SET status = %s, last_error_code = %s, last_error_message = %s, updated_at = %s,
+                    run_after = %s, claim_token = NULL,
                     finished_at = CASE WHEN %s THEN now() ELSE NULL END
                 WHERE id = %s AND claim_token = %s AND status = 'processing'
                 """,
@@ -179,7 +181,8 @@ def jobs_fail(*, workspace_id: int, jobs: list[ClaimedJob], code: str, message: 
                     Status.DEAD_LETTER if dead else Status.QUEUED,
                     code,
                     message[:500],
-                    delay,
+                    failed_at,
+                    failed_at + timedelta(seconds=delay),
                     dead,
                     job.id,
                     job.claim_token,

@@ -85,7 +85,14 @@ def memory_add_flow(*, workspace_id: int, scope: MemoryScope, **fields: Any) -> 
                action=lambda: mapping.mapping_sync(memory=snapshot(memory)))
     jobs.jobs_enqueue(workspace_id=workspace_id, memory_ids=[memory.id], kind=jobs.Kind.EMBED,
                       model=embedding_model_for(memory))
+    _compact_working(workspace_id=workspace_id, memory=memory)
     return memory
+
+
+def _compact_working(*, workspace_id: int, memory: Memory) -> None:
+    if memory.layer == Memory.Layer.WORKING:
+        dropped = services.working_memory_compact(workspace_id=workspace_id, user_id=memory.user_id)
+        forget_side_effects(workspace_id=workspace_id, memory_ids=dropped)
 
 
 def memory_edit_flow(*, workspace_id: int, scope: MemoryScope, memory_id: str, changes: dict[str, Any]) -> Memory:
@@ -107,6 +114,7 @@ def memory_edit_flow(*, workspace_id: int, scope: MemoryScope, memory_id: str, c
         graph_step(workspace_id=workspace_id, memory_id=memory.id,
                    action=lambda: similarity.similarity_edges_set_expiry(
                        workspace_id=workspace_id, memory_id=memory.id, expires_at=edge_expiry))
+    _compact_working(workspace_id=workspace_id, memory=memory)
     return memory
 
 
@@ -148,20 +156,20 @@ def embedding_model_for(memory: Memory) -> str:
 # --- jobs -----------------------------------------------------------------------------------------------------
 
 
-def job_run(*, workspace_id: int, job_id: int) -> str:
-    """Entry point of the worker (memories.tasks): claim, run, record. Never raises."""
+def job_run(*, workspace_id: int, job_id: int) -> int:
+    """Entry point of the worker (memories.tasks): claim, run, record; returns how many jobs it ran."""
     with workspace_context(workspace_id):
         claimed = jobs.jobs_claim(workspace_id=workspace_id, job_id=job_id, batch_kind=_batch_kind(workspace_id, job_id),
                                   batch_size=EMBED_BATCH_SIZE)
     if not claimed:
-        return "skipped"
+        return 0
     by_kind: dict[str, list[jobs.ClaimedJob]] = {}
     for job in claimed:
         by_kind.setdefault(job.kind, []).append(job)
     for kind, group in by_kind.items():
         runner = _RUNNERS[kind]
         runner(workspace_id=workspace_id, claimed=group)
-    return f"ran {len(claimed)}"
+    return len(claimed)
 
 
 def _batch_kind(workspace_id: int, job_id: int) -> str | None:
@@ -276,3 +284,27 @@ def _maybe_build_vector_index(*, workspace_id: int, dimension: int) -> None:
         from django_q.tasks import async_task
 
         async_task("memories.tasks.vector_index_build", workspace_id, dimension)
+
+
+def jobs_run_pending(*, workspace_id: int, include_delayed: bool = False, max_jobs: int = 100_000) -> int:
+    """Run this workspace's queued jobs now, in this process, with the real job code (tests, manage.py commands).
+
+    Returns how many jobs ran (follow-up steps run inline are not counted). `include_delayed` also runs retries
+    still waiting for their backoff.
+    """
+    from django.utils import timezone
+
+    from memories.models import PipelineJob
+
+    ran = 0
+    while ran < max_jobs:
+        with workspace_context(workspace_id):
+            due = PipelineJob.objects.filter(workspace_id=workspace_id, status=jobs.Status.QUEUED)
+            if not include_delayed:
+                due = due.filter(run_after__lte=timezone.now())
+            job_ids = list(due.order_by("run_after", "id").values_list("id", flat=True)[:EMBED_BATCH_SIZE])
+        if not job_ids:
+            break
+        for job_id in job_ids:
+            ran += job_run(workspace_id=workspace_id, job_id=job_id)
+    return ran

@@ -41,6 +41,19 @@ def _check_metadata(value: dict[str, Any] | None) -> dict[str, Any] | None:
     return value
 
 
+class PipelineStepOut(Schema):
+    status: Literal["queued", "processing", "succeeded", "dead_letter"] = Field(description="State of this step.")
+    attempts: int = Field(description="Attempts so far (at most 5, then dead_letter).")
+    lastErrorCode: str | None = Field(description="Code of the last failure, e.g. EMBEDDING_FAILED.")
+
+
+class PipelineOut(Schema):
+    status: Literal["queued", "processing", "succeeded", "dead_letter"] = Field(
+        description="Overall: dead_letter if any step is, else processing, else queued, else succeeded."
+    )
+    steps: dict[str, PipelineStepOut] = Field(description="Per step: embed, similarity.")
+
+
 class MemoryOut(Schema):
     id: str = Field(description="Memory id.")
     content: str = Field(description="The memory text as stored.")
@@ -55,6 +68,11 @@ class MemoryOut(Schema):
     metadata: dict[str, Any] | None = Field(description="Caller's metadata object.")
     createdAt: datetime = Field(description="When it was written (or the time given in metadata on import).")
     updatedAt: datetime = Field(description="Last change.")
+    injectionFlags: list[str] = Field(
+        description="Prompt-injection patterns found in the content; flagged memories are kept and searchable but "
+        "skipped by LLM extraction."
+    )
+    pipeline: PipelineOut | None = Field(None, description="Background processing (embedding, similarity edges).")
 
 
 class AddIn(StrictIn):

@@ -11,11 +11,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.db import connections
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from config.errors import ApiError
-from memories.models import Memory
+from memories.models import Memory, PipelineJob
 
 
 @dataclass(frozen=True)
@@ -179,18 +180,39 @@ def memory_search_lexical(
 
 
 def _has_search_terms(query: str) -> bool:
-    with connection_for_reads().cursor() as cursor:
+    with connections["app"].cursor() as cursor:
         cursor.execute("SELECT numnode(websearch_to_tsquery('english', %s)) > 0", [query])
         return bool(cursor.fetchone()[0])
 
 
-def connection_for_reads() -> Any:
-    from django.db import connections
-
-    return connections["app"]
+_STATUS_ORDER = ("dead_letter", "processing", "queued", "succeeded")
 
 
-def memory_payload(memory: Memory) -> dict[str, Any]:
+def pipeline_status(*, workspace_id: int, memory_ids: list[uuid.UUID]) -> dict[uuid.UUID, dict[str, Any]]:
+    """Per memory: its pipeline steps and an overall status (the worst step wins)."""
+    if not memory_ids:
+        return {}
+    steps: dict[uuid.UUID, dict[str, Any]] = {}
+    rows = PipelineJob.objects.filter(workspace_id=workspace_id, memory_id__in=memory_ids).values_list(
+        "memory_id", "kind", "status", "attempts", "last_error_code"
+    )
+    for memory_id, kind, status, attempts, error_code in rows:
+        steps.setdefault(memory_id, {})[kind] = {"status": status, "attempts": attempts, "lastErrorCode": error_code}
+    return {
+        memory_id: {
+            "status": next(s for s in _STATUS_ORDER if any(step["status"] == s for step in by_kind.values())),
+            "steps": by_kind,
+        }
+        for memory_id, by_kind in steps.items()
+    }
+
+
+def memory_payloads(*, workspace_id: int, memories: list[Memory]) -> list[dict[str, Any]]:
+    statuses = pipeline_status(workspace_id=workspace_id, memory_ids=[memory.id for memory in memories])
+    return [memory_payload(memory, pipeline=statuses.get(memory.id)) for memory in memories]
+
+
+def memory_payload(memory: Memory, *, pipeline: dict[str, Any] | None = None) -> dict[str, Any]:
     return {
         "id": str(memory.id),
         "content": memory.content,
@@ -205,4 +227,57 @@ def memory_payload(memory: Memory) -> dict[str, Any]:
         "metadata": memory.metadata,
         "createdAt": memory.created_at,
         "updatedAt": memory.updated_at,
+        "injectionFlags": list(memory.injection_flags or []),
+        "pipeline": pipeline,
     }
+
+
+def pipeline_counts(*, workspace_id: int) -> dict[str, Any]:
+    with connections["app"].cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT
+              count(*) FILTER (WHERE status = 'queued'),
+              count(*) FILTER (WHERE status = 'processing'),
+              count(*) FILTER (WHERE status = 'succeeded'),
+              count(*) FILTER (WHERE status = 'dead_letter'),
+              extract(epoch FROM now() - min(created_at) FILTER (WHERE status = 'queued'))
+            FROM pipeline_jobs WHERE workspace_id = %s
+            """,
+            [workspace_id],
+        )
+        queued, processing, succeeded, dead, oldest = cursor.fetchone()
+    return {
+        "queued": queued,
+        "processing": processing,
+        "succeeded": succeeded,
+        "deadLetter": dead,
+        "oldestQueuedAgeSeconds": round(float(oldest), 1) if oldest is not None else None,
+    }
+
+
+def recent_pipeline_errors(*, workspace_id: int, limit: int = 20) -> list[dict[str, Any]]:
+    """Latest failures: job errors (with their step) and mapping errors, newest first."""
+    with connections["app"].cursor() as cursor:
+        cursor.execute(
+            """
+            (SELECT last_error_code, last_error_message, 'pipeline:' || kind, memory_id, updated_at
+             FROM pipeline_jobs WHERE workspace_id = %(ws)s AND last_error_code IS NOT NULL
+             ORDER BY updated_at DESC LIMIT %(limit)s)
+            UNION ALL
+            (SELECT code, message, stage, memory_id, created_at FROM pipeline_errors
+             WHERE workspace_id = %(ws)s ORDER BY created_at DESC LIMIT %(limit)s)
+            ORDER BY 5 DESC LIMIT %(limit)s
+            """,
+            {"ws": workspace_id, "limit": limit},
+        )
+        return [
+            {
+                "code": code,
+                "message": message,
+                "source": source,
+                "memoryId": str(memory_id) if memory_id else None,
+                "timestamp": at,
+            }
+            for code, message, source, memory_id, at in cursor.fetchall()
+        ]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -17,6 +19,7 @@ from django.utils import timezone
 from config.errors import ApiError
 from memories import selectors
 from memories.models import IdempotencyRecord, Memory
+from memories.sanitizer import injection_flags
 from memories.selectors import MemoryScope
 
 BULK_BATCH_SIZE = 500
@@ -62,15 +65,14 @@ def memory_add(
         metadata=metadata,
         embedding_model=embedding_model,
         expires_at=working_expiry() if layer == Memory.Layer.WORKING else None,
+        injection_flags=injection_flags(content),
         created_at=now,
         updated_at=now,
     )
-    if layer == Memory.Layer.WORKING:
-        working_memory_compact(workspace_id=workspace_id, user_id=scope.user_id)
     return memory
 
 
-def working_memory_compact(*, workspace_id: int, user_id: str | None) -> int:
+def working_memory_compact(*, workspace_id: int, user_id: str | None) -> list[uuid.UUID]:
     """Forget a user's expired working memories and all but the newest N (WORKING_MEMORY_MAX_ITEMS_PER_USER)."""
     now = timezone.now()
     user_rule = "user_id = %s" if user_id else "user_id IS NULL"
@@ -85,10 +87,11 @@ def working_memory_compact(*, workspace_id: int, user_id: str | None) -> int:
             ) ranked
             WHERE ranked.expires_at <= %s OR ranked.position > %s
         )
+        RETURNING id
     """
     with connections["app"].cursor() as cursor:
         cursor.execute(sql, params)
-        return cursor.rowcount
+        return [row[0] for row in cursor.fetchall()]
 
 
 def _dedupe(values: list[str]) -> list[str]:
@@ -123,10 +126,10 @@ def memory_edit(*, workspace_id: int, scope: MemoryScope, memory_id: str, change
         memory.layer = Memory.Layer.RULE
     if "layer" in changes or changes.get("type") == Memory.Type.RULE:
         memory.expires_at = working_expiry() if memory.layer == Memory.Layer.WORKING else None
+    if "content" in changes:
+        memory.injection_flags = injection_flags(memory.content)
     memory.updated_at = timezone.now()
     memory.save()
-    if memory.layer == Memory.Layer.WORKING:
-        working_memory_compact(workspace_id=workspace_id, user_id=memory.user_id)
     return memory
 
 
@@ -230,7 +233,9 @@ def memory_bulk_forget(
     return {"count": len(forgotten), "ids": forgotten, "hasMore": has_more, "message": message}
 
 
-def memory_vacuum(*, workspace_id: int, scope: MemoryScope) -> int:
+def memory_vacuum(
+    *, workspace_id: int, scope: MemoryScope, before_delete: Callable[[list[uuid.UUID]], None] | None = None
+) -> int:
     """Delete forgotten memories for good, in batches, within the caller's write scope."""
     purged = 0
     forgotten = Memory.objects.filter(selectors.writable_q(scope), workspace_id=workspace_id, deleted_at__isnull=False)
@@ -238,7 +243,9 @@ def memory_vacuum(*, workspace_id: int, scope: MemoryScope) -> int:
         batch = list(forgotten.values_list("id", flat=True)[:BULK_BATCH_SIZE])
         if not batch:
             break
-        deleted, _ = Memory.objects.filter(workspace_id=workspace_id, pk__in=batch).delete()
+        if before_delete is not None:
+            before_delete(batch)
+        Memory.objects.filter(workspace_id=workspace_id, pk__in=batch).delete()
         purged += len(batch)
     return purged
 

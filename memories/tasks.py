@@ -5,7 +5,7 @@ from __future__ import annotations
 from memories import pipeline, vectors
 
 
-def pipeline_job_run(workspace_id: int, job_id: int) -> str:
+def pipeline_job_run(workspace_id: int, job_id: int) -> int:
     return pipeline.job_run(workspace_id=workspace_id, job_id=job_id)
 
 

@@ -233,3 +233,16 @@ def hnsw_index_ensure(*, workspace_id: int, dimension: int) -> bool:
             return True
         finally:
             cursor.execute("SELECT pg_advisory_unlock(hashtext(%s))", [name])
+
+
+def vector_state(*, workspace_id: int, model: str) -> tuple[int, str]:
+    """How many vectors of `model` the workspace has and which access path searches take."""
+    with connections["app"].cursor() as cursor:
+        cursor.execute(
+            "SELECT dimension, count(*) FROM memory_embeddings WHERE workspace_id = %s AND model = %s GROUP BY 1",
+            [workspace_id, model],
+        )
+        rows = cursor.fetchall()
+    count = sum(row[1] for row in rows)
+    indexed = any(hnsw_index_ready(workspace_id=workspace_id, dimension=row[0]) for row in rows)
+    return count, "hnsw" if indexed else "exact"

@@ -111,3 +111,13 @@ def alice_api(personas: Personas) -> SdkClient:
 @pytest.fixture
 def anonymous_api() -> SdkClient:
     return SdkClient(Client(), None)
+
+
+@pytest.fixture(scope="session")
+def local_embedder() -> Any:
+    """The real offline model, loaded once per test session (a few seconds)."""
+    from memories.embeddings import get_embedder
+
+    embedder = get_embedder("local/all-MiniLM-L6-v2")
+    embedder.warm()
+    return embedder

@@ -31,6 +31,8 @@ MEMORY_FIELDS = {
     "metadata",
     "createdAt",
     "updatedAt",
+    "injectionFlags",
+    "pipeline",
 }
 
 

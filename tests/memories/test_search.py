@@ -108,7 +108,8 @@ def test_it_honours_the_limit(alice_api):
     assert search(alice_api, "deploy", limit=50)["count"] == 12
 
 
-def test_it_reports_a_fallback_for_semantic_and_hybrid(alice_api):
+def test_it_reports_a_fallback_for_semantic_and_hybrid(alice_api, local_embedder):
+    # The model is loaded but no job has run yet, so the workspace has no vectors.
     memory = alice_api.add("We deploy on Fridays")
     for strategy in ("semantic", "hybrid", "hybrid_graph"):
         data = search(alice_api, "deploy", strategy=strategy)
