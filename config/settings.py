@@ -250,6 +250,12 @@ Q_CLUSTER = {
     "label": "Jobs",
 }
 
+if Q_CLUSTER["retry"] <= Q_CLUSTER["timeout"]:
+    raise ImproperlyConfigured(
+        "JOB_RETRY_SECONDS must be larger than JOB_TIMEOUT_SECONDS, or a slow job would be handed to a second "
+        "worker while the first still runs it."
+    )
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

@@ -98,8 +98,22 @@ class ClaimedJob:
 
 
 def _stale_before() -> datetime:
-    # A job still "processing" after the task timeout belongs to a worker that died (kill -9, OOM, timeout).
-    return timezone.now() - timedelta(seconds=settings.Q_CLUSTER["timeout"] + 5)
+    # django-q2 kills a task at its timeout, so a job still "processing" after it belongs to a dead worker
+    # (kill -9, OOM, timeout); the broker re-delivers its message only after `retry` > timeout.
+    return timezone.now() - timedelta(seconds=settings.Q_CLUSTER["timeout"] + 1)
+
+
+class JobBusy(Exception):
+    """The job is being run by a live worker; raising leaves the message un-acknowledged for a later look."""
+
+
+def job_in_progress(*, workspace_id: int, job_id: int) -> bool:
+    with connections["app"].cursor() as cursor:
+        cursor.execute(
+            "SELECT 1 FROM pipeline_jobs WHERE workspace_id = %s AND id = %s AND status = 'processing'",
+            [workspace_id, job_id],
+        )
+        return cursor.fetchone() is not None
 
 
 def jobs_claim(*, workspace_id: int, job_id: int, batch_kind: str | None = None, batch_size: int = 1) -> list[ClaimedJob]:

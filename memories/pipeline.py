@@ -156,11 +156,18 @@ def embedding_model_for(memory: Memory) -> str:
 # --- jobs -----------------------------------------------------------------------------------------------------
 
 
-def job_run(*, workspace_id: int, job_id: int) -> int:
-    """Entry point of the worker (memories.tasks): claim, run, record; returns how many jobs it ran."""
+def job_run(*, workspace_id: int, job_id: int, raise_if_busy: bool = False) -> int:
+    """Entry point of the worker (memories.tasks): claim, run, record; returns how many jobs it ran.
+
+    Failures of the work itself are recorded on the job rows, never raised. Only `raise_if_busy` raises: the
+    worker passes it so a message for a job another worker holds stays in the broker and comes back later.
+    """
     with workspace_context(workspace_id):
         claimed = jobs.jobs_claim(workspace_id=workspace_id, job_id=job_id, batch_kind=_batch_kind(workspace_id, job_id),
                                   batch_size=EMBED_BATCH_SIZE)
+        busy = not claimed and jobs.job_in_progress(workspace_id=workspace_id, job_id=job_id)
+    if busy and raise_if_busy:
+        raise jobs.JobBusy(f"job {job_id} is running elsewhere")
     if not claimed:
         return 0
     by_kind: dict[str, list[jobs.ClaimedJob]] = {}
