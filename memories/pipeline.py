@@ -163,8 +163,7 @@ def job_run(*, workspace_id: int, job_id: int, raise_if_busy: bool = False) -> i
     worker passes it so a message for a job another worker holds stays in the broker and comes back later.
     """
     with workspace_context(workspace_id):
-        claimed = jobs.jobs_claim(workspace_id=workspace_id, job_id=job_id, batch_kind=_batch_kind(workspace_id, job_id),
-                                  batch_size=EMBED_BATCH_SIZE)
+        claimed = jobs.jobs_claim(workspace_id=workspace_id, job_id=job_id, batch_size=EMBED_BATCH_SIZE)
         busy = not claimed and jobs.job_in_progress(workspace_id=workspace_id, job_id=job_id)
     if busy and raise_if_busy:
         raise jobs.JobBusy(f"job {job_id} is running elsewhere")
@@ -177,13 +176,6 @@ def job_run(*, workspace_id: int, job_id: int, raise_if_busy: bool = False) -> i
         runner = _RUNNERS[kind]
         runner(workspace_id=workspace_id, claimed=group)
     return len(claimed)
-
-
-def _batch_kind(workspace_id: int, job_id: int) -> str | None:
-    with connections["app"].cursor() as cursor:
-        cursor.execute("SELECT kind FROM pipeline_jobs WHERE workspace_id = %s AND id = %s", [workspace_id, job_id])
-        row = cursor.fetchone()
-    return row[0] if row else None
 
 
 def _load_memories(workspace_id: int, memory_ids: list[uuid.UUID]) -> dict[uuid.UUID, Memory]:
@@ -248,29 +240,23 @@ def run_similarity_jobs(*, workspace_id: int, claimed: list[jobs.ClaimedJob]) ->
     try:
         with workspace_context(workspace_id):
             memories = _load_memories(workspace_id, [job.memory_id for job in claimed])
+            by_model: dict[str, list[Memory]] = {}
             for job in claimed:
                 memory = memories.get(job.memory_id)
-                if memory is None:
-                    continue
-                model = job.model or embedding_model_for(memory)
-                vector = vectors.stored_vector(workspace_id=workspace_id, memory_id=memory.id, model=model)
-                if vector is None:
-                    continue
-                neighbours = vectors.nearest(
-                    workspace_id=workspace_id,
-                    model=model,
-                    query=vector,
-                    scope=vectors.VectorScope(user_id=memory.user_id, project_id=memory.project_id),
+                if memory is not None:
+                    by_model.setdefault(job.model or embedding_model_for(memory), []).append(memory)
+            updates = []
+            for model, group in by_model.items():
+                found = vectors.neighbours_of_memories(
+                    workspace_id=workspace_id, model=model, memory_ids=[m.id for m in group],
                     limit=settings.SIMILARITY_EDGE_MAX_PER_MEMORY,
-                    exclude=memory.id,
                 )
-                kept = [(mid, score) for mid, score in neighbours if score >= settings.SIMILARITY_EDGE_THRESHOLD]
-                similarity.similarity_edges_replace(
-                    workspace_id=workspace_id,
-                    memory_id=memory.id,
-                    neighbours=kept,
-                    expires_at=memory.expires_at if memory.layer == Memory.Layer.WORKING else None,
-                )
+                for memory in group:
+                    kept = [(mid, score) for mid, score in found.get(memory.id, [])
+                            if score >= settings.SIMILARITY_EDGE_THRESHOLD]
+                    expiry = memory.expires_at if memory.layer == Memory.Layer.WORKING else None
+                    updates.append(similarity.SimilarityUpdate(memory_id=memory.id, neighbours=kept, expires_at=expiry))
+            similarity.similarity_edges_replace(workspace_id=workspace_id, updates=updates)
             jobs.jobs_succeed(jobs=claimed)
     except Exception as exc:  # noqa: BLE001 - retried; the stored embedding is reused
         logger.exception("similarity edges failed in workspace %s", workspace_id)

@@ -246,3 +246,57 @@ def vector_state(*, workspace_id: int, model: str) -> tuple[int, str]:
     count = sum(row[1] for row in rows)
     indexed = any(hnsw_index_ready(workspace_id=workspace_id, dimension=row[0]) for row in rows)
     return count, "hnsw" if indexed else "exact"
+
+
+def neighbours_of_memories(
+    *, workspace_id: int, model: str, memory_ids: list[uuid.UUID], limit: int
+) -> dict[uuid.UUID, list[tuple[uuid.UUID, float]]]:
+    """Nearest neighbours of many stored memories in one query, each within its own read scope.
+
+    A memory's read scope (memories-sh.md §1.3) is taken from its own columns: shared memories plus its user's,
+    global memories plus its project's. Used by the similarity step, which handles a whole batch at once.
+    """
+    if not memory_ids:
+        return {}
+    result: dict[uuid.UUID, list[tuple[uuid.UUID, float]]] = {memory_id: [] for memory_id in memory_ids}
+    with connections["app"].cursor() as cursor:
+        cursor.execute(
+            "SELECT DISTINCT dimension FROM memory_embeddings WHERE workspace_id = %s AND model = %s "
+            "AND memory_id = ANY(%s)",
+            [workspace_id, model, memory_ids],
+        )
+        dimensions = [row[0] for row in cursor.fetchall()]
+        for dimension in dimensions:
+            workspace_sql, dimension_sql = int(workspace_id), int(dimension)
+            if hnsw_index_ready(workspace_id=workspace_id, dimension=dimension):
+                cursor.execute("SELECT set_config('hnsw.ef_search', %s, true)", [str(settings.VECTOR_HNSW_EF_SEARCH)])
+                cursor.execute("SELECT set_config('hnsw.iterative_scan', 'strict_order', true)")
+                cursor.execute("SELECT set_config('hnsw.max_scan_tuples', %s, true)",
+                               [str(settings.VECTOR_HNSW_MAX_SCAN)])
+                distance = f"(e.embedding::vector({dimension_sql})) <=> (q.embedding::vector({dimension_sql}))"
+            else:
+                distance = "e.embedding <=> q.embedding"
+            cursor.execute(
+                f"""
+                SELECT q.memory_id, n.memory_id, n.score
+                FROM memory_embeddings q
+                CROSS JOIN LATERAL (
+                    SELECT e.memory_id, 1 - ({distance}) AS score
+                    FROM memory_embeddings e
+                    WHERE e.workspace_id = {workspace_sql} AND e.dimension = {dimension_sql} AND e.model = %(model)s
+                      AND e.memory_id <> q.memory_id
+                      AND (e.expires_at IS NULL OR e.expires_at > now())
+                      AND (e.user_id IS NULL OR e.user_id = q.user_id)
+                      AND (e.scope = 'global' OR (e.scope = 'project' AND e.project_id = q.project_id))
+                    ORDER BY {distance}
+                    LIMIT %(limit)s
+                ) n
+                WHERE q.workspace_id = {workspace_sql} AND q.dimension = {dimension_sql} AND q.model = %(model)s
+                  AND q.memory_id = ANY(%(ids)s)
+                ORDER BY q.memory_id, n.score DESC
+                """,
+                {"model": model, "limit": limit, "ids": memory_ids},
+            )
+            for source, neighbour, score in cursor.fetchall():
+                result[source].append((neighbour, float(score)))
+    return result

@@ -1,0 +1,162 @@
+"""Pipeline throughput: memories written → embedded with the local model → similar_to edges done, per second.
+
+Runs a real `manage.py qcluster` (2 worker processes by default) against the bench database (cairn_bench, see
+api_latency.py), writes N memories through the real write flow (memory + mapping + jobs in one transaction),
+and measures the time from the first write until the last similarity job has succeeded.
+
+    .venv/bin/python bench/pipeline_throughput.py [--memories 2000] [--workers 2] [--out bench/results/pipeline.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import random
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import api_latency  # noqa: E402 - shares the bench database helpers and the sentence generator
+
+os.environ["CAIRN_DATABASE_NAME"] = api_latency.BENCH_DATABASE
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--memories", type=int, default=2000)
+    parser.add_argument("--workers", type=int, default=2, help="qcluster worker processes")
+    parser.add_argument("--batch", type=int, default=50, help="memories per write transaction")
+    parser.add_argument("--timeout", type=float, default=900.0)
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "pipeline_throughput.json")
+    return parser.parse_args()
+
+
+def start_cluster(workers: int, log_path: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "WORKER_PROCESSES": str(workers)}
+    log = log_path.open("wb")
+    return subprocess.Popen(
+        [sys.executable, "manage.py", "qcluster"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+def stop_cluster(process: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=30)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+
+
+def fresh_workspace() -> int:
+    from django.contrib.auth import get_user_model
+
+    user = get_user_model().objects.create_user(f"pipeline-{uuid.uuid4().hex[:8]}")
+    return user.personal_workspace.id
+
+
+def write_memories(workspace_id: int, count: int, batch: int) -> tuple[float, float]:
+    """Write `count` memories through the real write flow; returns (first write time, last write time)."""
+    from memories import pipeline
+    from memories.selectors import MemoryScope
+    from tenancy.rls import workspace_context
+
+    rng = random.Random(7)
+    started = time.time()
+    for start in range(0, count, batch):
+        with workspace_context(workspace_id):
+            for _ in range(min(batch, count - start)):
+                fields = api_latency.memory_fields(rng)
+                pipeline.memory_add_flow(
+                    workspace_id=workspace_id,
+                    scope=MemoryScope(),
+                    content=fields["content"],
+                    type=fields.get("type", "note"),
+                    tags=fields.get("tags"),
+                    category=fields.get("category"),
+                )
+    return started, time.time()
+
+
+def job_counts(workspace_id: int) -> dict[str, int]:
+    from django.db import connections
+
+    from tenancy.rls import workspace_context
+
+    with workspace_context(workspace_id), connections["app"].cursor() as cursor:
+        cursor.execute(
+            "SELECT kind || ':' || status, count(*) FROM pipeline_jobs WHERE workspace_id = %s GROUP BY 1",
+            [workspace_id],
+        )
+        return dict(cursor.fetchall())
+
+
+def raw_embedding_rate(texts: list[str]) -> float:
+    from memories.embeddings import get_embedder
+
+    embedder = get_embedder("local/all-MiniLM-L6-v2")
+    embedder.embed(texts[:64])  # warm up
+    started = time.perf_counter()
+    embedder.embed(texts)
+    return len(texts) / (time.perf_counter() - started)
+
+
+def main() -> None:
+    args = parse_args()
+    api_latency.ensure_bench_database()
+    api_latency.setup_django_and_migrate()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    log_path = args.out.with_suffix(".qcluster.log")
+    cluster = start_cluster(args.workers, log_path)
+    try:
+        workspace_id = fresh_workspace()
+        time.sleep(3)  # let the cluster start its workers before the clock runs
+        first, last_write = write_memories(workspace_id, args.memories, args.batch)
+        print(f"wrote {args.memories} memories in {last_write - first:.1f}s; waiting for the pipeline…",
+              file=sys.stderr)
+        deadline = first + args.timeout
+        while True:
+            counts = job_counts(workspace_id)
+            done = counts.get("similarity:succeeded", 0)
+            dead = sum(v for k, v in counts.items() if k.endswith("dead_letter"))
+            print(f"\r  similarity done {done}/{args.memories}, dead {dead}", end="", file=sys.stderr)
+            if done + dead >= args.memories:
+                break
+            if time.time() > deadline:
+                raise SystemExit(f"\ntimed out; job counts: {counts}")
+            time.sleep(0.5)
+        finished = time.time()
+        print(file=sys.stderr)
+    finally:
+        stop_cluster(cluster)
+
+    rng = random.Random(11)
+    texts = [api_latency.memory_fields(rng)["content"] for _ in range(512)]
+    result = {
+        "memories": args.memories,
+        "workers": args.workers,
+        "write_seconds": round(last_write - first, 2),
+        "end_to_end_seconds": round(finished - first, 2),
+        "memories_per_second": round(args.memories / (finished - first), 1),
+        "job_counts": job_counts(workspace_id),
+        "raw_local_embedding_per_second": round(raw_embedding_rate(texts), 1),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+    }
+    args.out.write_text(json.dumps(result, indent=2))
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
