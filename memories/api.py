@@ -101,7 +101,7 @@ def memories_add(request: HttpRequest, response: HttpResponse, payload: AddIn) -
             {
                 "id": str(memory.id),
                 "message": "Memory stored.",
-                "memory": selectors.memory_payloads(workspace_id=workspace_id, memories=[memory])[0],
+                "memory": selectors.memory_payload(memory, pipeline=selectors.just_queued_pipeline()),
                 **embedding_model_choice(memory.embedding_model),
             }
         ).model_dump(mode="json")

@@ -11,6 +11,10 @@ def api_key_by_hash(*, key_hash: str) -> ApiKey | None:
     return ApiKey.objects.select_related("user").filter(key_hash=key_hash).first()
 
 
+def personal_workspace_get(*, user: AbstractBaseUser) -> Workspace | None:
+    return Workspace.objects.filter(kind=Workspace.Kind.PERSONAL, personal_owner=user).first()
+
+
 def user_settings_get(*, user: AbstractBaseUser) -> UserSettings:
     user_settings = UserSettings.objects.select_related("active_org").filter(user=user).first()
     return user_settings or UserSettings(user=user)

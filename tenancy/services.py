@@ -151,18 +151,23 @@ def routed_workspace(*, user: AbstractBaseUser, project_id: str | None) -> Works
     if user_settings.routing_mode == UserSettings.RoutingMode.AUTO and project_id:
         owner = github_owner_from_project(project_id)
         if owner is None:
-            return personal_workspace_ensure(user=user)
+            return personal_workspace(user=user)
         mapped = selectors.mapped_org_for_owner(user=user, owner=owner)
         if mapped is not None:
             return mapped
         by_slug = selectors.member_org_by_slug(user=user, slug=owner)
         if by_slug is not None:
             return by_slug
-        return personal_workspace_ensure(user=user)
+        return personal_workspace(user=user)
     active = user_settings.active_org
     if active is not None and selectors.is_member(user=user, workspace=active):
         return active
-    return personal_workspace_ensure(user=user)
+    return personal_workspace(user=user)
+
+
+def personal_workspace(*, user: AbstractBaseUser) -> Workspace:
+    """The user's personal workspace: one read on the hot path, created only for users that predate it."""
+    return selectors.personal_workspace_get(user=user) or personal_workspace_ensure(user=user)
 
 
 def tenant_workspace_resolve(*, user: AbstractBaseUser, tenant_id: str) -> Workspace:
