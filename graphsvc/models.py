@@ -105,4 +105,5 @@ class MemoryNodeLink(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["workspace", "memory_id", "node", "role"], name="memory_node_links_unique")
         ]
-        indexes = [models.Index(fields=["workspace", "node"], name="memory_node_links_node")]
+        # (node, id): expansion reads the newest links of a hub node without sorting all of them.
+        indexes = [models.Index(fields=["workspace", "node", "id"], name="memory_node_links_node_id")]

@@ -11,12 +11,14 @@ from ninja import Router, Status
 
 from config.errors import ApiError, success_envelope
 from config.schemas import Envelope, ScopeIn
-from memories import pipeline, search, selectors, services
+from memories import context, pipeline, search, selectors, services
 from memories.schemas import (
     AddIn,
     AddOut,
     BulkForgetIn,
     BulkForgetOut,
+    ContextIn,
+    ContextOut,
     EditIn,
     EditOut,
     ForgetIn,
@@ -25,6 +27,8 @@ from memories.schemas import (
     ListOut,
     SearchIn,
     SearchOut,
+    TraceIn,
+    TraceOut,
     VacuumIn,
     VacuumOut,
 )
@@ -224,3 +228,84 @@ def memories_vacuum(request: HttpRequest, payload: VacuumIn) -> dict[str, Any]:
     with workspace_context(workspace_id):
         purged = pipeline.memory_vacuum_flow(workspace_id=workspace_id, scope=scope)
     return success_envelope(request, {"purged": purged, "message": f"Purged {purged} forgotten memories."})
+
+
+_CONTEXT_ALIASES = {"baseline": "lexical", "hybrid_graph": "hybrid"}
+
+
+def _context_request(payload: ContextIn, *, endpoint: str) -> context.ContextRequest:
+    strategy = _CONTEXT_ALIASES.get(payload.strategy, payload.strategy) if payload.strategy else None
+    return context.ContextRequest(
+        query=payload.query,
+        limit=payload.limit,
+        include_rules=payload.includeRules,
+        mode=payload.mode,
+        strategy=strategy,
+        graph_depth=payload.graphDepth,
+        graph_limit=payload.graphLimit,
+        half_life_days=payload.halfLifeDays,
+        mmr_lambda=payload.mmrLambda,
+        endpoint=endpoint,
+    )
+
+
+@router.post(
+    "/context/get",
+    response=Envelope[ContextOut],
+    tags=["context"],
+    summary="The memories (and rules, conflicts) to put in front of the next model call",
+    description="Rules, then working and long-term tiers ranked by the strategy; with hybrid and the workspace's "
+    "rollout in canary, graph expansion appends memories reached through the graph, each with its provenance in "
+    "`graph`. Every call records one retrieval metric for the rollout quality gate.",
+)
+def context_get(request: HttpRequest, payload: ContextIn) -> dict[str, Any]:
+    workspace_id, scope = resolve_scope(request, payload.scope)
+    with workspace_context(workspace_id):
+        data = context.context_get(
+            workspace_id=workspace_id, scope=scope, request=_context_request(payload, endpoint="context/get")
+        )
+    data.pop("_graph_ids")
+    data.pop("_tiers")
+    return success_envelope(request, data)
+
+
+@router.post(
+    "/graph/trace",
+    response=Envelope[TraceOut],
+    tags=["graph"],
+    summary="context/get with a per-memory account of where each result came from",
+)
+def graph_trace(request: HttpRequest, payload: TraceIn) -> dict[str, Any]:
+    workspace_id, scope = resolve_scope(request, payload.scope)
+    with workspace_context(workspace_id):
+        data = context.context_get(
+            workspace_id=workspace_id, scope=scope, request=_context_request(payload, endpoint="graph/trace")
+        )
+    graph_ids = {str(memory_id) for memory_id in data["_graph_ids"]}
+    recall = [
+        {
+            "rank": rank,
+            "memoryId": memory["id"],
+            "layer": memory["layer"],
+            "type": memory["type"],
+            "scope": memory["scope"],
+            "projectId": memory["projectId"],
+            "source": "graph_expansion" if memory["id"] in graph_ids else "baseline",
+            "graph": memory.get("graph"),
+        }
+        for rank, memory in enumerate(data["memories"], start=1)
+    ]
+    return success_envelope(
+        request,
+        {
+            "mode": data["mode"],
+            "includeRules": payload.includeRules,
+            "query": data["query"],
+            "strategy": {"requested": data["trace"]["requestedStrategy"], "applied": data["trace"]["strategy"]},
+            "trace": data["trace"],
+            "tiers": data["_tiers"],
+            "recall": recall,
+            "rules": data["rules"],
+            "memories": data["memories"],
+        },
+    )

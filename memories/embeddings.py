@@ -168,6 +168,8 @@ def _build(name: str) -> Embedder:
 
 
 def reset_embedders() -> None:
-    """Forget built embedders (tests switch models)."""
+    """Forget provider embedders so changed settings apply (tests switch models). Local models stay loaded: they
+    depend on no setting and take seconds to load."""
     with _embedders_lock:
-        _embedders.clear()
+        for name in [name for name in _embedders if not name.startswith(LOCAL_PREFIX)]:
+            del _embedders[name]

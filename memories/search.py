@@ -70,12 +70,17 @@ def memory_search(
     layer: str | None = None,
     limit: int = 10,
     strategy: str | None = None,
+    query_vector: Any = None,
+    exclude_rules: bool = False,
 ) -> SearchOutcome:
+    """Rank memories for `query`. `query_vector` lets a caller ranking several tiers embed the query once."""
     requested = normalise_strategy(strategy)
     depth = limit if requested == "lexical" else max(limit * 4, 40)
     lexical = selectors.memory_search_lexical(
         workspace_id=workspace_id, scope=scope, query=query, type=type, layer=layer, limit=depth
     )
+    if exclude_rules:
+        lexical = [memory for memory in lexical if memory.type != Memory.Type.RULE]
     outcome = SearchOutcome(memories=lexical[:limit], requested=requested, applied="lexical",
                             lexical_candidates=len(lexical))
     if requested == "lexical":
@@ -85,7 +90,8 @@ def memory_search(
         outcome.fallback_reason, outcome.fallback_triggered = reason, True
         return outcome
 
-    query_vector = embed_query(query)
+    if query_vector is None:
+        query_vector = embed_query(query)
     if query_vector is None:
         return fall_back("query_embedding_unavailable")
     neighbours = vectors.nearest(
@@ -99,6 +105,8 @@ def memory_search(
         return fall_back("vectors_unavailable")
     semantic = _load_in_order(workspace_id=workspace_id, scope=scope, ids=[mid for mid, _ in neighbours],
                               type=type, layer=layer)
+    if exclude_rules:
+        semantic = [memory for memory in semantic if memory.type != Memory.Type.RULE]
     outcome.semantic_candidates = len(semantic)
     cosine = dict(neighbours)
     partial = _has_unembedded_memories(workspace_id)

@@ -1,11 +1,14 @@
 """Vector storage and scoped nearest-neighbour search in pgvector.
 
-Access path per workspace size (measured in bench/vector_search.py):
+Access paths (measured in bench/vector_search.py, see bench/README.md):
 - small workspaces (≤ VECTOR_EXACT_MAX_ROWS vectors of one dimension): an exact scan of the workspace's rows
-  through the (workspace_id, model) btree — exact recall, a few milliseconds;
-- large workspaces: a partial HNSW index per (workspace, dimension), built in the background once the workspace
-  crosses the threshold, queried with pgvector's iterative scan so the scope filters (user, project, expiry) never
-  starve the result, then re-ranked exactly.
+  through the (workspace_id, model) btree — exact recall, about 1.3 µs per row;
+- large workspaces get two partial indexes per (workspace, dimension), built in the background once the workspace
+  crosses the threshold:
+  - an HNSW index over the vectors cast to halfvec, queried with pgvector's iterative scan so the scope filters
+    (user, project, expiry) never starve the result; its candidates are re-ranked with the stored float4 vectors;
+  - a btree on user_id: when the read scope leaves at most VECTOR_EXACT_MAX_SCOPED_ROWS rows visible (an end
+    user's own memories in a big tenant), those rows are found through it and scanned exactly instead.
 The scope columns are copied onto memory_embeddings so the filter runs inside the index scan instead of after a
 join. Every vector records its model and dimension; searches filter on the model, so models are never mixed.
 """
@@ -21,6 +24,7 @@ from datetime import datetime
 import numpy as np
 from django.conf import settings
 from django.db import connections
+from django.db.backends.utils import CursorWrapper
 
 logger = logging.getLogger("cairn.vectors")
 
@@ -117,35 +121,92 @@ def embeddings_update_expiry(*, workspace_id: int, memory_id: uuid.UUID, expires
 
 
 def hnsw_index_name(workspace_id: int, dimension: int) -> str:
+    # "hnswh": the halfvec index. The float4 one had the name without the "h"; a new name means an index built to
+    # the old definition (which searches no longer use) is never taken for a ready one. hnsw_index_ensure drops it.
+    return f"memory_embeddings_hnswh_w{int(workspace_id)}_d{int(dimension)}"
+
+
+def users_index_name(workspace_id: int, dimension: int) -> str:
+    return f"memory_embeddings_users_w{int(workspace_id)}_d{int(dimension)}"
+
+
+def _legacy_hnsw_index_name(workspace_id: int, dimension: int) -> str:
     return f"memory_embeddings_hnsw_w{int(workspace_id)}_d{int(dimension)}"
 
 
+def hnsw_order(dimension: int, left: str, right: str) -> str:
+    """The distance the HNSW index is built on; an ORDER BY must spell it exactly like this to use the index.
+
+    halfvec halves the index (a 100k-vector 384-d index takes 111 MiB instead of 195 MiB), so twice as much of
+    it stays in shared buffers, and raises pgvector's HNSW limit from 2,000 to 4,000 dimensions. Embeddings are
+    L2-normalised (memories.embeddings), so every component fits half precision; the ~1e-3 relative rounding
+    only decides which candidates are fetched, and callers rank those with the full float4 vectors.
+    """
+    return f"({left}::halfvec({int(dimension)})) <=> ({right}::halfvec({int(dimension)}))"
+
+
 def hnsw_index_ready(*, workspace_id: int, dimension: int) -> bool:
+    """Whether the workspace's search indexes (HNSW and user btree, see hnsw_index_ensure) are built and valid."""
+    names = [hnsw_index_name(workspace_id, dimension), users_index_name(workspace_id, dimension)]
     with connections["app"].cursor() as cursor:
         cursor.execute(
             """
-            SELECT i.indisvalid FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid
-            WHERE c.relname = %s
+            SELECT count(*) FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid
+            WHERE c.relname = ANY(%s) AND i.indisvalid
             """,
-            [hnsw_index_name(workspace_id, dimension)],
+            [names],
         )
-        row = cursor.fetchone()
-    return bool(row and row[0])
+        return cursor.fetchone()[0] == len(names)
 
 
-def _scope_filter(scope: VectorScope, params: list[object]) -> str:
+def _user_filter(scope: VectorScope) -> str:
+    return "(e.user_id IS NULL OR e.user_id = %(user)s)" if scope.user_id else "e.user_id IS NULL"
+
+
+def _scope_filter(scope: VectorScope, *, exclude: bool) -> str:
+    """The read scope except the user rule (see _user_filter), with parameters %(project)s and %(exclude)s."""
     clauses = ["(e.expires_at IS NULL OR e.expires_at > now())"]
-    if scope.user_id:
-        clauses.append("(e.user_id IS NULL OR e.user_id = %s)")
-        params.append(scope.user_id)
-    else:
-        clauses.append("e.user_id IS NULL")
     if scope.project_id:
-        clauses.append("(e.scope = 'global' OR (e.scope = 'project' AND e.project_id = %s))")
-        params.append(scope.project_id)
+        clauses.append("(e.scope = 'global' OR (e.scope = 'project' AND e.project_id = %(project)s))")
     else:
         clauses.append("e.scope = 'global'")
+    if exclude:
+        clauses.append("e.memory_id <> %(exclude)s")
     return " AND ".join(clauses)
+
+
+def _indexed_search_setup(cursor: CursorWrapper, *, workspace_id: int, dimension: int, scope: VectorScope) -> int:
+    """Set this transaction's search parameters and count the rows the scope can see, in one round trip.
+
+    The count stops at VECTOR_EXACT_MAX_SCOPED_ROWS + 1 (the caller only needs to know whether it is over) and reads
+    only the user btree, as index-only scans; it ignores the model, project and expiry filters, so it can only
+    overstate, which sends a search to the HNSW index, never to an exact scan that is too big.
+    """
+    bound = int(settings.VECTOR_EXACT_MAX_SCOPED_ROWS) + 1
+    rows = f"e.workspace_id = {int(workspace_id)} AND e.dimension = {int(dimension)}"
+    users = ["e.user_id IS NULL"] + (["e.user_id = %(user)s"] if scope.user_id else [])
+    counts = " + ".join(
+        f"(SELECT count(*) FROM (SELECT 1 FROM memory_embeddings e WHERE {rows} AND {user} LIMIT {bound}) s)"
+        for user in users
+    )
+    cursor.execute(
+        f"""
+        SELECT set_config('hnsw.ef_search', %(ef_search)s, true),
+               set_config('hnsw.iterative_scan', 'strict_order', true),
+               set_config('hnsw.max_scan_tuples', %(max_scan)s, true),
+               -- The planner sees user_id statistics of the whole table, not of this workspace, and may expect
+               -- most of the workspace where a scope sees a few rows; a parallel plan would then only add the
+               -- start-up of its workers.
+               set_config('max_parallel_workers_per_gather', '0', true),
+               {counts}
+        """,
+        {
+            "ef_search": str(settings.VECTOR_HNSW_EF_SEARCH),
+            "max_scan": str(settings.VECTOR_HNSW_MAX_SCAN),
+            "user": scope.user_id,
+        },
+    )
+    return int(cursor.fetchone()[4])
 
 
 def nearest(
@@ -157,38 +218,59 @@ def nearest(
     limit: int,
     exclude: uuid.UUID | None = None,
 ) -> list[tuple[uuid.UUID, float]]:
-    """The `limit` memories closest to `query` (cosine similarity, best first) within the read scope."""
+    """The `limit` memories closest to `query` (cosine similarity, best first) within the read scope.
+
+    Every path picks at most `limit` candidates in a subquery and ranks them by their exact float4 distance,
+    computed once per row: the exact scans order by it directly, the HNSW scan orders by the halfvec distance.
+    """
     dimension = int(query.shape[0])
-    literal = vector_literal(query)
-    params: list[object] = []
-    where = _scope_filter(scope, params)
-    if exclude is not None:
-        where += " AND e.memory_id <> %s"
-        params.append(exclude)
+    params = {
+        "query": vector_literal(query),
+        "model": model,
+        "user": scope.user_id,
+        "project": scope.project_id,
+        "exclude": exclude,
+        "limit": limit,
+    }
     # Integers are formatted into the SQL on purpose: the planner can only match a partial index against
     # literal predicates (and a typed cast needs a literal dimension).
-    workspace_sql, dimension_sql = int(workspace_id), int(dimension)
+    rows = f"e.workspace_id = {int(workspace_id)} AND e.dimension = {int(dimension)} AND e.model = %(model)s"
+    scope_filter = _scope_filter(scope, exclude=exclude is not None)
+    distance = "e.embedding <=> %(query)s::vector"
     with connections["app"].cursor() as cursor:
-        if hnsw_index_ready(workspace_id=workspace_id, dimension=dimension):
-            cursor.execute("SELECT set_config('hnsw.ef_search', %s, true)", [str(settings.VECTOR_HNSW_EF_SEARCH)])
-            cursor.execute("SELECT set_config('hnsw.iterative_scan', 'strict_order', true)")
-            cursor.execute("SELECT set_config('hnsw.max_scan_tuples', %s, true)", [str(settings.VECTOR_HNSW_MAX_SCAN)])
-            sql = f"""
-                SELECT e.memory_id, 1 - ((e.embedding::vector({dimension_sql})) <=> %s::vector({dimension_sql}))
-                FROM memory_embeddings e
-                WHERE e.workspace_id = {workspace_sql} AND e.dimension = {dimension_sql} AND e.model = %s AND {where}
-                ORDER BY (e.embedding::vector({dimension_sql})) <=> %s::vector({dimension_sql})
-                LIMIT %s
+        indexed = hnsw_index_ready(workspace_id=workspace_id, dimension=dimension)
+        visible = (
+            _indexed_search_setup(cursor, workspace_id=workspace_id, dimension=dimension, scope=scope)
+            if indexed
+            else None
+        )
+        if visible is None:  # small workspace: every row through the (workspace_id, model, dimension) btree
+            candidates = f"""
+                SELECT e.memory_id, {distance} AS distance FROM memory_embeddings e
+                WHERE {rows} AND {_user_filter(scope)} AND {scope_filter}
+                ORDER BY distance LIMIT %(limit)s
             """
+        elif visible <= settings.VECTOR_EXACT_MAX_SCOPED_ROWS:
+            # A narrow scope in a large workspace (an end user's memories in a big tenant): the HNSW scan would
+            # fetch and discard other users' rows one heap page at a time (about a hundred per hit when 1 % is
+            # visible) and still miss some. One branch per user value, so each is an index condition on the
+            # user btree; as a single OR the planner may scan the whole workspace instead.
+            users = ["e.user_id IS NULL"] + (["e.user_id = %(user)s"] if scope.user_id else [])
+            branches = " UNION ALL ".join(
+                f"SELECT e.memory_id, {distance} AS distance FROM memory_embeddings e "
+                f"WHERE {rows} AND {user} AND {scope_filter}"
+                for user in users
+            )
+            candidates = f"SELECT memory_id, distance FROM ({branches}) visible ORDER BY distance LIMIT %(limit)s"
         else:
-            sql = f"""
-                SELECT e.memory_id, 1 - (e.embedding <=> %s::vector)
-                FROM memory_embeddings e
-                WHERE e.workspace_id = {workspace_sql} AND e.dimension = {dimension_sql} AND e.model = %s AND {where}
-                ORDER BY e.embedding <=> %s::vector
-                LIMIT %s
+            candidates = f"""
+                SELECT e.memory_id, {distance} AS distance FROM memory_embeddings e
+                WHERE {rows} AND {_user_filter(scope)} AND {scope_filter}
+                ORDER BY {hnsw_order(dimension, "e.embedding", "%(query)s")} LIMIT %(limit)s
             """
-        cursor.execute(sql, [literal, model, *params, literal, limit])
+        cursor.execute(
+            f"SELECT memory_id, 1 - distance FROM ({candidates}) candidates ORDER BY distance", params
+        )
         return [(row[0], float(row[1])) for row in cursor.fetchall()]
 
 
@@ -202,8 +284,24 @@ def workspace_vector_count(*, workspace_id: int, dimension: int) -> int:
 
 
 def hnsw_index_ensure(*, workspace_id: int, dimension: int) -> bool:
-    """Build the workspace's partial HNSW index (as the owner: DDL), without blocking writes. Safe to repeat."""
+    """Build the workspace's search indexes (as the owner: DDL), without blocking writes. Safe to repeat.
+
+    Both are partial indexes on the workspace's rows of one dimension: the user btree (seconds) and the HNSW index
+    over the halfvec cast (about a minute per 100k rows on two cores). ef_construction = 256 rather than 128: the
+    (parallel) builds with 128 in bench/vector_search.py left some rows unreachable, so a few queries in a hundred
+    missed a neighbour at any ef_search, and some found none; 256 costs about 20 % more build time. m = 24 or 32 did
+    not do better than m = 16 and makes the index bigger and searches slower.
+    """
     name = hnsw_index_name(workspace_id, dimension)
+    rows = f"workspace_id = {int(workspace_id)} AND dimension = {int(dimension)}"
+    indexes = [
+        (users_index_name(workspace_id, dimension), f"(user_id) WHERE {rows}"),
+        (
+            name,
+            f"USING hnsw ((embedding::halfvec({int(dimension)})) halfvec_cosine_ops) "
+            f"WITH (m = 16, ef_construction = 256) WHERE {rows}",
+        ),
+    ]
     owner = connections["default"]
     owner.ensure_connection()
     with owner.cursor() as cursor:
@@ -211,25 +309,21 @@ def hnsw_index_ensure(*, workspace_id: int, dimension: int) -> bool:
         if not cursor.fetchone()[0]:
             return False  # another worker is building it
         try:
-            cursor.execute(
-                "SELECT i.indisvalid FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid WHERE c.relname = %s",
-                [name],
-            )
-            row = cursor.fetchone()
-            if row and row[0]:
-                return True
-            if row and not row[0]:
-                cursor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")  # a failed earlier build
             cursor.execute(f"SET maintenance_work_mem = '{int(settings.VECTOR_INDEX_BUILD_MEMORY_MB)}MB'")
-            cursor.execute(
-                f"""
-                CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON memory_embeddings
-                USING hnsw ((embedding::vector({int(dimension)})) vector_cosine_ops)
-                WITH (m = 16, ef_construction = 128)
-                WHERE workspace_id = {int(workspace_id)} AND dimension = {int(dimension)}
-                """
-            )
-            logger.info("built %s", name)
+            for index, definition in indexes:
+                cursor.execute(
+                    "SELECT i.indisvalid FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid WHERE c.relname = %s",
+                    [index],
+                )
+                row = cursor.fetchone()
+                if row and row[0]:
+                    continue
+                if row:
+                    cursor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {index}")  # a failed earlier build
+                cursor.execute(f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {index} ON memory_embeddings {definition}")
+                logger.info("built %s", index)
+            # The float4 HNSW index of earlier versions: searches no longer use it, writes would still pay for it.
+            cursor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {_legacy_hnsw_index_name(workspace_id, dimension)}")
             return True
         finally:
             cursor.execute("SELECT pg_advisory_unlock(hashtext(%s))", [name])
@@ -273,22 +367,22 @@ def neighbours_of_memories(
                 cursor.execute("SELECT set_config('hnsw.iterative_scan', 'strict_order', true)")
                 cursor.execute("SELECT set_config('hnsw.max_scan_tuples', %s, true)",
                                [str(settings.VECTOR_HNSW_MAX_SCAN)])
-                distance = f"(e.embedding::vector({dimension_sql})) <=> (q.embedding::vector({dimension_sql}))"
+                order = hnsw_order(dimension_sql, "e.embedding", "q.embedding")
             else:
-                distance = "e.embedding <=> q.embedding"
+                order = "e.embedding <=> q.embedding"
             cursor.execute(
                 f"""
                 SELECT q.memory_id, n.memory_id, n.score
                 FROM memory_embeddings q
                 CROSS JOIN LATERAL (
-                    SELECT e.memory_id, 1 - ({distance}) AS score
+                    SELECT e.memory_id, 1 - (e.embedding <=> q.embedding) AS score
                     FROM memory_embeddings e
                     WHERE e.workspace_id = {workspace_sql} AND e.dimension = {dimension_sql} AND e.model = %(model)s
                       AND e.memory_id <> q.memory_id
                       AND (e.expires_at IS NULL OR e.expires_at > now())
                       AND (e.user_id IS NULL OR e.user_id = q.user_id)
                       AND (e.scope = 'global' OR (e.scope = 'project' AND e.project_id = q.project_id))
-                    ORDER BY {distance}
+                    ORDER BY {order}
                     LIMIT %(limit)s
                 ) n
                 WHERE q.workspace_id = {workspace_sql} AND q.dimension = {dimension_sql} AND q.model = %(model)s
@@ -300,3 +394,19 @@ def neighbours_of_memories(
             for source, neighbour, score in cursor.fetchall():
                 result[source].append((neighbour, float(score)))
     return result
+
+
+def stored_vectors(*, workspace_id: int, memory_ids: list[uuid.UUID], model: str) -> dict[uuid.UUID, np.ndarray]:
+    """Stored vectors of several memories (MMR needs the candidates' vectors)."""
+    if not memory_ids:
+        return {}
+    with connections["app"].cursor() as cursor:
+        cursor.execute(
+            "SELECT memory_id, embedding::text FROM memory_embeddings "
+            "WHERE workspace_id = %s AND model = %s AND memory_id = ANY(%s)",
+            [workspace_id, model, memory_ids],
+        )
+        return {
+            memory_id: np.asarray([float(x) for x in text.strip("[]").split(",")], dtype=np.float32)
+            for memory_id, text in cursor.fetchall()
+        }

@@ -1,4 +1,4 @@
-"""SDK routes graph/status (and, with the read path, graph/trace and graph/rollout)."""
+"""SDK routes graph/status and graph/rollout: resolve the workspace, open its RLS transaction, call the services."""
 
 from __future__ import annotations
 
@@ -9,14 +9,23 @@ from django.http import HttpRequest
 from django.utils import timezone
 from ninja import Query, Router
 
-from config.errors import success_envelope
-from config.schemas import Envelope
+from config.errors import ApiError, success_envelope
+from config.schemas import Envelope, ScopeIn
 from graphsvc import selectors as graph_selectors
 from memories import selectors as memory_selectors
 from memories import vectors
 from memories.api import resolve_scope
-from rollout.schemas import StatusIn, StatusOut, StatusQuery
-from tenancy.auth import SdkKeyAuth
+from rollout import services
+from rollout.schemas import (
+    RolloutOut,
+    RolloutPatchIn,
+    RolloutQuery,
+    RolloutSetIn,
+    StatusIn,
+    StatusOut,
+    StatusQuery,
+)
+from tenancy.auth import SdkCaller, SdkKeyAuth
 from tenancy.rls import workspace_context
 
 router = Router(tags=["graph"], auth=SdkKeyAuth())
@@ -29,18 +38,33 @@ def graph_status_payload(*, workspace_id: int, top_nodes_limit: int) -> dict[str
     vector_count, access_path = vectors.vector_state(workspace_id=workspace_id, model=model)
     recent_cutoff = timezone.now() - timezone.timedelta(hours=1)
     degraded = pipeline["deadLetter"] > 0 or any(error["timestamp"] >= recent_cutoff for error in errors)
+    overview = services.rollout_overview(workspace_id=workspace_id)
+    if overview["qualityGate"]["status"] == "unavailable":
+        errors.append({"code": "GRAPH_ROLLOUT_STATE_UNAVAILABLE", "source": "rollout", "memoryId": None,
+                       "message": "Could not read the rollout mode, metrics or quality gate.",
+                       "timestamp": overview["qualityGate"]["evaluatedAt"]})
+    errors.extend(
+        {"code": alarm["code"], "message": alarm["message"], "source": "alarm", "memoryId": None,
+         "timestamp": alarm["triggeredAt"]}
+        for alarm in overview["alarms"]
+    )
     return {
         "health": "degraded" if degraded else "ok",
         "counts": graph_selectors.graph_counts(workspace_id=workspace_id),
         "topConnectedNodes": graph_selectors.top_connected_nodes(workspace_id=workspace_id, limit=top_nodes_limit),
         "pipeline": pipeline,
         "vectors": {"model": model, "vectors": vector_count, "accessPath": access_path},
+        "rollout": overview["rollout"],
+        "shadowMetrics": overview["shadowMetrics"],
+        "qualityGate": overview["qualityGate"],
+        "rolloutPlan": overview["rolloutPlan"],
+        "alarms": overview["alarms"],
         "recentErrors": errors,
         "sampledAt": timezone.now(),
     }
 
 
-@router.post("/graph/status", response=Envelope[StatusOut], summary="Graph and pipeline health of a workspace")
+@router.post("/graph/status", response=Envelope[StatusOut], summary="Graph, pipeline and rollout health of a workspace")
 def graph_status(request: HttpRequest, payload: StatusIn) -> dict[str, Any]:
     workspace_id, _ = resolve_scope(request, payload.scope)
     with workspace_context(workspace_id):
@@ -48,6 +72,81 @@ def graph_status(request: HttpRequest, payload: StatusIn) -> dict[str, Any]:
     return success_envelope(request, data)
 
 
-@router.get("/graph/status", response=Envelope[StatusOut], summary="Graph and pipeline health (query string)")
+@router.get("/graph/status", response=Envelope[StatusOut], summary="Graph, pipeline and rollout health (query string)")
 def graph_status_get(request: HttpRequest, query: Query[StatusQuery]) -> dict[str, Any]:
     return graph_status(request, StatusIn(topNodesLimit=query.topNodesLimit, scope=query.scope()))
+
+
+def _rollout_data(
+    *, workspace_id: int, scope: ScopeIn, window_hours: int | None = None, autopilot_applied: bool = False
+) -> dict[str, Any]:
+    overview = services.rollout_overview(
+        workspace_id=workspace_id, window_hours=window_hours, autopilot_applied=autopilot_applied
+    )
+    overview.pop("alarms")
+    overview["scope"] = {"tenantId": scope.tenantId, "userId": scope.userId, "projectId": scope.projectId}
+    return overview
+
+
+def _caller_label(request: HttpRequest) -> str:
+    caller: SdkCaller = request.auth  # type: ignore[attr-defined]
+    return f"user:{caller.user.pk}"
+
+
+@router.get(
+    "/graph/rollout",
+    response=Envelope[RolloutOut],
+    summary="Rollout mode, quality gate, plan and default-strategy policy",
+    description="Read-mostly: when the workspace enabled the mode autopilot, this call also moves it to the plan's "
+    "recommendedMode (rolloutPlan.autopilot.applied says so), and the default-strategy policy is evaluated once per "
+    "policy window.",
+)
+def graph_rollout_get(request: HttpRequest, query: Query[RolloutQuery]) -> dict[str, Any]:
+    scope = query.scope()
+    workspace_id, _ = resolve_scope(request, scope)
+    with workspace_context(workspace_id):
+        applied = services.rollout_autopilot_apply(workspace_id=workspace_id)
+        services.retrieval_policy_evaluate(workspace_id=workspace_id)
+        data = _rollout_data(
+            workspace_id=workspace_id, scope=scope, window_hours=query.windowHours, autopilot_applied=applied
+        )
+    return success_envelope(request, data)
+
+
+@router.post(
+    "/graph/rollout",
+    response=Envelope[RolloutOut],
+    summary="Set the rollout mode",
+    description="mode canary is refused with 409 CANARY_ROLLOUT_BLOCKED (details: reasonCodes, qualityStatus, "
+    "windowHours) while the quality gate blocks it.",
+)
+def graph_rollout_set(request: HttpRequest, payload: RolloutSetIn) -> dict[str, Any]:
+    workspace_id, _ = resolve_scope(request, payload.scope)
+    with workspace_context(workspace_id):
+        services.rollout_mode_set(
+            workspace_id=workspace_id, mode=payload.mode, autopilot_enabled=None, updated_by=_caller_label(request)
+        )
+        data = _rollout_data(workspace_id=workspace_id, scope=payload.scope)
+    return success_envelope(request, data)
+
+
+@router.patch(
+    "/graph/rollout",
+    response=Envelope[RolloutOut],
+    summary="Change the rollout mode and/or the mode autopilot",
+    description="Send mode, autopilotEnabled or both. mode canary is refused with 409 CANARY_ROLLOUT_BLOCKED while "
+    "the quality gate blocks it.",
+)
+def graph_rollout_patch(request: HttpRequest, payload: RolloutPatchIn) -> dict[str, Any]:
+    if payload.mode is None and payload.autopilotEnabled is None:
+        raise ApiError(400, "INVALID_REQUEST", "Send mode, autopilotEnabled or both.")
+    workspace_id, _ = resolve_scope(request, payload.scope)
+    with workspace_context(workspace_id):
+        services.rollout_mode_set(
+            workspace_id=workspace_id,
+            mode=payload.mode,
+            autopilot_enabled=payload.autopilotEnabled,
+            updated_by=_caller_label(request),
+        )
+        data = _rollout_data(workspace_id=workspace_id, scope=payload.scope)
+    return success_envelope(request, data)

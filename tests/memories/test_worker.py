@@ -119,7 +119,8 @@ def test_it_survives_kill_9_of_the_worker_mid_job(cluster, provider):
 
     job = wait_for_job(workspace_id, memory["id"], "embed", timeout=JOB_RETRY + JOB_TIMEOUT + 40)
     assert job.status == "succeeded"
-    assert job.attempts == 2
+    # The killed attempt counts; a slow machine may need one more before the 6 s task timeout.
+    assert 2 <= job.attempts <= 3
     wait_for_job(workspace_id, memory["id"], "similarity", timeout=30)
     with workspace_context(workspace_id):
         assert MemoryEmbedding.objects.filter(memory_id=memory["id"]).count() == 1

@@ -1,0 +1,242 @@
+"""context/get latency with graph expansion: 100k memories and about 1M edges in one workspace.
+
+Seeds the bench workspace of api_latency.py (cairn_bench) with a graph — a memory node, self and tag links for
+every memory, and 5 similar_to neighbours per memory in both directions (≈ 1M edges) — and one synthetic
+384-d vector per memory (clustered, so nearest neighbours mean something; the HNSW index for the workspace is
+built like the product builds it). Queries are embedded by the real local model inside the server.
+Then, with the workspace's rollout in canary, 8 concurrent clients call context/get (strategy hybrid,
+graphDepth 1 and 2) against gunicorn with 2 workers; reports server-side p50 / p95 (Server-Timing) and QPS.
+
+    .venv/bin/python bench/context_latency.py [--memories 100000] [--seconds 30] [--clients 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import api_latency  # noqa: E402 - the bench database, gunicorn runner, HTTP client and statistics
+
+os.environ["CAIRN_DATABASE_NAME"] = api_latency.BENCH_DATABASE
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+
+NEIGHBOURS = 5
+CLUSTERS = 400
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--memories", type=int, default=100_000)
+    parser.add_argument("--seconds", type=float, default=30.0, help="measurement time per configuration")
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "context_latency.json")
+    return parser.parse_args()
+
+
+def superuser_connection() -> Any:
+    import psycopg
+
+    from config import embedded_db
+
+    server = embedded_db.ensure_embedded_postgres()
+    return psycopg.connect(host=server.socket_dir, port=server.port, user=embedded_db.SUPERUSER,
+                           dbname=api_latency.BENCH_DATABASE, autocommit=True)
+
+
+def seed_graph(workspace_id: int, memories: int) -> dict[str, Any]:
+    """Idempotent: re-seeds only when the edge count does not match the memories."""
+    started = time.perf_counter()
+    with superuser_connection() as conn:
+        edges = conn.execute("SELECT count(*) FROM graph_edges WHERE workspace_id = %s", [workspace_id]).fetchone()[0]
+        vectors = conn.execute("SELECT count(*) FROM memory_embeddings WHERE workspace_id = %s",
+                               [workspace_id]).fetchone()[0]
+        if edges >= memories * NEIGHBOURS * 2 * 0.95 and vectors >= memories:
+            return {"seeded": False, "edges": edges, "vectors": vectors, "seconds": 0.0}
+        print("seeding graph and vectors (a few minutes)…", file=sys.stderr)
+        for table in ("graph_edges", "memory_node_links", "graph_nodes", "memory_embeddings", "pipeline_jobs"):
+            conn.execute(f"DELETE FROM {table} WHERE workspace_id = %s", [workspace_id])
+        conn.execute("SET maintenance_work_mem = '512MB'")
+        conn.execute(
+            """
+            INSERT INTO graph_nodes (workspace_id, node_type, node_key, label, metadata, created_at, updated_at)
+            SELECT %(ws)s, 'memory', id::text, left(content, 120), '{}'::jsonb, now(), now()
+            FROM memories WHERE workspace_id = %(ws)s AND deleted_at IS NULL
+            UNION ALL
+            SELECT DISTINCT %(ws)s, 'topic', lower(tag), lower(tag), '{}'::jsonb, now(), now()
+            FROM memories, unnest(tags) AS tag WHERE workspace_id = %(ws)s AND deleted_at IS NULL
+            """,
+            {"ws": workspace_id},
+        )
+        conn.execute(
+            """
+            INSERT INTO memory_node_links (workspace_id, memory_id, node_id, role, created_at)
+            SELECT %(ws)s, m.id, n.id, 'self', now() FROM memories m
+            JOIN graph_nodes n ON n.workspace_id = %(ws)s AND n.node_type = 'memory' AND n.node_key = m.id::text
+            WHERE m.workspace_id = %(ws)s
+            UNION ALL
+            SELECT %(ws)s, m.id, n.id, 'tag', now() FROM memories m, unnest(m.tags) AS tag
+            JOIN graph_nodes n ON n.workspace_id = %(ws)s AND n.node_type = 'topic' AND n.node_key = lower(tag)
+            WHERE m.workspace_id = %(ws)s
+            ON CONFLICT DO NOTHING
+            """,
+            {"ws": workspace_id},
+        )
+        # 5 pseudo-random neighbours per memory node, both directions: about 10 edges per memory.
+        conn.execute(
+            """
+            WITH numbered AS (
+                SELECT id, row_number() OVER (ORDER BY id) - 1 AS i, count(*) OVER () AS n
+                FROM graph_nodes WHERE workspace_id = %(ws)s AND node_type = 'memory'
+            ), pairs AS (
+                SELECT a.id AS a, b.id AS b, 0.85 + random() * 0.14 AS w
+                FROM numbered a CROSS JOIN generate_series(1, %(k)s) AS k
+                JOIN numbered b ON b.i = (a.i * 7919 + k * 104729) %% a.n
+                WHERE a.id <> b.id
+            )
+            INSERT INTO graph_edges (workspace_id, edge_key, from_node_id, to_node_id, edge_type, edge_class, weight,
+                confidence, origin, created_at, updated_at, last_observed_at, retrieval_count)
+            SELECT %(ws)s, 'r:similar_to:' || x || ':' || y, x, y, 'similar_to', 'semantic', w, 1.0, 'similarity',
+                now(), now(), now(), 0
+            FROM (SELECT a AS x, b AS y, w FROM pairs UNION ALL SELECT b, a, w FROM pairs) d
+            ON CONFLICT DO NOTHING
+            """,
+            {"ws": workspace_id, "k": NEIGHBOURS},
+        )
+        # Clustered synthetic vectors: centre + noise, so a query near a centre has real neighbours.
+        conn.execute(
+            """
+            WITH centres AS (
+                SELECT c, array_agg(random() - 0.5) AS v FROM generate_series(0, %(clusters)s - 1) c,
+                     generate_series(1, 384) GROUP BY c
+            )
+            INSERT INTO memory_embeddings (workspace_id, memory_id, model, dimension, embedding, content_sha256,
+                user_id, scope, project_id, expires_at, created_at, updated_at)
+            SELECT %(ws)s, m.id, 'local/all-MiniLM-L6-v2', 384,
+                   (SELECT array_agg(x + (random() - 0.5) * 0.3) FROM unnest(ce.v) AS x)::vector,
+                   '', m.user_id, m.scope, m.project_id, m.expires_at, now(), now()
+            FROM memories m JOIN centres ce ON ce.c = abs(hashtext(m.id::text)) %% %(clusters)s
+            WHERE m.workspace_id = %(ws)s AND m.deleted_at IS NULL
+            """,
+            {"ws": workspace_id, "clusters": CLUSTERS},
+        )
+        conn.execute("VACUUM ANALYZE graph_edges")
+        conn.execute("VACUUM ANALYZE memory_node_links")
+        conn.execute("VACUUM ANALYZE graph_nodes")
+        conn.execute("VACUUM ANALYZE memory_embeddings")
+        edges = conn.execute("SELECT count(*) FROM graph_edges WHERE workspace_id = %s", [workspace_id]).fetchone()[0]
+    from memories import vectors
+
+    index_started = time.perf_counter()
+    vectors.hnsw_index_ensure(workspace_id=workspace_id, dimension=384)
+    return {"seeded": True, "edges": edges, "vectors": memories, "seconds": round(time.perf_counter() - started, 1),
+            "indexSeconds": round(time.perf_counter() - index_started, 1)}
+
+
+def set_canary(workspace_id: int) -> None:
+    from rollout.models import RolloutConfig
+    from tenancy.rls import workspace_context
+
+    with workspace_context(workspace_id):
+        RolloutConfig.objects.update_or_create(workspace_id=workspace_id, defaults={"mode": "canary"})
+
+
+QUERIES = [
+    "what did we decide about the connection pool", "latency spikes in the staging environment",
+    "who owns the feature flag rollout", "how do we deploy the api", "postgres migration plan",
+    "retry policy for webhooks", "caching strategy for the dashboard", "on-call handover notes",
+]
+
+
+def context_workload(depth: int) -> api_latency.Workload:
+    def body(rng: random.Random, previous: dict[str, Any] | None) -> dict[str, Any]:
+        return {"query": rng.choice(QUERIES), "strategy": "hybrid", "graphDepth": depth, "limit": 5, "graphLimit": 8}
+
+    return api_latency.Workload("context/get", 200, body)
+
+
+def run_for(port: int, key: str, workload: api_latency.Workload, clients: int, seconds: float) -> dict[str, Any]:
+    samples: list[api_latency.Sample] = []
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def loop(index: int) -> None:
+        client = api_latency.Client(port, key)
+        rng = random.Random(index)
+        try:
+            while not stop.is_set():
+                sample, _ = client.call(workload, workload.body(rng, None))
+                with lock:
+                    samples.append(sample)
+        finally:
+            client.close()
+
+    threads = [threading.Thread(target=loop, args=(i,), daemon=True) for i in range(clients)]
+    began = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    time.sleep(seconds)
+    stop.set()
+    for thread in threads:
+        thread.join()
+    wall = time.perf_counter() - began
+    ok = [s for s in samples if s.ok]
+    return {
+        "requests": len(samples),
+        "errors": len(samples) - len(ok),
+        "firstError": next((s.error for s in samples if not s.ok), None),
+        "qps": round(len(ok) / wall, 1),
+        "serverMs": api_latency.summary([s.server_ms for s in ok if s.server_ms is not None]),
+        "clientMs": api_latency.summary([s.client_ms for s in ok]),
+    }
+
+
+def warm_up(port: int, key: str) -> None:
+    """Until both workers have loaded the model and answer hybrid (each loads it on first use)."""
+    client = api_latency.Client(port, key)
+    workload = context_workload(1)
+    deadline = time.time() + 180
+    hybrid_answers = 0
+    while time.time() < deadline and hybrid_answers < 20:
+        _, data = client.call(workload, workload.body(random.Random(), None))
+        if data and data["trace"]["semanticStrategyApplied"] == "hybrid" and data["trace"]["strategy"] == "hybrid_graph":
+            hybrid_answers += 1
+        else:
+            time.sleep(0.5)
+    client.close()
+
+
+def main() -> None:
+    args = parse_args()
+    seed = api_latency.prepare(args.memories)
+    graph = seed_graph(seed.workspace_id, args.memories)
+    set_canary(seed.workspace_id)
+    from django.db import connections
+
+    connections.close_all()
+    port = api_latency.free_port()
+    results: dict[str, Any] = {}
+    with api_latency.gunicorn(port, args.out.with_suffix(".gunicorn.log")):
+        warm_up(port, seed.api_key)
+        for depth in (1, 2):
+            print(f"context/get graphDepth={depth}, {args.clients} clients, {args.seconds:.0f}s…", file=sys.stderr)
+            results[f"depth{depth}"] = run_for(port, seed.api_key, context_workload(depth), args.clients, args.seconds)
+    report = {"memories": args.memories, "graph": graph, "clients": args.clients, "results": results,
+              "machine": {"nproc": os.cpu_count(), "loadavg": os.getloadavg()}}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2))
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,206 @@
+"""Graph expansion for context/get (memories-sh.md §4.3), with provenance for every memory it adds.
+
+Seeds are the baseline memories; the nodes they link to are hop 0; breadth-first over active edges, undirected.
+Improvements on the anchor:
+- no arbitrary LIMIT at hubs: each frontier node keeps its best `EDGE_FANOUT` edges by score, and each traversed
+  node contributes at most `LINK_FANOUT` linked memories (the newest), so a type or topic node linked to 100k
+  memories costs a bounded, indexed read instead of truncating somewhere random;
+- type nodes (memory_type:note …) are not hop-0 nodes: sharing a type is not a relation;
+- the score the final order uses includes the edge weight, as the anchor's docs say
+  (type weight × edge weight × confidence / max(1, hop)).
+At most depth + 2 queries, whatever the graph's size.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from django.db import connections
+
+EDGE_TYPE_WEIGHTS = {
+    "caused_by": 1.5,
+    "contradicts": 1.3,
+    "supersedes": 1.2,
+    "similar_to": 1.0,
+    "depends_on": 0.9,
+    "prefers_over": 0.8,
+    "specializes": 0.7,
+    "conditional_on": 0.6,
+    "shared_node": 0.25,
+}
+DEFAULT_EDGE_WEIGHT = 0.5
+EDGE_FANOUT = 50
+LINK_FANOUT = 25
+
+_TYPE_WEIGHT_SQL = (
+    "CASE e.edge_type "
+    + " ".join(f"WHEN '{name}' THEN {weight}" for name, weight in EDGE_TYPE_WEIGHTS.items())
+    + f" ELSE {DEFAULT_EDGE_WEIGHT} END"
+)
+
+
+@dataclass(frozen=True)
+class Reason:
+    """Why a node (and through it, a memory) was reached."""
+
+    node_ref: str  # "<node_type>:<node_key>" the memory was reached through
+    edge_type: str
+    hop: int
+    confidence: float
+    score: float
+    seed_memory_id: str
+
+    def better_than(self, other: Reason | None) -> bool:
+        return other is None or (self.hop, -self.score) < (other.hop, -other.score)
+
+    def payload(self) -> dict[str, object]:
+        return {
+            "whyIncluded": "graph_expansion",
+            "linkedViaNode": self.node_ref,
+            "edgeType": self.edge_type,
+            "hopCount": self.hop,
+            "confidence": round(self.confidence, 4),
+            "seedMemoryId": self.seed_memory_id,
+        }
+
+
+@dataclass
+class Expansion:
+    memory_ids: list[uuid.UUID]
+    reasons: dict[uuid.UUID, Reason]
+    total_candidates: int
+
+
+def type_weight(edge_type: str) -> float:
+    return EDGE_TYPE_WEIGHTS.get(edge_type, DEFAULT_EDGE_WEIGHT)
+
+
+def expand(*, workspace_id: int, seed_memory_ids: list[uuid.UUID], depth: int, limit: int) -> Expansion:
+    """Memories reachable from the seeds within `depth` hops, best first, at most `limit` (before scope checks,
+    which the caller applies when it reloads them — so ask for a few more than you will show)."""
+    if not seed_memory_ids or depth < 1 or limit < 1:
+        return Expansion(memory_ids=[], reasons={}, total_candidates=0)
+    node_reason: dict[int, Reason] = {}
+    node_ref: dict[int, str] = {}
+    with connections["app"].cursor() as cursor:
+        # Hop 0: every node a seed links to (its own memory node, repo, user, category, topics). Type nodes are
+        # left out: every note shares "memory_type:note", which relates nothing to anything.
+        cursor.execute(
+            """
+            SELECT l.node_id, n.node_type || ':' || n.node_key, l.memory_id
+            FROM memory_node_links l JOIN graph_nodes n ON n.id = l.node_id AND n.workspace_id = l.workspace_id
+            WHERE l.workspace_id = %s AND l.memory_id = ANY(%s) AND n.node_type <> 'memory_type'
+            ORDER BY l.id
+            """,
+            [workspace_id, seed_memory_ids],
+        )
+        for node_id, ref, seed in cursor.fetchall():
+            node_ref[node_id] = ref
+            node_reason.setdefault(node_id, Reason(ref, "seed", 0, 1.0, 1.0, str(seed)))
+
+        frontier = list(node_reason)
+        for hop in range(1, depth + 1):
+            if not frontier:
+                break
+            cursor.execute(
+                f"""
+                SELECT via, neighbour, neighbour_ref, edge_type, weight, confidence FROM (
+                    SELECT s.via, s.neighbour, n.node_type || ':' || n.node_key AS neighbour_ref, s.edge_type,
+                           s.weight, s.confidence,
+                           row_number() OVER (PARTITION BY s.via ORDER BY s.score DESC, s.edge_id) AS rank
+                    FROM (
+                        SELECT e.from_node_id AS via, e.to_node_id AS neighbour, e.edge_type, e.weight,
+                               e.confidence, e.id AS edge_id,
+                               {_TYPE_WEIGHT_SQL} * e.weight * least(1, greatest(0, e.confidence)) AS score
+                        FROM graph_edges e
+                        WHERE e.workspace_id = %(ws)s AND e.from_node_id = ANY(%(frontier)s)
+                          AND e.expired_at IS NULL AND (e.expires_at IS NULL OR e.expires_at > now())
+                        UNION ALL
+                        SELECT e.to_node_id, e.from_node_id, e.edge_type, e.weight, e.confidence, e.id,
+                               {_TYPE_WEIGHT_SQL} * e.weight * least(1, greatest(0, e.confidence))
+                        FROM graph_edges e
+                        WHERE e.workspace_id = %(ws)s AND e.to_node_id = ANY(%(frontier)s)
+                          AND e.expired_at IS NULL AND (e.expires_at IS NULL OR e.expires_at > now())
+                    ) s JOIN graph_nodes n ON n.id = s.neighbour AND n.workspace_id = %(ws)s
+                ) ranked
+                WHERE rank <= %(fanout)s
+                """,
+                {"ws": workspace_id, "frontier": frontier, "fanout": EDGE_FANOUT},
+            )
+            next_frontier = []
+            for via, neighbour, ref, edge_type, weight, confidence in cursor.fetchall():
+                confidence = min(1.0, max(0.0, float(confidence)))
+                score = type_weight(edge_type) * float(weight) * confidence / max(1, hop)
+                reason = Reason(ref, edge_type, hop, confidence, score, node_reason[via].seed_memory_id)
+                node_ref[neighbour] = ref
+                if reason.better_than(node_reason.get(neighbour)):
+                    is_new = neighbour not in node_reason
+                    node_reason[neighbour] = reason
+                    if is_new and hop < depth:
+                        next_frontier.append(neighbour)
+            frontier = next_frontier
+
+        # Candidates: the newest memories linked to each traversed node, seeds excluded.
+        cursor.execute(
+            """
+            SELECT t.node_id, l.memory_id
+            FROM unnest(%(nodes)s::bigint[]) AS t(node_id)
+            CROSS JOIN LATERAL (
+                SELECT memory_id FROM memory_node_links
+                WHERE workspace_id = %(ws)s AND node_id = t.node_id AND memory_id <> ALL(%(seeds)s)
+                ORDER BY id DESC
+                LIMIT %(fanout)s
+            ) l
+            """,
+            {"ws": workspace_id, "nodes": list(node_reason), "seeds": seed_memory_ids, "fanout": LINK_FANOUT},
+        )
+        links = cursor.fetchall()
+
+    reasons: dict[uuid.UUID, Reason] = {}
+    for node_id, memory_id in links:
+        via = node_reason[node_id]
+        if via.hop == 0:
+            # Reached through a node the seed itself links to (a shared tag, repo, type …).
+            candidate = Reason(via.node_ref, "shared_node", 1, 1.0, type_weight("shared_node"), via.seed_memory_id)
+        else:
+            candidate = via
+        if candidate.better_than(reasons.get(memory_id)):
+            reasons[memory_id] = candidate
+    ordered = sorted(reasons, key=lambda m: (-reasons[m].score, reasons[m].hop, str(m)))
+    return Expansion(memory_ids=ordered[:limit], reasons=reasons, total_candidates=len(reasons))
+
+
+def contradictions(*, workspace_id: int, memory_ids: list[uuid.UUID]) -> list[dict[str, object]]:
+    """Active contradicts edges between returned memories, one per unordered pair (max confidence)."""
+    if len(memory_ids) < 2:
+        return []
+    keys = [str(memory_id) for memory_id in memory_ids]
+    with connections["app"].cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT least(a.node_key, b.node_key), greatest(a.node_key, b.node_key), max(e.confidence)
+            FROM graph_edges e
+            JOIN graph_nodes a ON a.id = e.from_node_id AND a.workspace_id = e.workspace_id
+            JOIN graph_nodes b ON b.id = e.to_node_id AND b.workspace_id = e.workspace_id
+            WHERE e.workspace_id = %s AND e.edge_type = 'contradicts'
+              AND e.expired_at IS NULL AND (e.expires_at IS NULL OR e.expires_at > now())
+              AND a.node_type = 'memory' AND b.node_type = 'memory'
+              AND a.node_key = ANY(%s) AND b.node_key = ANY(%s) AND a.node_key <> b.node_key
+            GROUP BY 1, 2
+            ORDER BY 3 DESC, 1, 2
+            """,
+            [workspace_id, keys, keys],
+        )
+        rows = cursor.fetchall()
+    return [
+        {
+            "memoryAId": a,
+            "memoryBId": b,
+            "edgeType": "contradicts",
+            "confidence": round(float(confidence), 4),
+            "explanation": "These memories are linked by a contradiction edge from relationship extraction.",
+            "suggestion": "These memories may conflict. Consider asking the user to clarify which preference is current.",
+        }
+        for a, b, confidence in rows
+    ]

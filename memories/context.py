@@ -1,0 +1,402 @@
+"""context/get and graph/trace, in one place: baseline tiers, the rollout decision, graph expansion with
+provenance, conflicts, the context text, and one metrics row per retrieval (memories-sh.md §4).
+
+Call inside tenancy.rls.workspace_context.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from graphsvc import expansion
+from memories import search, selectors, vectors
+from memories.models import Memory
+from memories.selectors import MemoryScope
+
+WORKING_TIER_MAX = 3
+EXPANSION_OVERFETCH = 3
+CONTEXT_LINE_CHARS = 80
+
+
+@dataclass(frozen=True)
+class ContextRequest:
+    query: str | None = None
+    limit: int = 5
+    include_rules: bool = True
+    mode: str = "all"  # all | working | long_term | rules_only
+    strategy: str | None = None  # lexical | semantic | hybrid | auto (aliases mapped by the caller)
+    graph_depth: int = 1
+    graph_limit: int = 8
+    half_life_days: float | None = None  # temporal decay of the baseline ranking; None = off
+    mmr_lambda: float | None = None  # MMR diversity of the baseline ranking; None = off
+    endpoint: str = "context/get"
+
+
+# --- strategy: request, policy default, or Zeph's heuristic router -------------------------------------------
+
+_QUESTION_WORDS = {"what", "how", "why", "when", "where", "who", "which", "explain", "describe"}
+_RELATIONSHIP = ("related to", "relates to", "connection between", "relationship", "opinion on", "thinks about",
+                 "preference for", "history of", "know about")
+_TEMPORAL = ("yesterday", "today", "this morning", "tonight", "last night", "last week", "this week", "past week",
+             "last month", "this month", "past month", "when did", "remember when", "last time", "how long ago",
+             "few days ago", "few hours ago", "earlier today")
+_SNAKE = re.compile(r"^(?=.*_)(?=.*[a-z])[a-z0-9_]+$")
+
+
+def route_query(query: str) -> str:
+    """Zeph's heuristic router (zeph.md §7), mapped onto our strategies.
+
+    episodic → lexical (time-scoped), graph → hybrid (expansion does the graph part), keyword → lexical.
+    """
+    text = query.lower().strip()
+    words = text.split()
+    if any(p in text for p in _TEMPORAL) or re.search(r"\bago\b", text):
+        return "lexical"
+    if any(p in text for p in _RELATIONSHIP):
+        return "hybrid"
+    starts_with_question = bool(words) and words[0].strip("?,.!") in _QUESTION_WORDS
+    if ("/" in text or "::" in text) and not starts_with_question:
+        return "lexical"
+    if starts_with_question or len(words) >= 6:
+        return "semantic"
+    if len(words) <= 3:
+        return "lexical"
+    if any(_SNAKE.match(word) for word in words):
+        return "lexical"
+    return "hybrid"
+
+
+@dataclass(frozen=True)
+class Strategy:
+    requested: str  # what the caller asked for, after aliases (or the policy default)
+    ranking: str  # lexical | semantic | hybrid: how the baseline is ranked
+    graph_requested: bool  # hybrid asks for graph expansion (the anchor's hybrid_graph)
+    selection: str  # request | policy_default | router
+
+
+def resolve_strategy(requested: str | None, *, policy_default: str, query: str | None) -> Strategy:
+    if requested is None:
+        ranking = policy_default
+        return Strategy(ranking, ranking, ranking == "hybrid", "policy_default")
+    if requested == "auto":
+        ranking = route_query(query or "")
+        return Strategy("auto", ranking, ranking == "hybrid", "router")
+    return Strategy(requested, requested, requested == "hybrid", "request")
+
+
+# --- baseline tiers -------------------------------------------------------------------------------------------
+
+
+def _rules(*, workspace_id: int, scope: MemoryScope) -> list[Memory]:
+    rules = selectors.memories_readable(workspace_id=workspace_id, scope=scope).filter(
+        Q(layer=Memory.Layer.RULE) | Q(type=Memory.Type.RULE)
+    )
+    # Project rules first, then global; newest first. Capped: a context is not the place for thousands of rules.
+    return list(rules.order_by("-scope", "-created_at", "-id")[: settings.CONTEXT_MAX_RULES])
+
+
+def _recent(*, workspace_id: int, scope: MemoryScope, layer: str, limit: int) -> list[Memory]:
+    queryset = selectors.memories_readable(workspace_id=workspace_id, scope=scope).filter(layer=layer)
+    if layer == Memory.Layer.LONG_TERM:
+        queryset = queryset.exclude(type=Memory.Type.RULE)
+    return list(queryset.order_by("-updated_at", "-id")[:limit])
+
+
+@dataclass
+class Tier:
+    memories: list[Memory]
+    outcome: search.SearchOutcome | None
+
+
+def _rank_tier(
+    *, workspace_id: int, scope: MemoryScope, request: ContextRequest, strategy: Strategy, layer: str, limit: int,
+    query_vector: Any,
+) -> Tier:
+    if not request.query:
+        return Tier(_recent(workspace_id=workspace_id, scope=scope, layer=layer, limit=limit), None)
+    reranking = request.half_life_days is not None or request.mmr_lambda is not None
+    pool = limit * 4 if reranking else limit
+    outcome = search.memory_search(
+        workspace_id=workspace_id, scope=scope, query=request.query, layer=layer, limit=pool,
+        strategy=strategy.ranking, query_vector=query_vector, exclude_rules=layer == Memory.Layer.LONG_TERM,
+    )
+    memories = outcome.memories
+    if reranking:
+        memories = _rerank(workspace_id=workspace_id, memories=memories, outcome=outcome, request=request,
+                           limit=limit, query_vector=query_vector)
+    return Tier(memories[:limit], outcome)
+
+
+def _rerank(
+    *, workspace_id: int, memories: list[Memory], outcome: search.SearchOutcome, request: ContextRequest,
+    limit: int, query_vector: Any,
+) -> list[Memory]:
+    """Zeph's options on the baseline: temporal decay of relevance, then MMR for diversity."""
+    now = timezone.now()
+    relevance: dict[uuid.UUID, float] = {}
+    for rank, memory in enumerate(memories, start=1):
+        score = outcome.scores.get(memory.id, 1.0 / (search.RRF_K + rank))
+        if request.half_life_days:
+            age_days = max(0.0, (now - memory.created_at).total_seconds() / 86400)
+            score *= math.exp(-math.log(2) / request.half_life_days * age_days)
+        relevance[memory.id] = score
+    ordered = sorted(memories, key=lambda m: -relevance[m.id])
+    if request.mmr_lambda is None or len(ordered) <= 1:
+        return ordered
+    stored = vectors.stored_vectors(workspace_id=workspace_id, memory_ids=[m.id for m in ordered],
+                                    model=settings.EMBEDDING_MODEL)
+    top = max(relevance.values()) or 1.0
+    selected: list[Memory] = []
+    remaining = list(ordered)
+    while remaining and len(selected) < limit:
+        def mmr(candidate: Memory) -> float:
+            vector = stored.get(candidate.id)
+            similarity = max(
+                (float(np.dot(vector, stored[s.id])) for s in selected if vector is not None and s.id in stored),
+                default=0.0,
+            )
+            return request.mmr_lambda * relevance[candidate.id] / top - (1 - request.mmr_lambda) * similarity
+
+        best = max(remaining, key=mmr)
+        selected.append(best)
+        remaining.remove(best)
+    return selected
+
+
+# --- assembly -------------------------------------------------------------------------------------------------
+
+
+def memory_json(memory: Memory, graph: dict[str, Any] | None = None) -> dict[str, Any]:
+    payload = selectors.memory_payload(memory)
+    payload.pop("pipeline", None)
+    if graph is not None:
+        payload["graph"] = graph
+    return payload
+
+
+def _clean(text: str) -> str:
+    """One line, no angle brackets: memory text must not open or close a prompt section it is pasted into."""
+    return " ".join(text.replace("<", " ").replace(">", " ").split())
+
+
+def context_text(*, rules: list[Memory], memories: list[Memory], conflicts: list[dict[str, Any]]) -> str:
+    sections: list[str] = []
+    project_rules = [r for r in rules if r.scope == Memory.Scope.PROJECT]
+    global_rules = [r for r in rules if r.scope != Memory.Scope.PROJECT]
+    if project_rules:
+        sections.append("## Project Rules\n" + "\n".join(f"- {_clean(r.content)}" for r in project_rules))
+    if global_rules:
+        sections.append("## Global Rules\n" + "\n".join(f"- {_clean(r.content)}" for r in global_rules))
+    if memories:
+        lines = []
+        for memory in memories:
+            text = _clean(memory.content)
+            if len(text) > CONTEXT_LINE_CHARS:
+                text = text[: CONTEXT_LINE_CHARS - 3] + "..."
+            where = f"@{memory.project_id}" if memory.project_id else "global"
+            tags = f" [{', '.join(memory.tags)}]" if memory.tags else ""
+            lines.append(f"- [{memory.type}] {text} ({where}){tags}")
+        sections.append("## Relevant Memories\n" + "\n".join(lines))
+    if conflicts:
+        sections.append("## Conflicts\n" + "\n".join(
+            f"- {c['memoryAId']} <-> {c['memoryBId']} (confidence {c['confidence']:.2f})" for c in conflicts
+        ))
+    return "\n\n".join(sections)
+
+
+def _fallback_reason(*, mode: str, blocked: bool, expansion_failed: bool) -> str:
+    if mode == "off":
+        return "rollout_off"
+    if blocked:
+        return "quality_gate_blocked"
+    # Before shadow_mode (the anchor's order hides shadow errors, so its shadow error-rate blocker never fires).
+    if expansion_failed:
+        return "graph_expansion_error"
+    if mode == "shadow":
+        return "shadow_mode"
+    return "rollout_guardrail"
+
+
+def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextRequest) -> dict[str, Any]:
+    from rollout import services as rollout_services
+
+    started = time.perf_counter()
+    rollout = rollout_services.rollout_state_get(workspace_id=workspace_id)
+    strategy = resolve_strategy(request.strategy, policy_default=rollout.default_strategy, query=request.query)
+    query_vector = None
+    if request.query and strategy.ranking != "lexical":
+        query_vector = search.embed_query(request.query)
+
+    rules = _rules(workspace_id=workspace_id, scope=scope) if request.include_rules else []
+    working = Tier([], None)
+    long_term = Tier([], None)
+    if request.mode in ("all", "working"):
+        working = _rank_tier(workspace_id=workspace_id, scope=scope, request=request, strategy=strategy,
+                             layer=Memory.Layer.WORKING, limit=max(1, min(request.limit, WORKING_TIER_MAX)),
+                             query_vector=query_vector)
+    if request.mode in ("all", "long_term"):
+        long_limit = max(1, request.limit - len(working.memories)) if request.mode == "all" else request.limit
+        long_term = _rank_tier(workspace_id=workspace_id, scope=scope, request=request, strategy=strategy,
+                               layer=Memory.Layer.LONG_TERM, limit=long_limit, query_vector=query_vector)
+    baseline = working.memories + long_term.memories
+
+    # The rollout decision (memories-sh.md §4.2).
+    mode = rollout.mode
+    blocked = strategy.graph_requested and mode == "canary" and rollout.canary_blocked
+    eligible = request.graph_depth > 0 and request.graph_limit > 0 and bool(baseline) and mode != "off"
+    run_traversal = eligible and (strategy.graph_requested or mode == "shadow")
+    apply = run_traversal and mode == "canary" and strategy.graph_requested and not blocked
+    shadow_executed = run_traversal and not apply
+
+    graph_memories: list[tuple[Memory, expansion.Reason]] = []
+    total_candidates = 0
+    expansion_failed = False
+    if run_traversal:
+        try:
+            with transaction.atomic(using="app"):
+                graph_memories, total_candidates = _expand(workspace_id=workspace_id, scope=scope,
+                                                           baseline=baseline, request=request)
+        except Exception:  # noqa: BLE001 - a graph failure degrades to the baseline, it never fails the call
+            import logging
+
+            logging.getLogger("cairn.context").exception("graph expansion failed")
+            expansion_failed, apply, shadow_executed = True, False, False
+            graph_memories = []
+
+    graph_by_id: dict[uuid.UUID, dict[str, Any]] = {}
+    if apply:
+        for memory, reason in graph_memories:
+            tier = working.memories if memory.layer == Memory.Layer.WORKING else long_term.memories
+            tier.append(memory)
+            graph_by_id[memory.id] = reason.payload()
+    if request.mode == "working":
+        returned = working.memories
+    elif request.mode == "long_term":
+        returned = long_term.memories
+    elif request.mode == "rules_only":
+        returned = []
+    else:
+        returned = list({m.id: m for m in working.memories + long_term.memories}.values())
+
+    conflicts = expansion.contradictions(workspace_id=workspace_id, memory_ids=[m.id for m in returned])
+    fallback_triggered = strategy.graph_requested and not apply
+    fallback_reason = (
+        _fallback_reason(mode=mode, blocked=blocked, expansion_failed=expansion_failed)
+        if fallback_triggered else None
+    )
+    # The metric also counts a failed shadow traversal of a lexical request, so the gate sees every graph error.
+    metric_fallback = fallback_triggered or expansion_failed
+    metric_reason = fallback_reason or ("graph_expansion_error" if expansion_failed else None)
+    semantic_outcome = long_term.outcome or working.outcome
+    trace = {
+        "requestedStrategy": strategy.requested,
+        "strategy": "hybrid_graph" if apply else "baseline",
+        "semanticStrategyRequested": strategy.ranking,
+        "semanticStrategyApplied": semantic_outcome.applied if semantic_outcome else "recency",
+        "lexicalCandidates": sum(t.outcome.lexical_candidates for t in (working, long_term) if t.outcome),
+        "semanticCandidates": sum(t.outcome.semantic_candidates for t in (working, long_term) if t.outcome),
+        "semanticFallbackTriggered": bool(semantic_outcome and semantic_outcome.fallback_triggered),
+        "semanticFallbackReason": semantic_outcome.fallback_reason if semantic_outcome else
+        ("query_missing" if strategy.ranking != "lexical" else None),
+        "graphDepth": request.graph_depth if run_traversal else 0,
+        "graphLimit": request.graph_limit if run_traversal else 0,
+        "rolloutMode": mode,
+        "shadowExecuted": shadow_executed,
+        "qualityGateStatus": rollout.gate_status,
+        "qualityGateBlocked": blocked,
+        "qualityGateReasonCodes": rollout.gate_reason_codes,
+        "baselineCandidates": len(baseline),
+        "graphCandidates": total_candidates,
+        "graphExpandedCount": len(graph_by_id),
+        "conflictCount": len(conflicts),
+        "fallbackTriggered": fallback_triggered,
+        "fallbackReason": fallback_reason,
+        "totalCandidates": len(baseline) + len(graph_by_id),
+        "retrievalPolicyDefaultStrategy": rollout.default_strategy,
+        "retrievalPolicyAppliedStrategy": "hybrid" if apply else strategy.ranking,
+        "retrievalPolicySelection": strategy.selection,
+        "retrievalPolicyReadyForDefaultOn": rollout.ready_for_default_on,
+        "retrievalPolicyBlockerCodes": rollout.blocker_codes,
+        "durationMs": 0.0,
+    }
+    duration_ms = (time.perf_counter() - started) * 1000
+    trace["durationMs"] = round(duration_ms, 2)
+    rollout_services.retrieval_metric_record(
+        workspace_id=workspace_id,
+        mode=mode,
+        requested_strategy=strategy.ranking,
+        applied_strategy="hybrid_graph" if apply else "baseline",
+        shadow_executed=shadow_executed,
+        baseline_candidates=len(baseline),
+        graph_candidates=total_candidates,
+        graph_expanded_count=len(graph_by_id),
+        total_candidates=len(baseline) + len(graph_by_id),
+        fallback_triggered=metric_fallback,
+        fallback_reason=metric_reason,
+        project_id=scope.project_id,
+        user_id=scope.user_id,
+        semantic_model=settings.EMBEDDING_MODEL if strategy.ranking != "lexical" else None,
+        duration_ms=duration_ms,
+        endpoint=request.endpoint,
+    )
+    rollout_services.retrieval_policy_evaluate(workspace_id=workspace_id)
+
+    return {
+        "mode": request.mode,
+        "query": request.query,
+        "rules": [memory_json(m) for m in rules],
+        "memories": [memory_json(m, graph_by_id.get(m.id)) for m in returned],
+        "workingMemories": [memory_json(m, graph_by_id.get(m.id)) for m in working.memories],
+        "longTermMemories": [memory_json(m, graph_by_id.get(m.id)) for m in long_term.memories],
+        "conflicts": conflicts,
+        "context": context_text(rules=rules, memories=returned, conflicts=conflicts),
+        "trace": trace,
+        "_graph_ids": set(graph_by_id),
+        "_tiers": {
+            "ruleIds": [str(m.id) for m in rules],
+            "workingIds": [str(m.id) for m in working.memories],
+            "longTermIds": [str(m.id) for m in long_term.memories],
+        },
+    }
+
+
+def _expand(
+    *, workspace_id: int, scope: MemoryScope, baseline: list[Memory], request: ContextRequest
+) -> tuple[list[tuple[Memory, expansion.Reason]], int]:
+    found = expansion.expand(
+        workspace_id=workspace_id,
+        seed_memory_ids=[m.id for m in baseline],
+        depth=request.graph_depth,
+        limit=request.graph_limit * EXPANSION_OVERFETCH,
+    )
+    if not found.memory_ids:
+        return [], found.total_candidates
+    # Reload through the scope filters: never a rule, never another user's or project's memory, nothing expired.
+    allowed = {
+        memory.id: memory
+        for memory in selectors.memories_readable(workspace_id=workspace_id, scope=scope)
+        .filter(pk__in=found.memory_ids, layer__in=[Memory.Layer.WORKING, Memory.Layer.LONG_TERM])
+        .exclude(type=Memory.Type.RULE)
+    }
+    baseline_ids = {m.id for m in baseline}
+    ranked = sorted(
+        (memory_id for memory_id in found.memory_ids if memory_id in allowed and memory_id not in baseline_ids),
+        key=lambda m: (-found.reasons[m].score, found.reasons[m].hop, -_timestamp(allowed[m].updated_at)),
+    )
+    return [(allowed[m], found.reasons[m]) for m in ranked[: request.graph_limit]], found.total_candidates
+
+
+def _timestamp(moment: datetime) -> float:
+    return moment.timestamp() if moment else 0.0
