@@ -727,7 +727,19 @@ def prepare_graph(run: Run, conversation: Conversation, workspace_id: int) -> No
     result.extra.setdefault("canaryVia", how)
 
 
-def graph_summary(result: StrategyResult, options: GraphOptions) -> None:
+def same_length_hybrid_recall(details: list[dict[str, Any]]) -> float | None:
+    """Categories 1-4: recall of hybrid's ranking cut at the length of each question's hybrid_graph list — the
+    baseline's own answer to "what if the list were that long" (only when every list fits in hybrid's 20)."""
+    rows = [row for row in details if row["category"] != CATEGORIES[5]
+            and "hybrid" in row["rankings"] and "hybrid_graph" in row["rankings"]]
+    if not rows or any(len(r["rankings"]["hybrid_graph"]) > len(r["rankings"]["hybrid"]) for r in rows):
+        return None
+    found = [len(set(r["evidence"]) & set(r["rankings"]["hybrid"][: len(r["rankings"]["hybrid_graph"])]))
+             / len(r["evidence"]) for r in rows]
+    return round(sum(found) / len(found), 4)
+
+
+def graph_summary(result: StrategyResult, options: GraphOptions, details: list[dict[str, Any]]) -> None:
     rows = result.full_list_rows
     if not rows or result.skipped:
         return
@@ -744,6 +756,7 @@ def graph_summary(result: StrategyResult, options: GraphOptions) -> None:
         "questionsWithGraphAdditions": sum(1 for row in rows if row["graphAdded"]),
         "recall_1_4": mean("recallFullList", headline),
         "questionsWhereOnlyGraphFoundEvidence_1_4": sum(1 for row in headline if row["evidenceOnlyFromGraph"]),
+        "hybridRecallAtSameLength_1_4": same_length_hybrid_recall(details),
     }
 
 
@@ -787,6 +800,8 @@ def print_report(report: dict[str, Any]) -> None:
         print(f"\nhybrid_graph whole list ({graph['request']}): mean length {full['meanLength']}, "
               f"mean graph-added {full['meanGraphAdded']}, recall 1-4 over the whole list {fmt(full['recall_1_4'])}, "
               f"questions where only expansion found evidence: {full['questionsWhereOnlyGraphFoundEvidence_1_4']}")
+        if full["hybridRecallAtSameLength_1_4"] is not None:
+            print(f"hybrid's own ranking cut at the same lengths: recall 1-4 {fmt(full['hybridRecallAtSameLength_1_4'])}")
     for name, s in strategies.items():
         if s["status"] != "ok":
             print(f"\n{name}: skipped — {s['note']}")
@@ -883,7 +898,7 @@ def benchmark(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict[str, 
         ask_conversation(run, conversation, workspaces[conversation.sample_id])
     ask_seconds = time.perf_counter() - ask_started
     if "hybrid_graph" in run.results:
-        graph_summary(run.results["hybrid_graph"], graph)
+        graph_summary(run.results["hybrid_graph"], graph, run.details)
 
     machine["loadavgAtEnd"] = [round(x, 2) for x in os.getloadavg()]
     notes = []
@@ -891,6 +906,10 @@ def benchmark(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict[str, 
         notes.append(f"the product's hybrid rebuilt in the bench (RRF of lexical and semantic, {FUSION_DEPTH} each) "
                      f"matched the API's top {SEARCH_LIMIT} for {run.hybrid_check['same']} of "
                      f"{sum(run.hybrid_check.values())} questions")
+    graph_result = run.results.get("hybrid_graph")
+    if graph_result and not graph_result.skipped and set(graph_result.applied) - {"hybrid_graph"}:
+        notes.append(f"context/get did not apply graph expansion on every call: {dict(graph_result.applied)}, "
+                     f"fallback reasons {dict(graph_result.fallbacks)}")
     return {
         "benchmark": "locomo",
         "startedAt": started_at.isoformat(timespec="seconds"),
@@ -927,7 +946,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     details_path = args.out.with_suffix(".questions.jsonl")
     details_path.write_text("".join(json.dumps(row) + "\n" for row in details))
-    print(f"\nwrote {args.out} and {details_path.name} (every question's top {SEARCH_LIMIT} per strategy)")
+    print(f"\nwrote {args.out} and {details_path.name} (every question's ranking per strategy)")
     return 0
 
 

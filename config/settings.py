@@ -244,7 +244,8 @@ Q_CLUSTER = {
     "timeout": env_int("JOB_TIMEOUT_SECONDS", 60),
     "retry": env_int("JOB_RETRY_SECONDS", 90),
     "max_attempts": 5,
-    "save_limit": 1000,
+    # Job outcomes live on pipeline_jobs; storing every successful broker task as well only costs a write.
+    "save_limit": -1,
     "catch_up": False,
     "poll": 0.2,
     "label": "Jobs",
@@ -281,14 +282,15 @@ EMBEDDING_TIMEOUT_SECONDS = env_float("EMBEDDING_TIMEOUT_SECONDS", 30.0, minimum
 SIMILARITY_EDGE_THRESHOLD = env_float("SIMILARITY_EDGE_THRESHOLD", 0.85, minimum=0.0, maximum=1.0)
 SIMILARITY_EDGE_MAX_PER_MEMORY = env_int("SIMILARITY_EDGE_MAX_PER_MEMORY", 5)
 # Workspaces with more vectors than this (of one dimension) get their own HNSW index; smaller ones scan exactly.
-# An exact scan costs about 1.3 µs per row: 10k rows take 13–15 ms (p95 under 20 ms on two busy cores in
-# bench/vector_search.py), 20k would not stay under 20 ms.
+# An exact scan costs about 1.3 µs per row: 10k rows take 11–15 ms (p95 12–19 ms in bench/vector_search.py on two
+# cores, depending on what else runs); 20k would not stay under 20 ms.
 VECTOR_EXACT_MAX_ROWS = env_int("VECTOR_EXACT_MAX_ROWS", 10_000)
 # In a workspace with an HNSW index, a search whose scope sees at most this many rows (an end user's memories in a
-# big tenant) scans them exactly through the workspace's user index. Those rows are scattered, about one heap page
-# each, so the limit is lower than the one above.
+# big tenant) scans them exactly through the workspace's user index. Lower than the limit above: every search of
+# such a workspace first counts the visible rows up to this limit, and at 5 % of 100k rows the filtered HNSW scan
+# is already as fast as an exact scan (bench/vector_search.py).
 VECTOR_EXACT_MAX_SCOPED_ROWS = env_int("VECTOR_EXACT_MAX_SCOPED_ROWS", 3_000)
-# HNSW search breadth: 400 rather than 200 because at 200 about one search in 500 ended in the wrong part of the
+# HNSW search breadth: 400 rather than 200 because at 200 about one search in 600 ended in the wrong part of the
 # graph and returned none of the true neighbours (bench/vector_search.py); 400 costs about 1 ms more.
 VECTOR_HNSW_EF_SEARCH = env_int("VECTOR_HNSW_EF_SEARCH", 400)
 VECTOR_HNSW_MAX_SCAN = env_int("VECTOR_HNSW_MAX_SCAN", 40_000)

@@ -65,8 +65,13 @@ def broker_push(*, workspace_id: int, job_ids: list[int], delay_seconds: float =
     OrmQ.objects.using("app").bulk_create(messages)
 
 
-def jobs_enqueue(*, workspace_id: int, memory_ids: list[uuid.UUID], kind: str, model: str | None = None) -> list[int]:
-    """(Re)queue `kind` for the memories, resetting attempts; returns job ids. Call inside the write transaction."""
+def jobs_enqueue(
+    *, workspace_id: int, memory_ids: list[uuid.UUID], kind: str, model: str | None = None, push: bool = True
+) -> list[int]:
+    """(Re)queue `kind` for the memories, resetting attempts; returns job ids. Call inside the write transaction.
+
+    `push=False` queues a follow-up step that the current task runs itself (see jobs_claim_followups).
+    """
     if not memory_ids:
         return []
     with connections["app"].cursor() as cursor:
@@ -83,7 +88,8 @@ def jobs_enqueue(*, workspace_id: int, memory_ids: list[uuid.UUID], kind: str, m
             [workspace_id, kind, model, memory_ids],
         )
         job_ids = [row[0] for row in cursor.fetchall()]
-    broker_push(workspace_id=workspace_id, job_ids=job_ids)
+    if push:
+        broker_push(workspace_id=workspace_id, job_ids=job_ids)
     return job_ids
 
 
@@ -101,19 +107,6 @@ def _stale_before() -> datetime:
     # django-q2 kills a task at its timeout, so a job still "processing" after it belongs to a dead worker
     # (kill -9, OOM, timeout); the broker re-delivers its message only after `retry` > timeout.
     return timezone.now() - timedelta(seconds=settings.Q_CLUSTER["timeout"] + 1)
-
-
-class JobBusy(Exception):
-    """The job is being run by a live worker; raising leaves the message un-acknowledged for a later look."""
-
-
-def job_in_progress(*, workspace_id: int, job_id: int) -> bool:
-    with connections["app"].cursor() as cursor:
-        cursor.execute(
-            "SELECT 1 FROM pipeline_jobs WHERE workspace_id = %s AND id = %s AND status = 'processing'",
-            [workspace_id, job_id],
-        )
-        return cursor.fetchone() is not None
 
 
 BATCHABLE_KINDS = [Kind.EMBED]
@@ -135,8 +128,12 @@ def jobs_claim(*, workspace_id: int, job_id: int, batch_size: int = 1) -> list[C
                 FOR UPDATE SKIP LOCKED
             ),
             batch AS (
+                -- Stale "processing" rows too: they belong to a worker that died holding a batch, and this
+                -- message may be the only one left to bring them back.
                 SELECT id FROM pipeline_jobs
-                WHERE workspace_id = %(ws)s AND status = 'queued' AND run_after <= now() AND id <> %(job)s
+                WHERE workspace_id = %(ws)s AND id <> %(job)s
+                  AND ((status = 'queued' AND run_after <= now())
+                       OR (status = 'processing' AND started_at < %(stale)s))
                   AND kind = (SELECT kind FROM wanted WHERE kind = ANY(%(batchable)s))
                 ORDER BY run_after, id
                 LIMIT %(extra)s
@@ -211,7 +208,32 @@ def jobs_fail(*, workspace_id: int, jobs: list[ClaimedJob], code: str, message: 
         broker_push(workspace_id=workspace_id, job_ids=job_ids, delay_seconds=delay)
 
 
-def jobs_claim_ids(*, workspace_id: int, job_ids: list[int]) -> list[ClaimedJob]:
+FOLLOW_UP_KINDS = [Kind.SIMILARITY]
+
+
+def jobs_claim_followups(*, workspace_id: int, batch_size: int) -> list[ClaimedJob]:
+    """Claim follow-up steps of the workspace that wait without a broker message or were left by a dead worker.
+
+    A follow-up step (similarity after embedding) runs inside the task of the step before it and has no message of
+    its own; if that task died after the first step committed, any later message of the workspace that finds its
+    own job done sweeps them up here (the dead task's own message is re-delivered, so there always is one).
+    """
+    with connections["app"].cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT id FROM pipeline_jobs
+            WHERE workspace_id = %s AND kind = ANY(%s)
+              AND ((status = 'queued' AND run_after <= now()) OR (status = 'processing' AND started_at < %s))
+            ORDER BY run_after, id
+            LIMIT %s
+            """,
+            [workspace_id, FOLLOW_UP_KINDS, _stale_before(), batch_size],
+        )
+        ids = [row[0] for row in cursor.fetchall()]
+    return jobs_claim_ids(workspace_id=workspace_id, job_ids=ids, include_stale=True)
+
+
+def jobs_claim_ids(*, workspace_id: int, job_ids: list[int], include_stale: bool = False) -> list[ClaimedJob]:
     """Claim specific queued jobs now (a follow-up step run in the same task as the step before it)."""
     if not job_ids:
         return []
@@ -223,12 +245,13 @@ def jobs_claim_ids(*, workspace_id: int, job_ids: list[int]) -> list[ClaimedJob]
             SET status = 'processing', attempts = j.attempts + 1, started_at = now(), updated_at = now(),
                 claim_token = %s
             WHERE j.id IN (
-                SELECT id FROM pipeline_jobs WHERE workspace_id = %s AND id = ANY(%s) AND status = 'queued'
+                SELECT id FROM pipeline_jobs WHERE workspace_id = %s AND id = ANY(%s)
+                  AND (status = 'queued' OR (%s AND status = 'processing' AND started_at < %s))
                 FOR UPDATE SKIP LOCKED
             )
             RETURNING j.id, j.memory_id, j.kind, j.attempts, j.model
             """,
-            [token, workspace_id, job_ids],
+            [token, workspace_id, job_ids, include_stale, _stale_before()],
         )
         rows = cursor.fetchall()
     return [ClaimedJob(id=r[0], memory_id=r[1], kind=r[2], attempts=r[3], model=r[4], claim_token=token) for r in rows]

@@ -156,17 +156,16 @@ def embedding_model_for(memory: Memory) -> str:
 # --- jobs -----------------------------------------------------------------------------------------------------
 
 
-def job_run(*, workspace_id: int, job_id: int, raise_if_busy: bool = False) -> int:
+def job_run(*, workspace_id: int, job_id: int) -> int:
     """Entry point of the worker (memories.tasks): claim, run, record; returns how many jobs it ran.
 
-    Failures of the work itself are recorded on the job rows, never raised. Only `raise_if_busy` raises: the
-    worker passes it so a message for a job another worker holds stays in the broker and comes back later.
+    Failures of the work itself are recorded on the job rows, never raised. A message whose job another live
+    worker holds (in a batch) is simply acknowledged: that worker's own message covers the job if it dies.
     """
     with workspace_context(workspace_id):
         claimed = jobs.jobs_claim(workspace_id=workspace_id, job_id=job_id, batch_size=EMBED_BATCH_SIZE)
-        busy = not claimed and jobs.job_in_progress(workspace_id=workspace_id, job_id=job_id)
-    if busy and raise_if_busy:
-        raise jobs.JobBusy(f"job {job_id} is running elsewhere")
+        if not claimed:
+            claimed = jobs.jobs_claim_followups(workspace_id=workspace_id, batch_size=EMBED_BATCH_SIZE)
     if not claimed:
         return 0
     by_kind: dict[str, list[jobs.ClaimedJob]] = {}
@@ -219,10 +218,10 @@ def run_embed_jobs(*, workspace_id: int, claimed: list[jobs.ClaimedJob]) -> None
                     and vectors.content_hash(current[r.memory_id].content) == r.content_sha256]
             vectors.embeddings_store(workspace_id=workspace_id, model=model, rows=rows)
             jobs.jobs_succeed(jobs=group)
-            # Queued with its own broker message, so a crash before the inline run below still gets it done.
+            # Run inline below; if this task dies first, its re-delivered message picks them up (job_run).
             similarity_ids = jobs.jobs_enqueue(
                 workspace_id=workspace_id, memory_ids=[r.memory_id for r in rows], kind=jobs.Kind.SIMILARITY,
-                model=model,
+                model=model, push=False,
             )
         if similarity_ids:
             with workspace_context(workspace_id):

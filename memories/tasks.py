@@ -6,7 +6,7 @@ from memories import pipeline, vectors
 
 
 def pipeline_job_run(workspace_id: int, job_id: int) -> int:
-    return pipeline.job_run(workspace_id=workspace_id, job_id=job_id, raise_if_busy=True)
+    return pipeline.job_run(workspace_id=workspace_id, job_id=job_id)
 
 
 def vector_index_build(workspace_id: int, dimension: int) -> bool:

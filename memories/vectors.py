@@ -137,7 +137,7 @@ def _legacy_hnsw_index_name(workspace_id: int, dimension: int) -> str:
 def hnsw_order(dimension: int, left: str, right: str) -> str:
     """The distance the HNSW index is built on; an ORDER BY must spell it exactly like this to use the index.
 
-    halfvec halves the index (a 100k-vector 384-d index takes 111 MiB instead of 195 MiB), so twice as much of
+    halfvec halves the index (a 100k-vector 384-d index takes 112 MiB instead of 195 MiB), so twice as much of
     it stays in shared buffers, and raises pgvector's HNSW limit from 2,000 to 4,000 dimensions. Embeddings are
     L2-normalised (memories.embeddings), so every component fits half precision; the ~1e-3 relative rounding
     only decides which candidates are fetched, and callers rank those with the full float4 vectors.
@@ -159,8 +159,13 @@ def hnsw_index_ready(*, workspace_id: int, dimension: int) -> bool:
         return cursor.fetchone()[0] == len(names)
 
 
+def _user_conditions(scope: VectorScope) -> list[str]:
+    """The read rule on users, one condition per user_id value (shared rows, then the user's own, with %(user)s)."""
+    return ["e.user_id IS NULL"] + (["e.user_id = %(user)s"] if scope.user_id else [])
+
+
 def _user_filter(scope: VectorScope) -> str:
-    return "(e.user_id IS NULL OR e.user_id = %(user)s)" if scope.user_id else "e.user_id IS NULL"
+    return "(" + " OR ".join(_user_conditions(scope)) + ")"
 
 
 def _scope_filter(scope: VectorScope, *, exclude: bool) -> str:
@@ -178,16 +183,15 @@ def _scope_filter(scope: VectorScope, *, exclude: bool) -> str:
 def _indexed_search_setup(cursor: CursorWrapper, *, workspace_id: int, dimension: int, scope: VectorScope) -> int:
     """Set this transaction's search parameters and count the rows the scope can see, in one round trip.
 
-    The count stops at VECTOR_EXACT_MAX_SCOPED_ROWS + 1 (the caller only needs to know whether it is over) and reads
-    only the user btree, as index-only scans; it ignores the model, project and expiry filters, so it can only
-    overstate, which sends a search to the HNSW index, never to an exact scan that is too big.
+    The count stops at VECTOR_EXACT_MAX_SCOPED_ROWS + 1 (the caller only needs to know whether it is over) and
+    reads only the user btree, as index-only scans; it ignores the model, project and expiry filters, so it can
+    only overstate, which sends a search to the HNSW index, never to an exact scan that is too big.
     """
     bound = int(settings.VECTOR_EXACT_MAX_SCOPED_ROWS) + 1
     rows = f"e.workspace_id = {int(workspace_id)} AND e.dimension = {int(dimension)}"
-    users = ["e.user_id IS NULL"] + (["e.user_id = %(user)s"] if scope.user_id else [])
     counts = " + ".join(
         f"(SELECT count(*) FROM (SELECT 1 FROM memory_embeddings e WHERE {rows} AND {user} LIMIT {bound}) s)"
-        for user in users
+        for user in _user_conditions(scope)
     )
     cursor.execute(
         f"""
@@ -206,7 +210,7 @@ def _indexed_search_setup(cursor: CursorWrapper, *, workspace_id: int, dimension
             "user": scope.user_id,
         },
     )
-    return int(cursor.fetchone()[4])
+    return int(cursor.fetchone()[-1])
 
 
 def nearest(
@@ -255,11 +259,10 @@ def nearest(
             # fetch and discard other users' rows one heap page at a time (about a hundred per hit when 1 % is
             # visible) and still miss some. One branch per user value, so each is an index condition on the
             # user btree; as a single OR the planner may scan the whole workspace instead.
-            users = ["e.user_id IS NULL"] + (["e.user_id = %(user)s"] if scope.user_id else [])
             branches = " UNION ALL ".join(
                 f"SELECT e.memory_id, {distance} AS distance FROM memory_embeddings e "
                 f"WHERE {rows} AND {user} AND {scope_filter}"
-                for user in users
+                for user in _user_conditions(scope)
             )
             candidates = f"SELECT memory_id, distance FROM ({branches}) visible ORDER BY distance LIMIT %(limit)s"
         else:
