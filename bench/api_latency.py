@@ -142,8 +142,9 @@ def search_query(rng: random.Random) -> str:
 # --- Database: create, migrate, seed ------------------------------------------------------------------------
 
 
-def ensure_bench_database() -> None:
-    """Create cairn_bench as the owner role's database, connecting as the superuser on the embedded server."""
+def ensure_bench_database(database: str = BENCH_DATABASE) -> None:
+    """Create `database` (default cairn_bench) as the owner role's database, connecting as the superuser on the
+    embedded server. The other benchmarks call this for their own databases."""
     import psycopg
     from psycopg import sql
 
@@ -157,9 +158,9 @@ def ensure_bench_database() -> None:
         "autocommit": True,
     }
     with psycopg.connect(dbname="postgres", **connect) as conn:
-        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [BENCH_DATABASE]).fetchone():
+        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [database]).fetchone():
             create = sql.SQL("CREATE DATABASE {} OWNER {}").format(
-                sql.Identifier(BENCH_DATABASE), sql.Identifier(embedded_db.OWNER_ROLE)
+                sql.Identifier(database), sql.Identifier(embedded_db.OWNER_ROLE)
             )
             # CREATE DATABASE copies template1 and fails while anyone else (a test run starting up) is
             # connected to it; that lasts milliseconds, so retry briefly.
@@ -171,9 +172,9 @@ def ensure_bench_database() -> None:
                     if attempt == 9:
                         raise
                     time.sleep(0.5)
-            print(f"created database {BENCH_DATABASE}", file=sys.stderr)
+            print(f"created database {database}", file=sys.stderr)
     # template1 carries these (embedded_db bootstrap); repeating it is free and covers an older template.
-    with psycopg.connect(dbname=BENCH_DATABASE, **connect) as conn:
+    with psycopg.connect(dbname=database, **connect) as conn:
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
         conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
 

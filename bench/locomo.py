@@ -183,31 +183,11 @@ def load_conversations(path: Path, limit: int | None) -> list[Conversation]:
 
 
 def ensure_database() -> None:
-    """Create cairn_locomo as the owner role's database, as the superuser on the embedded server's socket."""
-    import psycopg
-    from psycopg import sql
+    """Create the harness's own database on the embedded server (the helper is shared with api_latency.py)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import api_latency
 
-    from config import embedded_db
-
-    server = embedded_db.ensure_embedded_postgres()
-    connect = {"host": server.socket_dir, "port": server.port, "user": embedded_db.SUPERUSER, "autocommit": True}
-    with psycopg.connect(dbname="postgres", **connect) as conn:
-        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE]).fetchone():
-            create = sql.SQL("CREATE DATABASE {} OWNER {}").format(
-                sql.Identifier(DATABASE), sql.Identifier(embedded_db.OWNER_ROLE)
-            )
-            for attempt in range(10):  # fails while someone is connected to template1, for milliseconds
-                try:
-                    conn.execute(create)
-                    break
-                except psycopg.errors.ObjectInUse:
-                    if attempt == 9:
-                        raise
-                    time.sleep(0.5)
-            print(f"created database {DATABASE}", file=sys.stderr)
-    with psycopg.connect(dbname=DATABASE, **connect) as conn:
-        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
+    api_latency.ensure_bench_database(DATABASE)
 
 
 def setup_django_and_migrate() -> None:

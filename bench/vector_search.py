@@ -234,31 +234,11 @@ def superuser_connect(dbname: str = BENCH_DATABASE, **kwargs: Any) -> Any:
 
 
 def ensure_bench_database() -> None:
-    """Create cairn_vectorbench as the owner role's database (as in bench/api_latency.py)."""
-    import psycopg
-    from psycopg import sql
+    """Create cairn_vectorbench as the owner role's database (the helper is shared with api_latency.py)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import api_latency
 
-    from config import embedded_db
-
-    with superuser_connect("postgres", autocommit=True) as conn:
-        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [BENCH_DATABASE]).fetchone():
-            create = sql.SQL("CREATE DATABASE {} OWNER {}").format(
-                sql.Identifier(BENCH_DATABASE), sql.Identifier(embedded_db.OWNER_ROLE)
-            )
-            # CREATE DATABASE copies template1 and fails while anyone else (a test run starting up) is
-            # connected to it; that lasts milliseconds, so retry briefly.
-            for attempt in range(10):
-                try:
-                    conn.execute(create)
-                    break
-                except psycopg.errors.ObjectInUse:
-                    if attempt == 9:
-                        raise
-                    time.sleep(0.5)
-            log(f"created database {BENCH_DATABASE}")
-    with superuser_connect(autocommit=True) as conn:
-        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
+    api_latency.ensure_bench_database(BENCH_DATABASE)
 
 
 def setup_django_and_migrate() -> None:
