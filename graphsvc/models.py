@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Q
+from pgvector.django import VectorField
 
 from tenancy.models import Workspace
 
@@ -16,11 +18,24 @@ class GraphNode(models.Model):
     metadata = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # Entity nodes (Zeph): node_key is the canonical (normalised) name, label the latest surface form.
+    summary = models.TextField(null=True, blank=True)
+    embedding = VectorField(null=True, blank=True)
+    embedding_model = models.CharField(max_length=160, null=True, blank=True)
+    first_seen_at = models.DateTimeField(null=True, blank=True)
+    last_seen_at = models.DateTimeField(null=True, blank=True)
+    mention_count = models.IntegerField(default=0)
+    community = models.ForeignKey("GraphCommunity", null=True, blank=True, on_delete=models.SET_NULL,
+                                  related_name="+", db_index=False)
 
     class Meta:
         db_table = "graph_nodes"
         constraints = [
             models.UniqueConstraint(fields=["workspace", "node_type", "node_key"], name="graph_nodes_unique_key")
+        ]
+        indexes = [
+            models.Index(fields=["workspace", "community"], name="graph_nodes_community",
+                         condition=Q(community__isnull=False)),
         ]
 
     @property
@@ -49,7 +64,8 @@ class GraphEdge(models.Model):
     edge_key = models.CharField(max_length=200)
     from_node = models.ForeignKey(GraphNode, on_delete=models.CASCADE, related_name="+", db_index=False)
     to_node = models.ForeignKey(GraphNode, on_delete=models.CASCADE, related_name="+", db_index=False)
-    edge_type = models.CharField(max_length=64)
+    # For entity facts this is the relation (a lowercased verb phrase).
+    edge_type = models.CharField(max_length=128)
     edge_class = models.CharField(max_length=16, choices=EdgeClass.choices, default=EdgeClass.SEMANTIC)
     weight = models.FloatField(default=1.0)
     confidence = models.FloatField(default=1.0)
@@ -67,6 +83,10 @@ class GraphEdge(models.Model):
     last_observed_at = models.DateTimeField(null=True, blank=True)
     retrieval_count = models.IntegerField(default=0)
     last_retrieved_at = models.DateTimeField(null=True, blank=True)
+    # The fact that replaced this one (bi-temporal invalidation) and what the LLM said about the edge.
+    superseded_by = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+                                      db_index=False)
+    metadata = models.JSONField(null=True, blank=True)
 
     class Meta:
         db_table = "graph_edges"
@@ -107,3 +127,74 @@ class MemoryNodeLink(models.Model):
         ]
         # (node, id): expansion reads the newest links of a hub node without sorting all of them.
         indexes = [models.Index(fields=["workspace", "node", "id"], name="memory_node_links_node_id")]
+
+
+ENTITY_TYPES = ("person", "tool", "concept", "project", "language", "file", "config", "organization", "event")
+
+
+class GraphEntityAlias(models.Model):
+    """A surface form (normalised) that resolves to an entity node."""
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, db_index=False, related_name="+")
+    node = models.ForeignKey(GraphNode, on_delete=models.CASCADE, related_name="aliases", db_index=False)
+    alias = models.CharField(max_length=600)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "graph_entity_aliases"
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "alias", "node"], name="graph_entity_aliases_unique")
+        ]
+        indexes = [models.Index(fields=["workspace", "node"], name="graph_entity_aliases_node")]
+
+
+class GraphCommunity(models.Model):
+    """A group of entities found by label propagation; the fingerprint tells whether membership changed."""
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, db_index=False, related_name="+")
+    name = models.CharField(max_length=300)
+    summary = models.TextField(default="", blank=True)
+    member_node_ids = ArrayField(models.BigIntegerField(), default=list)
+    fingerprint = models.CharField(max_length=64)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "graph_communities"
+        constraints = [models.UniqueConstraint(fields=["workspace", "name"], name="graph_communities_unique_name")]
+
+
+class GraphSettings(models.Model):
+    """Per-workspace graph settings (one row, created on first write; absent = defaults)."""
+
+    workspace = models.OneToOneField(Workspace, on_delete=models.CASCADE, primary_key=True, related_name="+")
+    # Tokens (prompt + completion) per UTC day for LLM extraction; NULL = no limit.
+    llm_daily_token_budget = models.BigIntegerField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "graph_settings"
+
+
+class LlmUsage(models.Model):
+    """One row per LLM call: what it cost and whether it worked, per workspace, memory and job."""
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, db_index=False, related_name="+")
+    memory_id = models.UUIDField(null=True, blank=True)
+    job_id = models.BigIntegerField(null=True, blank=True)
+    purpose = models.CharField(max_length=32)
+    model = models.CharField(max_length=160)
+    prompt_tokens = models.IntegerField(default=0)
+    completion_tokens = models.IntegerField(default=0)
+    cost_usd = models.FloatField(default=0.0)
+    ok = models.BooleanField(default=True)
+    error_code = models.CharField(max_length=64, null=True, blank=True)
+    duration_ms = models.IntegerField(default=0)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "llm_usage"
+        indexes = [
+            models.Index(fields=["workspace", "created_at"], name="llm_usage_ws_created"),
+            models.Index(fields=["workspace", "job_id"], name="llm_usage_ws_job", condition=Q(job_id__isnull=False)),
+        ]

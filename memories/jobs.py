@@ -26,6 +26,9 @@ TASK_FUNC = "memories.tasks.pipeline_job_run"
 class Kind:
     EMBED = "embed"
     SIMILARITY = "similarity"
+    # LLM steps (only with GRAPH_LLM_MODEL): memory relationships (memories.sh) and entities + facts (Zeph).
+    RELATE = "relate"
+    EXTRACT = "extract"
 
 
 class Status:
