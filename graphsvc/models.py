@@ -24,7 +24,7 @@ class GraphNode(models.Model):
     embedding_model = models.CharField(max_length=160, null=True, blank=True)
     first_seen_at = models.DateTimeField(null=True, blank=True)
     last_seen_at = models.DateTimeField(null=True, blank=True)
-    mention_count = models.IntegerField(default=0)
+    mention_count = models.IntegerField(default=0, db_default=0)
     community = models.ForeignKey("GraphCommunity", null=True, blank=True, on_delete=models.SET_NULL,
                                   related_name="+", db_index=False)
 
