@@ -152,7 +152,8 @@ def semantic_prompt(*, memory: MemoryText, context: list[MemoryText]) -> str:
 
 
 def normalise_condition_key(raw: str) -> str | None:
-    key = re.sub(r"\s+", "_", raw.strip().lower())[:200]
+    key = re.sub(r"\s*:\s*", ":", raw.strip().lower())
+    key = re.sub(r"\s+", "_", key)[:200]
     if ":" not in key or key.startswith(":") or key.endswith(":"):
         return None
     return key
