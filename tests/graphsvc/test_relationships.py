@@ -309,4 +309,5 @@ def test_it_validates_the_budget_and_keeps_it_inside_the_workspace(personas, ano
         data = patch(charlie, {"dailyTokenBudget": 7, "scope": scope}).json()["data"]
         assert data["dailyTokenBudget"] == 7
     assert alice.get("graph/extraction").json()["data"]["dailyTokenBudget"] == 5000
-    assert charlie.get("graph/extraction").json()["data"]["dailyTokenBudget"] is None
+    assert charlie.get("graph/extraction").json()["data"]["dailyTokenBudget"] == 7
+    assert alice.get("graph/extraction?projectId=github.com/acme/x").json()["data"]["dailyTokenBudget"] is None
