@@ -341,7 +341,7 @@ GRAPH_LLM_SEMANTIC_CONFIDENCE_THRESHOLD = env_float(
 GRAPH_ENTITY_SIMILARITY_THRESHOLD = env_float("GRAPH_ENTITY_SIMILARITY_THRESHOLD", 0.85, minimum=0.0, maximum=1.0)
 GRAPH_ENTITY_AMBIGUOUS_THRESHOLD = env_float("GRAPH_ENTITY_AMBIGUOUS_THRESHOLD", 0.70, minimum=0.0, maximum=1.0)
 # Names this close by trigram similarity (pg_trgm) are the same entity even without embeddings (typos, plurals).
-GRAPH_ENTITY_TRIGRAM_MERGE = env_float("GRAPH_ENTITY_TRIGRAM_MERGE", 0.80, minimum=0.0, maximum=1.0)
+GRAPH_ENTITY_TRIGRAM_MERGE = env_float("GRAPH_ENTITY_TRIGRAM_MERGE", 0.75, minimum=0.0, maximum=1.0)
 GRAPH_ENTITY_MAX_PER_MEMORY = env_int("GRAPH_ENTITY_MAX_PER_MEMORY", 10)
 GRAPH_FACT_MAX_PER_MEMORY = env_int("GRAPH_FACT_MAX_PER_MEMORY", 15)
 # Earlier memories of the same user and project shown to the extractor, to resolve "it", "she", "the project".

@@ -335,42 +335,51 @@ def _find_existing(
         return None
 
 
+def _numbers(name: str) -> list[str]:
+    """Standalone numbers and versions ("python 3.11", "iphone 14"), not digits inside words ("k8s")."""
+    return re.findall(r"\b\d+(?:\.\d+)*\b", name)
+
+
 def _find_similar(
     cursor: Any, *, ctx: ResolutionContext, canonical: str, entity_type: str, surface: str, summary: str | None,
     vector: np.ndarray | None,
 ) -> ResolvedEntity | None:
+    """Near matches by trigram and embedding. Names that differ in their numbers ("Python 2" / "Python 3",
+    "service 1" / "service 2") are never the same entity, however close they look."""
     ws = ctx.workspace_id
+    numbers = _numbers(canonical)
     cursor.execute(
         """
-        SELECT id, similarity(node_key, %s) AS sim FROM graph_nodes
+        SELECT id, node_key, similarity(node_key, %s) AS sim FROM graph_nodes
         WHERE workspace_id = %s AND node_type = %s AND node_key %% %s
-        ORDER BY sim DESC, id LIMIT 5
+        ORDER BY sim DESC, id LIMIT 10
         """,
         [canonical, ws, entity_type, canonical],
     )
-    trigram = cursor.fetchall()
+    trigram = [(node_id, float(sim)) for node_id, key, sim in cursor.fetchall() if _numbers(key) == numbers]
     if trigram and trigram[0][1] >= settings.GRAPH_ENTITY_TRIGRAM_MERGE:
-        return ResolvedEntity(node_id=trigram[0][0], outcome="trigram", score=float(trigram[0][1]))
+        return ResolvedEntity(node_id=trigram[0][0], outcome="trigram", score=trigram[0][1])
     if vector is None:
         return None
     literal = _vector_literal(vector)
     cursor.execute(
         """
-        (SELECT id, 1 - (embedding <=> %s::vector) AS cosine FROM graph_nodes
+        (SELECT id, node_key, 1 - (embedding <=> %s::vector) AS cosine FROM graph_nodes
          WHERE workspace_id = %s AND node_type = %s AND embedding_model = %s AND vector_dims(embedding) = %s
-         ORDER BY embedding <=> %s::vector LIMIT 5)
+         ORDER BY embedding <=> %s::vector LIMIT 10)
         UNION
-        (SELECT id, 1 - (embedding <=> %s::vector) FROM graph_nodes
+        (SELECT id, node_key, 1 - (embedding <=> %s::vector) FROM graph_nodes
          WHERE id = ANY(%s) AND embedding_model = %s AND vector_dims(embedding) = %s)
-        ORDER BY 2 DESC LIMIT 1
+        ORDER BY 3 DESC
         """,
         [literal, ws, entity_type, ctx.embedding_model, len(vector), literal,
          literal, [r[0] for r in trigram], ctx.embedding_model, len(vector)],
     )
-    best = cursor.fetchone()
+    best = next(((node_id, float(cosine)) for node_id, key, cosine in cursor.fetchall() if _numbers(key) == numbers),
+                None)
     if best is None:
         return None
-    node_id, cosine = best[0], float(best[1])
+    node_id, cosine = best
     if cosine >= settings.GRAPH_ENTITY_SIMILARITY_THRESHOLD:
         return ResolvedEntity(node_id=node_id, outcome="embedding", score=cosine)
     if cosine >= settings.GRAPH_ENTITY_AMBIGUOUS_THRESHOLD and llm.llm_enabled():
@@ -424,7 +433,7 @@ def fact_store(
         if existing and existing[1].strip().lower() == fact.fact.strip().lower():
             cursor.execute(
                 """
-                UPDATE graph_edges SET confidence = greatest(confidence, %s), last_observed_at = now(),
+                UPDATE graph_edges SET confidence = greatest(confidence, %s), last_observed_at = clock_timestamp(),
                     updated_at = now()
                 WHERE id = %s
                 """,
