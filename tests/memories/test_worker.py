@@ -43,7 +43,7 @@ def provider(settings):
 
 
 @pytest.fixture
-def cluster(provider):
+def cluster(provider, tmp_path):
     env = {
         **os.environ,
         "CAIRN_DATABASE_NAME": connections["default"].settings_dict["NAME"],
@@ -55,10 +55,13 @@ def cluster(provider):
         "JOB_TIMEOUT_SECONDS": str(JOB_TIMEOUT),
         "JOB_RETRY_SECONDS": str(JOB_RETRY),
     }
+    log_path = tmp_path / "qcluster.log"
+    log = log_path.open("wb")
     process = subprocess.Popen(
         [sys.executable, "manage.py", "qcluster"], cwd=ROOT, env=env,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )
+    process.log_path = log_path  # type: ignore[attr-defined]
     yield process
     os.killpg(process.pid, signal.SIGTERM)
     try:
@@ -66,6 +69,7 @@ def cluster(provider):
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
+    log.close()
 
 
 def new_api() -> tuple[SdkClient, int]:
