@@ -7,7 +7,15 @@ import socket
 
 import httpx
 import pytest
-from cairn_sdk import APIConnectionError, AsyncCairn, Cairn, RateLimitError, RetryPolicy, ServerError
+from cairn_sdk import (
+    APIConnectionError,
+    APITimeoutError,
+    AsyncCairn,
+    Cairn,
+    RateLimitError,
+    RetryPolicy,
+    ServerError,
+)
 
 from memories.models import IdempotencyRecord
 from tenancy.rls import workspace_context
@@ -126,6 +134,17 @@ def test_it_retries_a_dead_server_then_raises_a_connection_error(alice):
     with pytest.raises(APIConnectionError, match=f"127.0.0.1:{port}"):
         cairn.health()
     assert len(waits) == 3
+
+
+def test_it_times_out_retries_and_raises_a_timeout_error(proxy, alice):
+    proxy.plan, proxy.hang_seconds = ["hang", "hang"], 4
+    cairn = Cairn(alice.key, base_url=proxy.url, timeout=1.5, retry=RetryPolicy(max_retries=1, backoff_base=0.01))
+    waits = recording_sleep(cairn)
+    with pytest.raises(APITimeoutError, match="within the timeout"):
+        cairn.memories.list()
+    assert len(waits) == 1 and proxy.plan == []  # both attempts were made and timed out
+    proxy.plan = ["hang"]
+    assert cairn.memories.list().memories == []  # the timed-out first attempt is retried and answered
 
 
 def test_it_retries_asynchronously_too(proxy, settings, alice):
