@@ -24,7 +24,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import close_old_connections
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from config.errors import ApiError
 from config.schemas import ScopeIn, StrictIn, scope_field, trimmed
@@ -262,6 +262,8 @@ def graph_traverse_sync(*, caller: SdkCaller, payload: dict[str, Any]) -> dict[s
 
 
 class ScopeArg(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelt scope field must fail, not widen the read
+
     tenantId: str | None = Field(None, description="SDK-tenant workspace under your own (provisioned on first use).")
     userId: str | None = Field(None, description="End user: reads see shared memories plus theirs; writes are theirs.")
     projectId: str | None = Field(None, description="Project, e.g. github.com/owner/repo.")

@@ -60,6 +60,8 @@ def test_it_passes_validated_arguments_to_graphsvc(graph_calls):
             missing = await client.call_tool("graph_traverse", {"start_entity": "Nobody", "edge_types": ["works_on"]})
             too_deep = await client.call_tool("graph_traverse", {"start_entity": "Alex", "max_hops": 4})
             neither = await client.call_tool("graph_facts", {"limit": 5})
+            misspelt = await client.call_tool("graph_facts", {"query": "x", "scope": {"user": "someone"}})
+            assert misspelt.is_error and "user" in misspelt.content[0].text
         # The tools' database thread outlives the test: leave no connection open on the test database.
         await sync_to_async(connections.close_all, thread_sensitive=True)()
         return facts, missing, too_deep, neither
