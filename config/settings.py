@@ -316,3 +316,35 @@ ROLLOUT_PROMOTE_AFTER_READY_WINDOWS = env_int("ROLLOUT_PROMOTE_AFTER_READY_WINDO
 # context/get reads the rollout state on every call; each process keeps it this long per workspace (0 = no cache).
 ROLLOUT_STATE_CACHE_SECONDS = env_float("ROLLOUT_STATE_CACHE_SECONDS", 5.0, minimum=0.0, maximum=300.0)
 ROLLOUT_METRICS_RETENTION_DAYS = env_int("ROLLOUT_METRICS_RETENTION_DAYS", 7)
+
+# --- LLM extraction (memory relationships and the entity–fact graph) ---------------------------------------------
+# Any litellm chat model (anthropic/claude-3-5-haiku-latest, openai/gpt-4o-mini, ollama/llama3.1, …); empty = off.
+GRAPH_LLM_MODEL = os.environ.get("GRAPH_LLM_MODEL", "").strip()
+GRAPH_LLM_API_BASE = os.environ.get("GRAPH_LLM_API_BASE", "").strip()
+GRAPH_LLM_API_KEY = os.environ.get("GRAPH_LLM_API_KEY", "").strip()
+GRAPH_LLM_TIMEOUT_SECONDS = env_float("GRAPH_LLM_TIMEOUT_SECONDS", 15.0, minimum=0.1, maximum=300.0)
+# Retries inside one job run for timeouts, 429 and 5xx; after that the job's own backoff takes over.
+GRAPH_LLM_MAX_RETRIES = env_int("GRAPH_LLM_MAX_RETRIES", 2, minimum=0)
+# Tokens per UTC day per workspace unless the workspace sets its own (graph/settings); unset = no limit.
+GRAPH_LLM_DAILY_TOKEN_BUDGET = env_int("GRAPH_LLM_DAILY_TOKEN_BUDGET", 0, minimum=0) or None
+# Pairwise classifier: neighbours in this cosine band are asked about (agrees/contradicts/refines/unrelated).
+GRAPH_LLM_AMBIGUOUS_SIMILARITY_MIN = env_float("GRAPH_LLM_AMBIGUOUS_SIMILARITY_MIN", 0.70, minimum=0.0, maximum=1.0)
+GRAPH_LLM_AMBIGUOUS_SIMILARITY_MAX = env_float("GRAPH_LLM_AMBIGUOUS_SIMILARITY_MAX", 0.90, minimum=0.0, maximum=1.0)
+GRAPH_LLM_PAIRWISE_MAX_CALLS = env_int("GRAPH_LLM_PAIRWISE_MAX_CALLS", 5)
+GRAPH_LLM_RELATIONSHIP_CONFIDENCE_THRESHOLD = env_float(
+    "GRAPH_LLM_RELATIONSHIP_CONFIDENCE_THRESHOLD", 0.70, minimum=0.0, maximum=1.0)
+GRAPH_LLM_SEMANTIC_MIN_CHARS = env_int("GRAPH_LLM_SEMANTIC_MIN_CHARS", 20)
+GRAPH_LLM_SEMANTIC_CONTEXT_LIMIT = env_int("GRAPH_LLM_SEMANTIC_CONTEXT_LIMIT", 20)
+GRAPH_LLM_SEMANTIC_CONFIDENCE_THRESHOLD = env_float(
+    "GRAPH_LLM_SEMANTIC_CONFIDENCE_THRESHOLD", 0.60, minimum=0.0, maximum=1.0)
+# Entity resolution: cosine of "name: summary" embeddings; at or above SIMILARITY merges, between the two asks the LLM.
+GRAPH_ENTITY_SIMILARITY_THRESHOLD = env_float("GRAPH_ENTITY_SIMILARITY_THRESHOLD", 0.85, minimum=0.0, maximum=1.0)
+GRAPH_ENTITY_AMBIGUOUS_THRESHOLD = env_float("GRAPH_ENTITY_AMBIGUOUS_THRESHOLD", 0.70, minimum=0.0, maximum=1.0)
+# Names this close by trigram similarity (pg_trgm) are the same entity even without embeddings (typos, plurals).
+GRAPH_ENTITY_TRIGRAM_MERGE = env_float("GRAPH_ENTITY_TRIGRAM_MERGE", 0.75, minimum=0.0, maximum=1.0)
+GRAPH_ENTITY_MAX_PER_MEMORY = env_int("GRAPH_ENTITY_MAX_PER_MEMORY", 10)
+GRAPH_FACT_MAX_PER_MEMORY = env_int("GRAPH_FACT_MAX_PER_MEMORY", 15)
+# Earlier memories of the same user and project shown to the extractor, to resolve "it", "she", "the project".
+GRAPH_ENTITY_CONTEXT_MEMORIES = env_int("GRAPH_ENTITY_CONTEXT_MEMORIES", 3)
+# While a workspace's budget is spent, its extraction jobs look again this often (a raised budget applies then).
+GRAPH_LLM_BUDGET_RECHECK_SECONDS = env_int("GRAPH_LLM_BUDGET_RECHECK_SECONDS", 600)

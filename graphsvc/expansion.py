@@ -179,7 +179,11 @@ def contradictions(*, workspace_id: int, memory_ids: list[uuid.UUID]) -> list[di
     with connections["app"].cursor() as cursor:
         cursor.execute(
             """
-            SELECT least(a.node_key, b.node_key), greatest(a.node_key, b.node_key), max(e.confidence)
+            SELECT least(a.node_key, b.node_key), greatest(a.node_key, b.node_key), max(e.confidence),
+                   (array_agg(e.metadata->>'explanation' ORDER BY e.confidence DESC)
+                        FILTER (WHERE e.metadata->>'explanation' IS NOT NULL))[1],
+                   (array_agg(e.evidence_text ORDER BY e.confidence DESC)
+                        FILTER (WHERE e.evidence_text IS NOT NULL))[1]
             FROM graph_edges e
             JOIN graph_nodes a ON a.id = e.from_node_id AND a.workspace_id = e.workspace_id
             JOIN graph_nodes b ON b.id = e.to_node_id AND b.workspace_id = e.workspace_id
@@ -199,8 +203,11 @@ def contradictions(*, workspace_id: int, memory_ids: list[uuid.UUID]) -> list[di
             "memoryBId": b,
             "edgeType": "contradicts",
             "confidence": round(float(confidence), 4),
-            "explanation": "These memories are linked by a contradiction edge from relationship extraction.",
+            # The model's own explanation and quote when relationship extraction gave them.
+            "explanation": explanation or "These memories are linked by a contradiction edge from relationship "
+            "extraction.",
+            "evidence": evidence,
             "suggestion": "These memories may conflict. Consider asking the user to clarify which preference is current.",
         }
-        for a, b, confidence in rows
+        for a, b, confidence, explanation, evidence in rows
     ]

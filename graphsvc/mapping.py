@@ -196,7 +196,7 @@ def mapping_sync(*, memory: MemorySnapshot) -> None:
     """Replace the memory's deterministic mapping. Call inside a savepoint (see memories.pipeline)."""
     graph = extract_deterministic_graph(memory)
     workspace_id = memory.workspace_id
-    orphan_candidates = _remove_own_mapping(workspace_id=workspace_id, memory_ids=[memory.id])
+    orphan_candidates = _remove_own_mapping(workspace_id=workspace_id, memory_ids=[memory.id], keep_mentions=True)
     ids = node_ids(workspace_id=workspace_id, nodes=graph.nodes[1:])
     ids[("memory", str(memory.id))] = memory_node_id(memory=memory)
     with connections["app"].cursor() as cursor:
@@ -230,12 +230,16 @@ def mapping_sync(*, memory: MemorySnapshot) -> None:
     prune_orphans(workspace_id=workspace_id, node_ids=orphan_candidates)
 
 
-def _remove_own_mapping(*, workspace_id: int, memory_ids: list[uuid.UUID]) -> set[int]:
-    """Delete the memories' links and the mapping edges they are evidence for; return nodes that may be orphaned."""
+def _remove_own_mapping(*, workspace_id: int, memory_ids: list[uuid.UUID], keep_mentions: bool = False) -> set[int]:
+    """Delete the memories' links and the mapping edges they are evidence for; return nodes that may be orphaned.
+
+    A re-sync keeps the `mentions` links: they come from LLM extraction, which an edit of tags does not redo.
+    """
     with connections["app"].cursor() as cursor:
         cursor.execute(
-            "DELETE FROM memory_node_links WHERE workspace_id = %s AND memory_id = ANY(%s) RETURNING node_id",
-            [workspace_id, memory_ids],
+            "DELETE FROM memory_node_links WHERE workspace_id = %s AND memory_id = ANY(%s) "
+            "AND NOT (%s AND role = 'mentions') RETURNING node_id",
+            [workspace_id, memory_ids, keep_mentions],
         )
         candidates = {row[0] for row in cursor.fetchall()}
         cursor.execute(
@@ -251,7 +255,8 @@ def _remove_own_mapping(*, workspace_id: int, memory_ids: list[uuid.UUID]) -> se
 
 
 def mapping_remove(*, workspace_id: int, memory_ids: list[uuid.UUID]) -> None:
-    """Forget/vacuum: drop the memories' mapping, every edge touching their memory nodes, and the nodes."""
+    """Forget/vacuum: drop the memories' mapping, every edge touching their memory nodes, the facts they were
+    evidence for, and the nodes left without links or edges."""
     if not memory_ids:
         return
     candidates = _remove_own_mapping(workspace_id=workspace_id, memory_ids=memory_ids)
@@ -273,6 +278,17 @@ def mapping_remove(*, workspace_id: int, memory_ids: list[uuid.UUID]) -> None:
             for from_id, to_id in cursor.fetchall():
                 candidates.update((from_id, to_id))
             candidates.update(memory_nodes)
+        # Facts learnt from a forgotten memory go with it (their history too); entities nobody mentions any more
+        # are pruned below.
+        cursor.execute(
+            """
+            DELETE FROM graph_edges WHERE workspace_id = %s AND origin = 'llm_entity' AND evidence_memory_id = ANY(%s)
+            RETURNING from_node_id, to_node_id
+            """,
+            [workspace_id, memory_ids],
+        )
+        for from_id, to_id in cursor.fetchall():
+            candidates.update((from_id, to_id))
     prune_orphans(workspace_id=workspace_id, node_ids=candidates)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from django.db import connections
@@ -77,3 +78,66 @@ def top_connected_nodes(*, workspace_id: int, limit: int) -> list[dict[str, Any]
             }
             for row in cursor.fetchall()
         ]
+
+
+def extraction_status(*, workspace_id: int) -> dict[str, Any]:
+    """LLM extraction state of a workspace: on/off, budget, today's and all-time usage, what it has built."""
+    from django.conf import settings
+
+    from graphsvc import llm
+    from graphsvc.models import ENTITY_TYPES
+
+    budget = llm.daily_token_budget(workspace_id=workspace_id)
+    day_start = llm.next_budget_reset() - timedelta(days=1)
+    with connections["app"].cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT
+              coalesce(sum(prompt_tokens + completion_tokens) FILTER (WHERE created_at >= %(day)s), 0),
+              coalesce(sum(cost_usd) FILTER (WHERE created_at >= %(day)s), 0),
+              count(*) FILTER (WHERE created_at >= %(day)s),
+              count(*) FILTER (WHERE created_at >= %(day)s AND NOT ok),
+              coalesce(sum(prompt_tokens), 0), coalesce(sum(completion_tokens), 0), coalesce(sum(cost_usd), 0),
+              count(*)
+            FROM llm_usage WHERE workspace_id = %(ws)s
+            """,
+            {"ws": workspace_id, "day": day_start},
+        )
+        tokens_today, cost_today, calls_today, failed_today, prompt, completion, cost, calls = cursor.fetchone()
+        cursor.execute(
+            """
+            SELECT
+              (SELECT count(*) FROM graph_nodes WHERE workspace_id = %(ws)s AND node_type = ANY(%(types)s)),
+              (SELECT count(*) FROM graph_edges WHERE workspace_id = %(ws)s AND origin = 'llm_entity'
+                  AND expired_at IS NULL AND valid_to IS NULL),
+              (SELECT count(*) FROM graph_edges WHERE workspace_id = %(ws)s AND origin = 'llm_entity'
+                  AND (expired_at IS NOT NULL OR valid_to IS NOT NULL)),
+              (SELECT count(*) FROM graph_edges WHERE workspace_id = %(ws)s
+                  AND origin IN ('llm_pairwise', 'llm_semantic') AND expired_at IS NULL)
+            """,
+            {"ws": workspace_id, "types": list(ENTITY_TYPES)},
+        )
+        entities, active_facts, invalidated_facts, relationship_edges = cursor.fetchone()
+    enabled = llm.llm_enabled()
+    spent = budget is not None and tokens_today >= budget
+    return {
+        "enabled": enabled,
+        "model": settings.GRAPH_LLM_MODEL or None,
+        "status": "off" if not enabled else ("budget_exhausted" if spent else "active"),
+        "message": (
+            "No GRAPH_LLM_MODEL is configured: relationships and entities are not extracted; everything else works."
+            if not enabled else
+            "Today's token budget is spent: extraction is paused until it resets (or the budget is raised)."
+            if spent else "Extraction runs after each memory is embedded."
+        ),
+        "dailyTokenBudget": budget,
+        "budgetResetsAt": llm.next_budget_reset(),
+        "today": {"tokens": int(tokens_today), "costUsd": float(cost_today), "calls": calls_today,
+                  "failedCalls": failed_today},
+        "total": {"promptTokens": int(prompt), "completionTokens": int(completion), "costUsd": float(cost),
+                  "calls": calls},
+        "entities": entities,
+        "activeFacts": active_facts,
+        "invalidatedFacts": invalidated_facts,
+        "relationshipEdges": relationship_edges,
+    }

@@ -177,14 +177,17 @@ def jobs_succeed(*, jobs: list[ClaimedJob], error_code: str | None = None, error
         )
 
 
-def jobs_fail(*, workspace_id: int, jobs: list[ClaimedJob], code: str, message: str) -> None:
-    """Record the failure; retry with backoff, or dead-letter after MAX_ATTEMPTS."""
+def jobs_fail(
+    *, workspace_id: int, jobs: list[ClaimedJob], code: str, message: str, final: bool = False
+) -> None:
+    """Record the failure; retry with backoff, or dead-letter after MAX_ATTEMPTS (at once when `final`: a failure
+    that a retry would only repeat)."""
     retry_by_delay: dict[float, list[int]] = {}
     # Wall-clock time, not the transaction's now(): a long transaction must not make the retry due at once.
     failed_at = timezone.now()
     with connections["app"].cursor() as cursor:
         for job in jobs:
-            dead = job.attempts >= MAX_ATTEMPTS
+            dead = final or job.attempts >= MAX_ATTEMPTS
             delay = backoff_seconds(job.attempts)
             cursor.execute(
                 """
@@ -209,6 +212,24 @@ def jobs_fail(*, workspace_id: int, jobs: list[ClaimedJob], code: str, message: 
                 retry_by_delay.setdefault(delay, []).append(job.id)
     for delay, job_ids in retry_by_delay.items():
         broker_push(workspace_id=workspace_id, job_ids=job_ids, delay_seconds=delay)
+
+
+def jobs_defer(*, workspace_id: int, jobs: list[ClaimedJob], code: str, message: str, delay_seconds: float) -> None:
+    """Put claimed jobs back without using up an attempt (a paused dependency, e.g. a spent LLM budget)."""
+    run_after = timezone.now() + timedelta(seconds=delay_seconds)
+    with connections["app"].cursor() as cursor:
+        cursor.execute(
+            """
+            UPDATE pipeline_jobs
+            SET status = 'queued', attempts = greatest(0, attempts - 1), last_error_code = %s,
+                last_error_message = %s, run_after = %s, claim_token = NULL, updated_at = now()
+            WHERE id = ANY(%s) AND claim_token = %s AND status = 'processing'
+            RETURNING id
+            """,
+            [code, message[:500], run_after, [job.id for job in jobs], jobs[0].claim_token if jobs else None],
+        )
+        deferred = [row[0] for row in cursor.fetchall()]
+    broker_push(workspace_id=workspace_id, job_ids=deferred, delay_seconds=delay_seconds)
 
 
 FOLLOW_UP_KINDS = [Kind.SIMILARITY]

@@ -16,7 +16,7 @@ from typing import Any
 from django.conf import settings
 from django.db import connections, transaction
 
-from graphsvc import mapping, similarity
+from graphsvc import entities, llm, mapping, relationships, similarity
 from memories import jobs, selectors, services, vectors
 from memories.embeddings import EmbeddingUnavailable, get_embedder
 from memories.models import Memory
@@ -257,6 +257,7 @@ def run_similarity_jobs(*, workspace_id: int, claimed: list[jobs.ClaimedJob]) ->
                     updates.append(similarity.SimilarityUpdate(memory_id=memory.id, neighbours=kept, expires_at=expiry))
             similarity.similarity_edges_replace(workspace_id=workspace_id, updates=updates)
             jobs.jobs_succeed(jobs=claimed)
+            _enqueue_llm_steps(workspace_id=workspace_id, memories=[m for group in by_model.values() for m in group])
     except Exception as exc:  # noqa: BLE001 - retried; the stored embedding is reused
         logger.exception("similarity edges failed in workspace %s", workspace_id)
         with workspace_context(workspace_id):
@@ -264,7 +265,141 @@ def run_similarity_jobs(*, workspace_id: int, claimed: list[jobs.ClaimedJob]) ->
                            message=f"{type(exc).__name__}: {exc}")
 
 
-_RUNNERS = {jobs.Kind.EMBED: run_embed_jobs, jobs.Kind.SIMILARITY: run_similarity_jobs}
+def _enqueue_llm_steps(*, workspace_id: int, memories: list[Memory]) -> None:
+    """LLM steps get their own broker messages: a slow provider must not hold up embedding batches."""
+    if not llm.llm_enabled():
+        return
+    # Injection-flagged memories are stored and searchable but never handed to a model (security.md §3).
+    eligible = [m.id for m in memories if not m.injection_flags]
+    for kind in (jobs.Kind.RELATE, jobs.Kind.EXTRACT):
+        jobs.jobs_enqueue(workspace_id=workspace_id, memory_ids=eligible, kind=kind)
+
+
+def _memory_text(memory: Memory) -> relationships.MemoryText:
+    return relationships.MemoryText(id=memory.id, content=memory.content, created_at=memory.created_at)
+
+
+def _llm_job_memory(workspace_id: int, job: jobs.ClaimedJob) -> Memory | None:
+    """The live, unflagged memory a claimed LLM job is about; None (and the job done) when there is none."""
+    with workspace_context(workspace_id):
+        memory = _load_memories(workspace_id, [job.memory_id]).get(job.memory_id)
+        if memory is None or memory.injection_flags or not llm.llm_enabled():
+            jobs.jobs_succeed(jobs=[job])
+            return None
+    return memory
+
+
+def _recent_peers(workspace_id: int, memory: Memory, limit: int) -> list[Memory]:
+    scope = MemoryScope(user_id=memory.user_id, project_id=memory.project_id)
+    with workspace_context(workspace_id):
+        return list(
+            selectors.memories_readable(workspace_id=workspace_id, scope=scope)
+            .exclude(pk=memory.id).filter(injection_flags=[])
+            .exclude(layer=Memory.Layer.RULE)
+            .order_by("-updated_at", "-id")[:limit]
+        )
+
+
+def _llm_failed(*, workspace_id: int, job: jobs.ClaimedJob, memory_id: uuid.UUID, stage: str, code: str,
+                error: llm.LlmError) -> None:
+    message = f"{error.code}: {error}"
+    with workspace_context(workspace_id):
+        if isinstance(error, llm.LlmBudgetExhausted):
+            jobs.jobs_defer(workspace_id=workspace_id, jobs=[job], code=error.code, message=str(error),
+                            delay_seconds=settings.GRAPH_LLM_BUDGET_RECHECK_SECONDS)
+            return
+        jobs.jobs_fail(workspace_id=workspace_id, jobs=[job], code=code, message=message, final=not error.retryable)
+        pipeline_error_record(workspace_id=workspace_id, memory_id=memory_id, stage=stage, code=code, message=message)
+
+
+def run_relate_jobs(*, workspace_id: int, claimed: list[jobs.ClaimedJob]) -> None:
+    for job in claimed:
+        memory = _llm_job_memory(workspace_id, job)
+        if memory is None:
+            continue
+        model = job.model or embedding_model_for(memory)
+        with workspace_context(workspace_id):
+            found = vectors.neighbours_of_memories(
+                workspace_id=workspace_id, model=model, memory_ids=[memory.id],
+                limit=max(20, settings.GRAPH_LLM_PAIRWISE_MAX_CALLS),
+            ).get(memory.id, [])
+            neighbours = _load_memories(workspace_id, [mid for mid, _ in found])
+        candidates = [(_memory_text(neighbours[mid]), score) for mid, score in found
+                      if mid in neighbours and not neighbours[mid].injection_flags]
+        context = [_memory_text(m) for m in _recent_peers(workspace_id, memory,
+                                                          settings.GRAPH_LLM_SEMANTIC_CONTEXT_LIMIT)]
+        try:
+            result = relationships.relationships_find(
+                workspace_id=workspace_id, memory=_memory_text(memory), candidates=candidates, context=context,
+                job_id=job.id,
+            )
+        except llm.LlmBudgetExhausted as exc:
+            _llm_failed(workspace_id=workspace_id, job=job, memory_id=memory.id, stage="relate",
+                        code=exc.code, error=exc)
+            continue
+        degrade = result.degrade_message()
+        if result.calls and len(result.issues) and sum(result.issues.values()) == result.calls:
+            code = next(iter(sorted(result.issues)))
+            retryable = result.all_failed_transiently
+            _llm_failed(workspace_id=workspace_id, job=job, memory_id=memory.id, stage="relate", code=code,
+                        error=llm.LlmError(code, degrade or code, retryable=retryable))
+            continue
+        expiry = memory.expires_at if memory.layer == Memory.Layer.WORKING else None
+        try:
+            with workspace_context(workspace_id):
+                relationships.relationship_edges_replace(
+                    workspace_id=workspace_id, memory_id=memory.id, edges=result.edges, expires_at=expiry)
+                jobs.jobs_succeed(
+                    jobs=[job], error_code=relationships.GRAPH_RELATIONSHIP_PARTIAL_DEGRADE if degrade else None,
+                    error_message=degrade)
+                if degrade:
+                    pipeline_error_record(workspace_id=workspace_id, memory_id=memory.id, stage="relate",
+                                          code=relationships.GRAPH_RELATIONSHIP_PARTIAL_DEGRADE, message=degrade)
+        except Exception as exc:  # noqa: BLE001 - retried with backoff
+            logger.exception("relationship edges failed for memory %s", memory.id)
+            with workspace_context(workspace_id):
+                jobs.jobs_fail(workspace_id=workspace_id, jobs=[job], code=GRAPH_RELATIONSHIP_SYNC_FAILED,
+                               message=f"{type(exc).__name__}: {exc}")
+
+
+def run_extract_jobs(*, workspace_id: int, claimed: list[jobs.ClaimedJob]) -> None:
+    embedder_model = settings.EMBEDDING_MODEL
+    for job in claimed:
+        memory = _llm_job_memory(workspace_id, job)
+        if memory is None:
+            continue
+        context = [m.content for m in _recent_peers(workspace_id, memory, settings.GRAPH_ENTITY_CONTEXT_MEMORIES)
+                   if m.created_at <= memory.created_at]
+        try:
+            embedder = get_embedder(embedder_model)
+            embed = embedder.embed
+        except Exception:  # noqa: BLE001 - resolution works without embeddings (alias, name, trigram)
+            embed = None
+        try:
+            entities.entities_extract(
+                workspace_id=workspace_id, memory_id=memory.id, content=memory.content, context=context,
+                observed_at=memory.created_at, job_id=job.id, embed=embed, embedding_model=embedder_model,
+            )
+        except llm.LlmError as exc:
+            _llm_failed(workspace_id=workspace_id, job=job, memory_id=memory.id, stage="extract",
+                        code=entities.GRAPH_LLM_ENTITY_EXTRACTION_FAILED, error=exc)
+            continue
+        except Exception as exc:  # noqa: BLE001 - retried with backoff
+            logger.exception("entity extraction failed for memory %s", memory.id)
+            with workspace_context(workspace_id):
+                jobs.jobs_fail(workspace_id=workspace_id, jobs=[job], code=entities.GRAPH_LLM_ENTITY_EXTRACTION_FAILED,
+                               message=f"{type(exc).__name__}: {exc}")
+            continue
+        with workspace_context(workspace_id):
+            jobs.jobs_succeed(jobs=[job])
+
+
+_RUNNERS = {
+    jobs.Kind.EMBED: run_embed_jobs,
+    jobs.Kind.SIMILARITY: run_similarity_jobs,
+    jobs.Kind.RELATE: run_relate_jobs,
+    jobs.Kind.EXTRACT: run_extract_jobs,
+}
 
 
 def _maybe_build_vector_index(*, workspace_id: int, dimension: int) -> None:

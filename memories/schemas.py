@@ -256,7 +256,8 @@ class ConflictOut(Schema):
     memoryBId: str = Field(description="The other.")
     edgeType: Literal["contradicts"] = Field(description="Always contradicts.")
     confidence: float = Field(description="Highest confidence of the contradiction edges between them.")
-    explanation: str = Field(description="Why they are listed.")
+    explanation: str = Field(description="Why they are listed (the model's explanation when it gave one).")
+    evidence: str | None = Field(None, description="The quote the model based the contradiction on, if any.")
     suggestion: str = Field(description="What an agent may do about it.")
 
 

@@ -9,6 +9,7 @@ from ninja import Schema
 from pydantic import Field
 
 from config.schemas import ScopeIn, StrictIn, scope_field
+from graphsvc.schemas import ExtractionOut
 
 
 class StatusIn(StrictIn):
@@ -256,6 +257,7 @@ class StatusOut(Schema):
     topConnectedNodes: list[TopNodeOut] = Field(description="Hub nodes, highest degree first.")
     pipeline: PipelineCountsOut = Field(description="Background job counts.")
     vectors: VectorsOut = Field(description="Vector search state.")
+    extraction: ExtractionOut = Field(description="LLM extraction: on/off, token budget, usage, what it built.")
     rollout: RolloutModeOut = Field(description="The workspace's graph retrieval mode.")
     shadowMetrics: ShadowMetricsOut = Field(description="Retrieval metrics of the last gate window.")
     qualityGate: QualityGateOut = Field(description="The canary quality gate.")

@@ -198,6 +198,7 @@ def test_it_lists_conflicts(alice_api, ws):
     assert data["conflicts"] == [{
         "memoryAId": first, "memoryBId": second, "edgeType": "contradicts", "confidence": 0.92,
         "explanation": "These memories are linked by a contradiction edge from relationship extraction.",
+        "evidence": None,
         "suggestion": "These memories may conflict. Consider asking the user to clarify which preference is current.",
     }]
     assert f"## Conflicts\n- {first} <-> {second} (confidence 0.92)" in data["context"]
