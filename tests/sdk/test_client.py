@@ -181,6 +181,17 @@ def test_it_reads_context_trace_status_and_rollout(cairn):
         cairn.graph.update_rollout()
 
 
+def test_it_reads_and_sets_the_extraction_budget(cairn, settings):
+    extraction = cairn.graph.extraction()
+    assert extraction.enabled is bool(settings.GRAPH_LLM_MODEL) and extraction.entities == 0
+    assert cairn.graph.update_extraction(daily_token_budget=5000).daily_token_budget == 5000
+    assert cairn.graph.status().extraction.daily_token_budget == 5000
+    assert cairn.graph.update_extraction(daily_token_budget=None).daily_token_budget == settings.GRAPH_LLM_DAILY_TOKEN_BUDGET
+    with pytest.raises(BadRequestError) as invalid:
+        cairn.graph.update_extraction(daily_token_budget=0)
+    assert invalid.value.details["issues"][0]["field"] == "dailyTokenBudget"
+
+
 def test_it_raises_a_conflict_error_for_409(cairn, settings):
     settings.MAX_TENANT_WORKSPACES_PER_OWNER = 1
     cairn.memories.add("first tenant", scope={"tenantId": "one"})

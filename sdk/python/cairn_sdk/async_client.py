@@ -308,6 +308,19 @@ class AsyncGraph:
         ))
         return cast(m.RolloutResult, await self._client.request("graph.update_rollout", body))
 
+    async def extraction(self, *, scope: ScopeArg = None) -> m.ExtractionState:
+        """LLM extraction of the workspace: on/off, daily token budget, today's usage, entities and facts built."""
+        scope_fields = (_core.coerce_scope(scope) or self._client.scope or m.Scope()).model_dump()
+        body = m.ExtractionQuery(**drop_none(**scope_fields))
+        return cast(m.ExtractionState, await self._client.request("graph.extraction", body))
+
+    async def update_extraction(self, *, daily_token_budget: int | None, scope: ScopeArg = None) -> m.ExtractionState:
+        """Set the workspace's daily LLM token budget; None removes the limit."""
+        body = m.ExtractionSettingsRequest(
+            **drop_none(scope=_core.coerce_scope(scope)), daily_token_budget=daily_token_budget
+        )
+        return cast(m.ExtractionState, await self._client.request("graph.update_extraction", body))
+
     async def facts(
         self,
         query: str | None = None,

@@ -278,6 +278,7 @@ class Conflict(ResponseModel):
     edge_type: str
     confidence: float
     explanation: str
+    evidence: str | None = None
     suggestion: str
 
 
@@ -397,6 +398,48 @@ class VectorState(ResponseModel):
     model: str
     vectors: int
     access_path: str
+
+
+class LlmUsage(ResponseModel):
+    tokens: int
+    cost_usd: float
+    calls: int
+    failed_calls: int
+
+
+class LlmTotal(ResponseModel):
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+    calls: int
+
+
+class ExtractionState(ResponseModel):
+    enabled: bool
+    model: str | None
+    status: str
+    message: str
+    daily_token_budget: int | None
+    budget_resets_at: datetime
+    today: LlmUsage
+    total: LlmTotal
+    entities: int
+    active_facts: int
+    invalidated_facts: int
+    relationship_edges: int
+
+
+class ExtractionQuery(RequestModel):
+    """graph/extraction GET: the scope travels flat in the query string."""
+
+    tenant_id: str | None = None
+    user_id: str | None = None
+    project_id: str | None = None
+
+
+class ExtractionSettingsRequest(RequestModel):
+    daily_token_budget: int | None  # required: null removes the workspace's limit
+    scope: Scope | None = None
 
 
 class RolloutState(ResponseModel):
@@ -522,6 +565,7 @@ class StatusResult(ResponseModel):
     top_connected_nodes: list[TopNode]
     pipeline: PipelineCounts
     vectors: VectorState
+    extraction: ExtractionState
     rollout: RolloutState
     shadow_metrics: ShadowMetrics
     quality_gate: QualityGate

@@ -41,6 +41,11 @@ OPERATIONS: dict[str, Operation] = {
         Operation("graph.rollout", "GET", "graph/rollout", m.RolloutQuery, m.RolloutResult, query_params=True),
         Operation("graph.set_rollout", "POST", "graph/rollout", m.RolloutSetRequest, m.RolloutResult),
         Operation("graph.update_rollout", "PATCH", "graph/rollout", m.RolloutPatchRequest, m.RolloutResult),
+        Operation(
+            "graph.extraction", "GET", "graph/extraction", m.ExtractionQuery, m.ExtractionState, query_params=True
+        ),
+        Operation("graph.update_extraction", "PATCH", "graph/extraction", m.ExtractionSettingsRequest,
+                  m.ExtractionState),
         Operation("graph.facts", "POST", "graph/facts", m.FactsRequest, m.FactsResult),
         Operation("graph.traverse", "POST", "graph/traverse", m.TraverseRequest, m.TraverseResult),
         Operation("graph.entities", "POST", "graph/entities", m.EntitiesRequest, m.EntitiesResult),
