@@ -2,14 +2,15 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml sdk/python/pyproject.toml | sha1sum | cut -c1-12)
 
 .PHONY: run test install migrate demo lint bench clean-db
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml sdk/python/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e sdk/python  # the Python SDK (its own package; the tests drive it)
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 

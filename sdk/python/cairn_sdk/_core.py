@@ -1,0 +1,230 @@
+"""What the sync and async clients share: configuration, request building, retry decisions, response parsing."""
+
+from __future__ import annotations
+
+import os
+import random
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+from pydantic import BaseModel, ValidationError
+
+from cairn_sdk import errors
+from cairn_sdk.models import RequestModel, Scope
+from cairn_sdk.operations import OPERATIONS, Operation
+
+__version__ = "0.1.0"
+
+DEFAULT_BASE_URL = "http://127.0.0.1:8000"
+API_PREFIX = "/api/sdk/v1"
+DEFAULT_TIMEOUT = 30.0
+USER_AGENT = f"cairn-sdk-python/{__version__}"
+
+
+class _Unset:
+    """Marks an argument the caller did not give, where None is a meaningful value (edit's metadata=None clears)."""
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Any = _Unset()
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Retries on 429 (waiting what Retry-After says), on 5xx and on network failures, with capped backoff.
+
+    A Retry-After longer than max_retry_after is not waited for: the RateLimitError is raised at once so the
+    caller can decide (a 60 s stall inside an agent turn is rarely what anyone wants).
+    """
+
+    max_retries: int = 3
+    backoff_base: float = 0.5
+    backoff_max: float = 8.0
+    max_retry_after: float = 60.0
+
+    def backoff(self, attempt: int) -> float:
+        # Half fixed, half random: spreads clients that failed together without ever retrying at once.
+        ceiling = min(self.backoff_max, self.backoff_base * (2**attempt))
+        return ceiling / 2 + random.uniform(0, ceiling / 2)
+
+
+def resolve_api_key(api_key: str | None) -> str:
+    key = (api_key or os.environ.get("CAIRN_API_KEY", "")).strip()
+    if not key:
+        raise errors.ConfigurationError(
+            "No API key: pass api_key=... or set CAIRN_API_KEY (create one with `manage.py apikey_create`)."
+        )
+    return key
+
+
+def resolve_base_url(base_url: str | None) -> str:
+    url = (base_url or os.environ.get("CAIRN_BASE_URL", "") or DEFAULT_BASE_URL).strip().rstrip("/")
+    parts = urlsplit(url)
+    if parts.scheme not in {"http", "https"} or not parts.netloc:
+        raise errors.ConfigurationError(f"CAIRN_BASE_URL must be an http(s) URL such as {DEFAULT_BASE_URL}, got {url!r}.")
+    if not url.endswith(API_PREFIX):
+        url += API_PREFIX
+    return url
+
+
+def coerce_scope(scope: Scope | Mapping[str, Any] | None) -> Scope | None:
+    if scope is None or isinstance(scope, Scope):
+        return scope
+    return Scope.model_validate(dict(scope))
+
+
+def drop_none(**fields: Any) -> dict[str, Any]:
+    return {name: value for name, value in fields.items() if value is not None}
+
+
+@dataclass(frozen=True)
+class PreparedRequest:
+    operation: Operation
+    method: str
+    path: str
+    headers: dict[str, str]
+    json: dict[str, Any] | None
+    params: dict[str, Any] | None
+
+
+def prepare(
+    operation_name: str,
+    request: RequestModel | None,
+    *,
+    default_scope: Scope | None,
+    idempotency_key: str | None = None,
+) -> PreparedRequest:
+    operation = OPERATIONS[operation_name]
+    body: dict[str, Any] | None = None
+    params: dict[str, Any] | None = None
+    if request is not None:
+        body = request.to_wire()
+        if operation.query_params:
+            # The caller resolved the scope into the flat fields already (see Graph.rollout).
+            params = {name: value for name, value in body.items() if value is not None}
+            body = None
+        elif "scope" in type(request).model_fields and "scope" not in body and default_scope is not None:
+            body["scope"] = default_scope.to_wire()
+    headers = {"X-Request-Id": uuid.uuid4().hex}
+    if idempotency_key is not None:
+        headers["Idempotency-Key"] = idempotency_key
+    return PreparedRequest(operation, operation.method, operation.path, headers, body, params)
+
+
+def new_idempotency_key() -> str:
+    return str(uuid.uuid4())
+
+
+def _retry_after_seconds(response: httpx.Response) -> float | None:
+    raw = response.headers.get("Retry-After")
+    if raw:
+        raw = raw.strip()
+        try:
+            return max(0.0, float(raw))
+        except ValueError:
+            try:
+                when = parsedate_to_datetime(raw)
+            except (TypeError, ValueError):
+                when = None
+            if when is not None:
+                if when.tzinfo is None:
+                    when = when.replace(tzinfo=UTC)
+                return max(0.0, (when - datetime.now(UTC)).total_seconds())
+    try:
+        details = response.json()["error"]["details"]
+        return float(details["retryAfterSeconds"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def retry_delay(response: httpx.Response, *, attempt: int, policy: RetryPolicy) -> float | None:
+    """Seconds to wait before trying again, or None when this answer is final."""
+    status = response.status_code
+    if attempt >= policy.max_retries or not (status == 429 or status == 408 or status >= 500):
+        return None
+    hinted = _retry_after_seconds(response) if status in (429, 503) else None
+    if hinted is None:
+        return policy.backoff(attempt)
+    if hinted > policy.max_retry_after:
+        return None
+    return hinted
+
+
+def connection_retry_delay(*, attempt: int, policy: RetryPolicy) -> float | None:
+    return policy.backoff(attempt) if attempt < policy.max_retries else None
+
+
+def connection_error(exc: httpx.HTTPError, *, url: str) -> errors.APIConnectionError:
+    if isinstance(exc, httpx.TimeoutException):
+        return errors.APITimeoutError(f"No answer from {url} within the timeout ({type(exc).__name__}).")
+    return errors.APIConnectionError(f"Could not reach {url}: {exc}")
+
+
+def parse_response(operation: Operation, response: httpx.Response) -> BaseModel:
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    envelope = body if isinstance(body, dict) and "ok" in body and "meta" in body else None
+    request_id = response.headers.get("X-Request-Id")
+    if envelope is not None:
+        request_id = (envelope.get("meta") or {}).get("requestId") or request_id
+    status = response.status_code
+
+    if 200 <= status < 300:
+        if envelope is None or envelope.get("ok") is not True:
+            raise errors.APIError(
+                status=status,
+                code="INVALID_RESPONSE",
+                message=f"Expected the Cairn envelope from {operation.path}; is CAIRN_BASE_URL pointing at Cairn?",
+                request_id=request_id,
+            )
+        try:
+            return operation.response.model_validate(envelope.get("data"))
+        except ValidationError as exc:
+            raise errors.APIError(
+                status=status,
+                code="INVALID_RESPONSE",
+                message=f"The answer of {operation.path} does not match this SDK's model: {exc}",
+                request_id=request_id,
+            ) from exc
+
+    error = envelope.get("error") if envelope is not None else None
+    cls = errors.error_class(status)
+    if isinstance(error, dict) and "code" in error:
+        raise cls(
+            status=status,
+            code=str(error["code"]),
+            message=str(error.get("message", "")),
+            request_id=request_id,
+            type=error.get("type"),
+            retryable=bool(error.get("retryable", status >= 500 or status == 429)),
+            details=error.get("details") if isinstance(error.get("details"), dict) else None,
+            headers=dict(response.headers),
+        )
+    text = response.text.strip()
+    raise cls(
+        status=status,
+        code=f"HTTP_{status}",
+        message=(text[:300] if text else response.reason_phrase) or f"HTTP {status}",
+        request_id=request_id,
+        retryable=status >= 500 or status == 429,
+        headers=dict(response.headers),
+    )
+
+
+def client_headers(api_key: str, extra: Mapping[str, str] | None) -> dict[str, str]:
+    return {
+        "Authorization": f"Bearer {api_key}",
+        "User-Agent": USER_AGENT,
+        "Accept": "application/json",
+        **(extra or {}),
+    }

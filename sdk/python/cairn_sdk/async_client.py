@@ -1,0 +1,374 @@
+"""The asyncio client: `AsyncCairn()` reads CAIRN_API_KEY and CAIRN_BASE_URL; same methods as `Cairn`, awaited."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import AsyncIterator, Mapping
+from datetime import datetime
+from typing import Any, cast
+
+import httpx
+
+from cairn_sdk import _core
+from cairn_sdk import models as m
+from cairn_sdk._core import UNSET, RetryPolicy, drop_none
+from cairn_sdk.client import MemoryTypes, ScopeArg, Strings, context_fields
+
+
+class AsyncCairn:
+    """Asyncio client of Cairn's SDK API.
+
+    >>> cairn = AsyncCairn()                              # CAIRN_API_KEY, CAIRN_BASE_URL
+    >>> await cairn.memories.add("We deploy on Fridays", tags=["deploy"])
+    >>> print((await cairn.context.get("how do we deploy?")).context)
+
+    `scope` (or tenant_id / user_id / project_id) sets the default scope of every call; a call's own `scope=`
+    replaces it for that call. Retries: 429 (after Retry-After), 408, 5xx and network failures, up to
+    `max_retries` times with exponential backoff; `memories.add` sends an Idempotency-Key so a retry never
+    stores the memory twice.
+    """
+
+    def __init__(
+        self,
+        api_key: str | None = None,
+        *,
+        base_url: str | None = None,
+        scope: ScopeArg = None,
+        tenant_id: str | None = None,
+        user_id: str | None = None,
+        project_id: str | None = None,
+        timeout: float | httpx.Timeout = _core.DEFAULT_TIMEOUT,
+        max_retries: int = 3,
+        retry: RetryPolicy | None = None,
+        headers: Mapping[str, str] | None = None,
+        http_client: httpx.AsyncClient | None = None,
+    ) -> None:
+        self.api_key = _core.resolve_api_key(api_key)
+        self.base_url = _core.resolve_base_url(base_url)
+        self.scope = _core.coerce_scope(scope) or (
+            m.Scope(**drop_none(tenant_id=tenant_id, user_id=user_id, project_id=project_id))
+            if tenant_id or user_id or project_id
+            else None
+        )
+        self.retry = retry or RetryPolicy(max_retries=max_retries)
+        self._owns_http = http_client is None
+        self._http = http_client or httpx.AsyncClient(timeout=timeout)
+        self._headers = _core.client_headers(self.api_key, headers)
+        self._sleep = asyncio.sleep
+        self.memories = AsyncMemories(self)
+        self.context = AsyncContext(self)
+        self.graph = AsyncGraph(self)
+
+    def with_scope(self, scope: ScopeArg = None, **fields: str | None) -> AsyncCairn:
+        """A client sharing this one's connection pool, with another default scope (e.g. per end user)."""
+        clone = copy.copy(self)
+        clone.scope = _core.coerce_scope(scope) or (m.Scope(**drop_none(**fields)) if fields else None)
+        clone._owns_http = False
+        clone.memories, clone.context, clone.graph = AsyncMemories(clone), AsyncContext(clone), AsyncGraph(clone)
+        return clone
+
+    async def close(self) -> None:
+        if self._owns_http:
+            await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncCairn:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def health(self) -> m.Health:
+        return cast(m.Health, await self.request("health"))
+
+    async def request(
+        self, operation: str, body: m.RequestModel | None = None, *, idempotency_key: str | None = None
+    ) -> Any:
+        """Call one operation of `cairn_sdk.operations.OPERATIONS` with retries; returns its response model."""
+        prepared = _core.prepare(operation, body, default_scope=self.scope, idempotency_key=idempotency_key)
+        url = f"{self.base_url}/{prepared.path}"
+        attempt = 0
+        while True:
+            try:
+                response = await self._http.request(
+                    prepared.method,
+                    url,
+                    json=prepared.json if prepared.method != "GET" else None,
+                    params=prepared.params,
+                    headers={**self._headers, **prepared.headers},
+                )
+            except httpx.HTTPError as exc:
+                delay = _core.connection_retry_delay(attempt=attempt, policy=self.retry)
+                if delay is None:
+                    raise _core.connection_error(exc, url=url) from exc
+            else:
+                delay = _core.retry_delay(response, attempt=attempt, policy=self.retry)
+                if delay is None:
+                    return _core.parse_response(prepared.operation, response)
+            await self._sleep(delay)
+            attempt += 1
+
+
+class AsyncMemories:
+    def __init__(self, client: AsyncCairn) -> None:
+        self._client = client
+
+    async def add(
+        self,
+        content: str,
+        *,
+        type: m.MemoryType | None = None,
+        layer: m.MemoryLayer | None = None,
+        tags: Strings | None = None,
+        paths: Strings | None = None,
+        category: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        embedding_model: str | None = None,
+        scope: ScopeArg = None,
+        idempotency_key: str | None = None,
+    ) -> m.AddResult:
+        """Store a memory. One Idempotency-Key (yours or a fresh UUID) covers every retry of this call."""
+        body = m.AddRequest(**drop_none(
+            content=content, type=type, layer=layer, tags=tags, paths=paths, category=category, metadata=metadata,
+            embedding_model=embedding_model, scope=_core.coerce_scope(scope),
+        ))
+        key = idempotency_key or _core.new_idempotency_key()
+        return cast(m.AddResult, await self._client.request("memories.add", body, idempotency_key=key))
+
+    async def search(
+        self,
+        query: str,
+        *,
+        type: m.MemoryType | None = None,
+        layer: m.MemoryLayer | None = None,
+        strategy: m.SearchStrategy | None = None,
+        limit: int | None = None,
+        scope: ScopeArg = None,
+    ) -> m.SearchResult:
+        body = m.SearchRequest(**drop_none(
+            query=query, type=type, layer=layer, strategy=strategy, limit=limit, scope=_core.coerce_scope(scope)
+        ))
+        return cast(m.SearchResult, await self._client.request("memories.search", body))
+
+    async def list(
+        self,
+        *,
+        type: m.MemoryType | None = None,
+        layer: m.MemoryLayer | None = None,
+        tags: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+        scope: ScopeArg = None,
+    ) -> m.ListResult:
+        """One page, newest first; pass `next_cursor` back as `cursor`, or use `iter()`."""
+        body = m.ListRequest(**drop_none(
+            type=type, layer=layer, tags=tags, limit=limit, cursor=cursor, scope=_core.coerce_scope(scope)
+        ))
+        return cast(m.ListResult, await self._client.request("memories.list", body))
+
+    async def iter(
+        self,
+        *,
+        type: m.MemoryType | None = None,
+        layer: m.MemoryLayer | None = None,
+        tags: str | None = None,
+        page_size: int | None = None,
+        scope: ScopeArg = None,
+    ) -> AsyncIterator[m.Memory]:
+        """Every matching memory, newest first, fetching pages of `page_size` (server default 20) as needed."""
+        cursor: str | None = None
+        while True:
+            page = await self.list(type=type, layer=layer, tags=tags, limit=page_size, cursor=cursor, scope=scope)
+            for memory in page.memories:
+                yield memory
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
+
+    async def edit(
+        self,
+        id: str,
+        *,
+        content: str | None = None,
+        type: m.MemoryType | None = None,
+        layer: m.MemoryLayer | None = None,
+        tags: Strings | None = None,
+        paths: Strings | None = None,
+        category: str | None = None,
+        metadata: dict[str, Any] | None = UNSET,
+        embedding_model: str | None = None,
+        scope: ScopeArg = None,
+    ) -> m.EditResult:
+        """Change the given fields; `metadata=None` clears the metadata."""
+        fields = drop_none(
+            id=id, content=content, type=type, layer=layer, tags=tags, paths=paths, category=category,
+            embedding_model=embedding_model, scope=_core.coerce_scope(scope),
+        )
+        if metadata is not UNSET:
+            fields["metadata"] = metadata
+        return cast(m.EditResult, await self._client.request("memories.edit", m.EditRequest(**fields)))
+
+    async def forget(self, id: str, *, scope: ScopeArg = None) -> m.ForgetResult:
+        body = m.ForgetRequest(**drop_none(id=id, scope=_core.coerce_scope(scope)))
+        return cast(m.ForgetResult, await self._client.request("memories.forget", body))
+
+    async def bulk_forget(
+        self,
+        *,
+        types: MemoryTypes | None = None,
+        tags: Strings | None = None,
+        older_than_days: int | None = None,
+        pattern: str | None = None,
+        project_id: str | None = None,
+        all: bool | None = None,
+        dry_run: bool | None = None,
+        scope: ScopeArg = None,
+    ) -> m.BulkForgetResult:
+        """Forget by filter (at most 10,000 per call: call again while `has_more`); `dry_run` previews."""
+        filters = m.BulkForgetFilters(**drop_none(
+            types=types, tags=tags, older_than_days=older_than_days, pattern=pattern, project_id=project_id, all=all
+        ))
+        body = m.BulkForgetRequest(**drop_none(filters=filters, dry_run=dry_run, scope=_core.coerce_scope(scope)))
+        return cast(m.BulkForgetResult, await self._client.request("memories.bulk_forget", body))
+
+    async def vacuum(self, *, scope: ScopeArg = None) -> m.VacuumResult:
+        body = m.VacuumRequest(**drop_none(scope=_core.coerce_scope(scope)))
+        return cast(m.VacuumResult, await self._client.request("memories.vacuum", body))
+
+
+class AsyncContext:
+    def __init__(self, client: AsyncCairn) -> None:
+        self._client = client
+
+    async def get(
+        self,
+        query: str | None = None,
+        *,
+        limit: int | None = None,
+        include_rules: bool | None = None,
+        mode: m.ContextMode | None = None,
+        strategy: m.ContextStrategy | None = None,
+        graph_depth: int | None = None,
+        graph_limit: int | None = None,
+        half_life_days: float | None = None,
+        mmr_lambda: float | None = None,
+        scope: ScopeArg = None,
+    ) -> m.ContextResult:
+        """What to put in front of the next model call; `.context` is ready-to-paste text."""
+        body = m.ContextRequest(**context_fields(
+            query, scope, limit=limit, include_rules=include_rules, mode=mode, strategy=strategy,
+            graph_depth=graph_depth, graph_limit=graph_limit, half_life_days=half_life_days, mmr_lambda=mmr_lambda,
+        ))
+        return cast(m.ContextResult, await self._client.request("context.get", body))
+
+
+class AsyncGraph:
+    def __init__(self, client: AsyncCairn) -> None:
+        self._client = client
+
+    async def trace(
+        self,
+        query: str | None = None,
+        *,
+        limit: int | None = None,
+        include_rules: bool | None = None,
+        mode: m.ContextMode | None = None,
+        strategy: m.ContextStrategy | None = None,
+        graph_depth: int | None = None,
+        graph_limit: int | None = None,
+        half_life_days: float | None = None,
+        mmr_lambda: float | None = None,
+        scope: ScopeArg = None,
+    ) -> m.TraceResult:
+        """context/get with the source (baseline or graph expansion) of every returned memory."""
+        body = m.TraceRequest(**context_fields(
+            query, scope, limit=limit, include_rules=include_rules, mode=mode, strategy=strategy,
+            graph_depth=graph_depth, graph_limit=graph_limit, half_life_days=half_life_days, mmr_lambda=mmr_lambda,
+        ))
+        return cast(m.TraceResult, await self._client.request("graph.trace", body))
+
+    async def status(self, *, top_nodes_limit: int | None = None, scope: ScopeArg = None) -> m.StatusResult:
+        body = m.StatusRequest(**drop_none(top_nodes_limit=top_nodes_limit, scope=_core.coerce_scope(scope)))
+        return cast(m.StatusResult, await self._client.request("graph.status", body))
+
+    async def rollout(self, *, window_hours: int | None = None, scope: ScopeArg = None) -> m.RolloutResult:
+        scope_fields = (_core.coerce_scope(scope) or self._client.scope or m.Scope()).model_dump()
+        body = m.RolloutQuery(**drop_none(window_hours=window_hours, **scope_fields))
+        return cast(m.RolloutResult, await self._client.request("graph.rollout", body))
+
+    async def set_rollout(self, mode: m.RolloutMode, *, scope: ScopeArg = None) -> m.RolloutResult:
+        body = m.RolloutSetRequest(**drop_none(mode=mode, scope=_core.coerce_scope(scope)))
+        return cast(m.RolloutResult, await self._client.request("graph.set_rollout", body))
+
+    async def update_rollout(
+        self, *, mode: m.RolloutMode | None = None, autopilot_enabled: bool | None = None, scope: ScopeArg = None
+    ) -> m.RolloutResult:
+        body = m.RolloutPatchRequest(**drop_none(
+            mode=mode, autopilot_enabled=autopilot_enabled, scope=_core.coerce_scope(scope)
+        ))
+        return cast(m.RolloutResult, await self._client.request("graph.update_rollout", body))
+
+    async def extraction(self, *, scope: ScopeArg = None) -> m.ExtractionState:
+        """LLM extraction of the workspace: on/off, daily token budget, today's usage, entities and facts built."""
+        scope_fields = (_core.coerce_scope(scope) or self._client.scope or m.Scope()).model_dump()
+        body = m.ExtractionQuery(**drop_none(**scope_fields))
+        return cast(m.ExtractionState, await self._client.request("graph.extraction", body))
+
+    async def update_extraction(self, *, daily_token_budget: int | None, scope: ScopeArg = None) -> m.ExtractionState:
+        """Set the workspace's daily LLM token budget; None removes the limit."""
+        body = m.ExtractionSettingsRequest(
+            **drop_none(scope=_core.coerce_scope(scope)), daily_token_budget=daily_token_budget
+        )
+        return cast(m.ExtractionState, await self._client.request("graph.update_extraction", body))
+
+    async def facts(
+        self,
+        query: str | None = None,
+        *,
+        entity: str | None = None,
+        max_hops: int | None = None,
+        edge_classes: Strings | None = None,
+        at: datetime | None = None,
+        limit: int | None = None,
+        strategy: str | None = None,
+        scope: ScopeArg = None,
+    ) -> m.FactsResult:
+        """Facts about the entities a query (or one named entity) reaches, optionally as they stood `at`."""
+        body = m.FactsRequest(**drop_none(
+            query=query, entity=entity, max_hops=max_hops, edge_classes=edge_classes, at=at, limit=limit,
+            strategy=strategy, scope=_core.coerce_scope(scope),
+        ))
+        return cast(m.FactsResult, await self._client.request("graph.facts", body))
+
+    async def traverse(
+        self,
+        start_entity: str,
+        *,
+        edge_types: Strings | None = None,
+        max_hops: int | None = None,
+        limit: int | None = None,
+        at: datetime | None = None,
+        scope: ScopeArg = None,
+    ) -> m.TraverseResult:
+        """Entities reached from `start_entity` along typed edges, with the path to each."""
+        body = m.TraverseRequest(**drop_none(
+            start_entity=start_entity, edge_types=edge_types, max_hops=max_hops, limit=limit, at=at,
+            scope=_core.coerce_scope(scope),
+        ))
+        return cast(m.TraverseResult, await self._client.request("graph.traverse", body))
+
+    async def entities(
+        self,
+        query: str | None = None,
+        *,
+        entity: str | None = None,
+        type: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+        scope: ScopeArg = None,
+    ) -> m.EntitiesResult:
+        """Search or list entities; `entity=` asks for one entity with its aliases."""
+        body = m.EntitiesRequest(**drop_none(
+            query=query, entity=entity, type=type, limit=limit, cursor=cursor, scope=_core.coerce_scope(scope)
+        ))
+        return cast(m.EntitiesResult, await self._client.request("graph.entities", body))

@@ -1,0 +1,381 @@
+"""The synchronous client: `Cairn()` reads CAIRN_API_KEY and CAIRN_BASE_URL."""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Iterator, Mapping
+from datetime import datetime
+from typing import Any, cast
+
+import httpx
+
+from cairn_sdk import _core
+from cairn_sdk import models as m
+from cairn_sdk._core import UNSET, RetryPolicy, drop_none
+
+ScopeArg = m.Scope | Mapping[str, Any] | None
+# Module-level names: inside Memories, `list` is the page method, so annotations there must not say list[...].
+Strings = list[str]
+MemoryTypes = list[m.MemoryType]
+
+
+class Cairn:
+    """Client of Cairn's SDK API.
+
+    >>> cairn = Cairn()                                   # CAIRN_API_KEY, CAIRN_BASE_URL
+    >>> cairn.memories.add("We deploy on Fridays", tags=["deploy"])
+    >>> print(cairn.context.get("how do we deploy?").context)
+
+    `scope` (or tenant_id / user_id / project_id) sets the default scope of every call; a call's own `scope=`
+    replaces it for that call. Retries: 429 (after Retry-After), 408, 5xx and network failures, up to
+    `max_retries` times with exponential backoff; `memories.add` sends an Idempotency-Key so a retry never
+    stores the memory twice.
+    """
+
+    def __init__(
+        self,
+        api_key: str | None = None,
+        *,
+        base_url: str | None = None,
+        scope: ScopeArg = None,
+        tenant_id: str | None = None,
+        user_id: str | None = None,
+        project_id: str | None = None,
+        timeout: float | httpx.Timeout = _core.DEFAULT_TIMEOUT,
+        max_retries: int = 3,
+        retry: RetryPolicy | None = None,
+        headers: Mapping[str, str] | None = None,
+        http_client: httpx.Client | None = None,
+    ) -> None:
+        self.api_key = _core.resolve_api_key(api_key)
+        self.base_url = _core.resolve_base_url(base_url)
+        self.scope = _core.coerce_scope(scope) or (
+            m.Scope(**drop_none(tenant_id=tenant_id, user_id=user_id, project_id=project_id))
+            if tenant_id or user_id or project_id
+            else None
+        )
+        self.retry = retry or RetryPolicy(max_retries=max_retries)
+        self._owns_http = http_client is None
+        self._http = http_client or httpx.Client(timeout=timeout)
+        self._headers = _core.client_headers(self.api_key, headers)
+        self._sleep = time.sleep
+        self.memories = Memories(self)
+        self.context = Context(self)
+        self.graph = Graph(self)
+
+    def with_scope(self, scope: ScopeArg = None, **fields: str | None) -> Cairn:
+        """A client sharing this one's connection pool, with another default scope (e.g. per end user)."""
+        clone = copy.copy(self)
+        clone.scope = _core.coerce_scope(scope) or (m.Scope(**drop_none(**fields)) if fields else None)
+        clone._owns_http = False
+        clone.memories, clone.context, clone.graph = Memories(clone), Context(clone), Graph(clone)
+        return clone
+
+    def close(self) -> None:
+        if self._owns_http:
+            self._http.close()
+
+    def __enter__(self) -> Cairn:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def health(self) -> m.Health:
+        return cast(m.Health, self.request("health"))
+
+    def request(
+        self, operation: str, body: m.RequestModel | None = None, *, idempotency_key: str | None = None
+    ) -> Any:
+        """Call one operation of `cairn_sdk.operations.OPERATIONS` with retries; returns its response model."""
+        prepared = _core.prepare(operation, body, default_scope=self.scope, idempotency_key=idempotency_key)
+        url = f"{self.base_url}/{prepared.path}"
+        attempt = 0
+        while True:
+            try:
+                response = self._http.request(
+                    prepared.method,
+                    url,
+                    json=prepared.json if prepared.method != "GET" else None,
+                    params=prepared.params,
+                    headers={**self._headers, **prepared.headers},
+                )
+            except httpx.HTTPError as exc:
+                delay = _core.connection_retry_delay(attempt=attempt, policy=self.retry)
+                if delay is None:
+                    raise _core.connection_error(exc, url=url) from exc
+            else:
+                delay = _core.retry_delay(response, attempt=attempt, policy=self.retry)
+                if delay is None:
+                    return _core.parse_response(prepared.operation, response)
+            self._sleep(delay)
+            attempt += 1
+
+
+class Memories:
+    def __init__(self, client: Cairn) -> None:
+        self._client = client
+
+    def add(
+        self,
+        content: str,
+        *,
+        type: m.MemoryType | None = None,
+        layer: m.MemoryLayer | None = None,
+        tags: Strings | None = None,
+        paths: Strings | None = None,
+        category: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        embedding_model: str | None = None,
+        scope: ScopeArg = None,
+        idempotency_key: str | None = None,
+    ) -> m.AddResult:
+        """Store a memory. One Idempotency-Key (yours or a fresh UUID) covers every retry of this call."""
+        body = m.AddRequest(**drop_none(
+            content=content, type=type, layer=layer, tags=tags, paths=paths, category=category, metadata=metadata,
+            embedding_model=embedding_model, scope=_core.coerce_scope(scope),
+        ))
+        key = idempotency_key or _core.new_idempotency_key()
+        return cast(m.AddResult, self._client.request("memories.add", body, idempotency_key=key))
+
+    def search(
+        self,
+        query: str,
+        *,
+        type: m.MemoryType | None = None,
+        layer: m.MemoryLayer | None = None,
+        strategy: m.SearchStrategy | None = None,
+        limit: int | None = None,
+        scope: ScopeArg = None,
+    ) -> m.SearchResult:
+        body = m.SearchRequest(**drop_none(
+            query=query, type=type, layer=layer, strategy=strategy, limit=limit, scope=_core.coerce_scope(scope)
+        ))
+        return cast(m.SearchResult, self._client.request("memories.search", body))
+
+    def list(
+        self,
+        *,
+        type: m.MemoryType | None = None,
+        layer: m.MemoryLayer | None = None,
+        tags: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+        scope: ScopeArg = None,
+    ) -> m.ListResult:
+        """One page, newest first; pass `next_cursor` back as `cursor`, or use `iter()`."""
+        body = m.ListRequest(**drop_none(
+            type=type, layer=layer, tags=tags, limit=limit, cursor=cursor, scope=_core.coerce_scope(scope)
+        ))
+        return cast(m.ListResult, self._client.request("memories.list", body))
+
+    def iter(
+        self,
+        *,
+        type: m.MemoryType | None = None,
+        layer: m.MemoryLayer | None = None,
+        tags: str | None = None,
+        page_size: int | None = None,
+        scope: ScopeArg = None,
+    ) -> Iterator[m.Memory]:
+        """Every matching memory, newest first, fetching pages of `page_size` (server default 20) as needed."""
+        cursor: str | None = None
+        while True:
+            page = self.list(type=type, layer=layer, tags=tags, limit=page_size, cursor=cursor, scope=scope)
+            yield from page.memories
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
+
+    def edit(
+        self,
+        id: str,
+        *,
+        content: str | None = None,
+        type: m.MemoryType | None = None,
+        layer: m.MemoryLayer | None = None,
+        tags: Strings | None = None,
+        paths: Strings | None = None,
+        category: str | None = None,
+        metadata: dict[str, Any] | None = UNSET,
+        embedding_model: str | None = None,
+        scope: ScopeArg = None,
+    ) -> m.EditResult:
+        """Change the given fields; `metadata=None` clears the metadata."""
+        fields = drop_none(
+            id=id, content=content, type=type, layer=layer, tags=tags, paths=paths, category=category,
+            embedding_model=embedding_model, scope=_core.coerce_scope(scope),
+        )
+        if metadata is not UNSET:
+            fields["metadata"] = metadata
+        return cast(m.EditResult, self._client.request("memories.edit", m.EditRequest(**fields)))
+
+    def forget(self, id: str, *, scope: ScopeArg = None) -> m.ForgetResult:
+        body = m.ForgetRequest(**drop_none(id=id, scope=_core.coerce_scope(scope)))
+        return cast(m.ForgetResult, self._client.request("memories.forget", body))
+
+    def bulk_forget(
+        self,
+        *,
+        types: MemoryTypes | None = None,
+        tags: Strings | None = None,
+        older_than_days: int | None = None,
+        pattern: str | None = None,
+        project_id: str | None = None,
+        all: bool | None = None,
+        dry_run: bool | None = None,
+        scope: ScopeArg = None,
+    ) -> m.BulkForgetResult:
+        """Forget by filter (at most 10,000 per call: call again while `has_more`); `dry_run` previews."""
+        filters = m.BulkForgetFilters(**drop_none(
+            types=types, tags=tags, older_than_days=older_than_days, pattern=pattern, project_id=project_id, all=all
+        ))
+        body = m.BulkForgetRequest(**drop_none(filters=filters, dry_run=dry_run, scope=_core.coerce_scope(scope)))
+        return cast(m.BulkForgetResult, self._client.request("memories.bulk_forget", body))
+
+    def vacuum(self, *, scope: ScopeArg = None) -> m.VacuumResult:
+        body = m.VacuumRequest(**drop_none(scope=_core.coerce_scope(scope)))
+        return cast(m.VacuumResult, self._client.request("memories.vacuum", body))
+
+
+def context_fields(query: str | None, scope: ScopeArg, **options: Any) -> dict[str, Any]:
+    return drop_none(query=query, scope=_core.coerce_scope(scope), **options)
+
+
+class Context:
+    def __init__(self, client: Cairn) -> None:
+        self._client = client
+
+    def get(
+        self,
+        query: str | None = None,
+        *,
+        limit: int | None = None,
+        include_rules: bool | None = None,
+        mode: m.ContextMode | None = None,
+        strategy: m.ContextStrategy | None = None,
+        graph_depth: int | None = None,
+        graph_limit: int | None = None,
+        half_life_days: float | None = None,
+        mmr_lambda: float | None = None,
+        scope: ScopeArg = None,
+    ) -> m.ContextResult:
+        """What to put in front of the next model call; `.context` is ready-to-paste text."""
+        body = m.ContextRequest(**context_fields(
+            query, scope, limit=limit, include_rules=include_rules, mode=mode, strategy=strategy,
+            graph_depth=graph_depth, graph_limit=graph_limit, half_life_days=half_life_days, mmr_lambda=mmr_lambda,
+        ))
+        return cast(m.ContextResult, self._client.request("context.get", body))
+
+
+class Graph:
+    def __init__(self, client: Cairn) -> None:
+        self._client = client
+
+    def trace(
+        self,
+        query: str | None = None,
+        *,
+        limit: int | None = None,
+        include_rules: bool | None = None,
+        mode: m.ContextMode | None = None,
+        strategy: m.ContextStrategy | None = None,
+        graph_depth: int | None = None,
+        graph_limit: int | None = None,
+        half_life_days: float | None = None,
+        mmr_lambda: float | None = None,
+        scope: ScopeArg = None,
+    ) -> m.TraceResult:
+        """context/get with the source (baseline or graph expansion) of every returned memory."""
+        body = m.TraceRequest(**context_fields(
+            query, scope, limit=limit, include_rules=include_rules, mode=mode, strategy=strategy,
+            graph_depth=graph_depth, graph_limit=graph_limit, half_life_days=half_life_days, mmr_lambda=mmr_lambda,
+        ))
+        return cast(m.TraceResult, self._client.request("graph.trace", body))
+
+    def status(self, *, top_nodes_limit: int | None = None, scope: ScopeArg = None) -> m.StatusResult:
+        body = m.StatusRequest(**drop_none(top_nodes_limit=top_nodes_limit, scope=_core.coerce_scope(scope)))
+        return cast(m.StatusResult, self._client.request("graph.status", body))
+
+    def rollout(self, *, window_hours: int | None = None, scope: ScopeArg = None) -> m.RolloutResult:
+        scope_fields = (_core.coerce_scope(scope) or self._client.scope or m.Scope()).model_dump()
+        body = m.RolloutQuery(**drop_none(window_hours=window_hours, **scope_fields))
+        return cast(m.RolloutResult, self._client.request("graph.rollout", body))
+
+    def set_rollout(self, mode: m.RolloutMode, *, scope: ScopeArg = None) -> m.RolloutResult:
+        body = m.RolloutSetRequest(**drop_none(mode=mode, scope=_core.coerce_scope(scope)))
+        return cast(m.RolloutResult, self._client.request("graph.set_rollout", body))
+
+    def update_rollout(
+        self, *, mode: m.RolloutMode | None = None, autopilot_enabled: bool | None = None, scope: ScopeArg = None
+    ) -> m.RolloutResult:
+        body = m.RolloutPatchRequest(**drop_none(
+            mode=mode, autopilot_enabled=autopilot_enabled, scope=_core.coerce_scope(scope)
+        ))
+        return cast(m.RolloutResult, self._client.request("graph.update_rollout", body))
+
+    def extraction(self, *, scope: ScopeArg = None) -> m.ExtractionState:
+        """LLM extraction of the workspace: on/off, daily token budget, today's usage, entities and facts built."""
+        scope_fields = (_core.coerce_scope(scope) or self._client.scope or m.Scope()).model_dump()
+        body = m.ExtractionQuery(**drop_none(**scope_fields))
+        return cast(m.ExtractionState, self._client.request("graph.extraction", body))
+
+    def update_extraction(self, *, daily_token_budget: int | None, scope: ScopeArg = None) -> m.ExtractionState:
+        """Set the workspace's daily LLM token budget; None removes the limit."""
+        body = m.ExtractionSettingsRequest(
+            **drop_none(scope=_core.coerce_scope(scope)), daily_token_budget=daily_token_budget
+        )
+        return cast(m.ExtractionState, self._client.request("graph.update_extraction", body))
+
+    def facts(
+        self,
+        query: str | None = None,
+        *,
+        entity: str | None = None,
+        max_hops: int | None = None,
+        edge_classes: Strings | None = None,
+        at: datetime | None = None,
+        limit: int | None = None,
+        strategy: str | None = None,
+        scope: ScopeArg = None,
+    ) -> m.FactsResult:
+        """Facts about the entities a query (or one named entity) reaches, optionally as they stood `at`."""
+        body = m.FactsRequest(**drop_none(
+            query=query, entity=entity, max_hops=max_hops, edge_classes=edge_classes, at=at, limit=limit,
+            strategy=strategy, scope=_core.coerce_scope(scope),
+        ))
+        return cast(m.FactsResult, self._client.request("graph.facts", body))
+
+    def traverse(
+        self,
+        start_entity: str,
+        *,
+        edge_types: Strings | None = None,
+        max_hops: int | None = None,
+        limit: int | None = None,
+        at: datetime | None = None,
+        scope: ScopeArg = None,
+    ) -> m.TraverseResult:
+        """Entities reached from `start_entity` along typed edges, with the path to each."""
+        body = m.TraverseRequest(**drop_none(
+            start_entity=start_entity, edge_types=edge_types, max_hops=max_hops, limit=limit, at=at,
+            scope=_core.coerce_scope(scope),
+        ))
+        return cast(m.TraverseResult, self._client.request("graph.traverse", body))
+
+    def entities(
+        self,
+        query: str | None = None,
+        *,
+        entity: str | None = None,
+        type: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+        scope: ScopeArg = None,
+    ) -> m.EntitiesResult:
+        """Search or list entities; `entity=` asks for one entity with its aliases."""
+        body = m.EntitiesRequest(**drop_none(
+            query=query, entity=entity, type=type, limit=limit, cursor=cursor, scope=_core.coerce_scope(scope)
+        ))
+        return cast(m.EntitiesResult, self._client.request("graph.entities", body))

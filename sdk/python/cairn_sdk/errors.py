@@ -1,0 +1,98 @@
+"""Typed exceptions. Every error the server answers carries the envelope's code, message and requestId."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class CairnError(Exception):
+    """Base class of everything this package raises."""
+
+
+class ConfigurationError(CairnError):
+    """The client cannot be built as asked (no API key, a malformed base URL)."""
+
+
+class APIConnectionError(CairnError):
+    """The server could not be reached, or did not answer in time, after every retry."""
+
+
+class APITimeoutError(APIConnectionError):
+    """The server did not answer within the client's timeout, after every retry."""
+
+
+class APIError(CairnError):
+    """The server answered with an error envelope (or, behind a proxy, with a bare HTTP error)."""
+
+    def __init__(
+        self,
+        *,
+        status: int,
+        code: str,
+        message: str,
+        request_id: str | None = None,
+        type: str | None = None,
+        retryable: bool = False,
+        details: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(f"{code} ({status}): {message}" + (f" [requestId {request_id}]" if request_id else ""))
+        self.status = status
+        self.code = code
+        self.message = message
+        self.request_id = request_id
+        self.type = type
+        self.retryable = retryable
+        self.details = details or {}
+        self.headers = headers or {}
+
+
+class BadRequestError(APIError):
+    """400, 405, 413, 415, 422: the request must change (details["issues"] names the fields)."""
+
+
+class AuthenticationError(APIError):
+    """401: missing, malformed, unknown, revoked or expired API key."""
+
+
+class PermissionDeniedError(APIError):
+    """403."""
+
+
+class NotFoundError(APIError):
+    """404: e.g. MEMORY_NOT_FOUND (also for anything outside your scope), TENANT_NOT_FOUND, ENTITY_NOT_FOUND."""
+
+
+class ConflictError(APIError):
+    """409: e.g. CANARY_ROLLOUT_BLOCKED, TENANT_LIMIT_REACHED."""
+
+
+class RateLimitError(APIError):
+    """429 after every retry; retry_after is the server's Retry-After in seconds."""
+
+    @property
+    def retry_after(self) -> float | None:
+        value = self.details.get("retryAfterSeconds")
+        return float(value) if isinstance(value, int | float) else None
+
+
+class ServerError(APIError):
+    """5xx after every retry."""
+
+
+def error_class(status: int) -> type[APIError]:
+    if status == 401:
+        return AuthenticationError
+    if status == 403:
+        return PermissionDeniedError
+    if status == 404:
+        return NotFoundError
+    if status == 409:
+        return ConflictError
+    if status == 429:
+        return RateLimitError
+    if status >= 500:
+        return ServerError
+    if status >= 400:
+        return BadRequestError
+    return APIError

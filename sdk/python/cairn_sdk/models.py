@@ -1,0 +1,708 @@
+"""Request and response models of Cairn's SDK API (/api/sdk/v1).
+
+Attributes are snake_case; on the wire they are the API's camelCase names (`next_cursor` ↔ `nextCursor`).
+The server's OpenAPI document is the source of truth: `cairn_sdk.drift.schema_drift` compares every model here
+with it, and the project's test suite fails when the two disagree.
+
+Requests refuse unknown fields (a typo fails before anything is sent) but leave limits to the server, whose
+answer names the field to fix. Responses keep fields a newer server adds (`extra="allow"`), and enumerations in
+responses are plain strings so that a new value on the server does not break an older client.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+MemoryType = Literal["rule", "decision", "fact", "note", "skill"]
+MemoryLayer = Literal["rule", "working", "long_term"]
+SearchStrategy = Literal["lexical", "semantic", "hybrid", "baseline", "hybrid_graph"]
+ContextStrategy = Literal["lexical", "semantic", "hybrid", "auto", "baseline", "hybrid_graph"]
+ContextMode = Literal["all", "working", "long_term", "rules_only"]
+RolloutMode = Literal["off", "shadow", "canary"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel, validate_by_name=True, validate_by_alias=True, serialize_by_alias=True
+    )
+
+
+class RequestModel(_Model):
+    model_config = ConfigDict(extra="forbid")
+
+    def to_wire(self) -> dict[str, Any]:
+        """The JSON body: only the fields the caller set, so the server applies its own defaults."""
+        return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
+
+
+class ResponseModel(_Model):
+    model_config = ConfigDict(extra="allow")
+
+
+# --- shared -----------------------------------------------------------------------------------------------------
+
+
+class Scope(RequestModel):
+    """Where a call applies. The workspace comes from your key plus tenant_id (or repo routing by project_id);
+    user_id and project_id filter inside it."""
+
+    tenant_id: str | None = None
+    user_id: str | None = None
+    project_id: str | None = None
+
+
+class ErrorBody(ResponseModel):
+    type: str
+    code: str
+    message: str
+    status: int
+    retryable: bool
+    details: dict[str, Any] | None = None
+
+
+class Meta(ResponseModel):
+    version: str
+    endpoint: str
+    request_id: str
+    timestamp: str
+
+
+class Health(ResponseModel):
+    status: str
+    service: str
+    schema_version: str
+
+
+# --- memories ---------------------------------------------------------------------------------------------------
+
+
+class PipelineStep(ResponseModel):
+    status: str
+    attempts: int
+    last_error_code: str | None
+
+
+class Pipeline(ResponseModel):
+    status: str
+    steps: dict[str, PipelineStep]
+
+
+class Memory(ResponseModel):
+    id: str
+    content: str
+    type: str
+    layer: str
+    expires_at: datetime | None
+    scope: str
+    project_id: str | None
+    tags: list[str]
+    paths: list[str]
+    category: str | None
+    metadata: dict[str, Any] | None
+    created_at: datetime
+    updated_at: datetime
+    injection_flags: list[str]
+    pipeline: Pipeline | None = None
+
+
+class AddRequest(RequestModel):
+    content: str
+    type: MemoryType | None = None
+    layer: MemoryLayer | None = None
+    tags: list[str] | None = None
+    paths: list[str] | None = None
+    category: str | None = None
+    metadata: dict[str, Any] | None = None
+    embedding_model: str | None = None
+    scope: Scope | None = None
+
+
+class AddResult(ResponseModel):
+    id: str
+    message: str
+    memory: Memory
+    embedding_model: str
+    embedding_model_source: str
+
+
+class SearchRequest(RequestModel):
+    query: str
+    type: MemoryType | None = None
+    layer: MemoryLayer | None = None
+    strategy: SearchStrategy | None = None
+    limit: int | None = None
+    scope: Scope | None = None
+
+
+class SearchTrace(ResponseModel):
+    requested_strategy: str
+    applied_strategy: str
+    lexical_candidates: int
+    semantic_candidates: int
+    fallback_triggered: bool
+    fallback_reason: str | None
+
+
+class SearchResult(ResponseModel):
+    memories: list[Memory]
+    count: int
+    trace: SearchTrace
+
+
+class ListRequest(RequestModel):
+    type: MemoryType | None = None
+    layer: MemoryLayer | None = None
+    tags: str | None = None
+    limit: int | None = None
+    cursor: str | None = None
+    scope: Scope | None = None
+
+
+class ListResult(ResponseModel):
+    memories: list[Memory]
+    count: int
+    next_cursor: str | None
+
+
+class EditRequest(RequestModel):
+    id: str
+    content: str | None = None
+    type: MemoryType | None = None
+    layer: MemoryLayer | None = None
+    tags: list[str] | None = None
+    paths: list[str] | None = None
+    category: str | None = None
+    metadata: dict[str, Any] | None = None
+    embedding_model: str | None = None
+    scope: Scope | None = None
+
+
+class EditResult(ResponseModel):
+    id: str
+    updated: bool
+    message: str
+    embedding_model: str
+    embedding_model_source: str
+    memory: Memory
+
+
+class ForgetRequest(RequestModel):
+    id: str
+    scope: Scope | None = None
+
+
+class ForgetResult(ResponseModel):
+    id: str
+    deleted: bool
+    message: str
+
+
+class BulkForgetFilters(RequestModel):
+    types: list[MemoryType] | None = None
+    tags: list[str] | None = None
+    older_than_days: int | None = None
+    pattern: str | None = None
+    project_id: str | None = None
+    all: bool | None = None
+
+
+class BulkForgetRequest(RequestModel):
+    filters: BulkForgetFilters
+    dry_run: bool | None = None
+    scope: Scope | None = None
+
+
+class BulkForgetPreview(ResponseModel):
+    id: str
+    type: str
+    content_preview: str
+
+
+class BulkForgetResult(ResponseModel):
+    count: int
+    ids: list[str] | None = None
+    memories: list[BulkForgetPreview] | None = None
+    has_more: bool = False
+    message: str
+
+
+class VacuumRequest(RequestModel):
+    scope: Scope | None = None
+
+
+class VacuumResult(ResponseModel):
+    purged: int
+    message: str
+
+
+# --- context/get and graph/trace --------------------------------------------------------------------------------
+
+
+class ContextRequest(RequestModel):
+    query: str | None = None
+    limit: int | None = None
+    include_rules: bool | None = None
+    mode: ContextMode | None = None
+    strategy: ContextStrategy | None = None
+    graph_depth: int | None = None
+    graph_limit: int | None = None
+    half_life_days: float | None = None
+    mmr_lambda: float | None = None
+    scope: Scope | None = None
+
+
+class TraceRequest(ContextRequest):
+    pass
+
+
+class GraphReason(ResponseModel):
+    why_included: str
+    linked_via_node: str
+    edge_type: str
+    hop_count: int
+    confidence: float
+    seed_memory_id: str
+
+
+class ContextMemory(Memory):
+    graph: GraphReason | None = None
+
+
+class Conflict(ResponseModel):
+    memory_a_id: str
+    memory_b_id: str
+    edge_type: str
+    confidence: float
+    explanation: str
+    evidence: str | None = None
+    suggestion: str
+
+
+class ContextTrace(ResponseModel):
+    requested_strategy: str
+    strategy: str
+    semantic_strategy_requested: str
+    semantic_strategy_applied: str
+    lexical_candidates: int
+    semantic_candidates: int
+    semantic_fallback_triggered: bool
+    semantic_fallback_reason: str | None
+    graph_depth: int
+    graph_limit: int
+    rollout_mode: str
+    shadow_executed: bool
+    quality_gate_status: str
+    quality_gate_blocked: bool
+    quality_gate_reason_codes: list[str]
+    baseline_candidates: int
+    graph_candidates: int
+    graph_expanded_count: int
+    conflict_count: int
+    fallback_triggered: bool
+    fallback_reason: str | None
+    total_candidates: int
+    retrieval_policy_default_strategy: str
+    retrieval_policy_applied_strategy: str
+    retrieval_policy_selection: str
+    retrieval_policy_ready_for_default_on: bool
+    retrieval_policy_blocker_codes: list[str]
+    duration_ms: float
+
+
+class ContextResult(ResponseModel):
+    mode: str
+    query: str | None
+    rules: list[ContextMemory]
+    memories: list[ContextMemory]
+    working_memories: list[ContextMemory]
+    long_term_memories: list[ContextMemory]
+    conflicts: list[Conflict]
+    context: str
+    trace: ContextTrace
+
+
+class RecallItem(ResponseModel):
+    rank: int
+    memory_id: str
+    layer: str
+    type: str
+    scope: str
+    project_id: str | None
+    source: str
+    graph: GraphReason | None
+
+
+class TraceStrategy(ResponseModel):
+    requested: str
+    applied: str
+
+
+class Tiers(ResponseModel):
+    rule_ids: list[str]
+    working_ids: list[str]
+    long_term_ids: list[str]
+
+
+class TraceResult(ResponseModel):
+    mode: str
+    include_rules: bool
+    query: str | None
+    strategy: TraceStrategy
+    trace: ContextTrace
+    tiers: Tiers
+    recall: list[RecallItem]
+    rules: list[ContextMemory]
+    memories: list[ContextMemory]
+
+
+# --- graph/status and graph/rollout -----------------------------------------------------------------------------
+
+
+class StatusRequest(RequestModel):
+    top_nodes_limit: int | None = None
+    scope: Scope | None = None
+
+
+class GraphCounts(ResponseModel):
+    nodes: int
+    edges: int
+    memory_links: int
+    active_edges: int
+    expired_edges: int
+    orphan_nodes: int
+
+
+class TopNode(ResponseModel):
+    node_type: str
+    node_key: str
+    label: str
+    memory_links: int
+    outbound_edges: int
+    inbound_edges: int
+    degree: int
+
+
+class PipelineCounts(ResponseModel):
+    queued: int
+    processing: int
+    succeeded: int
+    dead_letter: int
+    oldest_queued_age_seconds: float | None
+
+
+class VectorState(ResponseModel):
+    model: str
+    vectors: int
+    access_path: str
+
+
+class LlmUsage(ResponseModel):
+    tokens: int
+    cost_usd: float
+    calls: int
+    failed_calls: int
+
+
+class LlmTotal(ResponseModel):
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+    calls: int
+
+
+class ExtractionState(ResponseModel):
+    enabled: bool
+    model: str | None
+    status: str
+    message: str
+    daily_token_budget: int | None
+    budget_resets_at: datetime
+    today: LlmUsage
+    total: LlmTotal
+    entities: int
+    active_facts: int
+    invalidated_facts: int
+    relationship_edges: int
+
+
+class ExtractionQuery(RequestModel):
+    """graph/extraction GET: the scope travels flat in the query string."""
+
+    tenant_id: str | None = None
+    user_id: str | None = None
+    project_id: str | None = None
+
+
+class ExtractionSettingsRequest(RequestModel):
+    daily_token_budget: int | None  # required: null removes the workspace's limit
+    scope: Scope | None = None
+
+
+class RolloutState(ResponseModel):
+    mode: str
+    autopilot_enabled: bool
+    updated_at: datetime | None
+    updated_by: str | None
+
+
+class ShadowMetrics(ResponseModel):
+    window_hours: int
+    total_requests: int
+    hybrid_requested: int
+    canary_applied: int
+    shadow_executions: int
+    fallback_count: int
+    fallback_rate: float
+    gate_blocked_fallbacks: int
+    mode_fallbacks: int
+    graph_error_fallbacks: int
+    avg_graph_candidates: float
+    avg_graph_expanded_count: float
+    last_fallback_at: datetime | None
+    last_fallback_reason: str | None
+
+
+class GateReason(ResponseModel):
+    code: str
+    severity: str
+    blocking: bool
+    metric: str
+    current_value: float
+    previous_value: float | None
+    threshold: float | None
+    message: str
+
+
+class GateWindow(ResponseModel):
+    start_at: datetime
+    end_at: datetime
+    total_requests: int
+    hybrid_requested: int
+    canary_applied: int
+    hybrid_fallbacks: int
+    gate_blocked_fallbacks: int
+    mode_fallbacks: int
+    graph_error_fallbacks: int
+    fallback_rate: float
+    graph_error_fallback_rate: float
+    canary_with_expansion: int
+    expansion_coverage_rate: float
+    avg_expanded_count: float
+    avg_candidate_lift: float
+
+
+class QualityGate(ResponseModel):
+    evaluated_at: datetime
+    window_hours: int
+    min_hybrid_samples: int
+    min_canary_samples_for_relevance: int
+    status: str
+    canary_blocked: bool
+    reasons: list[GateReason]
+    excluded_fallback_reasons: list[str]
+    current: GateWindow
+    previous: GateWindow
+
+
+class PlanStage(ResponseModel):
+    stage: str
+    ready: bool
+    required_samples: int
+    current_samples: int
+    blocker_codes: list[str]
+
+
+class PlanMetric(ResponseModel):
+    metric: str
+    comparator: str
+    target: float
+    current: float
+    gap_to_goal: float
+    ready: bool
+
+
+class Autopilot(ResponseModel):
+    enabled: bool
+    applied: bool
+
+
+class RolloutPlan(ResponseModel):
+    evaluated_at: datetime
+    current_mode: str
+    recommended_mode: str
+    default_behavior_decision: str
+    rationale: str
+    ready_for_default_on: bool
+    blocker_codes: list[str]
+    stages: list[PlanStage]
+    baseline: list[PlanMetric]
+    slo: dict[str, float]
+    autopilot: Autopilot
+
+
+class Alarm(ResponseModel):
+    code: str
+    severity: str
+    message: str
+    triggered_at: datetime
+
+
+class ErrorItem(ResponseModel):
+    code: str
+    message: str | None
+    source: str
+    memory_id: str | None
+    timestamp: datetime
+
+
+class StatusResult(ResponseModel):
+    health: str
+    counts: GraphCounts
+    top_connected_nodes: list[TopNode]
+    pipeline: PipelineCounts
+    vectors: VectorState
+    extraction: ExtractionState
+    rollout: RolloutState
+    shadow_metrics: ShadowMetrics
+    quality_gate: QualityGate
+    rollout_plan: RolloutPlan
+    alarms: list[Alarm]
+    recent_errors: list[ErrorItem]
+    sampled_at: datetime
+
+
+class RetrievalPolicy(ResponseModel):
+    default_strategy: str
+    ready_window_streak: int
+    last_decision: str | None
+    last_evaluated_at: datetime | None
+    updated_at: datetime | None
+    updated_by: str | None
+    autopilot_enabled: bool
+
+
+class ScopeEcho(ResponseModel):
+    tenant_id: str | None
+    user_id: str | None
+    project_id: str | None
+
+
+class RolloutResult(ResponseModel):
+    rollout: RolloutState
+    shadow_metrics: ShadowMetrics
+    quality_gate: QualityGate
+    rollout_plan: RolloutPlan
+    retrieval_policy: RetrievalPolicy
+    scope: ScopeEcho
+
+
+class RolloutQuery(RequestModel):
+    """graph/rollout GET: the scope travels flat in the query string."""
+
+    tenant_id: str | None = None
+    user_id: str | None = None
+    project_id: str | None = None
+    window_hours: int | None = None
+
+
+class RolloutSetRequest(RequestModel):
+    mode: RolloutMode
+    scope: Scope | None = None
+
+
+class RolloutPatchRequest(RequestModel):
+    mode: RolloutMode | None = None
+    autopilot_enabled: bool | None = None
+    scope: Scope | None = None
+
+
+# --- graph/facts, graph/traverse, graph/entities -----------------------------------------------------------------
+# Written against the published contract of these endpoints (fact recall, traversal, entity browsing). Until
+# the server's OpenAPI lists them the drift check skips them; every response field is optional here so that the
+# first server to ship them already parses, and the drift check then says which fields to pin down.
+
+
+class FactsRequest(RequestModel):
+    query: str | None = None
+    entity: str | None = None
+    max_hops: int | None = None
+    edge_classes: list[str] | None = None
+    at: datetime | None = None
+    limit: int | None = None
+    strategy: str | None = None
+    scope: Scope | None = None
+
+
+class Fact(ResponseModel):
+    source: str | None = None
+    relation: str | None = None
+    target: str | None = None
+    fact: str | None = None
+    edge_class: str | None = None
+    confidence: float | None = None
+    score: float | None = None
+    hop: int | None = None
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+
+
+class FactsResult(ResponseModel):
+    facts: list[Fact] = Field(default_factory=list)
+
+
+class TraverseRequest(RequestModel):
+    start_entity: str
+    edge_types: list[str] | None = None
+    max_hops: int | None = None
+    limit: int | None = None
+    at: datetime | None = None
+    scope: Scope | None = None
+
+
+class TraverseNode(ResponseModel):
+    id: str | None = None
+    name: str | None = None
+    type: str | None = None
+    hop: int | None = None
+    score: float | None = None
+    path: list[Any] | None = None
+
+
+class TraverseEdge(ResponseModel):
+    source: str | None = None
+    relation: str | None = None
+    target: str | None = None
+    confidence: float | None = None
+    fact: str | None = None
+
+
+class TraverseResult(ResponseModel):
+    nodes: list[TraverseNode] = Field(default_factory=list)
+    edges: list[TraverseEdge] = Field(default_factory=list)
+
+
+class EntitiesRequest(RequestModel):
+    query: str | None = None
+    entity: str | None = None
+    type: str | None = None
+    limit: int | None = None
+    cursor: str | None = None
+    scope: Scope | None = None
+
+
+class Entity(ResponseModel):
+    id: str | None = None
+    name: str | None = None
+    type: str | None = None
+    summary: str | None = None
+    aliases: list[str] | None = None
+    mention_count: int | None = None
+
+
+class EntitiesResult(ResponseModel):
+    entities: list[Entity] = Field(default_factory=list)
+    next_cursor: str | None = None

@@ -1,0 +1,53 @@
+"""Every SDK API operation the client calls, with its request and response model.
+
+One table serves the clients (which path and model a method uses) and the drift check (which OpenAPI operation a
+model must match), so a method cannot quietly talk to an endpoint its models were never checked against.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pydantic import BaseModel
+
+from cairn_sdk import models as m
+
+
+@dataclass(frozen=True)
+class Operation:
+    name: str
+    method: str
+    path: str  # relative to /api/sdk/v1
+    request: type[m.RequestModel] | None
+    response: type[BaseModel]
+    query_params: bool = False  # the request model travels as the query string (GET)
+    success_status: tuple[int, ...] = (200,)
+
+
+OPERATIONS: dict[str, Operation] = {
+    op.name: op
+    for op in (
+        Operation("health", "GET", "health", None, m.Health),
+        Operation("memories.add", "POST", "memories/add", m.AddRequest, m.AddResult, success_status=(201, 200)),
+        Operation("memories.search", "POST", "memories/search", m.SearchRequest, m.SearchResult),
+        Operation("memories.list", "POST", "memories/list", m.ListRequest, m.ListResult),
+        Operation("memories.edit", "POST", "memories/edit", m.EditRequest, m.EditResult),
+        Operation("memories.forget", "POST", "memories/forget", m.ForgetRequest, m.ForgetResult),
+        Operation("memories.bulk_forget", "POST", "memories/bulk-forget", m.BulkForgetRequest, m.BulkForgetResult),
+        Operation("memories.vacuum", "POST", "memories/vacuum", m.VacuumRequest, m.VacuumResult),
+        Operation("context.get", "POST", "context/get", m.ContextRequest, m.ContextResult),
+        Operation("graph.trace", "POST", "graph/trace", m.TraceRequest, m.TraceResult),
+        Operation("graph.status", "POST", "graph/status", m.StatusRequest, m.StatusResult),
+        Operation("graph.rollout", "GET", "graph/rollout", m.RolloutQuery, m.RolloutResult, query_params=True),
+        Operation("graph.set_rollout", "POST", "graph/rollout", m.RolloutSetRequest, m.RolloutResult),
+        Operation("graph.update_rollout", "PATCH", "graph/rollout", m.RolloutPatchRequest, m.RolloutResult),
+        Operation(
+            "graph.extraction", "GET", "graph/extraction", m.ExtractionQuery, m.ExtractionState, query_params=True
+        ),
+        Operation("graph.update_extraction", "PATCH", "graph/extraction", m.ExtractionSettingsRequest,
+                  m.ExtractionState),
+        Operation("graph.facts", "POST", "graph/facts", m.FactsRequest, m.FactsResult),
+        Operation("graph.traverse", "POST", "graph/traverse", m.TraverseRequest, m.TraverseResult),
+        Operation("graph.entities", "POST", "graph/entities", m.EntitiesRequest, m.EntitiesResult),
+    )
+}

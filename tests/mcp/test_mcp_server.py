@@ -1,0 +1,182 @@
+"""`manage.py mcp` driven by the official MCP Python client: over stdio (the server a subprocess on the test
+database, as an agent would start it) and over streamable HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from django.contrib.auth import get_user_model
+from django.db import connections
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+
+from memories.models import Memory
+from rollout.models import RetrievalMetric
+from tenancy import services
+from tenancy.rls import workspace_context
+
+ROOT = Path(__file__).resolve().parents[2]
+TOOLS = {"get_context", "add_memory", "search_memories", "forget_memory", "graph_facts", "graph_traverse"}
+
+# The server is another process: what the test writes must be committed, and what it writes must be seen here.
+pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
+
+
+def server_env(**extra: str) -> dict[str, str]:
+    return {"CAIRN_DATABASE_NAME": connections["default"].settings_dict["NAME"], **extra}
+
+
+def new_key(username: str) -> tuple[str, int]:
+    user = get_user_model().objects.create_user(username, email=f"{username}@example.com", password="pw")
+    return services.api_key_create(user=user).raw_key, services.personal_workspace_ensure(user=user).id
+
+
+def stdio(key: str, *args: str) -> Client:
+    return Client(StdioServerParameters(
+        command=sys.executable, args=["manage.py", "mcp", *args], env=server_env(CAIRN_API_KEY=key), cwd=str(ROOT)
+    ), read_timeout_seconds=60)
+
+
+async def ok(client: Client, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, result.content
+    return result.structured_content
+
+
+async def failure(client: Client, tool: str, arguments: dict[str, Any]) -> str:
+    """The error text after the SDK's "Error executing tool <name>: " prefix: the API's code, then its message."""
+    result = await client.call_tool(tool, arguments)
+    assert result.is_error, result.structured_content
+    return error_text(result, tool)
+
+
+def error_text(result: Any, tool: str) -> str:
+    text = result.content[0].text
+    prefix = f"Error executing tool {tool}: "
+    assert text.startswith(prefix), text
+    return text.removeprefix(prefix)
+
+
+def test_it_serves_the_memory_tools_over_stdio():
+    alice_key, alice_ws = new_key("mcp-alice")
+    bob_key, _ = new_key("mcp-bob")
+
+    async def scenario() -> dict[str, Any]:
+        async with stdio(alice_key) as alice, stdio(bob_key, "--user-id", "bob-agent") as bob:
+            assert {tool.name for tool in (await alice.list_tools()).tools} == TOOLS
+
+            rule = await ok(alice, "add_memory", {"content": "Never deploy on Fridays", "type": "rule"})
+            note = await ok(alice, "add_memory", {"content": "Deploys run through the blue-green pipeline",
+                                                  "tags": ["deploy"], "metadata": {"source": "mcp"}})
+            private = await ok(alice, "add_memory", {"content": "User u1 deploys from a fork",
+                                                     "scope": {"userId": "u1"}})
+            assert note["memory"]["tags"] == ["deploy"] and rule["memory"]["layer"] == "rule"
+
+            found = await ok(alice, "search_memories", {"query": "blue-green pipeline"})
+            assert [m["id"] for m in found["memories"]] == [note["id"]]
+            assert (await ok(alice, "search_memories", {"query": "fork"}))["count"] == 0  # u1's, not shared
+            mine = await ok(alice, "search_memories", {"query": "fork", "scope": {"userId": "u1"}})
+            assert [m["id"] for m in mine["memories"]] == [private["id"]]
+
+            context = await ok(alice, "get_context", {"query": "how do we deploy", "limit": 3})
+            assert [r["content"] for r in context["rules"]] == ["Never deploy on Fridays"]
+            assert "blue-green" in context["context"] and "Never deploy on Fridays" in context["context"]
+
+            # The same limits, validation and codes as the HTTP API.
+            assert (await failure(alice, "search_memories", {"query": "x", "limit": 99})).startswith("INVALID_REQUEST")
+            assert (await failure(alice, "add_memory", {"content": "   "})).startswith("MEMORY_CONTENT_REQUIRED")
+            assert (await failure(alice, "get_context", {"graph_depth": 5})).startswith("INVALID_REQUEST")
+            missing = await failure(alice, "forget_memory", {"id": "00000000-0000-0000-0000-000000000000"})
+            assert missing.startswith("MEMORY_NOT_FOUND")
+
+            # Bob's key reaches nothing of alice's.
+            assert (await failure(bob, "forget_memory", {"id": note["id"]})).startswith("MEMORY_NOT_FOUND")
+            assert (await ok(bob, "search_memories", {"query": "deploy"}))["count"] == 0
+            bobs = await ok(bob, "add_memory", {"content": "bob's agent note"})
+            assert bobs["memory"]["content"] == "bob's agent note"
+
+            forgotten = await ok(alice, "forget_memory", {"id": note["id"]})
+            assert forgotten == {"id": note["id"], "deleted": True, "message": "Memory forgotten."}
+            assert (await ok(alice, "search_memories", {"query": "blue-green"}))["count"] == 0
+
+            graph = await alice.call_tool("graph_facts", {"query": "deploy"})
+            traverse = await alice.call_tool("graph_traverse", {"start_entity": "pipeline"})
+            return {"graph": graph, "traverse": traverse}
+
+    results = asyncio.run(scenario())
+    with workspace_context(alice_ws):
+        stored = dict(Memory.objects.filter(workspace_id=alice_ws).values_list("content", "deleted_at"))
+        endpoints = set(RetrievalMetric.objects.filter(workspace_id=alice_ws).values_list("endpoint", flat=True))
+    assert set(stored) == {"Never deploy on Fridays", "Deploys run through the blue-green pipeline",
+                           "User u1 deploys from a fork"}
+    assert stored["Deploys run through the blue-green pipeline"] is not None  # forgotten = soft-deleted
+    assert endpoints == {"mcp/get_context"}
+    if importlib.util.find_spec("graphsvc.facts") is None:
+        assert results["graph"].is_error
+        assert error_text(results["graph"], "graph_facts").startswith("GRAPH_FEATURE_UNAVAILABLE")
+    if importlib.util.find_spec("graphsvc.traverse") is None:
+        assert error_text(results["traverse"], "graph_traverse").startswith("GRAPH_FEATURE_UNAVAILABLE")
+
+
+def test_it_refuses_to_start_with_a_key_no_tool_call_would_accept():
+    env = {**os.environ, **server_env(CAIRN_API_KEY="mem_" + "b" * 64)}
+    done = subprocess.run([sys.executable, "manage.py", "mcp"], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode != 0 and "INVALID_API_KEY: This API key is not valid." in done.stderr, done.stderr
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_it_serves_streamable_http_with_the_key_of_each_request():
+    alice_key, alice_ws = new_key("mcp-http-alice")
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "manage.py", "mcp", "--http", "--port", str(port)], cwd=ROOT,
+        env={**os.environ, **server_env()}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.time() + 90
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert process.poll() is None and time.time() < deadline, "the MCP HTTP server did not start"
+                time.sleep(0.3)
+
+        async def scenario() -> None:
+            url = f"http://127.0.0.1:{port}/mcp"
+            headers = {"Authorization": f"Bearer {alice_key}"}
+            async with httpx2.AsyncClient(headers=headers) as http, Client(streamable_http_client(url, http_client=http)) as alice:
+                added = await ok(alice, "add_memory", {"content": "served over streamable HTTP"})
+                found = await ok(alice, "search_memories", {"query": "streamable"})
+                assert [m["id"] for m in found["memories"]] == [added["id"]]
+            async with Client(url) as anonymous:  # no key at start, none in the request
+                assert (await failure(anonymous, "search_memories", {"query": "x"})).startswith("MISSING_API_KEY")
+
+        asyncio.run(scenario())
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    with workspace_context(alice_ws):
+        assert list(Memory.objects.values_list("content", flat=True)) == ["served over streamable HTTP"]

@@ -1,0 +1,92 @@
+"""The SDK's models and the server's OpenAPI document cannot drift apart: any difference fails here."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from cairn_sdk.drift import schema_drift
+from cairn_sdk.operations import OPERATIONS
+from django.test import Client
+
+pytestmark = pytest.mark.django_db(databases=[])
+PREFIX = "/api/sdk/v1/"
+# Served twice on purpose; the SDK calls the POST form.
+NOT_IN_SDK = {("GET", "graph/status")}
+
+
+@pytest.fixture(scope="module")
+def openapi() -> dict[str, Any]:
+    response = Client().get("/api/sdk/v1/openapi.json")
+    assert response.status_code == 200
+    return response.json()
+
+
+@pytest.mark.parametrize("name", sorted(OPERATIONS))
+def test_it_matches_the_server_for(openapi, name):
+    report = schema_drift(openapi)
+    operation = OPERATIONS[name]
+    if name in report.missing:
+        pytest.skip(
+            f"{operation.method} {PREFIX}{operation.path} is not in the server's OpenAPI document yet; the SDK "
+            "follows the published contract until it lands, and this test checks it from then on"
+        )
+    assert name in report.checked
+    assert name not in report.problems, "\n".join(report.problems[name])
+
+
+def test_it_has_a_method_for_every_server_operation(openapi):
+    served = {
+        (method.upper(), path.removeprefix(PREFIX))
+        for path, methods in openapi["paths"].items()
+        for method in methods
+    }
+    in_sdk = {(operation.method, operation.path) for operation in OPERATIONS.values()}
+    assert served - in_sdk - NOT_IN_SDK == set(), "add these operations to cairn_sdk (operations.py and the clients)"
+
+
+def test_it_reports_each_kind_of_drift(openapi):
+    assert schema_drift(openapi).ok
+
+    def drifted(change) -> str:
+        document = copy.deepcopy(openapi)
+        change(document["components"]["schemas"], document["paths"])
+        report = schema_drift(document)
+        assert not report.ok
+        return report.describe()
+
+    assert "memories.add: response 201.memory.tags: the SDK has this field" in drifted(
+        lambda s, p: s["MemoryOut"]["properties"].pop("tags")
+    )
+    assert "memories.list: request.cursor: the SDK has this field, the server does not" in drifted(
+        lambda s, p: s["ListIn"]["properties"].pop("cursor")
+    )
+    assert "memories.search: request.limit: required only on the server side" in drifted(
+        lambda s, p: s["SearchIn"]["required"].append("limit")
+    )
+    assert "memories.list: response 200.count: server string, SDK integer" in drifted(
+        lambda s, p: s["ListOut"]["properties"]["count"].update(type="string")
+    )
+    assert "memories.add: request.type: server accepts" in drifted(
+        lambda s, p: s["AddIn"]["properties"]["type"]["enum"].append("episode")
+    )
+    assert "response 200.memory.expiresAt: server string (date-time), SDK string (date-time) or null" in drifted(
+        lambda s, p: s["MemoryOut"]["properties"].update(expiresAt={"type": "string", "format": "date-time"})
+    )
+    assert "context.get: request.scope.orgId: the server has this field" in drifted(
+        lambda s, p: s["ScopeIn"]["properties"].update(orgId={"type": "string"})
+    )
+    assert "graph.rollout: query.windowHours: the SDK has this field" in drifted(
+        lambda s, p: p[f"{PREFIX}graph/rollout"]["get"]["parameters"].pop()
+    )
+    assert "success statuses: server [200], SDK [200, 201]" in drifted(
+        lambda s, p: p[f"{PREFIX}memories/add"]["post"]["responses"].pop("201")
+    )
+
+
+def test_it_skips_operations_the_server_does_not_offer(openapi):
+    document = copy.deepcopy(openapi)
+    document["paths"].pop(f"{PREFIX}memories/vacuum")
+    report = schema_drift(document)
+    assert "memories.vacuum" in report.missing and "memories.vacuum" not in report.checked
