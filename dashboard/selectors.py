@@ -10,7 +10,14 @@ from typing import Any
 from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
-from graphsvc.models import ENTITY_TYPES, GraphCommunity, GraphEdge, GraphEntityAlias, GraphNode, MemoryNodeLink
+from graphsvc.models import (
+    ENTITY_TYPES,
+    GraphCommunity,
+    GraphEdge,
+    GraphEntityAlias,
+    GraphNode,
+    MemoryNodeLink,
+)
 from memories.models import Memory
 from memories.selectors import decode_cursor, encode_cursor
 
