@@ -191,7 +191,7 @@
     if (!selectedNode) return;
     const evidence = document.querySelector("#edge-details") ? document.querySelector("#edge-details").dataset.evidence : "";
     const q = new URLSearchParams({ graph_node_type: selectedNode.data("type"), graph_node_key: selectedNode.data("key"), evidence: evidence || "" });
-    htmx.ajax("GET", config.nodeUrl + "?" + q.toString(), { target: "#node-panel", swap: "innerHTML" });
+    htmx.ajax("GET", config.nodeUrl + "?" + q.toString(), { source: "#node-panel", target: "#node-panel", swap: "innerHTML" });
   }
 
   function selectNode(node, opts) {
@@ -213,7 +213,7 @@
     if (!edge.empty()) { edge.select(); }
     setParams({ graph_edge_id: selectedEdgeId });
     edgeSelect.value = selectedEdgeId;
-    htmx.ajax("GET", config.edgeUrl + encodeURIComponent(selectedEdgeId) + "/", { target: "#edge-panel", swap: "innerHTML" })
+    htmx.ajax("GET", config.edgeUrl + encodeURIComponent(selectedEdgeId) + "/", { source: "#edge-panel", target: "#edge-panel", swap: "innerHTML" })
       .then(loadNodePanel);
   }
 
