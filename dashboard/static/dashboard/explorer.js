@@ -84,6 +84,7 @@
     const q = new URLSearchParams();
     const p = params();
     FILTER_KEYS.forEach((key) => p.getAll(key).forEach((v) => q.append(key, v)));
+    if (p.get("graph_limit")) q.set("limit", p.get("graph_limit")); // more top nodes than the default
     Object.entries(extra || {}).forEach(([k, v]) => q.set(k, v));
     return config.dataUrl + "?" + q.toString();
   }
@@ -114,6 +115,9 @@
     const layout = cy.layout(options);
     layout.one("layoutstop", () => {
       cy.fit(undefined, 20);
+      // A handful of nodes would otherwise be blown up to fill the canvas.
+      if (cy.zoom() > 1.2) { cy.zoom(1.2); cy.center(); }
+      canvas.dataset.readyMs = String(Math.round(performance.now()));
       canvas.dataset.ready = "1";
       document.dispatchEvent(new CustomEvent("graph:ready"));
     });
