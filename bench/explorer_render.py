@@ -103,6 +103,10 @@ def measure(base_url: str, cookie: str, ws: int, nodes: int, runs: int) -> list[
                     "performance.getEntriesByType('resource').filter(e => e.name.includes('/graph/data/'))"
                     ".map(e => e.duration)[0] || 0"
                 )
+                marks = page.evaluate(
+                    "Object.fromEntries(performance.getEntriesByType('mark').map(m => [m.name, m.startTime]))"
+                )
+                dom_ready = page.evaluate("performance.getEntriesByType('navigation')[0].domContentLoadedEventEnd")
                 on_screen = page.evaluate("window.cairnExplorer.cy.nodes().length")
                 zoom_ms = page.evaluate(
                     "() => new Promise(done => { const cy = window.cairnExplorer.cy; const t = performance.now();"
@@ -113,7 +117,10 @@ def measure(base_url: str, cookie: str, ws: int, nodes: int, runs: int) -> list[
                 page.select_option("#node-select", index=0)
                 page.wait_for_selector("#node-details")
                 select_ms = (time.perf_counter() - started) * 1000
-                results.append({"firstPaintMs": first_paint, "graphDataMs": data_ms, "zoomFrameMs": zoom_ms,
+                results.append({"firstPaintMs": first_paint, "domReadyMs": dom_ready,
+                                "fetchMs": marks["graph:fetched"] - marks["graph:fetch"],
+                                "addMs": marks["graph:added"] - marks["graph:fetched"],
+                                "layoutAndDrawMs": first_paint - marks["graph:added"], "graphDataMs": data_ms, "zoomFrameMs": zoom_ms,
                                 "selectNodeMs": select_ms, "nodesOnScreen": on_screen})
                 context.close()
         finally:

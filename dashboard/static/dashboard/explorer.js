@@ -12,8 +12,10 @@
     event: "#d4a6c8",
   };
   const colour = (type) => COLOURS[type] || "#888888";
-  // Above this many nodes a force layout takes seconds; concentric rings by degree stay instant.
+  // Above this many nodes a force layout takes seconds; a spiral by degree stays instant.
   const FORCE_LAYOUT_MAX = 250;
+  const LABEL_ALL_MAX = 400;
+  const HUB_LABELS = 60;
 
   const form = document.getElementById("graph-filters");
   const statusEl = document.getElementById("graph-status");
@@ -39,6 +41,8 @@
       { selector: "node", style: {
         "background-color": "data(colour)", label: "data(label)", "font-size": 10, width: "data(size)",
         height: "data(size)", "min-zoomed-font-size": 8, "text-max-width": 120, "text-wrap": "ellipsis" } },
+      { selector: "node.quiet", style: { label: "" } },
+      { selector: "node.quiet:selected", style: { label: "data(label)" } },
       { selector: "edge", style: {
         width: "data(width)", "line-color": "#9aa5b1", "target-arrow-color": "#9aa5b1",
         "target-arrow-shape": "triangle", "curve-style": "haystack", opacity: 0.7 } },
@@ -91,9 +95,12 @@
 
   // --- data → canvas -------------------------------------------------------------------------------------------
   function toElements(payload) {
-    const nodes = payload.nodes.map((n) => ({ group: "nodes", data: {
+    // Thousands of labels cost more to draw than the nodes: big views label only the hubs (the server sends
+    // nodes best-connected first) and the selection. Set here, before adding, to avoid a second style pass.
+    const quiet = payload.nodes.length > LABEL_ALL_MAX;
+    const nodes = payload.nodes.map((n, i) => ({ group: "nodes", classes: quiet && i >= HUB_LABELS ? "quiet" : "", data: {
       id: "n" + n.id, dbId: n.id, type: n.type, key: n.key, label: n.label || n.key, colour: colour(n.type),
-      size: Math.min(40, 12 + Math.sqrt(n.degree || 0) * 3) } }));
+      degree: n.degree || 0, size: Math.min(40, 12 + Math.sqrt(n.degree || 0) * 3) } }));
     const edges = payload.edges.map((e) => ({ group: "edges", classes: e.evidence ? "evidence" : "", data: {
       id: "e" + e.id, dbId: e.id, source: "n" + e.source, target: "n" + e.target, type: e.type,
       width: 0.5 + 2.5 * Math.max(0, Math.min(1, e.weight)) } }));
@@ -109,8 +116,15 @@
     } else if (count <= FORCE_LAYOUT_MAX) {
       options = { name: "cose", animate: false, numIter: 600, randomize: true, nodeRepulsion: () => 6000 };
     } else {
-      options = { name: "concentric", concentric: (n) => n.degree(false), levelWidth: () => 4,
-        minNodeSpacing: 4, animate: false };
+      // Big views: a golden-angle spiral, best-connected nodes in the middle. Computing it is O(n log n) and
+      // takes milliseconds where a force layout takes seconds; the structure is read from the ego views.
+      const positions = {};
+      cy.nodes().forEach((n, i) => { // in the server's order: best-connected first
+        const radius = 14 * Math.sqrt(i);
+        const angle = i * 2.399963;
+        positions[n.id()] = { x: radius * Math.cos(angle), y: radius * Math.sin(angle) };
+      });
+      options = { name: "preset", positions: (n) => positions[n.id()], animate: false };
     }
     const layout = cy.layout(options);
     layout.one("layoutstop", () => {
@@ -143,8 +157,11 @@
     const p = params();
     const focused = p.get("graph_node_type") && p.get("graph_node_key");
     try {
+      performance.mark("graph:fetch");
       const payload = await fetchGraph(focused ? { graph_node_type: p.get("graph_node_type"), graph_node_key: p.get("graph_node_key") } : {});
+      performance.mark("graph:fetched");
       cy.batch(() => { cy.elements().remove(); cy.add(toElements(payload)); });
+      performance.mark("graph:added");
       runLayout(payload.focus ? "n" + payload.focus.id : null);
       describe(payload);
       refreshNodeList();
@@ -201,7 +218,7 @@
   function selectNode(node, opts) {
     if (!node || node.empty()) return;
     selectedNode = node;
-    cy.elements().unselect();
+    cy.$(":selected").unselect();
     node.select();
     expandButton.disabled = false;
     nodeSelect.value = node.id();
