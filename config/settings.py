@@ -367,5 +367,6 @@ DASHBOARD_CONTENT_SECURITY_POLICY = os.environ.get("DASHBOARD_CONTENT_SECURITY_P
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
     "object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
 )
-# Serve static files straight from the app folders in development, so `make run` needs no collectstatic.
-WHITENOISE_USE_FINDERS = env_bool("WHITENOISE_USE_FINDERS", DEVELOPMENT)
+# WhiteNoise indexes the app and vendor static folders once at start, so neither `make run` nor the Procfile's
+# gunicorn needs a collectstatic step (run it and set this off to serve from STATIC_ROOT instead).
+WHITENOISE_USE_FINDERS = env_bool("WHITENOISE_USE_FINDERS", True)

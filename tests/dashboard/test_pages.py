@@ -208,3 +208,26 @@ def test_it_lists_facts_and_communities(alice_web, personas, graph):
     assert "Ada uses Python 3.13" in facts
     communities = alice_web.get(f"/w/{personas.acme.id}/communities/").content.decode()
     assert "billing people" in communities and "Ada Lovelace, Python" in communities
+
+
+def test_it_signs_out_with_a_post_only(alice_web, personas):
+    assert alice_web.get("/accounts/logout/").status_code == 405
+    assert alice_web.post("/accounts/logout/").status_code == 302
+    assert alice_web.get(f"/w/{personas.acme.id}/graph/").status_code == 302
+
+
+def test_it_opens_an_sdk_tenant_with_the_parent_role(bob_web, charlie_web, personas):
+    from tenancy.models import Workspace
+
+    tenant = Workspace.objects.create(kind="sdk_tenant", parent=personas.acme, tenant_id="shop-1", name="tenant shop-1")
+    assert b"shop-1" in bob_web.get("/").content
+    assert bob_web.get(f"/w/{tenant.id}/graph/").status_code == 200
+    assert bob_web.post(f"/w/{tenant.id}/rollout/mode/", {"mode": "shadow"}).status_code == 403
+    assert charlie_web.get(f"/w/{tenant.id}/graph/").status_code == 404
+
+
+def test_it_serves_the_vendored_files(alice_web):
+    for path in ("/static/vendor/htmx-2.0.11.min.js", "/static/vendor/cytoscape-3.34.4.min.js",
+                 "/static/dashboard/explorer.js"):
+        response = alice_web.get(path)
+        assert response.status_code == 200, path
