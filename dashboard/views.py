@@ -18,7 +18,7 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from config.errors import ApiError
+from config.errors import ApiError, error_response
 from dashboard import forms, selectors
 from graphsvc.models import ENTITY_TYPES
 from memories import search
@@ -104,25 +104,21 @@ def _float_param(request: HttpRequest, name: str) -> float:
     try:
         value = float(raw)
     except ValueError:
-        raise _bad_request(f"{name} must be a number between 0 and 1, got {raw[:40]!r}") from None
+        raise _BadRequest(f"{name} must be a number between 0 and 1, got {raw[:40]!r}") from None
     if not 0.0 <= value <= 1.0:
-        raise _bad_request(f"{name} must be between 0 and 1, got {value}")
+        raise _BadRequest(f"{name} must be between 0 and 1, got {value}")
     return value
 
 
 def _list_param(request: HttpRequest, name: str) -> tuple[str, ...]:
     values = [v.strip() for raw in request.GET.getlist(name) for v in raw.split(",") if v.strip()]
     if len(values) > 50 or any(len(v) > 128 for v in values):
-        raise _bad_request(f"{name} takes at most 50 comma-separated values of up to 128 characters")
+        raise _BadRequest(f"{name} takes at most 50 comma-separated values of up to 128 characters")
     return tuple(dict.fromkeys(values))
 
 
 class _BadRequest(Exception):
-    pass
-
-
-def _bad_request(message: str) -> _BadRequest:
-    return _BadRequest(message)
+    """A query parameter the explorer cannot use; its message says what to send instead."""
 
 
 def graph_filters_from(request: HttpRequest) -> selectors.GraphFilters:
@@ -154,26 +150,26 @@ def explorer(request: HttpRequest, workspace_id: int) -> HttpResponse:
 
 @login_required
 @require_GET
-def explorer_data(request: HttpRequest, workspace_id: int) -> JsonResponse:
+def explorer_data(request: HttpRequest, workspace_id: int) -> HttpResponse:
     """Nodes and edges for Cytoscape: the top nodes, or the 1-hop view of graph_node_type/graph_node_key."""
     workspace, _ = _workspace_for_user(request, workspace_id)
     try:
         filters = graph_filters_from(request)
     except _BadRequest as error:
-        return _json_error("INVALID_FILTER", str(error))
+        return _json_error(request, "INVALID_FILTER", str(error))
     try:
         limit = int(request.GET.get("limit") or settings.DASHBOARD_EXPLORER_DEFAULT_NODES)
     except ValueError:
         limit = 0
     if not 1 <= limit <= settings.DASHBOARD_EXPLORER_MAX_NODES:
-        return _json_error("INVALID_LIMIT", f"limit must be between 1 and {settings.DASHBOARD_EXPLORER_MAX_NODES}")
+        return _json_error(request, "INVALID_LIMIT", f"limit must be between 1 and {settings.DASHBOARD_EXPLORER_MAX_NODES}")
     node_type, node_key = request.GET.get("graph_node_type", ""), request.GET.get("graph_node_key", "")
     edge_limit = settings.DASHBOARD_EXPLORER_MAX_EDGES
     with workspace_context(workspace.id):
         if node_type and node_key:
             node = selectors.graph_node_get(workspace_id=workspace.id, node_type=node_type[:32], node_key=node_key[:600])
             if node is None:
-                return _json_error("NODE_NOT_FOUND", "No node with this graph_node_type and graph_node_key here.",
+                return _json_error(request, "NODE_NOT_FOUND", "No node with this graph_node_type and graph_node_key here.",
                                    status=404)
             view = selectors.graph_ego(workspace_id=workspace.id, node=node, filters=filters, edge_limit=edge_limit)
         else:
@@ -182,8 +178,9 @@ def explorer_data(request: HttpRequest, workspace_id: int) -> JsonResponse:
     return JsonResponse({"nodes": view.nodes, "edges": view.edges, "truncated": view.truncated, "focus": view.focus})
 
 
-def _json_error(code: str, message: str, *, status: int = 400) -> JsonResponse:
-    return JsonResponse({"ok": False, "error": {"code": code, "message": message, "status": status}}, status=status)
+def _json_error(request: HttpRequest, code: str, message: str, *, status: int = 400) -> HttpResponse:
+    # The SDK API's envelope, so a script reading graph/data handles errors the same way.
+    return error_response(request, ApiError(status, code, message))
 
 
 @login_required

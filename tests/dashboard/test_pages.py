@@ -125,7 +125,9 @@ def test_it_filters_edges(alice_web, personas, graph):
 def test_it_explains_a_bad_filter(alice_web, personas, query, code):
     r = alice_web.get(f"/w/{personas.acme.id}/graph/data/?{query}")
     assert r.status_code == 400
-    assert r.json()["error"]["code"] == code and r.json()["error"]["message"]
+    body = r.json()
+    assert body["ok"] is False and body["meta"]["requestId"]  # the SDK API envelope
+    assert body["error"]["code"] == code and body["error"]["message"]
 
 
 def test_it_answers_404_for_an_unknown_node(alice_web, personas):
