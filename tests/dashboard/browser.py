@@ -1,5 +1,5 @@
-"""Playwright helpers for the browser tests: Debian's chromium (never Playwright's own download), one browser per
-test session, a signed-in context per persona, screenshots kept under test-artifacts/browser/."""
+"""Playwright helpers for the browser tests: Debian's chromium (never Playwright's own download), one browser for
+all of them, a signed-in context per persona, screenshots kept under test-artifacts/browser/."""
 
 from __future__ import annotations
 
@@ -22,19 +22,29 @@ def chromium_available() -> bool:
     return Path(CHROMIUM).exists() or shutil.which(CHROMIUM) is not None
 
 
-@pytest.fixture(scope="session")
+# Module scope, not session: Playwright's sync API keeps an event loop running in this thread while it is open,
+# which would break every later test that calls asyncio.run (the MCP tests). All browser tests share one module,
+# so this is still one browser for all of them.
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     if not chromium_available():
         pytest.skip(f"no chromium at {CHROMIUM} (apt-get install -y chromium, or set CAIRN_CHROMIUM)")
-    # Playwright's sync API runs an event loop in this thread; the ORM calls the tests make between browser
-    # steps are plain synchronous code, so Django's async-safety guard would refuse them wrongly.
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
     from playwright.sync_api import sync_playwright
 
-    with sync_playwright() as playwright:
-        instance = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        yield instance
-        instance.close()
+    # That running loop also makes Django's async-safety guard refuse the plain synchronous ORM calls the tests
+    # make between browser steps; lift it only while the browser is open.
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        with sync_playwright() as playwright:
+            instance = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+            yield instance
+            instance.close()
+    finally:
+        if previous is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
 
 
 def signed_in_page(browser: Any, live_server: Any, user: Any, problems: list[str]) -> Any:

@@ -112,7 +112,7 @@
     let options;
     if (focusId) {
       options = { name: "concentric", concentric: (n) => (n.id() === focusId ? 2 : 1), levelWidth: () => 1,
-        minNodeSpacing: 20, animate: false };
+        minNodeSpacing: 60, spacingFactor: 1.5, animate: false };
     } else if (count <= FORCE_LAYOUT_MAX) {
       options = { name: "cose", animate: false, numIter: 600, randomize: true, nodeRepulsion: () => 6000 };
     } else {
@@ -146,7 +146,8 @@
   }
 
   function describe(payload) {
-    const text = cy.nodes().length + " nodes, " + cy.edges().length + " edges" +
+    const plural = (n, word) => n + " " + word + (n === 1 ? "" : "s");
+    const text = plural(cy.nodes().length, "node") + ", " + plural(cy.edges().length, "edge") +
       (payload && payload.truncated ? " (more exist: narrow the filters or focus a node)" : "");
     statusEl.textContent = text;
   }
