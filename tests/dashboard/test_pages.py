@@ -233,3 +233,9 @@ def test_it_serves_the_vendored_files(alice_web):
                  "/static/dashboard/explorer.js"):
         response = alice_web.get(path)
         assert response.status_code == 200, path
+
+
+def test_it_says_when_the_view_is_truncated(alice_web, personas, graph):
+    data = alice_web.get(f"/w/{personas.acme.id}/graph/data/?limit=2").json()
+    assert len(data["nodes"]) == 2 and data["truncated"] is True
+    assert alice_web.get(f"/w/{personas.acme.id}/graph/data/?limit=10").json()["truncated"] is False
