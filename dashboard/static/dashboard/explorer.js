@@ -33,6 +33,7 @@
   const cy = cytoscape({
     container: canvas,
     textureOnViewport: true,
+    hideLabelsOnViewport: true,
     hideEdgesOnViewport: true,
     motionBlur: false,
     minZoom: 0.05,
