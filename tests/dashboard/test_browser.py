@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from graphsvc.models import GraphEdge
+from tenancy.rls import workspace_context
 from tests.dashboard.browser import browser, screenshot, signed_in_page, watch  # noqa: F401 - fixture
 from tests.dashboard.conftest import seed_graph
 from tests.rollout.helpers import record
@@ -101,11 +103,19 @@ def test_it_filters_expands_and_restores_a_deep_link(browser, live_server, perso
     page.keyboard.press("Enter")
     wait_until(page, "window.cairnExplorer.cy.nodes().length === 2")
     assert "graph_node_key=billing" in page.url
-    # Expand the memory node: its neighbours (the entities it mentions have no edges to it, the topic stays).
-    page.select_option("#node-select", label="Ada moved… (memory)")
+    # From Python's 1-hop view (Python, Ada), "expand" on Ada adds her other neighbour without leaving the view.
+    with workspace_context(personas.acme.id):
+        GraphEdge.objects.create(workspace_id=personas.acme.id, edge_key="r:works_on", from_node=graph.ada,
+                                 to_node=graph.topic, edge_type="works_on", edge_class="entity", origin="llm_entity")
+    page.goto(f"/w/{personas.acme.id}/graph/?graph_node_type=language&graph_node_key=python")
+    wait_for_graph(page)
+    assert counts(page) == (2, 1)
+    page.focus("#node-select")
+    page.select_option("#node-select", label="Ada Lovelace (person)")
     page.click("#graph-expand")
-    page.wait_for_timeout(300)
-    assert counts(page)[0] >= 2
+    wait_until(page, "window.cairnExplorer.cy.nodes().length === 3")
+    assert counts(page) == (3, 2)
+    assert "graph_node_key=ada+lovelace" in page.url  # the selection is in the link
 
     # A deep link restores the focused node, the filters and the selected edge.
     link = (f"/w/{personas.acme.id}/graph/?graph_node_type=person&graph_node_key=ada+lovelace"
