@@ -348,3 +348,25 @@ GRAPH_FACT_MAX_PER_MEMORY = env_int("GRAPH_FACT_MAX_PER_MEMORY", 15)
 GRAPH_ENTITY_CONTEXT_MEMORIES = env_int("GRAPH_ENTITY_CONTEXT_MEMORIES", 3)
 # While a workspace's budget is spent, its extraction jobs look again this often (a raised budget applies then).
 GRAPH_LLM_BUDGET_RECHECK_SECONDS = env_int("GRAPH_LLM_BUDGET_RECHECK_SECONDS", 600)
+
+# --- Dashboard (issue #7) ---------------------------------------------------------------------------------------
+INSTALLED_APPS.append("dashboard")
+MIDDLEWARE.append("dashboard.middleware.ContentSecurityPolicyMiddleware")
+LOGIN_URL = "dashboard-login"
+LOGIN_REDIRECT_URL = "dashboard-home"
+LOGOUT_REDIRECT_URL = "dashboard-login"
+# Off by default: a self-hosted instance should not let strangers create accounts.
+DASHBOARD_SIGNUP_ENABLED = env_bool("DASHBOARD_SIGNUP_ENABLED", False)
+# The explorer's first view, its upper bound (2,000 nodes stay responsive, bench/explorer_render.py) and edges.
+DASHBOARD_EXPLORER_DEFAULT_NODES = env_int("DASHBOARD_EXPLORER_DEFAULT_NODES", 150)
+DASHBOARD_EXPLORER_MAX_NODES = env_int("DASHBOARD_EXPLORER_MAX_NODES", 2000)
+DASHBOARD_EXPLORER_MAX_EDGES = env_int("DASHBOARD_EXPLORER_MAX_EDGES", 4000)
+DASHBOARD_LINKED_MEMORIES = env_int("DASHBOARD_LINKED_MEMORIES", 50)
+DASHBOARD_MAX_ACTIVE_KEYS = env_int("DASHBOARD_MAX_ACTIVE_KEYS", 20)
+DASHBOARD_CONTENT_SECURITY_POLICY = os.environ.get("DASHBOARD_CONTENT_SECURITY_POLICY", "").strip() or (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+    "object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
+)
+# WhiteNoise indexes the app and vendor static folders once at start, so neither `make run` nor the Procfile's
+# gunicorn needs a collectstatic step (run it and set this off to serve from STATIC_ROOT instead).
+WHITENOISE_USE_FINDERS = env_bool("WHITENOISE_USE_FINDERS", True)

@@ -43,3 +43,50 @@ def org_by_slug(*, slug: str) -> Workspace | None:
 
 def workspaces_for_user(*, user: AbstractBaseUser) -> list[Workspace]:
     return list(Workspace.objects.filter(memberships__user=user).order_by("kind", "slug", "id"))
+
+
+def user_find(*, identifier: str) -> AbstractBaseUser | None:
+    """A user by exact username, else by e-mail (case-insensitive); None when absent or the e-mail is shared."""
+    from django.contrib.auth import get_user_model
+
+    model = get_user_model()
+    identifier = identifier.strip()
+    if not identifier:
+        return None
+    user = model.objects.filter(username=identifier, is_active=True).first()
+    if user is not None or "@" not in identifier:
+        return user
+    matches = list(model.objects.filter(email__iexact=identifier, is_active=True)[:2])
+    return matches[0] if len(matches) == 1 else None
+
+
+def workspace_role(*, user: AbstractBaseUser, workspace: Workspace) -> str | None:
+    """The user's role in a workspace; an SDK tenant inherits the role its parent workspace gives."""
+    target = workspace.parent if workspace.kind == Workspace.Kind.SDK_TENANT else workspace
+    if target is None:
+        return None
+    return Membership.objects.filter(user=user, workspace=target).values_list("role", flat=True).first()
+
+
+def memberships_for_workspace(*, workspace: Workspace) -> list[Membership]:
+    return list(Membership.objects.select_related("user").filter(workspace=workspace).order_by("role", "user__username"))
+
+
+def tenants_for_workspaces(*, workspaces: list[Workspace], limit: int) -> list[Workspace]:
+    return list(
+        Workspace.objects.filter(kind=Workspace.Kind.SDK_TENANT, parent__in=workspaces).order_by("parent_id", "tenant_id")[
+            :limit
+        ]
+    )
+
+
+def api_keys_for_user(*, user: AbstractBaseUser, limit: int) -> list[ApiKey]:
+    return list(ApiKey.objects.filter(user=user).order_by("revoked_at", "-created_at")[:limit])
+
+
+def api_key_for_user(*, user: AbstractBaseUser, key_id: str) -> ApiKey | None:
+    return ApiKey.objects.filter(user=user, id=key_id).first()
+
+
+def repo_owner_mappings_for_user(*, user: AbstractBaseUser) -> list[RepoOwnerMapping]:
+    return list(RepoOwnerMapping.objects.select_related("org").filter(user=user).order_by("owner"))

@@ -206,3 +206,41 @@ def workspace_for_scope(*, user: AbstractBaseUser, tenant_id: str | None, projec
     if tenant_id:
         return tenant_workspace_resolve(user=user, tenant_id=tenant_id)
     return routed_workspace(user=user, project_id=project_id)
+
+
+# --- Members (dashboard) --------------------------------------------------------------------------------------
+
+
+def _owner_count(*, org: Workspace) -> int:
+    return Membership.objects.filter(workspace=org, role=Membership.Role.OWNER).count()
+
+
+def membership_role_change(*, org: Workspace, user: AbstractBaseUser, role: str) -> Membership:
+    """Change an existing member's role; an org always keeps at least one owner."""
+    if role not in Membership.Role.values:
+        raise ValueError(f"role must be one of {', '.join(Membership.Role.values)}")
+    with transaction.atomic(using="app"):
+        # Locking the org's owner rows makes two concurrent demotions of the last two owners wait for each other.
+        list(Membership.objects.select_for_update().filter(workspace=org, role=Membership.Role.OWNER))
+        membership = Membership.objects.select_for_update().filter(workspace=org, user=user).first()
+        if membership is None:
+            raise ValueError(f"{user.get_username()} is not a member of {org.slug}")
+        if membership.role == Membership.Role.OWNER and role != Membership.Role.OWNER and _owner_count(org=org) <= 1:
+            raise ValueError("an organization needs at least one owner: make someone else owner first")
+        membership.role = role
+        membership.save(update_fields=["role"])
+    return membership
+
+
+def membership_remove(*, org: Workspace, user: AbstractBaseUser) -> None:
+    """Remove a member, never the last owner; their repo mappings and active org to this org go with them."""
+    with transaction.atomic(using="app"):
+        list(Membership.objects.select_for_update().filter(workspace=org, role=Membership.Role.OWNER))
+        membership = Membership.objects.select_for_update().filter(workspace=org, user=user).first()
+        if membership is None:
+            raise ValueError(f"{user.get_username()} is not a member of {org.slug}")
+        if membership.role == Membership.Role.OWNER and _owner_count(org=org) <= 1:
+            raise ValueError("an organization needs at least one owner: make someone else owner first")
+        membership.delete()
+        RepoOwnerMapping.objects.filter(user=user, org=org).delete()
+        UserSettings.objects.filter(user=user, active_org=org).update(active_org=None)
