@@ -187,6 +187,8 @@ def ensure_database() -> None:
     sys.path.insert(0, str(ROOT / "bench"))
     import api_latency
 
+    # Importing api_latency points CAIRN_DATABASE_NAME at its own database; this process works on DATABASE.
+    os.environ["CAIRN_DATABASE_NAME"] = DATABASE
     api_latency.ensure_bench_database(DATABASE)
 
 
@@ -279,9 +281,36 @@ def write_turns(workspace_id: int, turns: list[Turn]) -> None:
     with workspace_context(workspace_id):
         for turn in turns:
             memory = pipeline.memory_add_flow(
-                workspace_id=workspace_id, scope=MemoryScope(), content=turn.content, metadata={"dia_id": turn.dia_id}
+                workspace_id=workspace_id, scope=MemoryScope(), content=turn.content, metadata=turn_metadata(turn)
             )
             Memory.objects.filter(pk=memory.id).update(created_at=turn.time, updated_at=turn.time)
+
+
+def turn_metadata(turn: Turn) -> dict[str, str]:
+    """The turn's dia_id, and its session as metadata.sessionId: the product treats memories with one sessionId
+    as one conversation (hybrid search looks at a match's neighbours in it)."""
+    return {"dia_id": turn.dia_id, "sessionId": f"session_{turn.session}"}
+
+
+def add_missing_session_ids(workspace_id: int) -> int:
+    """Workspaces ingested before turns carried a sessionId get it from their dia_id (D3:7 → session_3), so they
+    can be reused without embedding everything again."""
+    from django.db import connections
+
+    from tenancy.rls import workspace_context
+
+    with workspace_context(workspace_id), connections["app"].cursor() as cursor:
+        cursor.execute(
+            """
+            UPDATE memories
+            SET metadata = metadata || jsonb_build_object(
+                'sessionId', 'session_' || substring(metadata ->> 'dia_id' FROM '^D(\\d+):'))
+            WHERE workspace_id = %s AND metadata ? 'dia_id' AND NOT metadata ? 'sessionId'
+              AND metadata ->> 'dia_id' ~ '^D\\d+:'
+            """,
+            [workspace_id],
+        )
+        return cursor.rowcount
 
 
 def run_pipeline(workspace_id: int, label: str, total: int) -> int:
@@ -336,6 +365,8 @@ def ingest(workspace_id: int, conversation: Conversation, reingest: bool) -> dic
         for start in range(0, total, WRITE_CHUNK):
             write_turns(workspace_id, conversation.turns[start : start + WRITE_CHUNK])
             progress(f"ingest {label}: wrote {min(start + WRITE_CHUNK, total)}/{total} turns")
+    else:
+        add_missing_session_ids(workspace_id)
     jobs = run_pipeline(workspace_id, label, total)
     progress_done()
     state = pipeline_state(workspace_id)

@@ -299,6 +299,17 @@ VECTOR_INDEX_BUILD_MEMORY_MB = env_int("VECTOR_INDEX_BUILD_MEMORY_MB", 512)
 # --- Context (context/get) ------------------------------------------------------------------------------------
 CONTEXT_MAX_RULES = env_int("CONTEXT_MAX_RULES", 100)
 
+# --- Issue 4 (read path): lexical and hybrid ranking (tuned on LoCoMo dev, bench/README.md) ---
+# BM25 over memory_lexemes: term saturation k1 and length normalisation b (short chat turns: little damping).
+SEARCH_BM25_K1 = env_float("SEARCH_BM25_K1", 1.2, minimum=0.0, maximum=10.0)
+SEARCH_BM25_B = env_float("SEARCH_BM25_B", 0.3, minimum=0.0, maximum=1.0)
+# Workspace size and mean memory length behind IDF are recounted at most this often per process (seconds).
+SEARCH_BM25_STATS_SECONDS = env_int("SEARCH_BM25_STATS_SECONDS", 60, minimum=0)
+# hybrid = this × scaled BM25 + (1 − this) × scaled cosine.
+SEARCH_HYBRID_LEXICAL_WEIGHT = env_float("SEARCH_HYBRID_LEXICAL_WEIGHT", 0.5, minimum=0.0, maximum=1.0)
+# hybrid lifts a memory by this × the best score of its session neighbours (metadata.sessionId); 0 = off.
+SEARCH_SESSION_NEIGHBOUR_WEIGHT = env_float("SEARCH_SESSION_NEIGHBOUR_WEIGHT", 0.4, minimum=0.0, maximum=1.0)
+
 # --- Rollout (graph retrieval modes, quality gate, retrieval policy) --------------------------------------------
 # New workspaces start with graph retrieval off (the runbook's intent, memories-sh.md §5.1); move them to shadow and
 # canary through graph/rollout or the mode autopilot.

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.db import connections
 from django.db.models import Q, QuerySet
 from django.utils import timezone
@@ -163,12 +164,14 @@ def _scope_sql(scope: MemoryScope, params: dict[str, Any]) -> dict[str, str]:
 def memory_search_lexical(
     *, workspace_id: int, scope: MemoryScope, query: str, type: str | None, layer: str | None, limit: int
 ) -> list[Memory]:
-    """Full-text search (websearch_to_tsquery + ts_rank_cd over the GIN-indexed tsvector).
+    """Lexical ranking, best first; each row carries its score as `lexical_rank`.
 
-    websearch_to_tsquery requires every word, which questions in natural language rarely satisfy; when that finds
-    fewer than `limit`, the rest is filled with memories matching any of the words (measured on LoCoMo: lexical
-    R@10 0.10 → 0.57, hybrid 0.58 → 0.61). When the query has no searchable words at all (stop words, symbols),
-    a substring match still finds something."""
+    Plain text is ranked with BM25 over the memory_lexemes postings (any word may match; rare words weigh more,
+    long memories are damped). Questions in natural language rarely contain every word of the memory that answers
+    them, which is why an AND of the words found almost nothing (LoCoMo dev R@10 0.10, bench/README.md).
+    Quotes, -exclusions and OR mean the caller said exactly what to match: those keep websearch_to_tsquery's
+    semantics, ranked by ts_rank_cd. When the query has no searchable words at all (stop words, symbols), a
+    substring match still finds something."""
     params: dict[str, Any] = {"workspace_id": workspace_id, "query": query, "limit": limit}
     extra = ""
     if type:
@@ -178,18 +181,80 @@ def memory_search_lexical(
         params["layer"] = layer
         extra += " AND m.layer = %(layer)s"
     parts = {**_scope_sql(scope, params), "extra": extra}
-    all_words = _LEXICAL_SQL.format(**parts, tsquery="websearch_to_tsquery('english', %(query)s)", exclude="")
-    rows = list(Memory.objects.raw(all_words, params))
-    words = list(dict.fromkeys(re.findall(r"\w+", query.lower())))[:MAX_OR_WORDS]
-    if len(rows) < limit and len(words) > 1 and not _uses_search_syntax(query):
-        params.update(or_query=" | ".join(words), seen=[row.id for row in rows], limit=limit - len(rows))
-        any_word = _LEXICAL_SQL.format(**parts, tsquery="to_tsquery('english', %(or_query)s)",
-                                       exclude="AND m.id <> ALL(%(seen)s::uuid[])")
-        rows += list(Memory.objects.raw(any_word, params))
+    if _uses_search_syntax(query):
+        sql = _LEXICAL_SQL.format(**parts, tsquery="websearch_to_tsquery('english', %(query)s)", exclude="")
+        rows = list(Memory.objects.raw(sql, params))
+    else:
+        rows = _bm25(workspace_id=workspace_id, params=params, parts=parts)
     if rows or _has_search_terms(query):
         return rows
     params["pattern"] = f"%{_like_escape(query)}%"
     return list(Memory.objects.raw(_SUBSTRING_SQL.format(**parts), params))
+
+
+# BM25 over the postings. Document frequencies come from the btree on (workspace_id, lexeme); the workspace's size
+# and mean memory length from `_lexical_stats` (cached: IDF barely moves when a few memories are added). The
+# score runs over every posting of the query's words, then the scope filter keeps what the caller may read.
+_BM25_SQL = """
+WITH terms AS (
+    SELECT DISTINCT lexeme FROM unnest(tsvector_to_array(to_tsvector('english', %(query)s))) AS lexeme
+    LIMIT %(max_terms)s
+), weights AS (
+    SELECT p.lexeme, ln(1 + (%(n)s - count(*) + 0.5) / (count(*) + 0.5)) AS idf
+    FROM memory_lexemes p JOIN terms t ON t.lexeme = p.lexeme
+    WHERE p.workspace_id = %(workspace_id)s
+    GROUP BY p.lexeme
+), scored AS (
+    SELECT p.memory_id,
+           sum(w.idf * p.tf * (%(k1)s + 1) / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.doc_len / %(avgdl)s))) AS score
+    FROM memory_lexemes p JOIN weights w ON w.lexeme = p.lexeme
+    WHERE p.workspace_id = %(workspace_id)s
+    GROUP BY p.memory_id
+)
+SELECT m.*, s.score AS lexical_rank
+FROM scored s JOIN memories m ON m.id = s.memory_id
+WHERE m.workspace_id = %(workspace_id)s
+  AND m.deleted_at IS NULL
+  AND (m.expires_at IS NULL OR m.expires_at > now())
+  AND {user_rule} AND {project_rule} {extra}
+ORDER BY s.score DESC, m.created_at DESC, m.id DESC
+LIMIT %(limit)s
+"""
+
+_STATS_CACHE: dict[int, tuple[float, float, float]] = {}  # workspace → (valid until, memory count, mean length)
+_STATS_CACHE_MAX = 10_000
+
+
+def _lexical_stats(workspace_id: int) -> tuple[float, float]:
+    """(live memories, their mean length in distinct lexemes) for IDF and length normalisation."""
+    now = timezone.now().timestamp()
+    cached = _STATS_CACHE.get(workspace_id)
+    if cached and cached[0] > now:
+        return cached[1], cached[2]
+    with connections["app"].cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*), coalesce(avg(length(search_tsv)), 1) FROM memories "
+            "WHERE workspace_id = %s AND deleted_at IS NULL",
+            [workspace_id],
+        )
+        count, mean_length = cursor.fetchone()
+    if len(_STATS_CACHE) >= _STATS_CACHE_MAX:
+        _STATS_CACHE.clear()
+    _STATS_CACHE[workspace_id] = (now + settings.SEARCH_BM25_STATS_SECONDS, float(count), float(mean_length))
+    return float(count), float(mean_length)
+
+
+def _bm25(*, workspace_id: int, params: dict[str, Any], parts: dict[str, str]) -> list[Memory]:
+    count, mean_length = _lexical_stats(workspace_id)
+    params = {
+        **params,
+        "n": max(count, 1.0),
+        "avgdl": max(mean_length, 1.0),
+        "k1": settings.SEARCH_BM25_K1,
+        "b": settings.SEARCH_BM25_B,
+        "max_terms": MAX_OR_WORDS,
+    }
+    return list(Memory.objects.raw(_BM25_SQL.format(**parts), params))
 
 
 _SEARCH_SYNTAX = re.compile(r'"|(^|\s)-\w|\bor\b', re.IGNORECASE)
@@ -307,3 +372,48 @@ def recent_pipeline_errors(*, workspace_id: int, limit: int = 20) -> list[dict[s
             }
             for code, message, source, memory_id, at in cursor.fetchall()
         ]
+
+
+# --- session neighbours ---------------------------------------------------------------------------------------
+
+_SESSION_NEIGHBOURS_SQL = """
+SELECT n.*, a.id AS anchor_id
+FROM memories a
+CROSS JOIN LATERAL (
+    (SELECT m.* FROM memories m
+     WHERE m.workspace_id = a.workspace_id AND m.metadata ? 'sessionId' AND m.deleted_at IS NULL
+       AND m.metadata ->> 'sessionId' = a.metadata ->> 'sessionId'
+       AND (m.created_at, m.id) < (a.created_at, a.id)
+       AND (m.expires_at IS NULL OR m.expires_at > now())
+       AND {user_rule} AND {project_rule} {extra}
+     ORDER BY m.created_at DESC, m.id DESC LIMIT 1)
+    UNION ALL
+    (SELECT m.* FROM memories m
+     WHERE m.workspace_id = a.workspace_id AND m.metadata ? 'sessionId' AND m.deleted_at IS NULL
+       AND m.metadata ->> 'sessionId' = a.metadata ->> 'sessionId'
+       AND (m.created_at, m.id) > (a.created_at, a.id)
+       AND (m.expires_at IS NULL OR m.expires_at > now())
+       AND {user_rule} AND {project_rule} {extra}
+     ORDER BY m.created_at, m.id LIMIT 1)
+) n
+WHERE a.workspace_id = %(workspace_id)s AND a.id = ANY(%(ids)s) AND a.metadata ? 'sessionId'
+"""
+
+
+def session_neighbours(
+    *, workspace_id: int, scope: MemoryScope, memory_ids: list[uuid.UUID], type: str | None, layer: str | None
+) -> list[tuple[uuid.UUID, Memory]]:
+    """(memory id, neighbour) for the readable memories right before and after each given memory in its session
+    (same metadata.sessionId, created_at order). One query; each lookup is a probe of memories_ws_session."""
+    if not memory_ids:
+        return []
+    params: dict[str, Any] = {"workspace_id": workspace_id, "ids": list(memory_ids)}
+    extra = ""
+    if type:
+        params["type"] = type
+        extra += " AND m.type = %(type)s"
+    if layer:
+        params["layer"] = layer
+        extra += " AND m.layer = %(layer)s"
+    sql = _SESSION_NEIGHBOURS_SQL.format(**_scope_sql(scope, params), extra=extra)
+    return [(row.anchor_id, row) for row in Memory.objects.raw(sql, params)]
