@@ -307,8 +307,13 @@ SEARCH_BM25_B = env_float("SEARCH_BM25_B", 0.3, minimum=0.0, maximum=1.0)
 SEARCH_BM25_STATS_SECONDS = env_int("SEARCH_BM25_STATS_SECONDS", 60, minimum=0)
 # hybrid = this × scaled BM25 + (1 − this) × scaled cosine.
 SEARCH_HYBRID_LEXICAL_WEIGHT = env_float("SEARCH_HYBRID_LEXICAL_WEIGHT", 0.5, minimum=0.0, maximum=1.0)
-# hybrid lifts a memory by this × the best score of its session neighbours (metadata.sessionId); 0 = off.
-SEARCH_SESSION_NEIGHBOUR_WEIGHT = env_float("SEARCH_SESSION_NEIGHBOUR_WEIGHT", 0.4, minimum=0.0, maximum=1.0)
+# hybrid lifts a memory by w[d-1] × the best score of the memories d turns away in its session (metadata.sessionId),
+# comma-separated, one weight per distance, at most 5; "0" = off.
+SEARCH_SESSION_NEIGHBOUR_WEIGHTS = tuple(
+    min(1.0, max(0.0, float(part)))
+    for part in os.environ.get("SEARCH_SESSION_NEIGHBOUR_WEIGHTS", "0.4,0.1").split(",")[:5]
+    if part.strip()
+)
 
 # --- Rollout (graph retrieval modes, quality gate, retrieval policy) --------------------------------------------
 # New workspaces start with graph retrieval off (the runbook's intent, memories-sh.md §5.1); move them to shadow and

@@ -164,32 +164,38 @@ def hybrid_fusion(
 
 def session_neighbour_lift(
     fused: list[tuple[Memory, float]], *, workspace_id: int, scope: MemoryScope, type: str | None,
-    layer: str | None, exclude_rules: bool, weight: float | None = None,
+    layer: str | None, exclude_rules: bool, weights: tuple[float, ...] | None = None,
 ) -> list[tuple[Memory, float]]:
-    """Lift each memory by `weight` × the best score of the memories right before and after it in its session.
+    """Lift each memory by weights[d - 1] × the best score among the memories d turns before or after it in its
+    session, for each distance d; the scores lifted from are the fused ones, before any lift.
 
     A conversation turn often only makes sense with its neighbours ("Yes, since 2016" answers the turn before),
     so the turn next to a strong match is a good candidate even when it shares no words with the query; the
     neighbours of the candidates join the ranking this way. Sessions are memories with the same
-    metadata.sessionId, in created_at order. LoCoMo dev: R@10 0.67 → 0.74 at weight 0.4 (bench/README.md)."""
-    weight = settings.SEARCH_SESSION_NEIGHBOUR_WEIGHT if weight is None else weight
-    if weight <= 0 or not fused:
+    metadata.sessionId, in created_at order. LoCoMo dev R@10: 0.67 without, 0.74 with (0.4,), 0.75 with
+    (0.4, 0.1) (bench/README.md)."""
+    weights = settings.SEARCH_SESSION_NEIGHBOUR_WEIGHTS if weights is None else weights
+    if not fused or not any(w > 0 for w in weights):
         return fused
     scores = {memory.id: score for memory, score in fused}
     by_id = {memory.id: memory for memory, _ in fused}
-    pairs = selectors.session_neighbours(
-        workspace_id=workspace_id, scope=scope, memory_ids=list(scores), type=type, layer=layer,
+    found = selectors.session_neighbours(
+        workspace_id=workspace_id, scope=scope, memory_ids=list(scores), type=type, layer=layer, span=len(weights),
     )
-    lift: dict[uuid.UUID, float] = {}
-    for anchor_id, neighbour in pairs:
+    # best[(memory, d)]: the best candidate score d turns away. Adjacency is symmetric, and every candidate is an
+    # anchor, so two candidates next to each other lift each other through their two rows.
+    best: dict[tuple[uuid.UUID, int], float] = {}
+    for anchor_id, neighbour, distance in found:
         if exclude_rules and neighbour.type == Memory.Type.RULE:
             continue
         by_id.setdefault(neighbour.id, neighbour)
-        # Adjacency is symmetric: the anchor lifts the neighbour and the neighbour (if a candidate) the anchor.
-        lift[neighbour.id] = max(lift.get(neighbour.id, 0.0), scores[anchor_id])
-        if neighbour.id in scores:
-            lift[anchor_id] = max(lift.get(anchor_id, 0.0), scores[neighbour.id])
-    lifted = {memory_id: scores.get(memory_id, 0.0) + weight * lift.get(memory_id, 0.0) for memory_id in by_id}
+        key = (neighbour.id, distance)
+        best[key] = max(best.get(key, 0.0), scores[anchor_id])
+    lifted = {
+        memory_id: scores.get(memory_id, 0.0)
+        + sum(weight * best.get((memory_id, d), 0.0) for d, weight in enumerate(weights, start=1))
+        for memory_id in by_id
+    }
     return _ordered(lifted, by_id)
 
 

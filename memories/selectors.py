@@ -380,34 +380,36 @@ _SESSION_NEIGHBOURS_SQL = """
 SELECT n.*, a.id AS anchor_id
 FROM memories a
 CROSS JOIN LATERAL (
-    (SELECT m.* FROM memories m
+    (SELECT m.*, row_number() OVER (ORDER BY m.created_at DESC, m.id DESC) AS distance FROM memories m
      WHERE m.workspace_id = a.workspace_id AND m.metadata ? 'sessionId' AND m.deleted_at IS NULL
        AND m.metadata ->> 'sessionId' = a.metadata ->> 'sessionId'
        AND (m.created_at, m.id) < (a.created_at, a.id)
        AND (m.expires_at IS NULL OR m.expires_at > now())
        AND {user_rule} AND {project_rule} {extra}
-     ORDER BY m.created_at DESC, m.id DESC LIMIT 1)
+     ORDER BY m.created_at DESC, m.id DESC LIMIT %(span)s)
     UNION ALL
-    (SELECT m.* FROM memories m
+    (SELECT m.*, row_number() OVER (ORDER BY m.created_at, m.id) AS distance FROM memories m
      WHERE m.workspace_id = a.workspace_id AND m.metadata ? 'sessionId' AND m.deleted_at IS NULL
        AND m.metadata ->> 'sessionId' = a.metadata ->> 'sessionId'
        AND (m.created_at, m.id) > (a.created_at, a.id)
        AND (m.expires_at IS NULL OR m.expires_at > now())
        AND {user_rule} AND {project_rule} {extra}
-     ORDER BY m.created_at, m.id LIMIT 1)
+     ORDER BY m.created_at, m.id LIMIT %(span)s)
 ) n
 WHERE a.workspace_id = %(workspace_id)s AND a.id = ANY(%(ids)s) AND a.metadata ? 'sessionId'
 """
 
 
 def session_neighbours(
-    *, workspace_id: int, scope: MemoryScope, memory_ids: list[uuid.UUID], type: str | None, layer: str | None
-) -> list[tuple[uuid.UUID, Memory]]:
-    """(memory id, neighbour) for the readable memories right before and after each given memory in its session
-    (same metadata.sessionId, created_at order). One query; each lookup is a probe of memories_ws_session."""
-    if not memory_ids:
+    *, workspace_id: int, scope: MemoryScope, memory_ids: list[uuid.UUID], type: str | None, layer: str | None,
+    span: int = 1,
+) -> list[tuple[uuid.UUID, Memory, int]]:
+    """(memory id, neighbour, distance) for the `span` readable memories before and the `span` after each given
+    memory in its session (same metadata.sessionId, created_at order; distance 1 = right next to it).
+    One query; each lookup is a short range scan of memories_ws_session."""
+    if not memory_ids or span < 1:
         return []
-    params: dict[str, Any] = {"workspace_id": workspace_id, "ids": list(memory_ids)}
+    params: dict[str, Any] = {"workspace_id": workspace_id, "ids": list(memory_ids), "span": span}
     extra = ""
     if type:
         params["type"] = type
@@ -416,4 +418,4 @@ def session_neighbours(
         params["layer"] = layer
         extra += " AND m.layer = %(layer)s"
     sql = _SESSION_NEIGHBOURS_SQL.format(**_scope_sql(scope, params), extra=extra)
-    return [(row.anchor_id, row) for row in Memory.objects.raw(sql, params)]
+    return [(row.anchor_id, row, int(row.distance)) for row in Memory.objects.raw(sql, params)]
