@@ -5,8 +5,9 @@ memory's length (distinct lexemes). BM25 needs document frequencies, and `search
 RLS policy's predicate is not leakproof, so PostgreSQL evaluates it before `@@` and scans every row of the
 workspace. A btree on (workspace_id, lexeme) is an ordinary equality lookup that works under the policy.
 
-A trigger keeps the postings in step with search_tsv (content, tags, category), in the writer's transaction and
-workspace; deleting a memory deletes its postings by cascade. Existing memories are indexed workspace by
+Triggers keep the postings in step with search_tsv (content, tags, category) and delete them with the memory, in
+the writer's transaction and workspace. No foreign key: Django's test flush truncates the tables it knows without
+CASCADE, and a table it does not know referencing memories would make that fail. Existing memories are indexed workspace by
 workspace (each inside its own workspace setting, since both tables FORCE row-level security).
 """
 
@@ -26,7 +27,7 @@ _POSTINGS_OF = """
 CREATE_SQL = f"""
 CREATE TABLE memory_lexemes (
     workspace_id bigint NOT NULL,
-    memory_id uuid NOT NULL REFERENCES memories (id) ON DELETE CASCADE,
+    memory_id uuid NOT NULL,
     lexeme text NOT NULL,
     tf real NOT NULL,
     doc_len integer NOT NULL,
@@ -51,6 +52,15 @@ $$;
 CREATE TRIGGER memory_lexemes_sync AFTER INSERT OR UPDATE OF content, tags, category ON memories
     FOR EACH ROW EXECUTE FUNCTION memory_lexemes_sync();
 
+CREATE FUNCTION memory_lexemes_drop() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM memory_lexemes WHERE memory_id = OLD.id;
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER memory_lexemes_drop AFTER DELETE ON memories FOR EACH ROW EXECUTE FUNCTION memory_lexemes_drop();
+
 -- Consecutive memories of one conversation (metadata.sessionId): the hybrid ranking looks up each candidate's
 -- neighbours in its session.
 CREATE INDEX memories_ws_session ON memories (workspace_id, (metadata ->> 'sessionId'), created_at, id)
@@ -59,6 +69,8 @@ CREATE INDEX memories_ws_session ON memories (workspace_id, (metadata ->> 'sessi
 
 DROP_SQL = """
 DROP INDEX IF EXISTS memories_ws_session;
+DROP TRIGGER IF EXISTS memory_lexemes_drop ON memories;
+DROP FUNCTION IF EXISTS memory_lexemes_drop();
 DROP TRIGGER IF EXISTS memory_lexemes_sync ON memories;
 DROP FUNCTION IF EXISTS memory_lexemes_sync();
 DROP TABLE IF EXISTS memory_lexemes;
