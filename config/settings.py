@@ -305,6 +305,8 @@ SEARCH_BM25_K1 = env_float("SEARCH_BM25_K1", 1.2, minimum=0.0, maximum=10.0)
 SEARCH_BM25_B = env_float("SEARCH_BM25_B", 0.3, minimum=0.0, maximum=1.0)
 # Workspace size and mean memory length behind IDF are recounted at most this often per process (seconds).
 SEARCH_BM25_STATS_SECONDS = env_int("SEARCH_BM25_STATS_SECONDS", 60, minimum=0)
+# Most postings one lexical search reads; past it the query's most common words are left out (they weigh least).
+SEARCH_BM25_MAX_POSTINGS = env_int("SEARCH_BM25_MAX_POSTINGS", 50_000, minimum=1)
 # hybrid = this × scaled BM25 + (1 − this) × scaled cosine.
 SEARCH_HYBRID_LEXICAL_WEIGHT = env_float("SEARCH_HYBRID_LEXICAL_WEIGHT", 0.5, minimum=0.0, maximum=1.0)
 # hybrid lifts a memory by w[d-1] × the best score of the memories d turns away in its session (metadata.sessionId),

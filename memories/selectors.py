@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
 import re
 import uuid
 from dataclasses import dataclass
@@ -192,24 +193,31 @@ def memory_search_lexical(
     return list(Memory.objects.raw(_SUBSTRING_SQL.format(**parts), params))
 
 
-# BM25 over the postings. Document frequencies come from the btree on (workspace_id, lexeme); the workspace's size
-# and mean memory length from `_lexical_stats` (cached: IDF barely moves when a few memories are added). The
-# score runs over every posting of the query's words, then the scope filter keeps what the caller may read.
+# BM25 over the postings, in two steps. First the document frequency of each query lexeme (index-only counts on
+# (workspace_id, lexeme)); then the score of every memory holding one of the kept lexemes. The score is aggregated
+# over postings alone and only the best `pool` memories are joined to memories for the scope filter, so the cost is
+# the postings read, which SEARCH_BM25_MAX_POSTINGS bounds (the most common lexemes are dropped first: they weigh
+# least). The workspace's size and mean memory length come from `_lexical_stats`.
+_DOCUMENT_FREQUENCY_SQL = """
+SELECT p.lexeme, count(*)
+FROM memory_lexemes p
+WHERE p.workspace_id = %(workspace_id)s
+  AND p.lexeme = ANY((SELECT array_agg(DISTINCT lexeme) FROM (
+        SELECT unnest(tsvector_to_array(to_tsvector('english', %(query)s))) AS lexeme LIMIT %(max_terms)s) q)::text[])
+GROUP BY p.lexeme
+"""
+
 _BM25_SQL = """
-WITH terms AS (
-    SELECT DISTINCT lexeme FROM unnest(tsvector_to_array(to_tsvector('english', %(query)s))) AS lexeme
-    LIMIT %(max_terms)s
-), weights AS (
-    SELECT p.lexeme, ln(1 + (%(n)s - count(*) + 0.5) / (count(*) + 0.5)) AS idf
-    FROM memory_lexemes p JOIN terms t ON t.lexeme = p.lexeme
-    WHERE p.workspace_id = %(workspace_id)s
-    GROUP BY p.lexeme
+WITH weights AS (
+    SELECT * FROM unnest(%(lexemes)s::text[], %(idfs)s::float8[]) AS w(lexeme, idf)
 ), scored AS (
     SELECT p.memory_id,
            sum(w.idf * p.tf * (%(k1)s + 1) / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.doc_len / %(avgdl)s))) AS score
     FROM memory_lexemes p JOIN weights w ON w.lexeme = p.lexeme
     WHERE p.workspace_id = %(workspace_id)s
     GROUP BY p.memory_id
+    ORDER BY score DESC
+    LIMIT %(pool)s
 )
 SELECT m.*, s.score AS lexical_rank
 FROM scored s JOIN memories m ON m.id = s.memory_id
@@ -220,6 +228,8 @@ WHERE m.workspace_id = %(workspace_id)s
 ORDER BY s.score DESC, m.created_at DESC, m.id DESC
 LIMIT %(limit)s
 """
+BM25_POOL_FACTOR = 5  # memories scored per wanted result before the scope filter (retried unbounded if short)
+BM25_POOL_MIN = 200
 
 _STATS_CACHE: dict[int, tuple[float, float, float]] = {}  # workspace → (valid until, memory count, mean length)
 _STATS_CACHE_MAX = 10_000
@@ -245,16 +255,35 @@ def _lexical_stats(workspace_id: int) -> tuple[float, float]:
 
 
 def _bm25(*, workspace_id: int, params: dict[str, Any], parts: dict[str, str]) -> list[Memory]:
+    with connections["app"].cursor() as cursor:
+        cursor.execute(_DOCUMENT_FREQUENCY_SQL, {**params, "max_terms": MAX_OR_WORDS})
+        frequencies = sorted(cursor.fetchall(), key=lambda row: (row[1], row[0]))
+    if not frequencies:
+        return []
     count, mean_length = _lexical_stats(workspace_id)
+    count = max(count, float(frequencies[-1][1]), 1.0)
+    kept, postings = [], 0
+    for lexeme, frequency in frequencies:  # rarest first
+        if kept and postings + frequency > settings.SEARCH_BM25_MAX_POSTINGS:
+            break
+        kept.append((lexeme, math.log(1 + (count - frequency + 0.5) / (frequency + 0.5))))
+        postings += frequency
     params = {
         **params,
-        "n": max(count, 1.0),
+        "lexemes": [lexeme for lexeme, _ in kept],
+        "idfs": [idf for _, idf in kept],
         "avgdl": max(mean_length, 1.0),
         "k1": settings.SEARCH_BM25_K1,
         "b": settings.SEARCH_BM25_B,
-        "max_terms": MAX_OR_WORDS,
+        "pool": max(params["limit"] * BM25_POOL_FACTOR, BM25_POOL_MIN),
     }
-    return list(Memory.objects.raw(_BM25_SQL.format(**parts), params))
+    sql = _BM25_SQL.format(**parts)
+    rows = list(Memory.objects.raw(sql, params))
+    if len(rows) < params["limit"] and postings > params["pool"]:
+        # The scope filter removed too many of the best-scored memories (another user's, another project's):
+        # score them all.
+        rows = list(Memory.objects.raw(sql, {**params, "pool": None}))
+    return rows
 
 
 _SEARCH_SYNTAX = re.compile(r'"|(^|\s)-\w|\bor\b', re.IGNORECASE)

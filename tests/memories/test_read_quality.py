@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.db import connections
 
-from memories import pipeline, search
+from memories import pipeline, search, selectors
 from memories.models import Memory
 from memories.selectors import MemoryScope
 from tenancy.rls import workspace_context
@@ -67,6 +67,27 @@ def test_it_keeps_the_postings_in_step_with_the_memory(personas):
     assert lexical(api, "argo")["memories"] == []
     api.ok("memories/vacuum", {})
     assert postings(workspace_id, memory["id"]) == {}
+
+
+def test_it_reads_a_bounded_number_of_postings(alice_api, settings):
+    # Past the budget the most common words are left out: they weigh least.
+    settings.SEARCH_BM25_MAX_POSTINGS = 2
+    for n in range(3):
+        alice_api.add(f"common note {n}")
+    rare = alice_api.add("common but rare")
+    assert ids(lexical(alice_api, "rare common")["memories"]) == [rare["id"]]
+    settings.SEARCH_BM25_MAX_POSTINGS = 50_000
+    assert len(lexical(alice_api, "rare common")["memories"]) == 4
+
+
+def test_it_scores_everything_when_the_scope_hides_the_best(alice_api, monkeypatch):
+    # Only the best `pool` memories are joined to the scope filter; when it hides them all, search scores the rest.
+    monkeypatch.setattr(selectors, "BM25_POOL_MIN", 1)
+    monkeypatch.setattr(selectors, "BM25_POOL_FACTOR", 1)
+    for n in range(3):
+        alice_api.add(f"deploy deploy deploy private {n}", scope={"userId": "u1"})
+    shared = alice_api.add("we deploy sometimes, with a long sentence around the word")
+    assert ids(lexical(alice_api, "deploy", limit=1)["memories"]) == [shared["id"]]
 
 
 def test_it_keeps_search_syntax_exact(alice_api):
