@@ -307,6 +307,8 @@ SEARCH_BM25_B = env_float("SEARCH_BM25_B", 0.3, minimum=0.0, maximum=1.0)
 SEARCH_BM25_STATS_SECONDS = env_int("SEARCH_BM25_STATS_SECONDS", 60, minimum=0)
 # Most postings one lexical search reads; past it the query's most common words are left out (they weigh least).
 SEARCH_BM25_MAX_POSTINGS = env_int("SEARCH_BM25_MAX_POSTINGS", 50_000, minimum=1)
+# Query vectors kept per process (an agent repeats its questions; embedding dominates a search on CPU); 0 = off.
+SEARCH_QUERY_VECTOR_CACHE_SIZE = env_int("SEARCH_QUERY_VECTOR_CACHE_SIZE", 512, minimum=0)
 # hybrid = this × scaled BM25 + (1 − this) × scaled cosine.
 SEARCH_HYBRID_LEXICAL_WEIGHT = env_float("SEARCH_HYBRID_LEXICAL_WEIGHT", 0.5, minimum=0.0, maximum=1.0)
 # hybrid lifts a memory by w[d-1] × the best score of the memories d turns away in its session (metadata.sessionId),

@@ -5,7 +5,9 @@ it falls back to lexical and says why (memories-sh.md §4.1 / §4.6 reasons)."""
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,16 +51,36 @@ def normalise_strategy(strategy: str | None) -> str:
     return STRATEGY_ALIASES.get(name, name)
 
 
+_query_vectors: OrderedDict[tuple[str, str], Any] = OrderedDict()
+_query_vectors_lock = threading.Lock()
+
+
 def embed_query(query: str) -> Any:
-    """The query vector, or None when the embedder cannot answer now (not loaded yet, provider down)."""
+    """The query vector, or None when the embedder cannot answer now (not loaded yet, provider down).
+
+    The last SEARCH_QUERY_VECTOR_CACHE_SIZE query vectors are kept per process: agents ask the same questions
+    again and again (a task's prompt on every step), and embedding is most of a search's time on CPU."""
+    size = settings.SEARCH_QUERY_VECTOR_CACHE_SIZE
+    key = (settings.EMBEDDING_MODEL, query)
+    if size:
+        with _query_vectors_lock:
+            if key in _query_vectors:
+                _query_vectors.move_to_end(key)
+                return _query_vectors[key]
     embedder = get_embedder()
     if hasattr(embedder, "ready") and not embedder.ready(load_in_background=True):
         return None
     try:
-        return embedder.embed([query])[0]
+        vector = embedder.embed([query])[0]
     except Exception:  # noqa: BLE001 - search must answer anyway
         logger.warning("query embedding failed", exc_info=True)
         return None
+    if size:
+        with _query_vectors_lock:
+            _query_vectors[key] = vector
+            while len(_query_vectors) > size:
+                _query_vectors.popitem(last=False)
+    return vector
 
 
 def memory_search(

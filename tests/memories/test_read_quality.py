@@ -197,3 +197,37 @@ def test_it_finds_the_reply_next_to_the_question_in_hybrid_search(personas, loca
     assert ids(data["memories"])[:2] == [question["id"], reply["id"]]
     # Charlie asks the same in his own workspace: Alice's conversation is not there to lift.
     assert personas.charlie_api.ok("memories/search", body)["memories"] == []
+
+
+# --- query vectors ----------------------------------------------------------------------------------------------
+
+
+class CountingEmbedder:
+    """The real local model, counting the texts it is asked to embed."""
+
+    def __init__(self, inner):
+        self.inner, self.texts = inner, []
+
+    def ready(self, **kwargs):
+        return True
+
+    def embed(self, texts):
+        self.texts += texts
+        return self.inner.embed(texts)
+
+
+def test_it_embeds_a_repeated_query_once(local_embedder, monkeypatch, settings):
+    counting = CountingEmbedder(local_embedder)
+    monkeypatch.setattr(search, "get_embedder", lambda: counting)
+    monkeypatch.setattr(search, "_query_vectors", type(search._query_vectors)())
+    settings.SEARCH_QUERY_VECTOR_CACHE_SIZE = 2
+    first = search.embed_query("how do we deploy")
+    again = search.embed_query("how do we deploy")
+    assert counting.texts == ["how do we deploy"] and (first == again).all()
+    search.embed_query("b")
+    search.embed_query("c")  # the cache holds 2: "how do we deploy" is the least recently used and goes
+    search.embed_query("how do we deploy")
+    assert counting.texts == ["how do we deploy", "b", "c", "how do we deploy"]
+    settings.SEARCH_QUERY_VECTOR_CACHE_SIZE = 0
+    search.embed_query("c")
+    assert counting.texts[-1] == "c"
