@@ -303,10 +303,12 @@ CONTEXT_MAX_RULES = env_int("CONTEXT_MAX_RULES", 100)
 # BM25 over memory_lexemes: term saturation k1 and length normalisation b (short chat turns: little damping).
 SEARCH_BM25_K1 = env_float("SEARCH_BM25_K1", 1.2, minimum=0.0, maximum=10.0)
 SEARCH_BM25_B = env_float("SEARCH_BM25_B", 0.3, minimum=0.0, maximum=1.0)
-# Workspace size and mean memory length behind IDF are recounted at most this often per process (seconds).
+# Workspace size, mean memory length and word frequencies behind IDF are recounted at most this often per process
+# (seconds).
 SEARCH_BM25_STATS_SECONDS = env_int("SEARCH_BM25_STATS_SECONDS", 60, minimum=0)
-# Most postings one lexical search reads; past it the query's most common words are left out (they weigh least).
-SEARCH_BM25_MAX_POSTINGS = env_int("SEARCH_BM25_MAX_POSTINGS", 50_000, minimum=1)
+# Postings read per query word, best first (most occurrences, shortest memories): bounds a search's cost in a big
+# workspace, where a common word's full list would be tens of thousands of rows.
+SEARCH_BM25_POSTINGS_PER_TERM = env_int("SEARCH_BM25_POSTINGS_PER_TERM", 2000, minimum=1)
 # Query vectors kept per process (an agent repeats its questions; embedding dominates a search on CPU); 0 = off.
 SEARCH_QUERY_VECTOR_CACHE_SIZE = env_int("SEARCH_QUERY_VECTOR_CACHE_SIZE", 512, minimum=0)
 # hybrid = this × scaled BM25 + (1 − this) × scaled cosine.

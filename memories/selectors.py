@@ -194,16 +194,15 @@ def memory_search_lexical(
 
 
 # BM25 over the postings, in two steps. First the document frequency of each query lexeme (index-only counts on
-# (workspace_id, lexeme)); then the score of every memory holding one of the kept lexemes. The score is aggregated
-# over postings alone and only the best `pool` memories are joined to memories for the scope filter, so the cost is
-# the postings read, which SEARCH_BM25_MAX_POSTINGS bounds (the most common lexemes are dropped first: they weigh
-# least). The workspace's size and mean memory length come from `_lexical_stats`.
+# (workspace_id, lexeme, ...), cached per process like the workspace statistics); then the score of the memories in
+# the head of each lexeme's postings: the SEARCH_BM25_POSTINGS_PER_TERM postings with the most occurrences in the
+# shortest memories, which are the ones BM25 scores highest for that word. The cost is bounded by words × that
+# limit, whatever the workspace's size; a memory that holds a very common word but sits outside its head can still
+# be found through the query's other words. Only the best `pool` memories are joined to memories for the scope.
 _DOCUMENT_FREQUENCY_SQL = """
 SELECT p.lexeme, count(*)
 FROM memory_lexemes p
-WHERE p.workspace_id = %(workspace_id)s
-  AND p.lexeme = ANY((SELECT array_agg(DISTINCT lexeme) FROM (
-        SELECT unnest(tsvector_to_array(to_tsvector('english', %(query)s))) AS lexeme LIMIT %(max_terms)s) q)::text[])
+WHERE p.workspace_id = %(workspace_id)s AND p.lexeme = ANY(%(lexemes)s::text[])
 GROUP BY p.lexeme
 """
 
@@ -213,8 +212,12 @@ WITH weights AS (
 ), scored AS (
     SELECT p.memory_id,
            sum(w.idf * p.tf * (%(k1)s + 1) / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.doc_len / %(avgdl)s))) AS score
-    FROM memory_lexemes p JOIN weights w ON w.lexeme = p.lexeme
-    WHERE p.workspace_id = %(workspace_id)s
+    FROM weights w CROSS JOIN LATERAL (
+        SELECT l.memory_id, l.tf, l.doc_len FROM memory_lexemes l
+        WHERE l.workspace_id = %(workspace_id)s AND l.lexeme = w.lexeme
+        ORDER BY l.tf DESC, l.doc_len
+        LIMIT %(per_term)s
+    ) p
     GROUP BY p.memory_id
     ORDER BY score DESC
     LIMIT %(pool)s
@@ -254,32 +257,56 @@ def _lexical_stats(workspace_id: int) -> tuple[float, float]:
     return float(count), float(mean_length)
 
 
-def _bm25(*, workspace_id: int, params: dict[str, Any], parts: dict[str, str]) -> list[Memory]:
+_DF_CACHE: dict[tuple[int, str], tuple[float, int]] = {}  # (workspace, lexeme) → (valid until, frequency)
+
+
+def _document_frequencies(workspace_id: int, lexemes: list[str]) -> list[tuple[str, int]]:
+    now = timezone.now().timestamp()
+    known: dict[str, int] = {}
+    for lexeme in lexemes:
+        cached = _DF_CACHE.get((workspace_id, lexeme))
+        if cached and cached[0] > now:
+            known[lexeme] = cached[1]
+    missing = [lexeme for lexeme in lexemes if lexeme not in known]
+    if missing:
+        with connections["app"].cursor() as cursor:
+            cursor.execute(_DOCUMENT_FREQUENCY_SQL, {"workspace_id": workspace_id, "lexemes": missing})
+            counted = dict(cursor.fetchall())
+        if len(_DF_CACHE) + len(missing) > _STATS_CACHE_MAX * 10:
+            _DF_CACHE.clear()
+        for lexeme in missing:
+            known[lexeme] = int(counted.get(lexeme, 0))
+            # A stale count only shifts a word's weight; a cached zero would hide a new memory's word, so no.
+            if known[lexeme]:
+                _DF_CACHE[(workspace_id, lexeme)] = (now + settings.SEARCH_BM25_STATS_SECONDS, known[lexeme])
+    return [(lexeme, known[lexeme]) for lexeme in lexemes if known[lexeme] > 0]
+
+
+def _query_lexemes(query: str) -> list[str]:
     with connections["app"].cursor() as cursor:
-        cursor.execute(_DOCUMENT_FREQUENCY_SQL, {**params, "max_terms": MAX_OR_WORDS})
-        frequencies = sorted(cursor.fetchall(), key=lambda row: (row[1], row[0]))
+        cursor.execute("SELECT tsvector_to_array(to_tsvector('english', %s))", [query])
+        return list(dict.fromkeys(cursor.fetchone()[0] or []))[:MAX_OR_WORDS]
+
+
+def _bm25(*, workspace_id: int, params: dict[str, Any], parts: dict[str, str]) -> list[Memory]:
+    frequencies = _document_frequencies(workspace_id, _query_lexemes(params["query"]))
     if not frequencies:
         return []
     count, mean_length = _lexical_stats(workspace_id)
-    count = max(count, float(frequencies[-1][1]), 1.0)
-    kept, postings = [], 0
-    for lexeme, frequency in frequencies:  # rarest first
-        if kept and postings + frequency > settings.SEARCH_BM25_MAX_POSTINGS:
-            break
-        kept.append((lexeme, math.log(1 + (count - frequency + 0.5) / (frequency + 0.5))))
-        postings += frequency
+    count = max(count, max(frequency for _, frequency in frequencies), 1.0)
     params = {
         **params,
-        "lexemes": [lexeme for lexeme, _ in kept],
-        "idfs": [idf for _, idf in kept],
+        "lexemes": [lexeme for lexeme, _ in frequencies],
+        "idfs": [math.log(1 + (count - frequency + 0.5) / (frequency + 0.5)) for _, frequency in frequencies],
         "avgdl": max(mean_length, 1.0),
         "k1": settings.SEARCH_BM25_K1,
         "b": settings.SEARCH_BM25_B,
+        "per_term": settings.SEARCH_BM25_POSTINGS_PER_TERM,
         "pool": max(params["limit"] * BM25_POOL_FACTOR, BM25_POOL_MIN),
     }
     sql = _BM25_SQL.format(**parts)
     rows = list(Memory.objects.raw(sql, params))
-    if len(rows) < params["limit"] and postings > params["pool"]:
+    if len(rows) < params["limit"] and sum(frequency for _, frequency in frequencies) > params["pool"]:
         # The scope filter removed too many of the best-scored memories (another user's, another project's):
         # score them all.
         rows = list(Memory.objects.raw(sql, {**params, "pool": None}))

@@ -33,7 +33,9 @@ CREATE TABLE memory_lexemes (
     doc_len integer NOT NULL,
     PRIMARY KEY (memory_id, lexeme)
 );
-CREATE INDEX memory_lexemes_ws_lexeme ON memory_lexemes (workspace_id, lexeme) INCLUDE (tf, doc_len, memory_id);
+-- Each lexeme's postings in impact order (more occurrences, then shorter memories first): search reads a bounded
+-- head of each list, and counts document frequencies from the same index.
+CREATE INDEX memory_lexemes_ws_lexeme ON memory_lexemes (workspace_id, lexeme, tf DESC, doc_len) INCLUDE (memory_id);
 
 CREATE FUNCTION memory_lexemes_sync() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN

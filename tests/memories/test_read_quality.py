@@ -69,15 +69,16 @@ def test_it_keeps_the_postings_in_step_with_the_memory(personas):
     assert postings(workspace_id, memory["id"]) == {}
 
 
-def test_it_reads_a_bounded_number_of_postings(alice_api, settings):
-    # Past the budget the most common words are left out: they weigh least.
-    settings.SEARCH_BM25_MAX_POSTINGS = 2
+def test_it_reads_a_bounded_head_of_each_words_postings(alice_api, settings):
+    # Per word, the postings of its shortest memories come first: with a budget of 1 each word finds one memory.
+    settings.SEARCH_BM25_POSTINGS_PER_TERM = 1
     for n in range(3):
-        alice_api.add(f"common note {n}")
-    rare = alice_api.add("common but rare")
-    assert ids(lexical(alice_api, "rare common")["memories"]) == [rare["id"]]
-    settings.SEARCH_BM25_MAX_POSTINGS = 50_000
-    assert len(lexical(alice_api, "rare common")["memories"]) == 4
+        alice_api.add(f"common note number {n} with more words")
+    short = alice_api.add("common")
+    rare = alice_api.add("rare but common, in a longer memory")
+    assert ids(lexical(alice_api, "rare common")["memories"]) == [rare["id"], short["id"]]
+    settings.SEARCH_BM25_POSTINGS_PER_TERM = 2000
+    assert len(lexical(alice_api, "rare common")["memories"]) == 5
 
 
 def test_it_scores_everything_when_the_scope_hides_the_best(alice_api, monkeypatch):
@@ -231,3 +232,10 @@ def test_it_embeds_a_repeated_query_once(local_embedder, monkeypatch, settings):
     settings.SEARCH_QUERY_VECTOR_CACHE_SIZE = 0
     search.embed_query("c")
     assert counting.texts[-1] == "c"
+
+
+def test_it_finds_a_new_word_at_once_after_searching_for_it(alice_api):
+    # Word frequencies are cached per process, but never a word's absence.
+    assert lexical(alice_api, "zanzibar")["memories"] == []
+    memory = alice_api.add("Offsite in zanzibar")
+    assert ids(lexical(alice_api, "zanzibar")["memories"]) == [memory["id"]]
