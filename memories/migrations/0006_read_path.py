@@ -93,6 +93,8 @@ def backfill_postings(apps, schema_editor) -> None:
                 [workspace_id],
             )
         cursor.execute("SELECT set_config('app.workspace_id', '', true)")
+        # Planner statistics now rather than at autovacuum's next pass: without them the first searches guess.
+        cursor.execute("ANALYZE memory_lexemes")
 
 
 class Migration(migrations.Migration):
