@@ -299,6 +299,28 @@ VECTOR_INDEX_BUILD_MEMORY_MB = env_int("VECTOR_INDEX_BUILD_MEMORY_MB", 512)
 # --- Context (context/get) ------------------------------------------------------------------------------------
 CONTEXT_MAX_RULES = env_int("CONTEXT_MAX_RULES", 100)
 
+# --- Issue 4 (read path): lexical and hybrid ranking (tuned on LoCoMo dev, bench/README.md) ---
+# BM25 over memory_lexemes: term saturation k1 and length normalisation b (short chat turns: little damping).
+SEARCH_BM25_K1 = env_float("SEARCH_BM25_K1", 1.2, minimum=0.0, maximum=10.0)
+SEARCH_BM25_B = env_float("SEARCH_BM25_B", 0.3, minimum=0.0, maximum=1.0)
+# Workspace size, mean memory length and word frequencies behind IDF are recounted at most this often per process
+# (seconds).
+SEARCH_BM25_STATS_SECONDS = env_int("SEARCH_BM25_STATS_SECONDS", 60, minimum=0)
+# Postings read per query word, best first (most occurrences, shortest memories): bounds a search's cost in a big
+# workspace, where a common word's full list would be tens of thousands of rows.
+SEARCH_BM25_POSTINGS_PER_TERM = env_int("SEARCH_BM25_POSTINGS_PER_TERM", 2000, minimum=1)
+# Query vectors kept per process (an agent repeats its questions; embedding dominates a search on CPU); 0 = off.
+SEARCH_QUERY_VECTOR_CACHE_SIZE = env_int("SEARCH_QUERY_VECTOR_CACHE_SIZE", 512, minimum=0)
+# hybrid = this × scaled BM25 + (1 − this) × scaled cosine.
+SEARCH_HYBRID_LEXICAL_WEIGHT = env_float("SEARCH_HYBRID_LEXICAL_WEIGHT", 0.5, minimum=0.0, maximum=1.0)
+# hybrid lifts a memory by w[d-1] × the best score of the memories d turns away in its session (metadata.sessionId),
+# comma-separated, one weight per distance, at most 5; "0" = off.
+SEARCH_SESSION_NEIGHBOUR_WEIGHTS = tuple(
+    min(1.0, max(0.0, float(part)))
+    for part in os.environ.get("SEARCH_SESSION_NEIGHBOUR_WEIGHTS", "0.4,0.1").split(",")[:5]
+    if part.strip()
+)
+
 # --- Rollout (graph retrieval modes, quality gate, retrieval policy) --------------------------------------------
 # New workspaces start with graph retrieval off (the runbook's intent, memories-sh.md §5.1); move them to shadow and
 # canary through graph/rollout or the mode autopilot.

@@ -6,12 +6,14 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
 import re
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.db import connections
 from django.db.models import Q, QuerySet
 from django.utils import timezone
@@ -163,12 +165,14 @@ def _scope_sql(scope: MemoryScope, params: dict[str, Any]) -> dict[str, str]:
 def memory_search_lexical(
     *, workspace_id: int, scope: MemoryScope, query: str, type: str | None, layer: str | None, limit: int
 ) -> list[Memory]:
-    """Full-text search (websearch_to_tsquery + ts_rank_cd over the GIN-indexed tsvector).
+    """Lexical ranking, best first; each row carries its score as `lexical_rank`.
 
-    websearch_to_tsquery requires every word, which questions in natural language rarely satisfy; when that finds
-    fewer than `limit`, the rest is filled with memories matching any of the words (measured on LoCoMo: lexical
-    R@10 0.10 → 0.57, hybrid 0.58 → 0.61). When the query has no searchable words at all (stop words, symbols),
-    a substring match still finds something."""
+    Plain text is ranked with BM25 over the memory_lexemes postings (any word may match; rare words weigh more,
+    long memories are damped). Questions in natural language rarely contain every word of the memory that answers
+    them, which is why an AND of the words found almost nothing (LoCoMo dev R@10 0.10, bench/README.md).
+    Quotes, -exclusions and OR mean the caller said exactly what to match: those keep websearch_to_tsquery's
+    semantics, ranked by ts_rank_cd. When the query has no searchable words at all (stop words, symbols), a
+    substring match still finds something."""
     params: dict[str, Any] = {"workspace_id": workspace_id, "query": query, "limit": limit}
     extra = ""
     if type:
@@ -178,18 +182,135 @@ def memory_search_lexical(
         params["layer"] = layer
         extra += " AND m.layer = %(layer)s"
     parts = {**_scope_sql(scope, params), "extra": extra}
-    all_words = _LEXICAL_SQL.format(**parts, tsquery="websearch_to_tsquery('english', %(query)s)", exclude="")
-    rows = list(Memory.objects.raw(all_words, params))
-    words = list(dict.fromkeys(re.findall(r"\w+", query.lower())))[:MAX_OR_WORDS]
-    if len(rows) < limit and len(words) > 1 and not _uses_search_syntax(query):
-        params.update(or_query=" | ".join(words), seen=[row.id for row in rows], limit=limit - len(rows))
-        any_word = _LEXICAL_SQL.format(**parts, tsquery="to_tsquery('english', %(or_query)s)",
-                                       exclude="AND m.id <> ALL(%(seen)s::uuid[])")
-        rows += list(Memory.objects.raw(any_word, params))
+    if _uses_search_syntax(query):
+        sql = _LEXICAL_SQL.format(**parts, tsquery="websearch_to_tsquery('english', %(query)s)", exclude="")
+        rows = list(Memory.objects.raw(sql, params))
+    else:
+        rows = _bm25(workspace_id=workspace_id, params=params, parts=parts)
     if rows or _has_search_terms(query):
         return rows
     params["pattern"] = f"%{_like_escape(query)}%"
     return list(Memory.objects.raw(_SUBSTRING_SQL.format(**parts), params))
+
+
+# BM25 over the postings, in two steps. First the document frequency of each query lexeme (index-only counts on
+# (workspace_id, lexeme, ...), cached per process like the workspace statistics); then the score of the memories in
+# the head of each lexeme's postings: the SEARCH_BM25_POSTINGS_PER_TERM postings with the most occurrences in the
+# shortest memories, which are the ones BM25 scores highest for that word. The cost is bounded by words × that
+# limit, whatever the workspace's size; a memory that holds a very common word but sits outside its head can still
+# be found through the query's other words. Only the best `pool` memories are joined to memories for the scope.
+_DOCUMENT_FREQUENCY_SQL = """
+SELECT p.lexeme, count(*)
+FROM memory_lexemes p
+WHERE p.workspace_id = %(workspace_id)s AND p.lexeme = ANY(%(lexemes)s::text[])
+GROUP BY p.lexeme
+"""
+
+_BM25_SQL = """
+WITH weights AS (
+    SELECT * FROM unnest(%(lexemes)s::text[], %(idfs)s::float8[]) AS w(lexeme, idf)
+), scored AS (
+    SELECT p.memory_id,
+           sum(w.idf * p.tf * (%(k1)s + 1) / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.doc_len / %(avgdl)s))) AS score
+    FROM weights w CROSS JOIN LATERAL (
+        SELECT l.memory_id, l.tf, l.doc_len FROM memory_lexemes l
+        WHERE l.workspace_id = %(workspace_id)s AND l.lexeme = w.lexeme
+        ORDER BY l.tf DESC, l.doc_len
+        LIMIT %(per_term)s
+    ) p
+    GROUP BY p.memory_id
+    ORDER BY score DESC
+    LIMIT %(pool)s
+)
+SELECT m.*, s.score AS lexical_rank
+FROM scored s JOIN memories m ON m.id = s.memory_id
+WHERE m.workspace_id = %(workspace_id)s
+  AND m.deleted_at IS NULL
+  AND (m.expires_at IS NULL OR m.expires_at > now())
+  AND {user_rule} AND {project_rule} {extra}
+ORDER BY s.score DESC, m.created_at DESC, m.id DESC
+LIMIT %(limit)s
+"""
+BM25_POOL_FACTOR = 5  # memories scored per wanted result before the scope filter (retried unbounded if short)
+BM25_POOL_MIN = 200
+
+_STATS_CACHE: dict[int, tuple[float, float, float]] = {}  # workspace → (valid until, memory count, mean length)
+_STATS_CACHE_MAX = 10_000
+
+
+def _lexical_stats(workspace_id: int) -> tuple[float, float]:
+    """(live memories, their mean length in distinct lexemes) for IDF and length normalisation."""
+    now = timezone.now().timestamp()
+    cached = _STATS_CACHE.get(workspace_id)
+    if cached and cached[0] > now:
+        return cached[1], cached[2]
+    with connections["app"].cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*), coalesce(avg(length(search_tsv)), 1) FROM memories "
+            "WHERE workspace_id = %s AND deleted_at IS NULL",
+            [workspace_id],
+        )
+        count, mean_length = cursor.fetchone()
+    if len(_STATS_CACHE) >= _STATS_CACHE_MAX:
+        _STATS_CACHE.clear()
+    _STATS_CACHE[workspace_id] = (now + settings.SEARCH_BM25_STATS_SECONDS, float(count), float(mean_length))
+    return float(count), float(mean_length)
+
+
+_DF_CACHE: dict[tuple[int, str], tuple[float, int]] = {}  # (workspace, lexeme) → (valid until, frequency)
+
+
+def _document_frequencies(workspace_id: int, lexemes: list[str]) -> list[tuple[str, int]]:
+    now = timezone.now().timestamp()
+    known: dict[str, int] = {}
+    for lexeme in lexemes:
+        cached = _DF_CACHE.get((workspace_id, lexeme))
+        if cached and cached[0] > now:
+            known[lexeme] = cached[1]
+    missing = [lexeme for lexeme in lexemes if lexeme not in known]
+    if missing:
+        with connections["app"].cursor() as cursor:
+            cursor.execute(_DOCUMENT_FREQUENCY_SQL, {"workspace_id": workspace_id, "lexemes": missing})
+            counted = dict(cursor.fetchall())
+        if len(_DF_CACHE) + len(missing) > _STATS_CACHE_MAX * 10:
+            _DF_CACHE.clear()
+        for lexeme in missing:
+            known[lexeme] = int(counted.get(lexeme, 0))
+            # A stale count only shifts a word's weight; a cached zero would hide a new memory's word, so no.
+            if known[lexeme]:
+                _DF_CACHE[(workspace_id, lexeme)] = (now + settings.SEARCH_BM25_STATS_SECONDS, known[lexeme])
+    return [(lexeme, known[lexeme]) for lexeme in lexemes if known[lexeme] > 0]
+
+
+def _query_lexemes(query: str) -> list[str]:
+    with connections["app"].cursor() as cursor:
+        cursor.execute("SELECT tsvector_to_array(to_tsvector('english', %s))", [query])
+        return list(dict.fromkeys(cursor.fetchone()[0] or []))[:MAX_OR_WORDS]
+
+
+def _bm25(*, workspace_id: int, params: dict[str, Any], parts: dict[str, str]) -> list[Memory]:
+    frequencies = _document_frequencies(workspace_id, _query_lexemes(params["query"]))
+    if not frequencies:
+        return []
+    count, mean_length = _lexical_stats(workspace_id)
+    count = max(count, max(frequency for _, frequency in frequencies), 1.0)
+    params = {
+        **params,
+        "lexemes": [lexeme for lexeme, _ in frequencies],
+        "idfs": [math.log(1 + (count - frequency + 0.5) / (frequency + 0.5)) for _, frequency in frequencies],
+        "avgdl": max(mean_length, 1.0),
+        "k1": settings.SEARCH_BM25_K1,
+        "b": settings.SEARCH_BM25_B,
+        "per_term": settings.SEARCH_BM25_POSTINGS_PER_TERM,
+        "pool": max(params["limit"] * BM25_POOL_FACTOR, BM25_POOL_MIN),
+    }
+    sql = _BM25_SQL.format(**parts)
+    rows = list(Memory.objects.raw(sql, params))
+    if len(rows) < params["limit"] and sum(frequency for _, frequency in frequencies) > params["pool"]:
+        # The scope filter removed too many of the best-scored memories (another user's, another project's):
+        # score them all.
+        rows = list(Memory.objects.raw(sql, {**params, "pool": None}))
+    return rows
 
 
 _SEARCH_SYNTAX = re.compile(r'"|(^|\s)-\w|\bor\b', re.IGNORECASE)
@@ -307,3 +428,50 @@ def recent_pipeline_errors(*, workspace_id: int, limit: int = 20) -> list[dict[s
             }
             for code, message, source, memory_id, at in cursor.fetchall()
         ]
+
+
+# --- session neighbours ---------------------------------------------------------------------------------------
+
+_SESSION_NEIGHBOURS_SQL = """
+SELECT n.*, a.id AS anchor_id
+FROM memories a
+CROSS JOIN LATERAL (
+    (SELECT m.*, row_number() OVER (ORDER BY m.created_at DESC, m.id DESC) AS distance FROM memories m
+     WHERE m.workspace_id = a.workspace_id AND m.metadata ? 'sessionId' AND m.deleted_at IS NULL
+       AND m.metadata ->> 'sessionId' = a.metadata ->> 'sessionId'
+       AND (m.created_at, m.id) < (a.created_at, a.id)
+       AND (m.expires_at IS NULL OR m.expires_at > now())
+       AND {user_rule} AND {project_rule} {extra}
+     ORDER BY m.created_at DESC, m.id DESC LIMIT %(span)s)
+    UNION ALL
+    (SELECT m.*, row_number() OVER (ORDER BY m.created_at, m.id) AS distance FROM memories m
+     WHERE m.workspace_id = a.workspace_id AND m.metadata ? 'sessionId' AND m.deleted_at IS NULL
+       AND m.metadata ->> 'sessionId' = a.metadata ->> 'sessionId'
+       AND (m.created_at, m.id) > (a.created_at, a.id)
+       AND (m.expires_at IS NULL OR m.expires_at > now())
+       AND {user_rule} AND {project_rule} {extra}
+     ORDER BY m.created_at, m.id LIMIT %(span)s)
+) n
+WHERE a.workspace_id = %(workspace_id)s AND a.id = ANY(%(ids)s) AND a.metadata ? 'sessionId'
+"""
+
+
+def session_neighbours(
+    *, workspace_id: int, scope: MemoryScope, memory_ids: list[uuid.UUID], type: str | None, layer: str | None,
+    span: int = 1,
+) -> list[tuple[uuid.UUID, Memory, int]]:
+    """(memory id, neighbour, distance) for the `span` readable memories before and the `span` after each given
+    memory in its session (same metadata.sessionId, created_at order; distance 1 = right next to it).
+    One query; each lookup is a short range scan of memories_ws_session."""
+    if not memory_ids or span < 1:
+        return []
+    params: dict[str, Any] = {"workspace_id": workspace_id, "ids": list(memory_ids), "span": span}
+    extra = ""
+    if type:
+        params["type"] = type
+        extra += " AND m.type = %(type)s"
+    if layer:
+        params["layer"] = layer
+        extra += " AND m.layer = %(layer)s"
+    sql = _SESSION_NEIGHBOURS_SQL.format(**_scope_sql(scope, params), extra=extra)
+    return [(row.anchor_id, row, int(row.distance)) for row in Memory.objects.raw(sql, params)]
