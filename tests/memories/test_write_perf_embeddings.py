@@ -39,11 +39,15 @@ def test_it_gives_torchs_vectors_on_onnx(settings):
     assert np.allclose(onnx.embed(TEXTS[::-1]), onnx_vectors[::-1], atol=1e-6)
 
 
-def test_it_is_the_default_backend_and_keeps_the_model_name(settings):
-    embedder = local(settings, "auto")
-    embedder.embed(["warm"])
-    assert embedder.backend == "onnx"
-    assert embedder.model == "local/all-MiniLM-L6-v2" and embedder.dimension == 384
+def test_it_keeps_torch_as_default_and_the_model_name_on_either(settings):
+    from django.conf import settings as live
+
+    assert live.EMBEDDING_LOCAL_BACKEND == "torch"
+    for backend, expected in (("auto", "onnx"), ("torch", "torch")):
+        embedder = local(settings, backend)
+        embedder.embed(["warm"])
+        assert embedder.backend == expected
+        assert embedder.model == "local/all-MiniLM-L6-v2" and embedder.dimension == 384
 
 
 def test_it_falls_back_to_torch_when_onnx_is_unavailable(settings, monkeypatch):
