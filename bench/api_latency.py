@@ -231,6 +231,14 @@ def seed_memories(workspace_id: int, target: int) -> tuple[int, int]:
     deleted = 0
     # FORCE row-level security: without the workspace context these statements would see (and write) nothing.
     with workspace_context(workspace_id), connections["app"].cursor() as cursor:
+        # A worker (pipeline_throughput.py's qcluster shares this database) may have embedded the previous
+        # run's adds; their jobs and vectors reference them without ON DELETE CASCADE.
+        for table in ("pipeline_jobs", "memory_embeddings"):
+            cursor.execute(
+                f"DELETE FROM {table} WHERE workspace_id = %s AND memory_id IN "
+                "(SELECT id FROM memories WHERE workspace_id = %s AND user_id IS NOT NULL)",
+                [workspace_id, workspace_id],
+            )
         cursor.execute("DELETE FROM memories WHERE workspace_id = %s AND user_id IS NOT NULL", [workspace_id])
         deleted += cursor.rowcount
         existing = Memory.objects.filter(workspace_id=workspace_id).count()

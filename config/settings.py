@@ -279,6 +279,13 @@ EMBEDDING_API_BASE = os.environ.get("EMBEDDING_API_BASE", "").strip()
 EMBEDDING_API_KEY = os.environ.get("EMBEDDING_API_KEY", "").strip()
 EMBEDDING_THREADS = env_int("EMBEDDING_THREADS", 1)  # torch threads per process for the local model
 EMBEDDING_TIMEOUT_SECONDS = env_float("EMBEDDING_TIMEOUT_SECONDS", 30.0, minimum=0.1)
+# Issue #3 (write performance): the runtime of the local model. `torch` = sentence-transformers (default);
+# `onnx` = ONNX Runtime on the same weights, exported once to EMBEDDING_ONNX_DIR (default var/onnx) and checked
+# equal to torch's vectors (docs/embedding-runtime.md); `auto` = onnx, or torch when it cannot be built.
+EMBEDDING_LOCAL_BACKEND = os.environ.get("EMBEDDING_LOCAL_BACKEND", "torch").strip().lower() or "torch"
+if EMBEDDING_LOCAL_BACKEND not in ("auto", "onnx", "torch"):
+    raise ImproperlyConfigured("EMBEDDING_LOCAL_BACKEND must be torch, onnx or auto")
+EMBEDDING_ONNX_DIR = os.environ.get("EMBEDDING_ONNX_DIR", "").strip()
 SIMILARITY_EDGE_THRESHOLD = env_float("SIMILARITY_EDGE_THRESHOLD", 0.85, minimum=0.0, maximum=1.0)
 SIMILARITY_EDGE_MAX_PER_MEMORY = env_int("SIMILARITY_EDGE_MAX_PER_MEMORY", 5)
 # Workspaces with more vectors than this (of one dimension) get their own HNSW index; smaller ones scan exactly.

@@ -35,7 +35,7 @@ from memories.schemas import (
 from memories.selectors import MemoryScope
 from tenancy.auth import SdkCaller, SdkKeyAuth
 from tenancy.rls import workspace_context
-from tenancy.services import workspace_for_scope
+from tenancy.services import caller_workspace_id
 
 router = Router(tags=["memories"], auth=SdkKeyAuth())
 
@@ -44,8 +44,11 @@ _IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
 
 def resolve_scope(request: HttpRequest, scope: ScopeIn) -> tuple[int, MemoryScope]:
     caller: SdkCaller = request.auth  # type: ignore[attr-defined]
-    workspace = workspace_for_scope(user=caller.user, tenant_id=scope.tenantId, project_id=scope.projectId)
-    return workspace.id, MemoryScope(user_id=scope.userId, project_id=scope.projectId)
+    workspace_id = caller_workspace_id(
+        user=caller.user, routing_mode=caller.routing_mode, active_org_id=caller.active_org_id,
+        personal_workspace_id=caller.personal_workspace_id, tenant_id=scope.tenantId, project_id=scope.projectId,
+    )
+    return workspace_id, MemoryScope(user_id=scope.userId, project_id=scope.projectId)
 
 
 def embedding_model_choice(requested: str | None) -> dict[str, str]:

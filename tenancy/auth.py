@@ -13,9 +13,9 @@ from django.utils import timezone
 from ninja.security.base import AuthBase
 
 from config.errors import ApiError
-from tenancy import selectors, services
-from tenancy.models import ApiKey
-from tenancy.ratelimit import rate_limit_hit
+from tenancy import services
+from tenancy.caller import caller_lookup
+from tenancy.models import ApiKey, UserSettings
 
 KEY_PATTERN = re.compile(r"^mem_[a-f0-9]{64}$")
 _BEARER = re.compile(r"^bearer\s+(\S+)\s*$", re.IGNORECASE)
@@ -25,6 +25,10 @@ _BEARER = re.compile(r"^bearer\s+(\S+)\s*$", re.IGNORECASE)
 class SdkCaller:
     api_key: ApiKey
     user: AbstractBaseUser
+    # Read in the same statement as the key (tenancy.caller), so resolving a scope usually costs no query.
+    routing_mode: str = UserSettings.RoutingMode.AUTO
+    active_org_id: int | None = None
+    personal_workspace_id: int | None = None
 
 
 class SdkKeyAuth(AuthBase):
@@ -48,9 +52,12 @@ class SdkKeyAuth(AuthBase):
                 "The Authorization header must be 'Bearer mem_' followed by 64 lowercase hex characters.",
             )
         key_hash = services.api_key_hash(token)
-        decision = rate_limit_hit(
-            bucket=key_hash, limit=settings.RATE_LIMIT_REQUESTS, window_seconds=settings.RATE_LIMIT_WINDOW_SECONDS
+        now = timezone.now()
+        found = caller_lookup(
+            key_hash=key_hash, limit=settings.RATE_LIMIT_REQUESTS, window_seconds=settings.RATE_LIMIT_WINDOW_SECONDS,
+            now=now,
         )
+        decision = found.rate
         if not decision.allowed:
             raise ApiError(
                 429,
@@ -60,12 +67,14 @@ class SdkKeyAuth(AuthBase):
                 details={"retryAfterSeconds": decision.retry_after_seconds, "limit": decision.limit},
                 headers={"Retry-After": str(decision.retry_after_seconds)},
             )
-        api_key = selectors.api_key_by_hash(key_hash=key_hash)
-        if api_key is None or not api_key.user.is_active:
+        api_key, user = found.api_key, found.user
+        if api_key is None or user is None or not user.is_active:
             raise ApiError(401, "INVALID_API_KEY", "This API key is not valid.")
         if api_key.revoked_at is not None:
             raise ApiError(401, "INVALID_API_KEY", "This API key was revoked. Create a new one.")
-        if api_key.expires_at <= timezone.now():
+        if api_key.expires_at <= now:
             raise ApiError(401, "API_KEY_EXPIRED", "This API key has expired. Create a new one.")
-        services.api_key_touch(api_key=api_key)
-        return SdkCaller(api_key=api_key, user=api_key.user)
+        return SdkCaller(
+            api_key=api_key, user=user, routing_mode=found.routing_mode, active_org_id=found.active_org_id,
+            personal_workspace_id=found.personal_workspace_id,
+        )

@@ -244,3 +244,30 @@ def membership_remove(*, org: Workspace, user: AbstractBaseUser) -> None:
         membership.delete()
         RepoOwnerMapping.objects.filter(user=user, org=org).delete()
         UserSettings.objects.filter(user=user, active_org=org).update(active_org=None)
+
+
+def caller_workspace_id(
+    *, user: AbstractBaseUser, routing_mode: str, active_org_id: int | None, personal_workspace_id: int | None,
+    tenant_id: str | None, project_id: str | None,
+) -> int:
+    """workspace_for_scope(...).id, deciding from what the auth statement already read (tenancy.caller).
+
+    Same rules as routed_workspace(); only a GitHub projectId in auto mode (owner mappings, org slugs) or a
+    workspace still to be provisioned takes the full path, so the common calls cost at most the tenant lookup.
+    """
+    auto_project = routing_mode == UserSettings.RoutingMode.AUTO and bool(project_id) and not tenant_id
+    if auto_project and github_owner_from_project(project_id) is not None:
+        return workspace_for_scope(user=user, tenant_id=tenant_id, project_id=project_id).id
+    routed = personal_workspace_id if auto_project else (active_org_id or personal_workspace_id)
+    if routed is None:
+        return workspace_for_scope(user=user, tenant_id=tenant_id, project_id=project_id).id
+    if not tenant_id:
+        return routed
+    existing = (
+        Workspace.objects.filter(kind=Workspace.Kind.SDK_TENANT, parent_id=routed, tenant_id=tenant_id)
+        .values_list("id", flat=True)
+        .first()
+    )
+    if existing is not None:
+        return existing
+    return tenant_workspace_resolve(user=user, tenant_id=tenant_id).id
