@@ -1,7 +1,8 @@
-from django.urls import path
+from django.urls import include, path
 
 from config.api import api
 
 urlpatterns = [
     path("api/sdk/v1/", api.urls),
+    path("", include("ops.urls")),
 ]

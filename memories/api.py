@@ -45,6 +45,7 @@ _IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
 def resolve_scope(request: HttpRequest, scope: ScopeIn) -> tuple[int, MemoryScope]:
     caller: SdkCaller = request.auth  # type: ignore[attr-defined]
     workspace = workspace_for_scope(user=caller.user, tenant_id=scope.tenantId, project_id=scope.projectId)
+    request.cairn_workspace_id = workspace.id  # type: ignore[attr-defined]  # for the request log line
     return workspace.id, MemoryScope(user_id=scope.userId, project_id=scope.projectId)
 
 
