@@ -167,6 +167,8 @@ def job_run(*, workspace_id: int, job_id: int) -> int:
     with workspace_context(workspace_id):
         claimed = jobs.jobs_claim(workspace_id=workspace_id, job_id=job_id, batch_size=EMBED_BATCH_SIZE)
         if not claimed:
+            # Nothing to run for this message: a job whose worker died on every attempt ends here, visibly.
+            jobs.jobs_dead_letter_lost(workspace_id=workspace_id)
             claimed = jobs.jobs_claim_followups(workspace_id=workspace_id, batch_size=EMBED_BATCH_SIZE)
     if not claimed:
         return 0

@@ -13,3 +13,26 @@ def test_it_answers_400_not_500_for_a_scope_query_that_scope_refuses(alice_api, 
     assert response.status_code == 400, response.content  # the project's validation status
     error = response.json()["error"]
     assert error["type"] == "validation_error" and error["retryable"] is False and "scope" not in error["code"]
+
+
+def test_it_dead_letters_a_job_whose_worker_dies_on_every_attempt(alice_api, personas):
+    # A job whose task is killed each time (kill -9, OOM, past the timeout) never reached jobs_fail, so the
+    # re-delivered message claimed it again and again, attempts climbing past MAX_ATTEMPTS, forever.
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from memories import jobs, pipeline
+    from memories.models import PipelineJob
+    from tenancy.rls import workspace_context
+
+    memory = alice_api.add("a job that always loses its worker")
+    workspace_id = personas.alice.personal_workspace.id
+    with workspace_context(workspace_id):
+        job = PipelineJob.objects.get(memory_id=memory["id"], kind="embed")
+        PipelineJob.objects.filter(pk=job.pk).update(
+            status="processing", attempts=jobs.MAX_ATTEMPTS, started_at=timezone.now() - timedelta(hours=1))
+    assert pipeline.job_run(workspace_id=workspace_id, job_id=job.pk) == 0
+    with workspace_context(workspace_id):
+        job.refresh_from_db()
+    assert (job.status, job.last_error_code, job.attempts) == ("dead_letter", "JOB_WORKER_LOST", jobs.MAX_ATTEMPTS)
