@@ -6,6 +6,7 @@ import logging
 from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
+from django.db import InterfaceError, OperationalError, connections
 from django.http import Http404, HttpRequest, HttpResponse
 from ninja import NinjaAPI, Router, Schema
 from ninja.errors import AuthenticationError, HttpError, ValidationError
@@ -77,8 +78,27 @@ def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
 def _unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
     if isinstance(exc, RequestDataTooBig):
         return mark(error_response(request, payload_too_large(request_limit())))
+    if isinstance(exc, OperationalError | InterfaceError):
+        return mark(error_response(request, database_unavailable(exc)))
     logger.exception("unhandled error on %s", request.path)
     return mark(error_response(request, ApiError(500, "INTERNAL_ERROR", "Something went wrong on our side.")))
+
+
+def database_unavailable(exc: Exception) -> ApiError:
+    """A lost or refused database connection (a restart, a failover): the client should retry, and may.
+
+    Nothing was committed by this request unless its transaction had finished, and a retry with the same
+    Idempotency-Key cannot store a memory twice. Django reconnects on the next request (CONN_HEALTH_CHECKS).
+    """
+    logger.warning("database unavailable: %s", type(exc).__name__)
+    for alias in ("app", "default"):
+        connections[alias].close_if_unusable_or_obsolete()
+    return ApiError(
+        503, "DATABASE_UNAVAILABLE",
+        "The database is unavailable for a moment. Retry after the Retry-After delay; send the same "
+        "Idempotency-Key so a write is never stored twice.",
+        retryable=True, headers={"Retry-After": "1"},
+    )
 
 
 def request_limit() -> int:
@@ -104,12 +124,14 @@ def health(request: HttpRequest) -> dict[str, Any]:
 def _register_routers() -> None:
     from graphsvc.api import router as graphsvc_router
     from memories.api import router as memories_router
+    from ops.api import router as ops_router
     from rollout.api import router as rollout_router
 
     api.add_router("/", health_router)
     api.add_router("/", memories_router)
     api.add_router("/", rollout_router)
     api.add_router("/", graphsvc_router)
+    api.add_router("/", ops_router)
 
 
 _register_routers()

@@ -16,3 +16,24 @@ def post_worker_init(worker: object) -> None:
         from memories.embeddings import get_embedder
 
         get_embedder().ready(load_in_background=True)
+
+
+# --- /metrics across gunicorn workers (issue #9) ---
+# Each worker is its own process: prometheus_client's multiprocess mode keeps their samples in files under this
+# directory, set here in the master so every worker inherits it, and emptied at start so a dead run's counts go.
+_multiproc_dir = os.environ.setdefault(
+    "PROMETHEUS_MULTIPROC_DIR", os.path.join(os.path.dirname(os.path.dirname(__file__)), "var", "prometheus")
+)
+
+
+def on_starting(server: object) -> None:
+    import shutil
+
+    shutil.rmtree(_multiproc_dir, ignore_errors=True)
+    os.makedirs(_multiproc_dir, exist_ok=True)
+
+
+def child_exit(server: object, worker: object) -> None:
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid)  # type: ignore[attr-defined]

@@ -76,6 +76,8 @@ class ApiEnvelopeMiddleware:
         except ValueError:
             length = 0
         limit = settings.API_MAX_BODY_BYTES
+        if request.path.endswith("/workspace/import"):  # streamed line by line, never held in memory whole
+            limit = settings.EXPORT_IMPORT_MAX_UPLOAD_BYTES
         if length <= limit:
             return None
         return mark(error_response(request, payload_too_large(limit)))

@@ -48,6 +48,18 @@ class ScopeIn(StrictIn):
     )
 
 
+class ScopeQuery(Schema):
+    """The scope of a GET, as query parameters, validated like ScopeIn: a value ScopeIn would refuse (an empty
+    projectId, a NUL) must be a 422 here, not an error raised later inside the handler (a 500)."""
+
+    tenantId: trimmed(120) | None = Field(None, description="As scope.tenantId.")
+    userId: trimmed(120) | None = Field(None, description="As scope.userId.")
+    projectId: trimmed(240) | None = Field(None, description="As scope.projectId.")
+
+    def scope(self) -> ScopeIn:
+        return ScopeIn(tenantId=self.tenantId, userId=self.userId, projectId=self.projectId)
+
+
 def scope_field() -> Any:
     return Field(
         default_factory=ScopeIn,

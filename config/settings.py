@@ -113,9 +113,11 @@ INSTALLED_APPS = [
     "memories",
     "graphsvc",
     "rollout",
+    "ops",
 ]
 
 MIDDLEWARE = [
+    "ops.middleware.RequestLogMiddleware",
     "config.middleware.ApiEnvelopeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -399,3 +401,22 @@ DASHBOARD_CONTENT_SECURITY_POLICY = os.environ.get("DASHBOARD_CONTENT_SECURITY_P
 # WhiteNoise indexes the app and vendor static folders once at start, so neither `make run` nor the Procfile's
 # gunicorn needs a collectstatic step (run it and set this off to serve from STATIC_ROOT instead).
 WHITENOISE_USE_FINDERS = env_bool("WHITENOISE_USE_FINDERS", True)
+
+# --- Operations (issue #9): metrics, health, logs, export/import ---------------------------------------------------
+# /metrics answers only with `Authorization: Bearer <METRICS_TOKEN>`; unset = /metrics is off (404).
+METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "").strip()
+# /readyz wants a worker heartbeat younger than this; workers beat every OPS_HEARTBEAT_SECONDS.
+OPS_HEARTBEAT_SECONDS = env_int("OPS_HEARTBEAT_SECONDS", 15)
+OPS_HEARTBEAT_MAX_AGE_SECONDS = env_int("OPS_HEARTBEAT_MAX_AGE_SECONDS", 60)
+OPS_READYZ_REQUIRE_WORKER = env_bool("OPS_READYZ_REQUIRE_WORKER", True)
+# json (one object per line, for log shippers) or text (for a terminal).
+LOG_FORMAT = os.environ.get("LOG_FORMAT", "json").strip().lower() or "json"
+if LOG_FORMAT not in {"json", "text"}:
+    raise ImproperlyConfigured(f"LOG_FORMAT must be json or text, got {LOG_FORMAT!r}")
+if LOG_FORMAT == "json":
+    LOGGING["formatters"] = {"json": {"()": "ops.jsonlog.JsonFormatter"}}
+    LOGGING["handlers"]["console"]["formatter"] = "json"
+# Workspace export/import: lines per import file, bytes per line, bytes per upload through the SDK endpoint.
+EXPORT_IMPORT_MAX_LINES = env_int("EXPORT_IMPORT_MAX_LINES", 1_000_000)
+EXPORT_IMPORT_MAX_LINE_BYTES = env_int("EXPORT_IMPORT_MAX_LINE_BYTES", 1_048_576)
+EXPORT_IMPORT_MAX_UPLOAD_BYTES = env_int("EXPORT_IMPORT_MAX_UPLOAD_BYTES", 50 * 1_048_576)

@@ -20,6 +20,7 @@ from django.conf import settings
 from django.db import connections
 from pydantic import BaseModel, ValidationError
 
+from ops import metrics
 from tenancy.rls import workspace_context
 
 logger = logging.getLogger("cairn.llm")
@@ -141,6 +142,13 @@ def _usage_record(
             [workspace_id, memory_id, job_id, purpose, model, prompt_tokens, completion_tokens, cost, ok,
              error_code, duration_ms],
         )
+        # The same numbers, summed over all workspaces, for /metrics (ops_metric_counters holds no workspace).
+        metrics.counters_add(rows=[
+            (metrics.LLM_TOKENS, {"model": model, "direction": "prompt"}, prompt_tokens),
+            (metrics.LLM_TOKENS, {"model": model, "direction": "completion"}, completion_tokens),
+            (metrics.LLM_COST, {"model": model}, cost),
+            (metrics.LLM_CALLS, {"model": model, "outcome": "ok" if ok else "error"}, 1),
+        ])
 
 
 def _classify_exception(exc: Exception) -> tuple[str, bool, float | None]:

@@ -8,7 +8,7 @@ from typing import Literal
 from ninja import Schema
 from pydantic import Field
 
-from config.schemas import ScopeIn, StrictIn, scope_field
+from config.schemas import ScopeIn, ScopeQuery, StrictIn, scope_field
 
 
 class LlmUsageOut(Schema):
@@ -42,13 +42,8 @@ class ExtractionOut(Schema):
     relationshipEdges: int = Field(description="LLM relationship edges between memories (contradicts, caused_by …).")
 
 
-class ExtractionQuery(Schema):
-    tenantId: str | None = Field(None, max_length=120, description="As scope.tenantId.")
-    userId: str | None = Field(None, max_length=120, description="As scope.userId.")
-    projectId: str | None = Field(None, max_length=240, description="As scope.projectId.")
-
-    def scope(self) -> ScopeIn:
-        return ScopeIn(tenantId=self.tenantId, userId=self.userId, projectId=self.projectId)
+class ExtractionQuery(ScopeQuery):
+    """graph/extraction takes only the scope."""
 
 
 class ExtractionSettingsIn(StrictIn):

@@ -48,6 +48,7 @@ def resolve_scope(request: HttpRequest, scope: ScopeIn) -> tuple[int, MemoryScop
         user=caller.user, routing_mode=caller.routing_mode, active_org_id=caller.active_org_id,
         personal_workspace_id=caller.personal_workspace_id, tenant_id=scope.tenantId, project_id=scope.projectId,
     )
+    request.cairn_workspace_id = workspace_id  # type: ignore[attr-defined]  # for the request log line
     return workspace_id, MemoryScope(user_id=scope.userId, project_id=scope.projectId)
 
 

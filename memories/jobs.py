@@ -115,6 +115,30 @@ def _stale_before() -> datetime:
 BATCHABLE_KINDS = [Kind.EMBED]
 
 
+WORKER_LOST = "JOB_WORKER_LOST"
+
+
+def jobs_dead_letter_lost(*, workspace_id: int) -> int:
+    """Dead-letter stale "processing" jobs that already used every attempt.
+
+    A job whose worker dies each time (killed, out of memory, past the task timeout) never reaches jobs_fail, so
+    without this its message would be delivered again and again, each claim adding an attempt, forever.
+    """
+    with connections["app"].cursor() as cursor:
+        cursor.execute(
+            """
+        UPDATE pipeline_jobs
+        SET status = 'dead_letter', last_error_code = %s, claim_token = NULL, finished_at = now(),
+            updated_at = now(),
+            last_error_message = 'The worker running this job stopped (killed, out of memory or past '
+                                 'JOB_TIMEOUT_SECONDS) on every attempt.'
+        WHERE workspace_id = %s AND status = 'processing' AND started_at < %s AND attempts >= %s
+        """,
+            [WORKER_LOST, workspace_id, _stale_before(), MAX_ATTEMPTS],
+        )
+        return cursor.rowcount
+
+
 def jobs_claim(*, workspace_id: int, job_id: int, batch_size: int = 1) -> list[ClaimedJob]:
     """Claim the job and, for batchable kinds (embedding), other due jobs of its kind in the workspace.
 
@@ -127,7 +151,8 @@ def jobs_claim(*, workspace_id: int, job_id: int, batch_size: int = 1) -> list[C
             WITH wanted AS (
                 SELECT id, kind FROM pipeline_jobs
                 WHERE workspace_id = %(ws)s AND id = %(job)s
-                  AND (status = 'queued' OR (status = 'processing' AND started_at < %(stale)s))
+                  AND (status = 'queued'
+                       OR (status = 'processing' AND started_at < %(stale)s AND attempts < %(max)s))
                 FOR UPDATE SKIP LOCKED
             ),
             batch AS (
@@ -136,7 +161,7 @@ def jobs_claim(*, workspace_id: int, job_id: int, batch_size: int = 1) -> list[C
                 SELECT id FROM pipeline_jobs
                 WHERE workspace_id = %(ws)s AND id <> %(job)s
                   AND ((status = 'queued' AND run_after <= now())
-                       OR (status = 'processing' AND started_at < %(stale)s))
+                       OR (status = 'processing' AND started_at < %(stale)s AND attempts < %(max)s))
                   AND kind = (SELECT kind FROM wanted WHERE kind = ANY(%(batchable)s))
                 ORDER BY run_after, id
                 LIMIT %(extra)s
@@ -155,6 +180,7 @@ def jobs_claim(*, workspace_id: int, job_id: int, batch_size: int = 1) -> list[C
                 "batchable": BATCHABLE_KINDS,
                 "extra": max(0, batch_size - 1),
                 "token": token,
+                "max": MAX_ATTEMPTS,
             },
         )
         rows = cursor.fetchall()
@@ -270,12 +296,12 @@ def jobs_claim_ids(*, workspace_id: int, job_ids: list[int], include_stale: bool
                 claim_token = %s
             WHERE j.id IN (
                 SELECT id FROM pipeline_jobs WHERE workspace_id = %s AND id = ANY(%s)
-                  AND (status = 'queued' OR (%s AND status = 'processing' AND started_at < %s))
+                  AND (status = 'queued' OR (%s AND status = 'processing' AND started_at < %s AND attempts < %s))
                 FOR UPDATE SKIP LOCKED
             )
             RETURNING j.id, j.memory_id, j.kind, j.attempts, j.model
             """,
-            [token, workspace_id, job_ids, include_stale, _stale_before()],
+            [token, workspace_id, job_ids, include_stale, _stale_before(), MAX_ATTEMPTS],
         )
         rows = cursor.fetchall()
     return [ClaimedJob(id=r[0], memory_id=r[1], kind=r[2], attempts=r[3], model=r[4], claim_token=token) for r in rows]

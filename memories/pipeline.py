@@ -9,6 +9,7 @@ claim their rows, do slow work (the model) outside any transaction, and write re
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -19,8 +20,9 @@ from django.db import connections, transaction
 from graphsvc import entities, llm, mapping, relationships, similarity
 from memories import jobs, selectors, services, vectors
 from memories.embeddings import EmbeddingUnavailable, get_embedder
-from memories.models import Memory
+from memories.models import Memory, PipelineJob
 from memories.selectors import MemoryScope
+from ops import metrics as ops_metrics
 from tenancy.rls import workspace_context
 
 logger = logging.getLogger("cairn.pipeline")
@@ -165,6 +167,8 @@ def job_run(*, workspace_id: int, job_id: int) -> int:
     with workspace_context(workspace_id):
         claimed = jobs.jobs_claim(workspace_id=workspace_id, job_id=job_id, batch_size=EMBED_BATCH_SIZE)
         if not claimed:
+            # Nothing to run for this message: a job whose worker died on every attempt ends here, visibly.
+            jobs.jobs_dead_letter_lost(workspace_id=workspace_id)
             claimed = jobs.jobs_claim_followups(workspace_id=workspace_id, batch_size=EMBED_BATCH_SIZE)
     if not claimed:
         return 0
@@ -173,8 +177,31 @@ def job_run(*, workspace_id: int, job_id: int) -> int:
         by_kind.setdefault(job.kind, []).append(job)
     for kind, group in by_kind.items():
         runner = _RUNNERS[kind]
+        started = time.perf_counter()
         runner(workspace_id=workspace_id, claimed=group)
+        _job_metrics_record(workspace_id=workspace_id, kind=kind, group=group, seconds=time.perf_counter() - started)
     return len(claimed)
+
+
+def _job_metrics_record(*, workspace_id: int, kind: str, group: list[jobs.ClaimedJob], seconds: float) -> None:
+    """Outcomes of the jobs just run, for /metrics; best-effort, a metrics failure never fails a job."""
+    try:
+        with workspace_context(workspace_id):
+            statuses = list(PipelineJob.objects.filter(id__in=[job.id for job in group]).values_list("status", "model"))
+        outcomes = {"succeeded": 0, "retry": 0, "dead_letter": 0, "other": 0}
+        for status, _ in statuses:
+            key = {"succeeded": "succeeded", "queued": "retry", "dead_letter": "dead_letter"}.get(status, "other")
+            outcomes[key] += 1
+        ops_metrics.job_duration_record(kind=kind, seconds=seconds, outcomes=outcomes)
+        if kind == jobs.Kind.EMBED and outcomes["succeeded"]:
+            embedded: dict[str, int] = {}
+            for status, model in statuses:
+                if status == "succeeded":
+                    name = model or settings.EMBEDDING_MODEL
+                    embedded[name] = embedded.get(name, 0) + 1
+            ops_metrics.counters_add(rows=[(ops_metrics.EMBEDDINGS, {"model": m}, n) for m, n in embedded.items()])
+    except Exception:  # noqa: BLE001
+        logger.warning("could not record job metrics", exc_info=True)
 
 
 def _load_memories(workspace_id: int, memory_ids: list[uuid.UUID]) -> dict[uuid.UUID, Memory]:

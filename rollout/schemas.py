@@ -8,7 +8,7 @@ from typing import Literal
 from ninja import Schema
 from pydantic import Field
 
-from config.schemas import ScopeIn, StrictIn, scope_field
+from config.schemas import ScopeIn, ScopeQuery, StrictIn, scope_field
 from graphsvc.schemas import ExtractionOut
 
 
@@ -224,16 +224,10 @@ class RolloutOut(Schema):
     scope: ScopeOut = Field(description="The scope of the request.")
 
 
-class RolloutQuery(Schema):
-    tenantId: str | None = Field(None, max_length=120, description="As scope.tenantId.")
-    userId: str | None = Field(None, max_length=120, description="As scope.userId.")
-    projectId: str | None = Field(None, max_length=240, description="As scope.projectId.")
+class RolloutQuery(ScopeQuery):
     windowHours: int | None = Field(
         None, ge=1, le=168, description="Window of the metrics, gate and plan shown, 1–168 hours (default 24)."
     )
-
-    def scope(self) -> ScopeIn:
-        return ScopeIn(tenantId=self.tenantId, userId=self.userId, projectId=self.projectId)
 
 
 class RolloutSetIn(StrictIn):
@@ -270,11 +264,5 @@ class StatusOut(Schema):
 
 
 
-class StatusQuery(Schema):
+class StatusQuery(ScopeQuery):
     topNodesLimit: int = Field(10, ge=1, le=50, description="How many hub nodes to list, 1–50 (default 10).")
-    tenantId: str | None = Field(None, max_length=120, description="As scope.tenantId.")
-    userId: str | None = Field(None, max_length=120, description="As scope.userId.")
-    projectId: str | None = Field(None, max_length=240, description="As scope.projectId.")
-
-    def scope(self) -> ScopeIn:
-        return ScopeIn(tenantId=self.tenantId, userId=self.userId, projectId=self.projectId)

@@ -21,6 +21,7 @@ from django.db import DatabaseError, connections, transaction
 from django.utils import timezone
 
 from config.errors import ApiError
+from ops import metrics as ops_metrics
 from rollout import selectors
 from rollout.models import RetrievalMetric, RetrievalPolicy, RolloutConfig
 from tenancy.models import Workspace
@@ -161,6 +162,8 @@ def retrieval_metric_record(
             duration_ms=max(0.0, float(duration_ms)),
             endpoint=endpoint,
         )
+    ops_metrics.RETRIEVALS.labels(endpoint=endpoint, requested=requested_strategy, applied=applied_strategy,
+                                  fallback_reason=fallback_reason or "none").inc()
 
 
 def retrieval_metrics_purge(*, older_than_days: int | None = None) -> int:

@@ -13,7 +13,9 @@ from django.test import Client
 pytestmark = pytest.mark.django_db(databases=[])
 PREFIX = "/api/sdk/v1/"
 # Served twice on purpose; the SDK calls the POST form.
-NOT_IN_SDK = {("GET", "graph/status")}
+# Workspace export/import (issue #9) stream JSON Lines, not the envelope; operators use `manage.py
+# workspace_export/workspace_import` or plain HTTP. SDK methods for them are still to come.
+NOT_IN_SDK = {("GET", "graph/status"), ("POST", "workspace/export"), ("POST", "workspace/import")}
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,153 @@
+"""Workspace export: a versioned JSON Lines stream read from one consistent snapshot of one workspace.
+
+Line 1 is a header (format, version, what is inside), the last line a trailer with the count of each record kind;
+an importer that does not find the trailer knows the file was cut. Records carry the source ids; the importer
+remaps them. Order matters to the importer: memories before what points at them, nodes before edges and links.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+from django.db import connections, transaction
+
+from tenancy.rls import workspace_context
+
+FORMAT = "cairn.workspace-export"
+VERSION = 1
+BATCH = 500
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def _vector(value: Any) -> list[float] | None:
+    return None if value is None else [float(x) for x in value]
+
+
+def _rows(sql: str, params: list[Any]) -> Iterator[dict[str, Any]]:
+    # A named (server-side) cursor: a large workspace streams in batches instead of loading into memory.
+    with connections["app"].chunked_cursor() as cursor:
+        cursor.itersize = BATCH
+        cursor.execute(sql, params)
+        columns = [col[0] for col in cursor.description]
+        for row in cursor:
+            yield dict(zip(columns, row, strict=True))
+
+
+def workspace_export_count(*, workspace_id: int) -> int:
+    """Roughly how many lines an export will have (for a progress bar)."""
+    with workspace_context(workspace_id), connections["app"].cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT (SELECT count(*) FROM memories WHERE workspace_id = %(ws)s)
+                 + (SELECT count(*) FROM graph_nodes WHERE workspace_id = %(ws)s)
+                 + (SELECT count(*) FROM graph_edges WHERE workspace_id = %(ws)s)
+                 + (SELECT count(*) FROM memory_node_links WHERE workspace_id = %(ws)s)
+                 + (SELECT count(*) FROM graph_entity_aliases WHERE workspace_id = %(ws)s)
+                 + (SELECT count(*) FROM graph_communities WHERE workspace_id = %(ws)s)
+            """,
+            {"ws": workspace_id},
+        )
+        return int(cursor.fetchone()[0])
+
+
+def workspace_export_records(*, workspace_id: int, include_embeddings: bool) -> Iterator[dict[str, Any]]:
+    """Every record of the workspace, header and trailer included, from one REPEATABLE READ snapshot."""
+    counts: dict[str, int] = {}
+
+    def emit(kind: str, record: dict[str, Any]) -> dict[str, Any]:
+        counts[kind] = counts.get(kind, 0) + 1
+        return {"kind": kind, **record}
+
+    ws = [workspace_id]
+    nested = connections["app"].in_atomic_block  # inside a caller's transaction (a test) its snapshot applies
+    with transaction.atomic(using="app"):
+        if not nested:
+            with connections["app"].cursor() as cursor:
+                # Edges written while the export runs must not point at nodes the stream has already passed.
+                cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        with workspace_context(workspace_id):
+            yield {
+                "kind": "header",
+                "format": FORMAT,
+                "version": VERSION,
+                "exportedAt": datetime.now(UTC).isoformat(),
+                "sourceWorkspaceId": workspace_id,
+                "includesEmbeddings": include_embeddings,
+            }
+            for row in _rows("SELECT mode, autopilot_enabled FROM rollout_configs WHERE workspace_id = %s", ws):
+                yield emit("rollout", {"mode": row["mode"], "autopilotEnabled": row["autopilot_enabled"]})
+            for row in _rows("SELECT default_strategy, default_autopilot_enabled FROM retrieval_policies "
+                             "WHERE workspace_id = %s", ws):
+                yield emit("retrieval_policy", {"defaultStrategy": row["default_strategy"],
+                                                "autopilotEnabled": row["default_autopilot_enabled"]})
+            for row in _rows("SELECT llm_daily_token_budget FROM graph_settings WHERE workspace_id = %s", ws):
+                yield emit("graph_settings", {"llmDailyTokenBudget": row["llm_daily_token_budget"]})
+            for row in _rows(
+                """SELECT id, content, type, layer, scope, project_id, user_id, tags, paths, category, metadata,
+                          embedding_model, injection_flags, expires_at, created_at, updated_at, deleted_at
+                   FROM memories WHERE workspace_id = %s ORDER BY created_at, id""", ws):
+                yield emit("memory", {
+                    "id": str(row["id"]), "content": row["content"], "type": row["type"], "layer": row["layer"],
+                    "scope": row["scope"], "projectId": row["project_id"], "userId": row["user_id"],
+                    "tags": row["tags"], "paths": row["paths"], "category": row["category"],
+                    "metadata": row["metadata"] if not isinstance(row["metadata"], str) else json.loads(row["metadata"]),
+                    "embeddingModel": row["embedding_model"], "injectionFlags": row["injection_flags"],
+                    "expiresAt": _iso(row["expires_at"]), "createdAt": _iso(row["created_at"]),
+                    "updatedAt": _iso(row["updated_at"]), "deletedAt": _iso(row["deleted_at"]),
+                })
+            if include_embeddings:
+                for row in _rows("SELECT memory_id, model, dimension, embedding::text AS v, content_sha256 "
+                                 "FROM memory_embeddings WHERE workspace_id = %s ORDER BY id", ws):
+                    yield emit("embedding", {"memoryId": str(row["memory_id"]), "model": row["model"],
+                                             "dimension": row["dimension"], "vector": json.loads(row["v"]),
+                                             "contentSha256": row["content_sha256"]})
+            for row in _rows("SELECT id, name, summary, member_node_ids, fingerprint FROM graph_communities "
+                             "WHERE workspace_id = %s ORDER BY id", ws):
+                yield emit("community", {"id": row["id"], "name": row["name"], "summary": row["summary"],
+                                         "memberNodeIds": row["member_node_ids"], "fingerprint": row["fingerprint"]})
+            embedding_column = "embedding::text" if include_embeddings else "NULL::text"
+            for row in _rows(
+                f"""SELECT id, node_type, node_key, label, metadata, summary, {embedding_column} AS v,
+                           embedding_model, first_seen_at, last_seen_at, mention_count, community_id
+                    FROM graph_nodes WHERE workspace_id = %s ORDER BY id""", ws):
+                yield emit("node", {
+                    "id": row["id"], "nodeType": row["node_type"], "nodeKey": row["node_key"], "label": row["label"],
+                    "metadata": row["metadata"], "summary": row["summary"],
+                    "embedding": json.loads(row["v"]) if row["v"] else None,
+                    "embeddingModel": row["embedding_model"] if row["v"] else None,
+                    "firstSeenAt": _iso(row["first_seen_at"]), "lastSeenAt": _iso(row["last_seen_at"]),
+                    "mentionCount": row["mention_count"], "communityId": row["community_id"],
+                })
+            for row in _rows("SELECT node_id, alias FROM graph_entity_aliases WHERE workspace_id = %s ORDER BY id", ws):
+                yield emit("alias", {"nodeId": row["node_id"], "alias": row["alias"]})
+            for row in _rows(
+                """SELECT id, edge_key, from_node_id, to_node_id, edge_type, edge_class, weight, confidence, fact,
+                          evidence_memory_id, evidence_text, origin, valid_from, valid_to, created_at, expired_at,
+                          expires_at, last_observed_at, superseded_by_id, metadata
+                   FROM graph_edges WHERE workspace_id = %s ORDER BY id""", ws):
+                yield emit("edge", {
+                    "id": row["id"], "edgeKey": row["edge_key"], "fromNodeId": row["from_node_id"],
+                    "toNodeId": row["to_node_id"], "edgeType": row["edge_type"], "edgeClass": row["edge_class"],
+                    "weight": row["weight"], "confidence": row["confidence"], "fact": row["fact"],
+                    "evidenceMemoryId": str(row["evidence_memory_id"]) if row["evidence_memory_id"] else None,
+                    "evidenceText": row["evidence_text"], "origin": row["origin"],
+                    "validFrom": _iso(row["valid_from"]), "validTo": _iso(row["valid_to"]),
+                    "createdAt": _iso(row["created_at"]), "expiredAt": _iso(row["expired_at"]),
+                    "expiresAt": _iso(row["expires_at"]), "lastObservedAt": _iso(row["last_observed_at"]),
+                    "supersededById": row["superseded_by_id"], "metadata": row["metadata"],
+                })
+            for row in _rows("SELECT memory_id, node_id, role FROM memory_node_links WHERE workspace_id = %s "
+                             "ORDER BY id", ws):
+                yield emit("link", {"memoryId": str(row["memory_id"]), "nodeId": row["node_id"], "role": row["role"]})
+            yield {"kind": "trailer", "counts": counts}
+
+
+def workspace_export_lines(*, workspace_id: int, include_embeddings: bool) -> Iterator[bytes]:
+    for record in workspace_export_records(workspace_id=workspace_id, include_embeddings=include_embeddings):
+        yield (json.dumps(record, separators=(",", ":"), ensure_ascii=False, default=str) + "\n").encode()

@@ -1,0 +1,30 @@
+"""In/Out schemas of the workspace export/import routes."""
+
+from __future__ import annotations
+
+from ninja import Schema
+from pydantic import Field
+
+from config.schemas import ScopeIn, StrictIn, scope_field, trimmed
+
+
+class ExportIn(StrictIn):
+    scope: ScopeIn = scope_field()
+    includeEmbeddings: bool = Field(
+        False, description="Also export memory and entity vectors (large). Without them the importing server "
+        "queues embedding jobs for the imported memories.")
+
+
+class ImportQuery(Schema):
+    tenantId: trimmed(120) | None = Field(None, description="As scope.tenantId: the workspace to import into.")
+    projectId: trimmed(240) | None = Field(None, description="As scope.projectId (routing only).")
+
+    def scope(self) -> ScopeIn:
+        return ScopeIn(tenantId=self.tenantId, projectId=self.projectId)
+
+
+class ImportOut(Schema):
+    workspaceId: int = Field(description="The workspace the file was imported into.")
+    created: dict[str, int] = Field(description="Records created, per kind (memory, node, edge, link, ...).")
+    skipped: dict[str, int] = Field(description="Records that already existed and were left as they are.")
+    embedJobsQueued: int = Field(description="Embedding jobs queued for imported memories without a vector.")

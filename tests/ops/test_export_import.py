@@ -1,0 +1,210 @@
+"""Workspace export/import through the SDK API and the management commands, on real Postgres under RLS."""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.db import connections
+
+from memories.models import Memory
+from tenancy import services as tenancy_services
+from tenancy.rls import workspace_context
+from tests.conftest import API, SdkClient
+from tests.memories.helpers import ACME_SCOPE
+
+NDJSON = "application/x-ndjson"
+TABLES = ("memories", "graph_nodes", "graph_edges", "memory_node_links", "graph_entity_aliases",
+          "graph_communities", "memory_embeddings")
+
+
+def export_lines(api: SdkClient, **body: Any) -> list[dict[str, Any]]:
+    response = api.post("workspace/export", body)
+    assert response.status_code == 200, response.content
+    assert response["Content-Type"] == NDJSON
+    return [json.loads(line) for line in b"".join(response.streaming_content).splitlines()]
+
+
+def import_lines(api: SdkClient, lines: list[dict[str, Any]] | bytes, *, query: str = "") -> Any:
+    body = lines if isinstance(lines, bytes) else "".join(json.dumps(line) + "\n" for line in lines).encode()
+    return api.client.post(f"{API}/workspace/import{query}", data=body, content_type=NDJSON,
+                           HTTP_AUTHORIZATION=f"Bearer {api.key}")
+
+
+def counts(workspace_id: int) -> dict[str, int]:
+    with workspace_context(workspace_id), connections["app"].cursor() as cursor:
+        result = {}
+        for table in TABLES:
+            cursor.execute(f"SELECT count(*) FROM {table} WHERE workspace_id = %s", [workspace_id])
+            result[table] = cursor.fetchone()[0]
+        return result
+
+
+def add_entity_graph(workspace_id: int, memory_id: str) -> None:
+    """Entities, an alias, a community and a fact that superseded an older one, as #5's extraction writes them."""
+    with workspace_context(workspace_id), connections["app"].cursor() as cursor:
+        cursor.execute("INSERT INTO graph_communities (workspace_id, name, summary, member_node_ids, fingerprint, "
+                       "created_at, updated_at) VALUES (%s, 'databases', 'db people', '{}', 'fp1', now(), now()) "
+                       "RETURNING id", [workspace_id])
+        community = cursor.fetchone()[0]
+        ids = []
+        for key in ("ada", "postgres"):
+            cursor.execute(
+                "INSERT INTO graph_nodes (workspace_id, node_type, node_key, label, created_at, updated_at, "
+                "mention_count, community_id, embedding) VALUES (%s, %s, %s, %s, now(), now(), 2, %s, '[1,0,0]') "
+                "RETURNING id", [workspace_id, "person" if key == "ada" else "tool", key, key.title(), community])
+            ids.append(cursor.fetchone()[0])
+        cursor.execute("UPDATE graph_communities SET member_node_ids = %s WHERE id = %s", [ids, community])
+        cursor.execute("INSERT INTO graph_entity_aliases (workspace_id, node_id, alias, created_at) "
+                       "VALUES (%s, %s, 'ada l.', now())", [workspace_id, ids[0]])
+        edge_ids = []
+        for relation, expired in (("uses", "now()"), ("prefers", "NULL")):
+            cursor.execute(
+                f"INSERT INTO graph_edges (workspace_id, edge_key, from_node_id, to_node_id, edge_type, edge_class, "
+                f"weight, confidence, fact, evidence_memory_id, origin, created_at, updated_at, expired_at, "
+                f"retrieval_count) VALUES (%s, %s, %s, %s, %s, 'entity', 1, 0.9, %s, %s, 'llm_entity', now(), now(), "
+                f"{expired}, 0) RETURNING id",
+                [workspace_id, f"f:{ids[0]}:{ids[1]}:entity:{relation}", ids[0], ids[1], relation,
+                 f"Ada {relation} Postgres", memory_id])
+            edge_ids.append(cursor.fetchone()[0])
+        cursor.execute("UPDATE graph_edges SET superseded_by_id = %s WHERE id = %s", edge_ids[::-1])
+        cursor.execute("INSERT INTO memory_embeddings (workspace_id, memory_id, model, dimension, embedding, "
+                       "content_sha256, scope, created_at, updated_at) VALUES (%s, %s, 'test/3d', 3, '[0,1,0]', "
+                       "'sha', 'global', now(), now())", [workspace_id, memory_id])
+
+
+@pytest.fixture
+def alice_graph(personas) -> dict[str, Any]:
+    api = personas.alice_api
+    first = api.add("Ada prefers Postgres for billing", tags=["billing"], category="db")
+    second = api.add("Deploys happen on Fridays", type="rule")
+    api.ok("memories/forget", {"id": second["id"]})
+    workspace_id = personas.alice.personal_workspace.id
+    add_entity_graph(workspace_id, first["id"])
+    api.ok("graph/rollout", {"mode": "shadow"})
+    return {"workspace_id": workspace_id, "first": first["id"]}
+
+
+def test_it_exports_a_versioned_stream_with_every_kind(personas, alice_graph):
+    lines = export_lines(personas.alice_api, includeEmbeddings=True)
+    header, trailer = lines[0], lines[-1]
+    assert (header["kind"], header["format"], header["version"]) == ("header", "cairn.workspace-export", 1)
+    assert trailer["kind"] == "trailer"
+    kinds = {line["kind"] for line in lines[1:-1]}
+    assert {"memory", "embedding", "node", "edge", "link", "alias", "community", "rollout"} <= kinds
+    assert sum(trailer["counts"].values()) == len(lines) - 2
+    assert trailer["counts"]["memory"] == 2  # the forgotten one too, as a tombstone
+
+
+def test_it_imports_into_another_workspace_remapping_ids_and_twice_changes_nothing(personas, alice_graph):
+    api = personas.alice_api
+    lines = export_lines(api, includeEmbeddings=True)
+    response = import_lines(api, lines, query="?tenantId=copy")
+    assert response.status_code == 200, response.json()["error"]
+    report = response.json()["data"]
+    target = report["workspaceId"]
+    assert target != alice_graph["workspace_id"]
+    assert report["created"]["memory"] == 2 and report["created"]["alias"] == 1
+    assert report["skipped"] == {}
+    assert report["embedJobsQueued"] == 0  # the live memory came with its vector, the forgotten one needs none
+    assert counts(target) == counts(alice_graph["workspace_id"])
+
+    with workspace_context(target), connections["app"].cursor() as cursor:
+        cursor.execute("SELECT id::text FROM memories WHERE workspace_id = %s AND deleted_at IS NULL", [target])
+        (new_memory,) = [row[0] for row in cursor.fetchall()]
+        assert new_memory != alice_graph["first"]
+        cursor.execute("SELECT node_key FROM graph_nodes WHERE workspace_id = %s AND node_type = 'memory'", [target])
+        assert new_memory in {row[0] for row in cursor.fetchall()}
+        cursor.execute("SELECT c.member_node_ids, array_agg(n.id ORDER BY n.id) FROM graph_communities c "
+                       "JOIN graph_nodes n ON n.community_id = c.id WHERE c.workspace_id = %s GROUP BY c.id", [target])
+        members, nodes = cursor.fetchone()
+        assert sorted(members) == nodes
+        cursor.execute("SELECT e.edge_key, e.evidence_memory_id::text, s.edge_type FROM graph_edges e "
+                       "JOIN graph_edges s ON s.id = e.superseded_by_id WHERE e.workspace_id = %s", [target])
+        key, evidence, superseding = cursor.fetchone()
+        assert evidence == new_memory and superseding == "prefers"
+        assert key.startswith("f:") and key.split(":")[1] in {str(n) for n in nodes}
+
+    again = import_lines(api, lines, query="?tenantId=copy").json()["data"]
+    assert again["created"] == {} and again["skipped"]["memory"] == 2
+    assert counts(target)["graph_edges"] == counts(alice_graph["workspace_id"])["graph_edges"]
+
+
+def test_it_imports_back_into_the_source_workspace_as_a_no_op(personas, alice_graph):
+    before = counts(alice_graph["workspace_id"])
+    report = import_lines(personas.alice_api, export_lines(personas.alice_api)).json()["data"]
+    assert report["created"] == {} and report["embedJobsQueued"] == 0
+    assert counts(alice_graph["workspace_id"]) == before
+
+
+def test_it_queues_embedding_jobs_when_vectors_are_not_exported(personas, alice_graph):
+    report = import_lines(personas.alice_api, export_lines(personas.alice_api),
+                          query="?tenantId=noembed").json()["data"]
+    assert report["embedJobsQueued"] == 1
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda lines: [{**lines[0], "version": 99}, *lines[1:]], "version 99 is not supported"),
+    (lambda lines: lines[:-1], "without its trailer"),
+    (lambda lines: [*lines[:-1], {"kind": "link", "memoryId": "x", "nodeId": 1, "role": "self"}, lines[-1]],
+     "not in this file"),
+    (lambda lines: [*lines[:2], {"kind": "alien"}, *lines[2:]], "unknown record kind"),
+])
+def test_it_refuses_bad_files_and_imports_nothing(personas, alice_graph, mutate, message):
+    lines = export_lines(personas.alice_api)
+    response = import_lines(personas.alice_api, mutate(lines), query="?tenantId=bad")
+    assert response.status_code == 422, response.content
+    error = response.json()["error"]
+    assert error["code"] == "IMPORT_FILE_INVALID" and message in error["message"] and error["details"]["line"] >= 1
+    workspace = tenancy_services.workspace_for_scope(user=personas.alice, tenant_id="bad", project_id=None)
+    assert set(counts(workspace.id).values()) == {0}
+
+
+def test_it_refuses_non_json_lines_and_wrong_content_type(personas, alice_graph):
+    response = import_lines(personas.alice_api, b"not json\n")
+    assert response.status_code == 422 and response.json()["error"]["details"] == {"line": 1}
+    wrong = personas.alice_api.post("workspace/import", {"kind": "header"})
+    assert wrong.status_code == 415 and wrong.json()["error"]["code"] == "UNSUPPORTED_MEDIA_TYPE"
+
+
+def test_it_never_reaches_into_another_workspace(personas):
+    acme_memory = personas.alice_api.add("acme secret plan", scope=ACME_SCOPE)
+    # charlie asks for acme's scope: routing gives him his own workspace, never acme's rows.
+    lines = export_lines(personas.charlie_api, scope=ACME_SCOPE)
+    assert "acme secret plan" not in json.dumps(lines)
+    # A forged file naming acme's memory id as if it came from charlie's own workspace is refused whole.
+    charlie_ws = personas.charlie.personal_workspace.id
+    forged = [
+        {"kind": "header", "format": "cairn.workspace-export", "version": 1, "sourceWorkspaceId": charlie_ws},
+        {"kind": "memory", "id": acme_memory["id"], "content": "overwritten", "type": "note", "layer": "long_term",
+         "scope": "global", "createdAt": "2026-01-01T00:00:00+00:00"},
+        {"kind": "trailer", "counts": {"memory": 1}},
+    ]
+    response = import_lines(personas.charlie_api, forged)
+    assert response.status_code == 422 and "another workspace" in response.json()["error"]["message"]
+    with workspace_context(personas.acme.id):
+        assert Memory.objects.get(pk=acme_memory["id"]).content == "acme secret plan"
+
+
+def test_it_needs_a_key(anonymous_api):
+    assert anonymous_api.post("workspace/export", {}).status_code == 401
+    assert import_lines(anonymous_api, b"").status_code == 401
+
+
+def test_it_exports_and_imports_with_the_management_commands(personas, alice_graph, tmp_path):
+    path = tmp_path / "export.jsonl"
+    err = io.StringIO()
+    call_command("workspace_export", str(alice_graph["workspace_id"]), "--output", str(path), "--embeddings",
+                 stderr=err)
+    assert "workspace" in err.getvalue() and "/" in err.getvalue()  # the progress bar
+    target = tenancy_services.workspace_for_scope(user=personas.alice, tenant_id="cli", project_id=None).id
+    out = io.StringIO()
+    call_command("workspace_import", str(target), str(path), stdout=out, stderr=io.StringIO())
+    assert json.loads(out.getvalue())["created"]["memory"] == 2
+    assert counts(target) == counts(alice_graph["workspace_id"])
+    path.write_text('{"kind": "header", "format": "cairn.workspace-export", "version": 2}\n')
+    with pytest.raises(CommandError, match="version 2 is not supported"):
+        call_command("workspace_import", str(target), str(path), stdout=io.StringIO(), stderr=io.StringIO())
