@@ -3,9 +3,16 @@ look-alikes (each must survive untouched). The secrets are made up; they only ha
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from graphsvc import llm
+from memories.pipeline import jobs_run_pending
 from memories.scrubber import scrub_secrets, secret_kinds
+from tests.conftest import API
+from tests.helpers.fake_openai import FakeProvider
+from tests.memories.helpers import personal_workspace_id, stored
 
 PEM_BODY = "MIIEowIBAAKCAQEA7bq9" + "x" * 60
 SECRETS = [
@@ -73,3 +80,81 @@ def test_it_keeps_the_label_and_the_surrounding_text() -> None:
 def test_it_is_idempotent() -> None:
     once = scrub_secrets(" ".join(text for _, text, _ in SECRETS))
     assert scrub_secrets(once) == once
+
+
+# --- wired into what leaves the machine: LLM prompts and context text ------------------------------------------
+
+SECRET_NOTE = "Deploy key for staging is sk-proj-4fJ2kQ9xZt7LmN3pR8sV1wY6bC0dE5gH, use it in CI"
+
+
+def _chat_answer(body: dict) -> str:
+    system = body["messages"][0]["content"]
+    if "extract entities and facts" in system:
+        return json.dumps({"entities": [], "facts": []})
+    if "typed relationships between a new note" in system:
+        return json.dumps({"edges": []})
+    return json.dumps({"relationship": "unrelated", "confidence": 0.9, "explanation": "-", "evidence": ""})
+
+
+@pytest.fixture
+def fake_provider(settings):
+    provider = FakeProvider(chat_answer=_chat_answer)
+    url = provider.start()
+    settings.GRAPH_LLM_MODEL = "openai/cairn-test-model"
+    settings.GRAPH_LLM_API_BASE = url
+    settings.GRAPH_LLM_API_KEY = "test-key"
+    settings.GRAPH_LLM_MAX_RETRIES = 0
+    yield provider
+    provider.stop()
+
+
+def test_it_never_sends_a_secret_to_the_llm(personas, local_embedder, fake_provider):
+    workspace_id = personal_workspace_id(personas.alice)
+    personas.alice_api.add("Staging deploys run from the CI pipeline on merge")
+    memory = personas.alice_api.add(SECRET_NOTE)
+    jobs_run_pending(workspace_id=workspace_id)
+
+    chats = [r["body"] for r in fake_provider.requests if r["path"].endswith("/chat/completions")]
+    assert len(chats) >= 2  # relationship and extraction prompts both ran
+    sent = json.dumps(chats)
+    assert "sk-proj-4fJ2kQ9xZt7LmN3pR8sV1wY6bC0dE5gH" not in sent
+    assert "[REDACTED:openai_key]" in sent
+    # The stored memory keeps what the user wrote (scrub at rest is off by default).
+    assert stored(workspace_id, memory["id"]).content == SECRET_NOTE
+
+
+def test_it_scrubs_before_cutting_a_prompt_to_length():
+    # Cut first, the key would be half there and no pattern would know it any more.
+    text = "x" * 90 + " sk-proj-4fJ2kQ9xZt7LmN3pR8sV1wY6bC0dE5gH"
+    fenced = llm.external(text, limit=110)
+    assert "sk-proj-4fJ2" not in fenced
+    assert "[REDACTED:openai" in fenced
+
+
+def test_it_scrubs_context_text_but_returns_the_memory_as_written(alice_api):
+    memory = alice_api.add("The staging DATABASE_URL is postgres://app:s3cr3t-Pa55@db.internal:5432/app")
+    data = alice_api.ok("context/get", {"query": "staging database"})
+    assert "s3cr3t-Pa55" not in data["context"]
+    assert "postgres://app:[REDACTED:url_password]@db" in data["context"]
+    assert data["memories"][0]["id"] == memory["id"]
+    assert "s3cr3t-Pa55" in data["memories"][0]["content"]
+
+
+def test_it_can_leave_context_text_alone_or_scrub_at_rest(personas):
+    api = personas.alice_api
+    patch(api, {"redactCredentials": False})
+    api.add("ci token glpat-xY7zW5vU3tS1rQ9pO7nM for the runner")
+    assert "glpat-xY7zW5vU3tS1rQ9pO7nM" in api.ok("context/get", {"query": "runner token"})["context"]
+
+    patch(api, {"scrubAtRest": True})
+    memory = api.add("runner password = hunter2!x")
+    assert memory["content"] == "runner password = [REDACTED:password]"
+    edited = api.ok("memories/edit", {"id": memory["id"], "content": "runner password = s3cond!pw"})
+    assert edited["memory"]["content"] == "runner password = [REDACTED:password]"
+
+
+def patch(api, body: dict) -> dict:
+    response = api.client.patch(f"{API}/memories/settings", data=json.dumps(body), content_type="application/json",
+                                HTTP_AUTHORIZATION=f"Bearer {api.key}")
+    assert response.status_code == 200, response.content
+    return response.json()["data"]
