@@ -191,6 +191,8 @@ def ensure_database() -> None:
     sys.path.insert(0, str(ROOT / "bench"))
     import api_latency
 
+    # Importing api_latency points CAIRN_DATABASE_NAME at its own database (cairn_bench): point it back.
+    os.environ["CAIRN_DATABASE_NAME"] = DATABASE
     api_latency.ensure_bench_database(DATABASE)
 
 
