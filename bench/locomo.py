@@ -58,6 +58,10 @@ os.environ["EMBEDDING_MODEL"] = MODEL
 warnings.filterwarnings("ignore", message="No directory at")  # static files: irrelevant to the API
 
 KS = (1, 5, 10, 20)
+# Issue #10 options: fields added to every memories/search and context/get body (--importance-weight), and
+# admission control on while ingesting (--admission, into workspaces of their own: tenantId locomo-adm-<id>).
+EXTRA_BODY: dict[str, Any] = {}
+ADMISSION = False
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 HEADLINE = (1, 2, 3, 4)
 API_STRATEGIES = ("lexical", "semantic", "hybrid", "hybrid_graph")
@@ -111,7 +115,7 @@ class Conversation:
 
     @property
     def tenant_id(self) -> str:
-        return TENANT_PREFIX + self.sample_id
+        return (TENANT_PREFIX + "adm-" if ADMISSION else TENANT_PREFIX) + self.sample_id
 
 
 def session_time(text: str) -> datetime:
@@ -281,9 +285,19 @@ def write_turns(workspace_id: int, turns: list[Turn]) -> None:
 
     with workspace_context(workspace_id):
         for turn in turns:
-            memory = pipeline.memory_add_flow(
-                workspace_id=workspace_id, scope=MemoryScope(), content=turn.content, metadata=turn_metadata(turn)
-            )
+            if ADMISSION:
+                outcome = pipeline.memory_add_admitted_flow(
+                    workspace_id=workspace_id, scope=MemoryScope(), content=turn.content,
+                    metadata=turn_metadata(turn),
+                )
+                if not outcome.admitted:
+                    continue
+                memory = outcome.memory
+            else:
+                memory = pipeline.memory_add_flow(
+                    workspace_id=workspace_id, scope=MemoryScope(), content=turn.content,
+                    metadata=turn_metadata(turn),
+                )
             Memory.objects.filter(pk=memory.id).update(created_at=turn.time, updated_at=turn.time)
 
 
@@ -363,8 +377,16 @@ def ingest(workspace_id: int, conversation: Conversation, reingest: bool) -> dic
         if existing:
             progress(f"ingest {label}: removing {existing} memories of an earlier run")
             wipe_workspace(workspace_id)
+        if ADMISSION:
+            from memories import services
+            from tenancy.rls import workspace_context
+
+            with workspace_context(workspace_id):
+                services.memory_settings_update(workspace_id=workspace_id, changes={"admission_enabled": True})
         for start in range(0, total, WRITE_CHUNK):
             write_turns(workspace_id, conversation.turns[start : start + WRITE_CHUNK])
+            if ADMISSION:  # novelty compares with embedded memories: embed each chunk before the next
+                run_pipeline(workspace_id, label, total)
             progress(f"ingest {label}: wrote {min(start + WRITE_CHUNK, total)}/{total} turns")
     else:
         add_missing_session_ids(workspace_id)
@@ -381,6 +403,7 @@ def ingest(workspace_id: int, conversation: Conversation, reingest: bool) -> dic
         "turns": total,
         "ingested": write,
         "jobsRun": jobs,
+        "storedMemories": live_memory_count(workspace_id),  # < turns when admission control refused some
         **state,
         "seconds": round(time.perf_counter() - started, 1),
     }
@@ -432,7 +455,8 @@ def dia_ids(memories: list[dict[str, Any]]) -> list[str | None]:
 
 
 def search_ranking(api: SdkApi, tenant_id: str, strategy: str, query: str) -> Ranking:
-    body = {"query": query, "limit": SEARCH_LIMIT, "strategy": strategy, "scope": {"tenantId": tenant_id}}
+    body = {"query": query, "limit": SEARCH_LIMIT, "strategy": strategy, "scope": {"tenantId": tenant_id},
+            **EXTRA_BODY}
     status, envelope = api.post("memories/search", body)
     if status != 200:
         raise RuntimeError(f"memories/search ({strategy}) failed: {envelope_error(status, envelope)}")
@@ -451,6 +475,7 @@ def context_ranking(api: SdkApi, tenant_id: str, query: str, options: GraphOptio
     body = {
         "query": query, "limit": options.baseline, "strategy": "hybrid", "graphDepth": options.depth,
         "graphLimit": options.limit, "includeRules": False, "mode": "long_term", "scope": {"tenantId": tenant_id},
+        **EXTRA_BODY,
     }
     status, envelope = api.post("context/get", body)
     if status == 404:
@@ -854,6 +879,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--graph-limit", type=int, default=SEARCH_LIMIT,
                         help="hybrid_graph: context/get graphLimit, 1-50 (default 20)")
     parser.add_argument("--reingest", action="store_true", help="rewrite every conversation's memories")
+    parser.add_argument("--importance-weight", type=float, default=None,
+                        help="importanceWeight sent with every search/context request (default: the workspace's)")
+    parser.add_argument("--admission", action="store_true",
+                        help="ingest with admission control on, into workspaces of their own (locomo-adm-*)")
     args = parser.parse_args(argv)
     args.strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
     unknown = sorted(set(args.strategies) - set(DEFAULT_STRATEGIES))
@@ -892,7 +921,11 @@ def warm_embedder() -> None:
 
 
 def benchmark(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    global ADMISSION
     started_at = datetime.now(UTC)
+    ADMISSION = args.admission
+    if args.importance_weight is not None:
+        EXTRA_BODY["importanceWeight"] = args.importance_weight
     conversations = load_conversations(args.data, args.conversations)
     machine = machine_info()
     ensure_database()
@@ -937,7 +970,8 @@ def benchmark(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict[str, 
         "machine": machine,
         "config": {"strategies": args.strategies, "conversations": len(conversations), "ks": list(KS),
                    "searchLimit": SEARCH_LIMIT, "graphDepth": args.graph_depth, "graphBaseline": args.graph_baseline,
-                   "graphLimit": args.graph_limit, "reingest": args.reingest},
+                   "graphLimit": args.graph_limit, "reingest": args.reingest,
+                   "importanceWeight": args.importance_weight, "admission": args.admission},
         "ingest": ingested,
         "ingestSeconds": round(ingest_seconds, 1),
         "askSeconds": round(ask_seconds, 1),

@@ -236,6 +236,15 @@ MEMORY_METADATA_MAX_BYTES = env_int("MEMORY_METADATA_MAX_BYTES", 16_384)
 IDEMPOTENCY_TTL_HOURS = env_int("IDEMPOTENCY_TTL_HOURS", 24)
 SDK_AUTO_PROVISION_TENANTS = env_bool("SDK_AUTO_PROVISION_TENANTS", True)
 MAX_TENANT_WORKSPACES_PER_OWNER = env_int("MAX_TENANT_WORKSPACES_PER_OWNER", 1000)
+# Issue #10 — memory hygiene (docs/hygiene.md). Workspace values (memories/settings) override the first four.
+MEMORY_REDACT_CREDENTIALS = env_bool("MEMORY_REDACT_CREDENTIALS", True)
+MEMORY_IMPORTANCE_WEIGHT = env_float("MEMORY_IMPORTANCE_WEIGHT", 0.15, maximum=1.0)
+MEMORY_ADMISSION_THRESHOLD = env_float("MEMORY_ADMISSION_THRESHOLD", 0.40, maximum=1.0)
+MEMORY_ADMISSION_FAST_PATH_MARGIN = env_float("MEMORY_ADMISSION_FAST_PATH_MARGIN", 0.15, maximum=1.0)
+MEMORY_ADMISSION_DUPLICATE_COSINE = env_float("MEMORY_ADMISSION_DUPLICATE_COSINE", 0.95, maximum=1.0)
+MEMORY_IMPORTANCE_LLM = env_bool("MEMORY_IMPORTANCE_LLM", False)
+MEMORY_CONSOLIDATION_ENABLED = env_bool("MEMORY_CONSOLIDATION_ENABLED", True)
+MEMORY_CONSOLIDATION_MAX_INPUT = env_int("MEMORY_CONSOLIDATION_MAX_INPUT", 5000)
 
 # --- Jobs -----------------------------------------------------------------------------------------------------
 # The ORM broker on the runtime alias: a job enqueued inside a write transaction commits or rolls back with it.

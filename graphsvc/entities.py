@@ -498,9 +498,9 @@ class ExtractionResult:
 
 
 def extraction_prompt(*, content: str, context: list[str]) -> str:
-    earlier = "\n".join(llm.external(text[:1000]) for text in context)
+    earlier = "\n".join(llm.external(text, limit=1000) for text in context)
     head = f"Earlier notes by the same author, for reference only:\n{earlier}\n\n" if earlier else ""
-    return f"{head}Note to extract from:\n{llm.external(content[:8000])}\n\nExtract entities and facts as JSON."
+    return f"{head}Note to extract from:\n{llm.external(content, limit=8000)}\n\nExtract entities and facts as JSON."
 
 
 def entities_extract(

@@ -20,6 +20,7 @@ from django.conf import settings
 from django.db import connections
 from pydantic import BaseModel, ValidationError
 
+from memories.scrubber import scrub_secrets
 from ops import metrics
 from tenancy.rls import workspace_context
 
@@ -90,8 +91,15 @@ def parse_json_answer(text: str) -> Any:
         return json.loads(cleaned[start : end + 1])
 
 
-def external(text: str) -> str:
-    """Memory text is data, never instructions: fence it, and keep a forged closing tag from ending the fence."""
+def external(text: str, *, limit: int | None = None) -> str:
+    """Memory text is data, never instructions: fence it, and keep a forged closing tag from ending the fence.
+
+    Secrets are scrubbed first (memories.scrubber), then the text is cut to `limit`: cutting first could leave
+    half a key that no pattern recognises any more.
+    """
+    text = scrub_secrets(text)
+    if limit is not None:
+        text = text[:limit]
     return "<external-data>" + text.replace("</external-data>", "</external_data>") + "</external-data>"
 
 
@@ -220,7 +228,9 @@ def llm_structured(
         try:
             response = litellm.completion(
                 model=model,
-                messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
+                # Scrubbed again as a whole: a caller that built its prompt without external() still sends no
+                # secret (scrubbing is idempotent, so fenced text is unchanged).
+                messages=[{"role": "system", "content": system}, {"role": "user", "content": scrub_secrets(user)}],
                 temperature=0,
                 response_format={
                     "type": "json_schema",

@@ -57,6 +57,7 @@ class GraphEdge(models.Model):
         LLM_SEMANTIC = "llm_semantic"
         LLM_ENTITY = "llm_entity"
         MANUAL = "manual"
+        CONSOLIDATION = "consolidation"
 
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, db_index=False, related_name="+")
     # Deterministic edges are per evidence memory (`m:<memory>:<type>:<from>:<to>`), relationship edges one per

@@ -120,9 +120,9 @@ SEMANTIC_SYSTEM = (
 def classifier_prompt(*, older: MemoryText, newer: MemoryText) -> str:
     return (
         f"Note A (id {older.id}, written {older.created_at.date().isoformat()}):\n"
-        f"{llm.external(older.content[:CONTENT_LIMIT])}\n\n"
+        f"{llm.external(older.content, limit=CONTENT_LIMIT)}\n\n"
         f"Note B (id {newer.id}, written {newer.created_at.date().isoformat()}):\n"
-        f"{llm.external(newer.content[:CONTENT_LIMIT])}\n\n"
+        f"{llm.external(newer.content, limit=CONTENT_LIMIT)}\n\n"
         "Pick one relationship of B to A:\n"
         "- agrees: B is compatible with A\n"
         "- contradicts: B and A state conflicting or opposite things about the same subject\n"
@@ -134,9 +134,9 @@ def classifier_prompt(*, older: MemoryText, newer: MemoryText) -> str:
 
 
 def semantic_prompt(*, memory: MemoryText, context: list[MemoryText]) -> str:
-    listed = "\n".join(f"{i}. [{item.id}] {llm.external(item.content[:1000])}" for i, item in enumerate(context, 1))
+    listed = "\n".join(f"{i}. [{item.id}] {llm.external(item.content, limit=1000)}" for i, item in enumerate(context, 1))
     return (
-        f"New note [{memory.id}]:\n{llm.external(memory.content[:CONTENT_LIMIT])}\n\n"
+        f"New note [{memory.id}]:\n{llm.external(memory.content, limit=CONTENT_LIMIT)}\n\n"
         f"Earlier notes:\n{listed or '(none)'}\n\n"
         "List the relationships the new note states or clearly implies:\n"
         "- caused_by: one note is the cause of what the other describes\n"

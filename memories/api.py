@@ -7,7 +7,8 @@ from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
-from ninja import Router, Status
+from django.utils import timezone
+from ninja import Query, Router, Status
 
 from config.errors import ApiError, success_envelope
 from config.schemas import Envelope, ScopeIn
@@ -17,6 +18,8 @@ from memories.schemas import (
     AddOut,
     BulkForgetIn,
     BulkForgetOut,
+    ConsolidateIn,
+    ConsolidateOut,
     ContextIn,
     ContextOut,
     EditIn,
@@ -25,6 +28,9 @@ from memories.schemas import (
     ForgetOut,
     ListIn,
     ListOut,
+    MemorySettingsOut,
+    MemorySettingsPatchIn,
+    MemorySettingsQuery,
     SearchIn,
     SearchOut,
     TraceIn,
@@ -42,14 +48,18 @@ router = Router(tags=["memories"], auth=SdkKeyAuth())
 _IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
 
 
-def resolve_scope(request: HttpRequest, scope: ScopeIn) -> tuple[int, MemoryScope]:
+def resolve_scope(
+    request: HttpRequest, scope: ScopeIn, *, include_superseded: bool = False
+) -> tuple[int, MemoryScope]:
     caller: SdkCaller = request.auth  # type: ignore[attr-defined]
     workspace_id = caller_workspace_id(
         user=caller.user, routing_mode=caller.routing_mode, active_org_id=caller.active_org_id,
         personal_workspace_id=caller.personal_workspace_id, tenant_id=scope.tenantId, project_id=scope.projectId,
     )
     request.cairn_workspace_id = workspace_id  # type: ignore[attr-defined]  # for the request log line
-    return workspace_id, MemoryScope(user_id=scope.userId, project_id=scope.projectId)
+    return workspace_id, MemoryScope(
+        user_id=scope.userId, project_id=scope.projectId, include_superseded=include_superseded
+    )
 
 
 def embedding_model_choice(requested: str | None) -> dict[str, str]:
@@ -75,7 +85,9 @@ def _idempotency_key(request: HttpRequest) -> str | None:
     summary="Store a memory",
     description="Stores a memory and answers 201 at once. Send an Idempotency-Key header to make retries safe: the "
     "same key and body within 24 h replays the first answer (200, header Idempotent-Replayed: true); the same key "
-    "with another body is 422 IDEMPOTENCY_KEY_REUSED.",
+    "with another body is 422 IDEMPOTENCY_KEY_REUSED. With admission control on (memories/settings) a memory that "
+    "nearly repeats an existing one is not written: the answer is 200 with admitted false, the existing memory's "
+    "id and the decision (reason NEAR_DUPLICATE or LOW_SCORE, score).",
 )
 def memories_add(request: HttpRequest, response: HttpResponse, payload: AddIn) -> Status[dict[str, Any]]:
     key = _idempotency_key(request)
@@ -93,7 +105,7 @@ def memories_add(request: HttpRequest, response: HttpResponse, payload: AddIn) -
             if claim.record_id is None:
                 response["Idempotent-Replayed"] = "true"
                 return Status(200, success_envelope(request, claim.replay_data))
-        memory = pipeline.memory_add_flow(
+        outcome = pipeline.memory_add_admitted_flow(
             workspace_id=workspace_id,
             scope=scope,
             content=payload.content,
@@ -105,23 +117,36 @@ def memories_add(request: HttpRequest, response: HttpResponse, payload: AddIn) -
             metadata=payload.metadata,
             embedding_model=payload.embeddingModel,
         )
+        memory = outcome.memory
+        if outcome.admitted:
+            message, status = "Memory stored.", 201
+            memory_out = selectors.memory_payload(memory, pipeline=selectors.just_queued_pipeline())
+        else:
+            reason = outcome.admission.reason if outcome.admission else "NOT_ADMITTED"
+            message, status = f"Not stored ({reason}): memory {memory.id} already says this.", 200
+            memory_out = selectors.memory_payloads(workspace_id=workspace_id, memories=[memory])[0]
         data = AddOut.model_validate(
             {
                 "id": str(memory.id),
-                "message": "Memory stored.",
-                "memory": selectors.memory_payload(memory, pipeline=selectors.just_queued_pipeline()),
+                "message": message,
+                "memory": memory_out,
+                "admitted": outcome.admitted,
+                "admission": outcome.admission.payload() if outcome.admission else None,
                 **embedding_model_choice(memory.embedding_model),
             }
         ).model_dump(mode="json")
         if claim is not None and claim.record_id is not None:
-            services.idempotency_complete(record_id=claim.record_id, status=201, data=data)
-    return Status(201, success_envelope(request, data))
+            services.idempotency_complete(record_id=claim.record_id, status=status, data=data)
+    return Status(status, success_envelope(request, data))
 
 
 @router.post("/memories/search", response=Envelope[SearchOut], summary="Search memories")
 def memories_search(request: HttpRequest, payload: SearchIn) -> dict[str, Any]:
-    workspace_id, scope = resolve_scope(request, payload.scope)
+    workspace_id, scope = resolve_scope(request, payload.scope, include_superseded=payload.includeSuperseded)
     with workspace_context(workspace_id):
+        weight = payload.importanceWeight
+        if weight is None:
+            weight = selectors.memory_settings_get(workspace_id=workspace_id).importance_weight
         outcome = search.memory_search(
             workspace_id=workspace_id,
             scope=scope,
@@ -130,6 +155,7 @@ def memories_search(request: HttpRequest, payload: SearchIn) -> dict[str, Any]:
             layer=payload.layer,
             limit=payload.limit,
             strategy=payload.strategy,
+            importance_weight=weight,
         )
         memories = selectors.memory_payloads(workspace_id=workspace_id, memories=outcome.memories)
     return success_envelope(request, {"memories": memories, "count": len(memories), "trace": outcome.trace()})
@@ -137,7 +163,7 @@ def memories_search(request: HttpRequest, payload: SearchIn) -> dict[str, Any]:
 
 @router.post("/memories/list", response=Envelope[ListOut], summary="List memories, newest first, with cursors")
 def memories_list(request: HttpRequest, payload: ListIn) -> dict[str, Any]:
-    workspace_id, scope = resolve_scope(request, payload.scope)
+    workspace_id, scope = resolve_scope(request, payload.scope, include_superseded=payload.includeSuperseded)
     with workspace_context(workspace_id):
         rows, next_cursor = selectors.memory_list(
             workspace_id=workspace_id,
@@ -234,6 +260,96 @@ def memories_vacuum(request: HttpRequest, payload: VacuumIn) -> dict[str, Any]:
     return success_envelope(request, {"purged": purged, "message": f"Purged {purged} forgotten memories."})
 
 
+@router.post(
+    "/memories/consolidate",
+    response=Envelope[ConsolidateOut],
+    summary="Supersede older memories that say the same thing as a newer one",
+    description="Groups the caller's writable memories by (scope, project, user, type, upsert key) — the upsert key "
+    "is the category, else the first line's prefix before a colon, else its first six words, normalised — and "
+    "marks all but the newest of each group superseded_by it, with a supersedes edge in the graph. Superseded "
+    "memories stay stored but leave search, list and context unless includeSuperseded is true. dryRun reports "
+    "without changing anything. At most MEMORY_CONSOLIDATION_MAX_INPUT (5000) newest memories per call.",
+)
+def memories_consolidate(request: HttpRequest, payload: ConsolidateIn) -> dict[str, Any]:
+    if not settings.MEMORY_CONSOLIDATION_ENABLED:
+        raise ApiError(403, "CONSOLIDATION_DISABLED",
+                       "memories/consolidate is turned off on this server (MEMORY_CONSOLIDATION_ENABLED).")
+    if payload.globalOnly and not payload.includeGlobal:
+        raise ApiError(400, "INVALID_REQUEST", "globalOnly needs includeGlobal; drop includeGlobal: false.")
+    workspace_id, scope = resolve_scope(request, payload.scope)
+    with workspace_context(workspace_id):
+        result = pipeline.memory_consolidate_flow(
+            workspace_id=workspace_id, scope=scope, types=payload.types, include_global=payload.includeGlobal,
+            global_only=payload.globalOnly, dry_run=payload.dryRun, model=payload.model,
+        )
+    run = result.run
+    verb = "would be" if payload.dryRun else "were"
+    return success_envelope(request, {
+        "runId": str(run.id) if run else None,
+        "dryRun": payload.dryRun,
+        "message": f"{len(result.superseded)} memories {verb} superseded in {len(result.winners)} groups.",
+        "run": {
+            "id": str(run.id) if run else None,
+            "scope": "project" if scope.project_id and not payload.globalOnly else "global",
+            "projectId": scope.project_id,
+            "userId": scope.user_id,
+            "inputCount": result.input_count,
+            "mergedCount": len(result.winners),
+            "supersededCount": len(result.superseded),
+            "conflictedCount": result.conflicted_count,
+            "model": payload.model,
+            "createdAt": run.created_at if run else timezone.now(),
+            "metadata": run.metadata if run else {"types": payload.types, "includeGlobal": payload.includeGlobal,
+                                                  "globalOnly": payload.globalOnly},
+        },
+        "winnerMemoryIds": [str(m) for m in result.winners],
+        "supersededMemoryIds": [str(loser) for _, loser in result.superseded],
+    })
+
+
+@router.get("/memories/settings", response=Envelope[MemorySettingsOut],
+            summary="The workspace's memory hygiene settings (credential scrubbing, admission, importance)")
+def memories_settings_get(request: HttpRequest, query: Query[MemorySettingsQuery]) -> dict[str, Any]:
+    workspace_id, _ = resolve_scope(request, query.scope())
+    with workspace_context(workspace_id):
+        data = selectors.memory_settings_payload(workspace_id=workspace_id)
+    return success_envelope(request, data)
+
+
+_SETTINGS_FIELDS = {
+    "redactCredentials": "redact_credentials",
+    "scrubAtRest": "scrub_at_rest",
+    "admissionEnabled": "admission_enabled",
+    "admissionThreshold": "admission_threshold",
+    "importanceWeight": "importance_weight",
+}
+_NULLABLE_SETTINGS = {"admissionThreshold", "importanceWeight"}
+
+
+@router.patch("/memories/settings", response=Envelope[MemorySettingsOut],
+              summary="Change the workspace's memory hygiene settings (only the fields sent)",
+              description="redactCredentials, scrubAtRest and admissionEnabled are true/false; admissionThreshold "
+              "and importanceWeight are 0–1, or null to go back to the server default.")
+def memories_settings_patch(request: HttpRequest, payload: MemorySettingsPatchIn) -> dict[str, Any]:
+    changes: dict[str, Any] = {}
+    for name, field in _SETTINGS_FIELDS.items():
+        if name not in payload.model_fields_set:
+            continue
+        value = getattr(payload, name)
+        if value is None and name not in _NULLABLE_SETTINGS:
+            raise ApiError(400, "INVALID_REQUEST", f"{name} must be true or false, not null.",
+                           details={"issues": [{"field": name, "message": "must be true or false"}]})
+        changes[field] = value
+    if not changes:
+        raise ApiError(400, "INVALID_REQUEST", "Nothing to change: send at least one of " +
+                       ", ".join(_SETTINGS_FIELDS) + ".")
+    workspace_id, _ = resolve_scope(request, payload.scope)
+    with workspace_context(workspace_id):
+        services.memory_settings_update(workspace_id=workspace_id, changes=changes)
+        data = selectors.memory_settings_payload(workspace_id=workspace_id)
+    return success_envelope(request, data)
+
+
 _CONTEXT_ALIASES = {"baseline": "lexical", "hybrid_graph": "hybrid"}
 
 
@@ -249,6 +365,8 @@ def _context_request(payload: ContextIn, *, endpoint: str) -> context.ContextReq
         graph_limit=payload.graphLimit,
         half_life_days=payload.halfLifeDays,
         mmr_lambda=payload.mmrLambda,
+        importance_weight=payload.importanceWeight,
+        include_superseded=payload.includeSuperseded,
         endpoint=endpoint,
     )
 

@@ -23,6 +23,7 @@ from django.utils import timezone
 from graphsvc import expansion
 from memories import search, selectors, vectors
 from memories.models import Memory
+from memories.scrubber import scrub_secrets
 from memories.selectors import MemoryScope
 
 WORKING_TIER_MAX = 3
@@ -41,6 +42,8 @@ class ContextRequest:
     graph_limit: int = 8
     half_life_days: float | None = None  # temporal decay of the baseline ranking; None = off
     mmr_lambda: float | None = None  # MMR diversity of the baseline ranking; None = off
+    importance_weight: float | None = None  # None = the workspace's setting (memories/settings)
+    include_superseded: bool = False
     endpoint: str = "context/get"
 
 
@@ -122,7 +125,7 @@ class Tier:
 
 def _rank_tier(
     *, workspace_id: int, scope: MemoryScope, request: ContextRequest, strategy: Strategy, layer: str, limit: int,
-    query_vector: Any,
+    query_vector: Any, importance_weight: float = 0.0,
 ) -> Tier:
     if not request.query:
         return Tier(_recent(workspace_id=workspace_id, scope=scope, layer=layer, limit=limit), None)
@@ -136,7 +139,10 @@ def _rank_tier(
     if reranking:
         memories = _rerank(workspace_id=workspace_id, memories=memories, outcome=outcome, request=request,
                            limit=limit, query_vector=query_vector)
-    return Tier(memories[:limit], outcome)
+    memories = memories[:limit]
+    if importance_weight > 0:
+        memories = search.importance_rerank(memories=memories, scores=outcome.scores, weight=importance_weight)
+    return Tier(memories, outcome)
 
 
 def _rerank(
@@ -186,23 +192,31 @@ def memory_json(memory: Memory, graph: dict[str, Any] | None = None) -> dict[str
     return payload
 
 
-def _clean(text: str) -> str:
+def _one_line(text: str) -> str:
     """One line, no angle brackets: memory text must not open or close a prompt section it is pasted into."""
     return " ".join(text.replace("<", " ").replace(">", " ").split())
 
 
-def context_text(*, rules: list[Memory], memories: list[Memory], conflicts: list[dict[str, Any]]) -> str:
+def context_text(
+    *, rules: list[Memory], memories: list[Memory], conflicts: list[dict[str, Any]], redact: bool = True
+) -> str:
+    """The ready-to-paste text. With `redact` (the workspace's redact_credentials) secrets become typed
+    placeholders before the line is cut, so a key is never half-shown."""
+
+    def clean(text: str) -> str:
+        return _one_line(scrub_secrets(text) if redact else text)
+
     sections: list[str] = []
     project_rules = [r for r in rules if r.scope == Memory.Scope.PROJECT]
     global_rules = [r for r in rules if r.scope != Memory.Scope.PROJECT]
     if project_rules:
-        sections.append("## Project Rules\n" + "\n".join(f"- {_clean(r.content)}" for r in project_rules))
+        sections.append("## Project Rules\n" + "\n".join(f"- {clean(r.content)}" for r in project_rules))
     if global_rules:
-        sections.append("## Global Rules\n" + "\n".join(f"- {_clean(r.content)}" for r in global_rules))
+        sections.append("## Global Rules\n" + "\n".join(f"- {clean(r.content)}" for r in global_rules))
     if memories:
         lines = []
         for memory in memories:
-            text = _clean(memory.content)
+            text = clean(memory.content)
             if len(text) > CONTEXT_LINE_CHARS:
                 text = text[: CONTEXT_LINE_CHARS - 3] + "..."
             where = f"@{memory.project_id}" if memory.project_id else "global"
@@ -234,6 +248,11 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
 
     started = time.perf_counter()
     rollout = rollout_services.rollout_state_get(workspace_id=workspace_id)
+    hygiene_settings = selectors.memory_settings_get(workspace_id=workspace_id)
+    importance_weight = (hygiene_settings.importance_weight if request.importance_weight is None
+                         else request.importance_weight)
+    if request.include_superseded:
+        scope = MemoryScope(user_id=scope.user_id, project_id=scope.project_id, include_superseded=True)
     strategy = resolve_strategy(request.strategy, policy_default=rollout.default_strategy, query=request.query)
     query_vector = None
     if request.query and strategy.ranking != "lexical":
@@ -245,11 +264,12 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
     if request.mode in ("all", "working"):
         working = _rank_tier(workspace_id=workspace_id, scope=scope, request=request, strategy=strategy,
                              layer=Memory.Layer.WORKING, limit=max(1, min(request.limit, WORKING_TIER_MAX)),
-                             query_vector=query_vector)
+                             query_vector=query_vector, importance_weight=importance_weight)
     if request.mode in ("all", "long_term"):
         long_limit = max(1, request.limit - len(working.memories)) if request.mode == "all" else request.limit
         long_term = _rank_tier(workspace_id=workspace_id, scope=scope, request=request, strategy=strategy,
-                               layer=Memory.Layer.LONG_TERM, limit=long_limit, query_vector=query_vector)
+                               layer=Memory.Layer.LONG_TERM, limit=long_limit, query_vector=query_vector,
+                               importance_weight=importance_weight)
     baseline = working.memories + long_term.memories
 
     # The rollout decision (memories-sh.md §4.2).
@@ -361,7 +381,8 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
         "workingMemories": [memory_json(m, graph_by_id.get(m.id)) for m in working.memories],
         "longTermMemories": [memory_json(m, graph_by_id.get(m.id)) for m in long_term.memories],
         "conflicts": conflicts,
-        "context": context_text(rules=rules, memories=returned, conflicts=conflicts),
+        "context": context_text(rules=rules, memories=returned, conflicts=conflicts,
+                                redact=hygiene_settings.redact_credentials),
         "trace": trace,
         "_graph_ids": set(graph_by_id),
         "_tiers": {

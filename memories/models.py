@@ -45,6 +45,11 @@ class Memory(models.Model):
     # Prompt-injection patterns found at write time (memories.sanitizer); flagged memories skip LLM extraction.
     injection_flags = ArrayField(models.CharField(max_length=40), default=list, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True)
+    # Write-time importance in [0, 1] (memories.hygiene.importance_score), blended into ranking (issue #10).
+    importance = models.FloatField(default=0.5)
+    # Set by consolidation: the newer memory of the same upsert key that replaces this one. Superseded memories
+    # stay stored but leave retrieval unless a read asks for them (MemoryScope.include_superseded).
+    superseded_by = models.UUIDField(null=True, blank=True)
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
     deleted_at = models.DateTimeField(null=True, blank=True)
@@ -144,3 +149,54 @@ class PipelineError(models.Model):
     class Meta:
         db_table = "pipeline_errors"
         indexes = [models.Index(fields=["workspace", "-created_at"], name="pipeline_errors_recent")]
+
+
+class MemorySettings(models.Model):
+    """Per-workspace memory hygiene settings (issue #10); a missing row means the defaults in config.settings."""
+
+    workspace = models.OneToOneField(Workspace, on_delete=models.CASCADE, related_name="+")
+    redact_credentials = models.BooleanField(default=True)
+    scrub_at_rest = models.BooleanField(default=False)
+    admission_enabled = models.BooleanField(default=False)
+    admission_threshold = models.FloatField(null=True, blank=True)
+    importance_weight = models.FloatField(null=True, blank=True)
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "memory_settings"
+
+
+class AdmissionCount(models.Model):
+    """How many memories/add calls admission control admitted or rejected, per reason: one counter row each."""
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, db_index=False, related_name="+")
+    admitted = models.BooleanField()
+    reason = models.CharField(max_length=32)
+    count = models.BigIntegerField(default=0)
+    last_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "admission_counts"
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "admitted", "reason"], name="admission_counts_unique")
+        ]
+
+
+class ConsolidationRun(models.Model):
+    """One memories/consolidate run (not dry runs) with its counts."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, db_index=False, related_name="+")
+    user_id = models.CharField(max_length=120, null=True, blank=True)
+    project_id = models.CharField(max_length=240, null=True, blank=True)
+    input_count = models.IntegerField()
+    merged_count = models.IntegerField()
+    superseded_count = models.IntegerField()
+    conflicted_count = models.IntegerField()
+    model = models.CharField(max_length=160, null=True, blank=True)
+    metadata = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "consolidation_runs"
+        indexes = [models.Index(fields=["workspace", "-created_at"], name="consolidation_runs_recent")]

@@ -12,13 +12,16 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 from django.db import connections, transaction
+from pydantic import BaseModel, Field
 
 from graphsvc import entities, llm, mapping, relationships, similarity
-from memories import jobs, selectors, services, vectors
+from graphsvc import services as graph_services
+from memories import hygiene, jobs, selectors, services, vectors
 from memories.embeddings import EmbeddingUnavailable, get_embedder
 from memories.models import Memory, PipelineJob
 from memories.selectors import MemoryScope
@@ -82,7 +85,12 @@ def pipeline_error_record(
 
 
 def memory_add_flow(*, workspace_id: int, scope: MemoryScope, **fields: Any) -> Memory:
-    memory = services.memory_add(workspace_id=workspace_id, scope=scope, **fields)
+    """Store a memory with its mapping and jobs (no admission control: imports, benches, MCP)."""
+    hygiene_settings = selectors.memory_settings_get(workspace_id=workspace_id)
+    fields.setdefault("importance", importance_llm(workspace_id=workspace_id, content=fields["content"]))
+    memory = services.memory_add(
+        workspace_id=workspace_id, scope=scope, scrub_at_rest=hygiene_settings.scrub_at_rest, **fields
+    )
     graph_step(workspace_id=workspace_id, memory_id=memory.id,
                action=lambda: mapping.mapping_sync(memory=snapshot(memory), fresh=True))
     jobs.jobs_enqueue(workspace_id=workspace_id, memory_ids=[memory.id], kind=jobs.Kind.EMBED,
@@ -102,7 +110,9 @@ def memory_edit_flow(*, workspace_id: int, scope: MemoryScope, memory_id: str, c
     if before is None:
         raise services.memory_not_found(memory_id)
     before_content, before_model, before_expiry = before.content, before.embedding_model, before.expires_at
-    memory = services.memory_edit(workspace_id=workspace_id, scope=scope, memory_id=memory_id, changes=changes)
+    scrub_at_rest = selectors.memory_settings_get(workspace_id=workspace_id).scrub_at_rest
+    memory = services.memory_edit(workspace_id=workspace_id, scope=scope, memory_id=memory_id, changes=changes,
+                                  scrub_at_rest=scrub_at_rest)
     graph_step(workspace_id=workspace_id, memory_id=memory.id,
                action=lambda: mapping.mapping_sync(memory=snapshot(memory)))
     content_changed = memory.content != before_content
@@ -149,6 +159,151 @@ def memory_vacuum_flow(*, workspace_id: int, scope: MemoryScope) -> int:
         forget_side_effects(workspace_id=workspace_id, memory_ids=memory_ids)
 
     return services.memory_vacuum(workspace_id=workspace_id, scope=scope, before_delete=before_delete)
+
+
+# --- hygiene: admission control, LLM scores, consolidation (issue #10) ----------------------------------------
+
+
+class _Score(BaseModel):
+    score: float = Field(ge=0.0, le=1.0)
+
+
+_UTILITY_SYSTEM = ("You are a memory relevance judge. Rate how likely this memory will be referenced in future "
+                   "conversations on a scale of 0.0 to 1.0. Answer as JSON {\"score\": <0.0-1.0>}.")
+_IMPORTANCE_SYSTEM = ("You rate how important a memory is for an AI agent to keep (stable preferences, decisions, "
+                      "facts about people and projects are important; chit-chat is not) on a scale of 0.0 to 1.0. "
+                      "Answer as JSON {\"score\": <0.0-1.0>}.")
+
+
+def _llm_score(*, workspace_id: int, purpose: str, system: str, content: str) -> float | None:
+    """One model rating in [0, 1], or None when no model is configured or the call fails (callers fall back)."""
+    if not llm.llm_enabled():
+        return None
+    try:
+        answer = llm.llm_structured(
+            workspace_id=workspace_id, purpose=purpose, system=system,
+            user=f"Memory:\n{llm.external(content, limit=500)}\n\nScore (0.0-1.0):", answer_model=_Score,
+        )
+    except llm.LlmError:
+        return None
+    return round(answer.score, 4)
+
+
+def importance_llm(*, workspace_id: int, content: str) -> float | None:
+    """The model's importance when MEMORY_IMPORTANCE_LLM is on (a model round trip per write); else None."""
+    if not settings.MEMORY_IMPORTANCE_LLM:
+        return None
+    return _llm_score(workspace_id=workspace_id, purpose="importance", system=_IMPORTANCE_SYSTEM, content=content)
+
+
+@dataclass(frozen=True)
+class AdmissionDecision:
+    admitted: bool
+    reason: str  # FAST_PATH | SCORE | NEAR_DUPLICATE | LOW_SCORE
+    score: float
+    nearest_id: uuid.UUID | None
+    similarity: float | None
+    factors: dict[str, float]
+
+    def payload(self) -> dict[str, Any]:
+        return {
+            "admitted": self.admitted,
+            "reason": self.reason,
+            "score": self.score,
+            "nearestMemoryId": str(self.nearest_id) if self.nearest_id else None,
+            "similarity": round(self.similarity, 4) if self.similarity is not None else None,
+            "factors": self.factors,
+        }
+
+
+def _nearest_existing(
+    *, workspace_id: int, scope: MemoryScope, content: str, model: str
+) -> tuple[uuid.UUID | None, float | None]:
+    """The closest live memory the writer can read, and its cosine; an exact repeat counts as 1.0 even before
+    its twin is embedded. (None, None) when nothing is comparable (empty store, embedder unavailable)."""
+    twin = (selectors.memories_readable(workspace_id=workspace_id, scope=scope).filter(content=content)
+            .order_by("-created_at").values_list("id", flat=True).first())
+    if twin is not None:
+        return twin, 1.0
+    try:
+        vector = get_embedder(model).embed([content])[0]
+    except Exception:  # noqa: BLE001 - novelty is then unknown (1.0 in A-MAC): admit rather than lose a write
+        logger.warning("admission: embedding unavailable, novelty taken as 1.0", exc_info=True)
+        return None, None
+    found = vectors.nearest(workspace_id=workspace_id, model=model, query=vector, limit=10,
+                            scope=vectors.VectorScope(user_id=scope.user_id, project_id=scope.project_id))
+    live = set(selectors.memories_readable(workspace_id=workspace_id, scope=scope)
+               .filter(pk__in=[mid for mid, _ in found]).values_list("id", flat=True))
+    for memory_id, cosine in found:
+        if memory_id in live:
+            return memory_id, cosine
+    return None, None
+
+
+def admission_decide(
+    *, workspace_id: int, scope: MemoryScope, content: str, memory_type: str, metadata: dict[str, Any] | None,
+    model: str, threshold: float,
+) -> AdmissionDecision:
+    """Zeph's A-MAC: a heuristic score with future utility 0.5 admits on the fast path (≥ threshold + margin);
+    below that a configured model rates future utility and the composite must reach the threshold. A near-exact
+    repeat (cosine ≥ MEMORY_ADMISSION_DUPLICATE_COSINE) is refused outright: without a model A-MAC alone would
+    admit it (its heuristic never drops under 0.475)."""
+    role = hygiene.memory_role(metadata)
+    nearest_id, cosine = _nearest_existing(workspace_id=workspace_id, scope=scope, content=content, model=model)
+    heuristic = hygiene.admission_score(content=content, memory_type=memory_type, role=role, max_cosine=cosine)
+
+    def decide(admitted: bool, reason: str, score: hygiene.AdmissionScore) -> AdmissionDecision:
+        return AdmissionDecision(admitted, reason, score.composite, nearest_id, cosine, score.factors)
+
+    if nearest_id is not None and cosine is not None and cosine >= settings.MEMORY_ADMISSION_DUPLICATE_COSINE:
+        return decide(False, "NEAR_DUPLICATE", heuristic)
+    if heuristic.composite >= threshold + settings.MEMORY_ADMISSION_FAST_PATH_MARGIN:
+        return decide(True, "FAST_PATH", heuristic)
+    utility = _llm_score(workspace_id=workspace_id, purpose="admission", system=_UTILITY_SYSTEM, content=content)
+    scored = heuristic if utility is None else hygiene.admission_score(
+        content=content, memory_type=memory_type, role=role, max_cosine=cosine, future_utility=utility)
+    if scored.composite >= threshold or nearest_id is None:
+        return decide(True, "SCORE", scored)
+    return decide(False, "LOW_SCORE", scored)
+
+
+@dataclass(frozen=True)
+class AddOutcome:
+    memory: Memory
+    admitted: bool
+    admission: AdmissionDecision | None
+
+
+def memory_add_admitted_flow(*, workspace_id: int, scope: MemoryScope, **fields: Any) -> AddOutcome:
+    """memories/add: admission control when the workspace turned it on, then the ordinary write flow.
+
+    A refused memory is not written; the caller gets the existing memory it duplicates instead."""
+    hygiene_settings = selectors.memory_settings_get(workspace_id=workspace_id)
+    decision = None
+    if hygiene_settings.admission_enabled:
+        decision = admission_decide(
+            workspace_id=workspace_id, scope=scope, content=fields["content"], memory_type=fields.get("type") or "note",
+            metadata=fields.get("metadata"), model=fields.get("embedding_model") or settings.EMBEDDING_MODEL,
+            threshold=hygiene_settings.admission_threshold,
+        )
+        services.admission_count_record(workspace_id=workspace_id, admitted=decision.admitted, reason=decision.reason)
+        if not decision.admitted and decision.nearest_id is not None:
+            existing = Memory.objects.get(workspace_id=workspace_id, pk=decision.nearest_id)
+            return AddOutcome(existing, False, decision)
+    memory = memory_add_flow(workspace_id=workspace_id, scope=scope, **fields)
+    return AddOutcome(memory, True, decision)
+
+
+def memory_consolidate_flow(*, workspace_id: int, scope: MemoryScope, **options: Any) -> services.ConsolidationResult:
+    """Consolidate, then link each winner to what it replaced with a `supersedes` edge (best-effort, as mapping)."""
+    result = services.memory_consolidate(workspace_id=workspace_id, scope=scope, **options)
+    # Superseded memories keep their vectors and edges (includeSuperseded still finds them); every read path
+    # reloads through memories_readable, which leaves them out by default.
+    if result.run is not None and result.superseded:
+        graph_step(workspace_id=workspace_id, memory_id=None,
+                   action=lambda: graph_services.supersedes_edges_add(workspace_id=workspace_id,
+                                                                      pairs=result.superseded))
+    return result
 
 
 def embedding_model_for(memory: Memory) -> str:

@@ -72,6 +72,14 @@ class MemoryOut(Schema):
         description="Prompt-injection patterns found in the content; flagged memories are kept and searchable but "
         "skipped by LLM extraction."
     )
+    importance: float = Field(
+        0.5, description="Write-time importance 0–1 (markers such as 'important:', length, role); blended into "
+        "ranking with importanceWeight."
+    )
+    supersededBy: str | None = Field(
+        None, description="The newer memory that replaced this one in memories/consolidate; superseded memories "
+        "are left out of search, list and context unless includeSuperseded is true."
+    )
     pipeline: PipelineOut | None = Field(None, description="Background processing (embedding, similarity edges).")
 
 
@@ -89,10 +97,31 @@ class AddIn(StrictIn):
     _metadata = field_validator("metadata")(_check_metadata)
 
 
+class AdmissionOut(Schema):
+    admitted: bool = Field(description="Whether the memory was written.")
+    reason: Literal["FAST_PATH", "SCORE", "NEAR_DUPLICATE", "LOW_SCORE"] = Field(
+        description="FAST_PATH: score ≥ threshold + margin; SCORE: composite ≥ threshold; NEAR_DUPLICATE: an "
+        "existing memory is (nearly) the same text; LOW_SCORE: composite below the threshold."
+    )
+    score: float = Field(description="The A-MAC composite score, 0–1.")
+    nearestMemoryId: str | None = Field(description="The closest existing memory in scope, if any.")
+    similarity: float | None = Field(description="Its cosine similarity (1.0 for the exact same text).")
+    factors: dict[str, float] = Field(
+        description="future_utility, factual_confidence, semantic_novelty, temporal_recency, content_type_prior."
+    )
+
+
 class AddOut(Schema):
-    id: str = Field(description="Id of the new memory (or of the first one, on an idempotent replay).")
+    id: str = Field(
+        description="Id of the new memory (or of the first one, on an idempotent replay; or of the existing memory "
+        "when admission control refused this one)."
+    )
     message: str = Field(description="Human-readable outcome.")
-    memory: MemoryOut = Field(description="The stored memory.")
+    memory: MemoryOut = Field(description="The stored memory (the existing one when not admitted).")
+    admitted: bool = Field(True, description="False when admission control refused the memory (nothing written).")
+    admission: AdmissionOut | None = Field(
+        None, description="The admission decision, when the workspace has admission control on."
+    )
     embeddingModel: str = Field(description="Embedding model that will embed this memory.")
     embeddingModelSource: Literal["request", "workspace_default"] = Field(description="Where the model came from.")
 
@@ -105,6 +134,11 @@ class SearchIn(StrictIn):
         None, description="lexical (default), semantic or hybrid; baseline = lexical, hybrid_graph = hybrid."
     )
     limit: int = Field(10, ge=1, le=50, description="1–50, default 10.")
+    importanceWeight: float | None = Field(
+        None, ge=0, le=1, description="Weight of memory importance in the ranking, 0–1; omitted: the workspace's "
+        "setting (default 0.15). 0 turns it off."
+    )
+    includeSuperseded: bool = Field(False, description="Also return memories consolidation superseded.")
     scope: ScopeIn = scope_field()
 
 
@@ -129,6 +163,7 @@ class ListIn(StrictIn):
     tags: trimmed(120) | None = Field(None, description="Substring matched against the comma-joined tags.")
     limit: int = Field(20, ge=1, le=100, description="Page size 1–100, default 20.")
     cursor: trimmed(200) | None = Field(None, description="nextCursor of the previous page.")
+    includeSuperseded: bool = Field(False, description="Also list memories consolidation superseded.")
     scope: ScopeIn = scope_field()
 
 
@@ -235,6 +270,11 @@ class ContextIn(StrictIn):
     mmrLambda: float | None = Field(
         None, ge=0, le=1, description="MMR diversity of the baseline ranking (0.7 is Zeph's value); off by default."
     )
+    importanceWeight: float | None = Field(
+        None, ge=0, le=1, description="Weight of memory importance in the ranking, 0–1; omitted: the workspace's "
+        "setting (default 0.15). 0 turns it off."
+    )
+    includeSuperseded: bool = Field(False, description="Also return memories consolidation superseded.")
     scope: ScopeIn = scope_field()
 
 
@@ -344,3 +384,70 @@ class TraceOut(Schema):
     recall: list[RecallItemOut] = Field(description="Every returned memory with its source.")
     rules: list[ContextMemoryOut] = Field(description="Rules returned.")
     memories: list[ContextMemoryOut] = Field(description="Memories returned.")
+
+
+# --- hygiene: memories/consolidate and memories/settings (issue #10) ------------------------------------------
+
+
+class ConsolidateIn(StrictIn):
+    types: list[MemoryType] | None = Field(None, max_length=5, description="Only memories of these types.")
+    includeGlobal: bool = Field(True, description="With a projectId: also consolidate global memories.")
+    globalOnly: bool = Field(False, description="Only global memories.")
+    dryRun: bool = Field(False, description="Report what would be superseded without changing anything.")
+    model: trimmed(160) | None = Field(None, description="Recorded on the run only (consolidation is deterministic).")
+    scope: ScopeIn = scope_field()
+
+
+class ConsolidationRunOut(Schema):
+    id: str | None = Field(description="Run id; null on a dry run (dry runs are not recorded).")
+    scope: Literal["global", "project"] = Field(description="project when called with a projectId.")
+    projectId: str | None = Field(description="The projectId of the call.")
+    userId: str | None = Field(description="The userId of the call.")
+    inputCount: int = Field(description="Memories considered (at most MEMORY_CONSOLIDATION_MAX_INPUT, newest).")
+    mergedCount: int = Field(description="Groups with more than one memory (each keeps its newest).")
+    supersededCount: int = Field(description="Memories marked superseded.")
+    conflictedCount: int = Field(description="Superseded memories whose text differed from the winner's.")
+    model: str | None = Field(description="The model given in the request, if any.")
+    createdAt: datetime = Field(description="When the run happened.")
+    metadata: dict[str, Any] | None = Field(description="The options of the run.")
+
+
+class ConsolidateOut(Schema):
+    runId: str | None = Field(description="Id of the recorded run; null on a dry run.")
+    dryRun: bool = Field(description="Whether this was a dry run.")
+    message: str = Field(description="Human-readable outcome.")
+    run: ConsolidationRunOut = Field(description="The run and its counts.")
+    winnerMemoryIds: list[str] = Field(description="The newest memory of each merged group.")
+    supersededMemoryIds: list[str] = Field(description="The memories superseded (or that would be, on a dry run).")
+
+
+class MemorySettingsOut(Schema):
+    redactCredentials: bool = Field(description="Secrets become typed placeholders in context text (default true).")
+    scrubAtRest: bool = Field(description="Secrets are also replaced in stored content at write time (default false).")
+    admissionEnabled: bool = Field(description="A-MAC admission control on memories/add (default false).")
+    admissionThreshold: float = Field(description="Composite score a memory needs to be admitted (default 0.40).")
+    admissionFastPathMargin: float = Field(description="Server setting: admit without a model at threshold + this.")
+    admissionDuplicateCosine: float = Field(description="Server setting: cosine at or above which a new memory is "
+                                            "refused as a near-duplicate.")
+    importanceWeight: float = Field(description="Weight of importance in ranking when a request gives none "
+                                    "(default 0.15).")
+
+
+class MemorySettingsPatchIn(StrictIn):
+    redactCredentials: bool | None = Field(None, description="Scrub secrets from context text.")
+    scrubAtRest: bool | None = Field(None, description="Scrub secrets from content before it is stored.")
+    admissionEnabled: bool | None = Field(None, description="Turn admission control on or off.")
+    admissionThreshold: float | None = Field(
+        None, ge=0, le=1, description="0–1; null restores the server default."
+    )
+    importanceWeight: float | None = Field(None, ge=0, le=1, description="0–1; null restores the server default.")
+    scope: ScopeIn = scope_field()
+
+
+class MemorySettingsQuery(Schema):
+    tenantId: str | None = Field(None, max_length=120, description="As scope.tenantId.")
+    userId: str | None = Field(None, max_length=120, description="As scope.userId.")
+    projectId: str | None = Field(None, max_length=240, description="As scope.projectId.")
+
+    def scope(self) -> ScopeIn:
+        return ScopeIn(tenantId=self.tenantId, userId=self.userId, projectId=self.projectId)

@@ -94,8 +94,44 @@ def memory_search(
     strategy: str | None = None,
     query_vector: Any = None,
     exclude_rules: bool = False,
+    importance_weight: float = 0.0,
 ) -> SearchOutcome:
-    """Rank memories for `query`. `query_vector` lets a caller ranking several tiers embed the query once."""
+    """Rank memories for `query`. `query_vector` lets a caller ranking several tiers embed the query once.
+
+    `importance_weight` > 0 re-orders the top `limit` by relevance (max-normalised) + weight · importance, as Zeph
+    does after MMR: importance changes the order of what was found, never what is found."""
+    outcome = _ranked(workspace_id=workspace_id, scope=scope, query=query, type=type, layer=layer, limit=limit,
+                      strategy=strategy, query_vector=query_vector, exclude_rules=exclude_rules)
+    if importance_weight > 0:
+        outcome.memories = importance_rerank(memories=outcome.memories, scores=outcome.scores,
+                                             weight=importance_weight)
+    return outcome
+
+
+def importance_rerank(*, memories: list[Memory], scores: dict[uuid.UUID, float], weight: float) -> list[Memory]:
+    """Zeph: score = relevance / max relevance + weight · importance, then re-sort (ties keep their order).
+
+    Lexical ranking has no score: its rank stands in, as a reciprocal-rank score (1 / (60 + rank))."""
+    if weight <= 0 or len(memories) < 2:
+        return memories
+    relevance = {m.id: scores.get(m.id, 1.0 / (RRF_K + rank)) for rank, m in enumerate(memories, start=1)}
+    top = max(relevance.values()) or 1.0
+    blended = {m.id: relevance[m.id] / top + weight * float(m.importance) for m in memories}
+    return sorted(memories, key=lambda m: -blended[m.id])
+
+
+def _ranked(
+    *,
+    workspace_id: int,
+    scope: MemoryScope,
+    query: str,
+    type: str | None,
+    layer: str | None,
+    limit: int,
+    strategy: str | None,
+    query_vector: Any,
+    exclude_rules: bool,
+) -> SearchOutcome:
     requested = normalise_strategy(strategy)
     depth = limit if requested == "lexical" else max(limit * 4, 40)
     lexical = selectors.memory_search_lexical(

@@ -28,6 +28,8 @@ class MemoryScope:
 
     user_id: str | None = None
     project_id: str | None = None
+    # Reads leave out memories consolidation superseded unless the caller asks for them (includeSuperseded).
+    include_superseded: bool = False
 
 
 def parse_memory_id(raw: str) -> uuid.UUID | None:
@@ -44,7 +46,8 @@ def readable_q(scope: MemoryScope) -> Q:
     if scope.project_id:
         projects |= Q(scope=Memory.Scope.PROJECT, project_id=scope.project_id)
     live = Q(deleted_at__isnull=True) & (Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now()))
-    return users & projects & live
+    current = Q() if scope.include_superseded else Q(superseded_by__isnull=True)
+    return users & projects & live & current
 
 
 def writable_q(scope: MemoryScope) -> Q:
@@ -159,6 +162,8 @@ def _scope_sql(scope: MemoryScope, params: dict[str, Any]) -> dict[str, str]:
         project_rule = "(m.scope = 'global' OR (m.scope = 'project' AND m.project_id = %(project_id)s))"
     else:
         project_rule = "m.scope = 'global'"
+    if not scope.include_superseded:
+        project_rule = f"{project_rule} AND m.superseded_by IS NULL"
     return {"user_rule": user_rule, "project_rule": project_rule}
 
 
@@ -375,6 +380,8 @@ def memory_payload(memory: Memory, *, pipeline: dict[str, Any] | None = None) ->
         "createdAt": memory.created_at,
         "updatedAt": memory.updated_at,
         "injectionFlags": list(memory.injection_flags or []),
+        "importance": round(float(memory.importance), 4),
+        "supersededBy": str(memory.superseded_by) if memory.superseded_by else None,
         "pipeline": pipeline,
     }
 
@@ -475,3 +482,56 @@ def session_neighbours(
         extra += " AND m.layer = %(layer)s"
     sql = _SESSION_NEIGHBOURS_SQL.format(**_scope_sql(scope, params), extra=extra)
     return [(row.anchor_id, row, int(row.distance)) for row in Memory.objects.raw(sql, params)]
+
+# --- hygiene settings and admission counters (issue #10) ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HygieneSettings:
+    redact_credentials: bool
+    scrub_at_rest: bool
+    admission_enabled: bool
+    admission_threshold: float
+    importance_weight: float
+
+
+def memory_settings_get(*, workspace_id: int) -> HygieneSettings:
+    """The workspace's effective settings: its row where set, else the server defaults (config.settings)."""
+    from memories.models import MemorySettings
+
+    row = MemorySettings.objects.filter(workspace_id=workspace_id).first()
+    return HygieneSettings(
+        redact_credentials=row.redact_credentials if row else settings.MEMORY_REDACT_CREDENTIALS,
+        scrub_at_rest=row.scrub_at_rest if row else False,
+        admission_enabled=row.admission_enabled if row else False,
+        admission_threshold=(row.admission_threshold if row and row.admission_threshold is not None
+                             else settings.MEMORY_ADMISSION_THRESHOLD),
+        importance_weight=(row.importance_weight if row and row.importance_weight is not None
+                           else settings.MEMORY_IMPORTANCE_WEIGHT),
+    )
+
+
+def memory_settings_payload(*, workspace_id: int) -> dict[str, Any]:
+    effective = memory_settings_get(workspace_id=workspace_id)
+    return {
+        "redactCredentials": effective.redact_credentials,
+        "scrubAtRest": effective.scrub_at_rest,
+        "admissionEnabled": effective.admission_enabled,
+        "admissionThreshold": effective.admission_threshold,
+        "admissionFastPathMargin": settings.MEMORY_ADMISSION_FAST_PATH_MARGIN,
+        "admissionDuplicateCosine": settings.MEMORY_ADMISSION_DUPLICATE_COSINE,
+        "importanceWeight": effective.importance_weight,
+    }
+
+
+def admission_status(*, workspace_id: int) -> dict[str, Any]:
+    """What graph/status shows of admission control: on/off and the decisions counted so far."""
+    from memories.models import AdmissionCount
+
+    rows = list(AdmissionCount.objects.filter(workspace_id=workspace_id).values("admitted", "reason", "count"))
+    return {
+        "enabled": memory_settings_get(workspace_id=workspace_id).admission_enabled,
+        "admitted": sum(r["count"] for r in rows if r["admitted"]),
+        "rejected": sum(r["count"] for r in rows if not r["admitted"]),
+        "byReason": {r["reason"]: r["count"] for r in sorted(rows, key=lambda r: r["reason"])},
+    }

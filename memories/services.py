@@ -17,10 +17,11 @@ from django.db.models import Q
 from django.utils import timezone
 
 from config.errors import ApiError
-from memories import selectors
-from memories.models import IdempotencyRecord, Memory
+from memories import hygiene, selectors
+from memories.models import ConsolidationRun, IdempotencyRecord, Memory, MemorySettings
 from memories.sanitizer import injection_flags
-from memories.selectors import MemoryScope
+from memories.scrubber import scrub_secrets
+from memories.selectors import MemoryScope, writable_q
 
 BULK_BATCH_SIZE = 500
 BULK_FORGET_MAX_PER_CALL = 10_000
@@ -48,9 +49,16 @@ def memory_add(
     category: str | None = None,
     metadata: dict[str, Any] | None = None,
     embedding_model: str | None = None,
+    importance: float | None = None,
+    scrub_at_rest: bool = False,
 ) -> Memory:
+    """`importance` None: Zeph's write-time heuristic. `scrub_at_rest`: store the content with secrets replaced."""
     now = timezone.now()
     layer = layer or default_layer(type)
+    if scrub_at_rest:
+        content = scrub_secrets(content)
+    if importance is None:
+        importance = hygiene.importance_score(content=content, memory_type=type, role=hygiene.memory_role(metadata))
     memory = Memory.objects.create(
         workspace_id=workspace_id,
         content=content,
@@ -66,6 +74,7 @@ def memory_add(
         embedding_model=embedding_model,
         expires_at=working_expiry() if layer == Memory.Layer.WORKING else None,
         injection_flags=injection_flags(content),
+        importance=importance,
         created_at=now,
         updated_at=now,
     )
@@ -101,7 +110,9 @@ def _dedupe(values: list[str]) -> list[str]:
 _EDITABLE = ("content", "type", "layer", "tags", "paths", "category", "metadata", "embedding_model")
 
 
-def memory_edit(*, workspace_id: int, scope: MemoryScope, memory_id: str, changes: dict[str, Any]) -> Memory:
+def memory_edit(
+    *, workspace_id: int, scope: MemoryScope, memory_id: str, changes: dict[str, Any], scrub_at_rest: bool = False
+) -> Memory:
     """Apply the fields present in `changes` (memories-sh.md §1.4 edit rules)."""
     unknown = set(changes) - set(_EDITABLE)
     if unknown:
@@ -127,7 +138,13 @@ def memory_edit(*, workspace_id: int, scope: MemoryScope, memory_id: str, change
     if "layer" in changes or changes.get("type") == Memory.Type.RULE:
         memory.expires_at = working_expiry() if memory.layer == Memory.Layer.WORKING else None
     if "content" in changes:
+        if scrub_at_rest:
+            memory.content = scrub_secrets(memory.content)
         memory.injection_flags = injection_flags(memory.content)
+    if "content" in changes or "type" in changes or "metadata" in changes:
+        memory.importance = hygiene.importance_score(
+            content=memory.content, memory_type=memory.type, role=hygiene.memory_role(memory.metadata)
+        )
     memory.updated_at = timezone.now()
     memory.save()
     return memory
@@ -300,3 +317,121 @@ def idempotency_claim(*, workspace_id: int, user_id: int, key: str, request_hash
 
 def idempotency_complete(*, record_id: int, status: int, data: Any) -> None:
     IdempotencyRecord.objects.filter(pk=record_id).update(response_status=status, response_data=data)
+
+
+# --- hygiene: settings, admission counters, consolidation (issue #10) -----------------------------------------
+
+_SETTINGS_FIELDS = ("redact_credentials", "scrub_at_rest", "admission_enabled", "admission_threshold",
+                    "importance_weight")
+
+
+def memory_settings_update(*, workspace_id: int, changes: dict[str, Any]) -> MemorySettings:
+    """Apply the present fields; None for admission_threshold / importance_weight means the server default."""
+    unknown = set(changes) - set(_SETTINGS_FIELDS)
+    if unknown:
+        raise ValueError(f"not a memory setting: {sorted(unknown)}")
+    row = MemorySettings.objects.select_for_update().filter(workspace_id=workspace_id).first()
+    if row is None:
+        row = MemorySettings(workspace_id=workspace_id)
+    for field, value in changes.items():
+        setattr(row, field, value)
+    row.updated_at = timezone.now()
+    row.save()
+    return row
+
+
+def admission_count_record(*, workspace_id: int, admitted: bool, reason: str) -> None:
+    with connections["app"].cursor() as cursor:
+        cursor.execute(
+            """
+            INSERT INTO admission_counts (workspace_id, admitted, reason, count, last_at)
+            VALUES (%s, %s, %s, 1, now())
+            ON CONFLICT (workspace_id, admitted, reason) DO UPDATE
+                SET count = admission_counts.count + 1, last_at = now()
+            """,
+            [workspace_id, admitted, reason],
+        )
+
+
+@dataclass(frozen=True)
+class ConsolidationResult:
+    run: ConsolidationRun | None
+    input_count: int
+    winners: list[uuid.UUID]
+    superseded: list[tuple[uuid.UUID, uuid.UUID]]  # (winner, loser)
+    conflicted_count: int
+
+
+def memory_consolidate(
+    *,
+    workspace_id: int,
+    scope: MemoryScope,
+    types: list[str] | None,
+    include_global: bool,
+    global_only: bool,
+    dry_run: bool,
+    model: str | None,
+) -> ConsolidationResult:
+    """memories.sh consolidation: group by (scope, project, user, type, upsert key); the newest wins, the others
+    get superseded_by. Works on the caller's writable memories (its own, or the shared ones without a userId),
+    at most MEMORY_CONSOLIDATION_MAX_INPUT of the newest per call."""
+    candidates = Memory.objects.filter(
+        writable_q(scope), workspace_id=workspace_id, deleted_at__isnull=True, superseded_by__isnull=True
+    ).filter(Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now()))
+    if global_only:
+        candidates = candidates.filter(scope=Memory.Scope.GLOBAL)
+    elif scope.project_id:
+        projects = Q(scope=Memory.Scope.PROJECT, project_id=scope.project_id)
+        if include_global:
+            projects |= Q(scope=Memory.Scope.GLOBAL)
+        candidates = candidates.filter(projects)
+    else:
+        candidates = candidates.filter(scope=Memory.Scope.GLOBAL)
+    if types:
+        candidates = candidates.filter(type__in=types)
+    rows = list(
+        candidates.order_by("-created_at", "-id").values(
+            "id", "scope", "project_id", "user_id", "type", "category", "content", "created_at"
+        )[: settings.MEMORY_CONSOLIDATION_MAX_INPUT]
+    )
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for row in rows:  # newest first, so each group's first row is its winner
+        key = (row["scope"], row["project_id"], row["user_id"], row["type"],
+               hygiene.upsert_key(content=row["content"], category=row["category"]))
+        groups.setdefault(key, []).append(row)
+    winners: list[uuid.UUID] = []
+    superseded: list[tuple[uuid.UUID, uuid.UUID]] = []
+    conflicted = 0
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        winner = members[0]
+        winners.append(winner["id"])
+        for loser in members[1:]:
+            superseded.append((winner["id"], loser["id"]))
+            # Same key, different text: the newer memory changed the value (not a plain repeat).
+            if " ".join(loser["content"].split()) != " ".join(winner["content"].split()):
+                conflicted += 1
+    if dry_run:
+        return ConsolidationResult(None, len(rows), winners, superseded, conflicted)
+    now = timezone.now()
+    by_winner: dict[uuid.UUID, list[uuid.UUID]] = {}
+    for winner_id, loser_id in superseded:
+        by_winner.setdefault(winner_id, []).append(loser_id)
+    for winner_id, loser_ids in by_winner.items():
+        Memory.objects.filter(workspace_id=workspace_id, pk__in=loser_ids).update(
+            superseded_by=winner_id, updated_at=now
+        )
+    run = ConsolidationRun.objects.create(
+        workspace_id=workspace_id,
+        user_id=scope.user_id,
+        project_id=scope.project_id,
+        input_count=len(rows),
+        merged_count=len(winners),
+        superseded_count=len(superseded),
+        conflicted_count=conflicted,
+        model=model,
+        metadata={"types": types, "includeGlobal": include_global, "globalOnly": global_only},
+        created_at=now,
+    )
+    return ConsolidationResult(run, len(rows), winners, superseded, conflicted)

@@ -55,6 +55,7 @@ def graph_status_payload(*, workspace_id: int, top_nodes_limit: int) -> dict[str
         "pipeline": pipeline,
         "vectors": {"model": model, "vectors": vector_count, "accessPath": access_path},
         "extraction": graph_selectors.extraction_status(workspace_id=workspace_id),
+        "admission": memory_selectors.admission_status(workspace_id=workspace_id),
         "rollout": overview["rollout"],
         "shadowMetrics": overview["shadowMetrics"],
         "qualityGate": overview["qualityGate"],

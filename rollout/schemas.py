@@ -245,6 +245,13 @@ class RolloutPatchIn(StrictIn):
     scope: ScopeIn = scope_field()
 
 
+class AdmissionStatusOut(Schema):
+    enabled: bool = Field(description="Whether admission control is on for memories/add (memories/settings).")
+    admitted: int = Field(description="memories/add calls admitted since counting began.")
+    rejected: int = Field(description="memories/add calls refused (nothing written).")
+    byReason: dict[str, int] = Field(description="Counts per reason: FAST_PATH, SCORE, NEAR_DUPLICATE, LOW_SCORE.")
+
+
 class StatusOut(Schema):
     health: Literal["ok", "degraded"] = Field(description="degraded when jobs are dead-lettered or errors are recent.")
     counts: CountsOut = Field(description="Graph size.")
@@ -252,6 +259,7 @@ class StatusOut(Schema):
     pipeline: PipelineCountsOut = Field(description="Background job counts.")
     vectors: VectorsOut = Field(description="Vector search state.")
     extraction: ExtractionOut = Field(description="LLM extraction: on/off, token budget, usage, what it built.")
+    admission: AdmissionStatusOut | None = Field(None, description="Admission control decisions (issue #10).")
     rollout: RolloutModeOut = Field(description="The workspace's graph retrieval mode.")
     shadowMetrics: ShadowMetricsOut = Field(description="Retrieval metrics of the last gate window.")
     qualityGate: QualityGateOut = Field(description="The canary quality gate.")

@@ -32,6 +32,8 @@ MEMORY_FIELDS = {
     "createdAt",
     "updatedAt",
     "injectionFlags",
+    "importance",
+    "supersededBy",
     "pipeline",
 }
 
@@ -45,7 +47,7 @@ def test_it_works(alice_api):
     assert envelope["meta"]["endpoint"] == "/api/sdk/v1/memories/add"
     assert r["X-Request-Id"] == envelope["meta"]["requestId"]
     data = envelope["data"]
-    assert set(data) == {"id", "message", "memory", "embeddingModel", "embeddingModelSource"}
+    assert set(data) == {"id", "message", "memory", "embeddingModel", "embeddingModelSource", "admitted", "admission"}
     assert data["embeddingModelSource"] == "workspace_default" and data["embeddingModel"]
     memory = data["memory"]
     assert set(memory) == MEMORY_FIELDS

@@ -147,10 +147,13 @@ class Memories:
         layer: m.MemoryLayer | None = None,
         strategy: m.SearchStrategy | None = None,
         limit: int | None = None,
+        importance_weight: float | None = None,
+        include_superseded: bool | None = None,
         scope: ScopeArg = None,
     ) -> m.SearchResult:
         body = m.SearchRequest(**drop_none(
-            query=query, type=type, layer=layer, strategy=strategy, limit=limit, scope=_core.coerce_scope(scope)
+            query=query, type=type, layer=layer, strategy=strategy, limit=limit, importance_weight=importance_weight,
+            include_superseded=include_superseded, scope=_core.coerce_scope(scope),
         ))
         return cast(m.SearchResult, self._client.request("memories.search", body))
 
@@ -238,6 +241,49 @@ class Memories:
         body = m.VacuumRequest(**drop_none(scope=_core.coerce_scope(scope)))
         return cast(m.VacuumResult, self._client.request("memories.vacuum", body))
 
+    def consolidate(
+        self,
+        *,
+        types: MemoryTypes | None = None,
+        include_global: bool | None = None,
+        global_only: bool | None = None,
+        dry_run: bool | None = None,
+        model: str | None = None,
+        scope: ScopeArg = None,
+    ) -> m.ConsolidateResult:
+        """Supersede older memories with the same upsert key by the newest; `dry_run` only reports."""
+        body = m.ConsolidateRequest(**drop_none(
+            types=types, include_global=include_global, global_only=global_only, dry_run=dry_run, model=model,
+            scope=_core.coerce_scope(scope),
+        ))
+        return cast(m.ConsolidateResult, self._client.request("memories.consolidate", body))
+
+    def settings(self, *, scope: ScopeArg = None) -> m.MemorySettings:
+        """The workspace's hygiene settings: credential scrubbing, admission control, importance weight."""
+        scope_fields = (_core.coerce_scope(scope) or self._client.scope or m.Scope()).model_dump()
+        body = m.MemorySettingsQuery(**drop_none(**scope_fields))
+        return cast(m.MemorySettings, self._client.request("memories.settings", body))
+
+    def update_settings(
+        self,
+        *,
+        redact_credentials: bool | None = None,
+        scrub_at_rest: bool | None = None,
+        admission_enabled: bool | None = None,
+        admission_threshold: float | None = UNSET,
+        importance_weight: float | None = UNSET,
+        scope: ScopeArg = None,
+    ) -> m.MemorySettings:
+        """Change the given settings; `admission_threshold=None` / `importance_weight=None` restore the default."""
+        fields = drop_none(redact_credentials=redact_credentials, scrub_at_rest=scrub_at_rest,
+                           admission_enabled=admission_enabled, scope=_core.coerce_scope(scope))
+        if admission_threshold is not UNSET:
+            fields["admission_threshold"] = admission_threshold
+        if importance_weight is not UNSET:
+            fields["importance_weight"] = importance_weight
+        body = m.MemorySettingsRequest(**fields)
+        return cast(m.MemorySettings, self._client.request("memories.update_settings", body))
+
 
 def context_fields(query: str | None, scope: ScopeArg, **options: Any) -> dict[str, Any]:
     return drop_none(query=query, scope=_core.coerce_scope(scope), **options)
@@ -259,12 +305,15 @@ class Context:
         graph_limit: int | None = None,
         half_life_days: float | None = None,
         mmr_lambda: float | None = None,
+        importance_weight: float | None = None,
+        include_superseded: bool | None = None,
         scope: ScopeArg = None,
     ) -> m.ContextResult:
         """What to put in front of the next model call; `.context` is ready-to-paste text."""
         body = m.ContextRequest(**context_fields(
             query, scope, limit=limit, include_rules=include_rules, mode=mode, strategy=strategy,
             graph_depth=graph_depth, graph_limit=graph_limit, half_life_days=half_life_days, mmr_lambda=mmr_lambda,
+            importance_weight=importance_weight, include_superseded=include_superseded,
         ))
         return cast(m.ContextResult, self._client.request("context.get", body))
 

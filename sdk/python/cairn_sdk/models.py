@@ -106,6 +106,8 @@ class Memory(ResponseModel):
     created_at: datetime
     updated_at: datetime
     injection_flags: list[str]
+    importance: float = 0.5
+    superseded_by: str | None = None
     pipeline: Pipeline | None = None
 
 
@@ -121,12 +123,23 @@ class AddRequest(RequestModel):
     scope: Scope | None = None
 
 
+class Admission(ResponseModel):
+    admitted: bool
+    reason: str
+    score: float
+    nearest_memory_id: str | None
+    similarity: float | None
+    factors: dict[str, float]
+
+
 class AddResult(ResponseModel):
     id: str
     message: str
     memory: Memory
     embedding_model: str
     embedding_model_source: str
+    admitted: bool = True  # False: admission control refused it; id and memory are the existing memory
+    admission: Admission | None = None
 
 
 class SearchRequest(RequestModel):
@@ -135,6 +148,8 @@ class SearchRequest(RequestModel):
     layer: MemoryLayer | None = None
     strategy: SearchStrategy | None = None
     limit: int | None = None
+    importance_weight: float | None = None
+    include_superseded: bool | None = None
     scope: Scope | None = None
 
 
@@ -159,6 +174,7 @@ class ListRequest(RequestModel):
     tags: str | None = None
     limit: int | None = None
     cursor: str | None = None
+    include_superseded: bool | None = None
     scope: Scope | None = None
 
 
@@ -252,6 +268,8 @@ class ContextRequest(RequestModel):
     graph_limit: int | None = None
     half_life_days: float | None = None
     mmr_lambda: float | None = None
+    importance_weight: float | None = None
+    include_superseded: bool | None = None
     scope: Scope | None = None
 
 
@@ -442,6 +460,74 @@ class ExtractionSettingsRequest(RequestModel):
     scope: Scope | None = None
 
 
+class AdmissionStatus(ResponseModel):
+    enabled: bool
+    admitted: int
+    rejected: int
+    by_reason: dict[str, int]
+
+
+class ConsolidateRequest(RequestModel):
+    types: list[MemoryType] | None = None
+    include_global: bool | None = None
+    global_only: bool | None = None
+    dry_run: bool | None = None
+    model: str | None = None
+    scope: Scope | None = None
+
+
+class ConsolidationRun(ResponseModel):
+    id: str | None
+    scope: str
+    project_id: str | None
+    user_id: str | None
+    input_count: int
+    merged_count: int
+    superseded_count: int
+    conflicted_count: int
+    model: str | None
+    created_at: datetime
+    metadata: dict[str, Any] | None
+
+
+class ConsolidateResult(ResponseModel):
+    run_id: str | None
+    dry_run: bool
+    message: str
+    run: ConsolidationRun
+    winner_memory_ids: list[str]
+    superseded_memory_ids: list[str]
+
+
+class MemorySettings(ResponseModel):
+    redact_credentials: bool
+    scrub_at_rest: bool
+    admission_enabled: bool
+    admission_threshold: float
+    admission_fast_path_margin: float
+    admission_duplicate_cosine: float
+    importance_weight: float
+
+
+class MemorySettingsQuery(RequestModel):
+    """memories/settings GET: the scope travels flat in the query string."""
+
+    tenant_id: str | None = None
+    user_id: str | None = None
+    project_id: str | None = None
+
+
+class MemorySettingsRequest(RequestModel):
+    """memories/settings PATCH: only the fields set are sent (null on a threshold or weight restores the default)."""
+
+    redact_credentials: bool | None = None
+    scrub_at_rest: bool | None = None
+    admission_enabled: bool | None = None
+    admission_threshold: float | None = None
+    importance_weight: float | None = None
+    scope: Scope | None = None
+
+
 class RolloutState(ResponseModel):
     mode: str
     autopilot_enabled: bool
@@ -566,6 +652,7 @@ class StatusResult(ResponseModel):
     pipeline: PipelineCounts
     vectors: VectorState
     extraction: ExtractionState
+    admission: AdmissionStatus | None = None
     rollout: RolloutState
     shadow_metrics: ShadowMetrics
     quality_gate: QualityGate
