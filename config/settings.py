@@ -348,3 +348,23 @@ GRAPH_FACT_MAX_PER_MEMORY = env_int("GRAPH_FACT_MAX_PER_MEMORY", 15)
 GRAPH_ENTITY_CONTEXT_MEMORIES = env_int("GRAPH_ENTITY_CONTEXT_MEMORIES", 3)
 # While a workspace's budget is spent, its extraction jobs look again this often (a raised budget applies then).
 GRAPH_LLM_BUDGET_RECHECK_SECONDS = env_int("GRAPH_LLM_BUDGET_RECHECK_SECONDS", 600)
+
+# --- Issue 6: graph reasoning and upkeep (docs/graph-reasoning.md) ---
+# Fact recall: hops from the seed entities (1-3) and the default strategy ("bfs" or "spreading").
+GRAPH_RECALL_MAX_HOPS = env_int("GRAPH_RECALL_MAX_HOPS", 2)
+GRAPH_RECALL_STRATEGY = os.environ.get("GRAPH_RECALL_STRATEGY", "bfs").strip() or "bfs"
+# Spreading activation gives up (empty result, never an error) after this long.
+GRAPH_SPREADING_TIMEOUT_MS = env_int("GRAPH_SPREADING_TIMEOUT_MS", 500)
+# Confidence decay per day since last observation (0.01: half-life about 70 days); facts under the floor are not
+# retrieved (they stay stored and listed by graph/entities detail).
+GRAPH_DECAY_RATE = env_float("GRAPH_DECAY_RATE", 0.01, minimum=0.0, maximum=10.0)
+GRAPH_CONFIDENCE_FLOOR = env_float("GRAPH_CONFIDENCE_FLOOR", 0.1, minimum=0.0, maximum=1.0)
+# Communities: a full run after this many new facts, or when the last one is older than the hours below.
+GRAPH_COMMUNITY_REFRESH_WRITES = env_int("GRAPH_COMMUNITY_REFRESH_WRITES", 100)
+GRAPH_COMMUNITY_REFRESH_HOURS = env_int("GRAPH_COMMUNITY_REFRESH_HOURS", 24)
+GRAPH_COMMUNITY_ALGORITHM = os.environ.get("GRAPH_COMMUNITY_ALGORITHM", "plp").strip().lower() or "plp"
+GRAPH_COMMUNITY_SUMMARY_CONCURRENCY = env_int("GRAPH_COMMUNITY_SUMMARY_CONCURRENCY", 4)
+# Eviction: invalidated facts and unconnected entities unseen for this many days are deleted.
+GRAPH_EVICTION_RETENTION_DAYS = env_int("GRAPH_EVICTION_RETENTION_DAYS", 90)
+# Cap on entities per workspace (0 = none); a workspace setting overrides it.
+GRAPH_MAX_ENTITIES = env_int("GRAPH_MAX_ENTITIES", 0, minimum=0)

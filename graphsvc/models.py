@@ -170,6 +170,17 @@ class GraphSettings(models.Model):
     workspace = models.OneToOneField(Workspace, on_delete=models.CASCADE, primary_key=True, related_name="+")
     # Tokens (prompt + completion) per UTC day for LLM extraction; NULL = no limit.
     llm_daily_token_budget = models.BigIntegerField(null=True, blank=True)
+    # Fact recall: "bfs" or "spreading" (spreading activation), used when a request does not choose.
+    recall_strategy = models.CharField(max_length=16, default="bfs", db_default="bfs")
+    # Confidence decay per day since a fact was last observed; NULL = GRAPH_DECAY_RATE. decay_rates: per relation.
+    decay_rate = models.FloatField(null=True, blank=True)
+    decay_rates = models.JSONField(default=dict, db_default={})
+    # Eviction keeps at most this many entities (fewest active edges, then least recently seen, go first).
+    max_entities = models.IntegerField(null=True, blank=True)
+    # What the last eviction removed, for graph/status.
+    last_eviction = models.JSONField(null=True, blank=True)
+    communities_run_at = models.DateTimeField(null=True, blank=True)
+    retrieval_decay_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
