@@ -120,9 +120,7 @@ def graph_entities(request: HttpRequest, payload: EntitiesIn) -> dict[str, Any]:
 def graph_communities(request: HttpRequest, payload: CommunitiesIn) -> dict[str, Any]:
     workspace_id, _ = resolve_scope(request, payload.scope)
     if payload.refresh:
-        with workspace_context(workspace_id):
-            upkeep.communities_detect(workspace_id=workspace_id, summarize=False)
-        upkeep._summarize_pending(workspace_id=workspace_id)
+        upkeep.communities_refresh(workspace_id=workspace_id)
     with workspace_context(workspace_id):
         data = selectors.communities_list(workspace_id=workspace_id, limit=payload.limit)
     return success_envelope(request, data)

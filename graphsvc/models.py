@@ -148,6 +148,24 @@ class GraphEntityAlias(models.Model):
         indexes = [models.Index(fields=["workspace", "node"], name="graph_entity_aliases_node")]
 
 
+class GraphEntityTerm(models.Model):
+    """A word of an entity's name, alias (weight 1) or summary (weight 2), kept by database triggers (migration
+    0007). Seed search looks words up here by b-tree equality and prefix range: under row-level security only
+    leakproof operators reach an index, and text comparison is leakproof where `@@` and trigram `%` are not."""
+
+    pk = models.CompositePrimaryKey("workspace", "term", "node", "weight")
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, db_index=False, related_name="+")
+    # The constraint (ON DELETE CASCADE in the database: entities are also deleted in raw SQL) is migration 0007's.
+    node = models.ForeignKey(GraphNode, on_delete=models.CASCADE, db_index=False, db_constraint=False,
+                             related_name="+")
+    term = models.CharField(max_length=64, db_collation="C")
+    weight = models.SmallIntegerField()
+
+    class Meta:
+        db_table = "graph_entity_terms"
+        indexes = [models.Index(fields=["workspace", "node"], name="graph_entity_terms_node")]
+
+
 class GraphCommunity(models.Model):
     """A group of entities found by label propagation; the fingerprint tells whether membership changed."""
 

@@ -91,10 +91,11 @@ def _partition(n: int, rows: np.ndarray, cols: np.ndarray, algorithm: str) -> np
     return np.asarray(detector.getPartition().getVector(), dtype=np.int64)
 
 
-def communities_detect(*, workspace_id: int, summarize: bool = True, algorithm: str | None = None) -> dict[str, Any]:
+def communities_detect(*, workspace_id: int, algorithm: str | None = None) -> dict[str, Any]:
     """Full community run over the workspace's active facts: label propagation (PLP, or Louvain/PLM), groups under
     two entities dropped, a fingerprint per group; unchanged groups keep their row and summary (no LLM call),
-    changed or new ones get a 2-3 sentence summary when a model is configured (at most 4 calls at a time)."""
+    changed or new ones are written with an empty summary for `communities_summarize`. Inside the workspace
+    context; `communities_refresh` runs both."""
     algorithm = (algorithm or settings.GRAPH_COMMUNITY_ALGORITHM).lower()
     edge_ids, sources, targets = _load_edges(workspace_id=workspace_id)
     node_ids, inverse = np.unique(np.concatenate([sources, targets]), return_inverse=True)
@@ -158,13 +159,10 @@ def communities_detect(*, workspace_id: int, summarize: bool = True, algorithm: 
             "AND NOT (id = ANY(%s))",
             [workspace_id, [m for _, m in all_members]],
         )
-    summarized = 0
-    if summarize and created and llm.llm_enabled():
-        summarized = _summarize(workspace_id=workspace_id, created=created)
     GraphSettings.objects.update_or_create(workspace_id=workspace_id,
                                            defaults={"communities_run_at": timezone.now()})
     return {"communities": len(groups), "unchanged": len(keep), "written": len(created),
-            "dissolved": len(dissolved), "summarized": summarized, "entities": int(len(node_ids)),
+            "dissolved": len(dissolved), "entities": int(len(node_ids)),
             "edges": int(len(edge_ids))}
 
 
@@ -181,8 +179,8 @@ def _summary_prompt(names: list[str], facts: list[str]) -> str:
     return text
 
 
-def _summarize(*, workspace_id: int, created: list[tuple[int, np.ndarray, np.ndarray]]) -> int:
-    """Prompts are built here (inside the workspace context), the calls run in threads, results are written here."""
+def _summary_prompts(*, workspace_id: int, created: list[tuple[int, np.ndarray, np.ndarray]]) -> dict[int, str]:
+    """Inside the workspace context: names and up to 20 intra-community facts per community."""
     prompts: dict[int, str] = {}
     with connections["app"].cursor() as cursor:
         for cid, members, edges in created:
@@ -192,6 +190,12 @@ def _summarize(*, workspace_id: int, created: list[tuple[int, np.ndarray, np.nda
             cursor.execute("SELECT fact FROM graph_edges WHERE workspace_id = %s AND id = ANY(%s) ORDER BY id "
                            "LIMIT %s", [workspace_id, edges.tolist(), MAX_SUMMARY_FACTS])
             prompts[cid] = _summary_prompt(names, [clean_text(r[0] or "") for r in cursor.fetchall()])
+    return prompts
+
+
+def _summary_calls(*, workspace_id: int, prompts: dict[int, str]) -> list[tuple[int, str]]:
+    """Outside any transaction (an LLM call must not hold one open), at most 4 at a time. A failed call gives an
+    empty summary, which the next run retries."""
 
     def call(item: tuple[int, str]) -> tuple[int, str]:
         cid, prompt = item
@@ -200,19 +204,14 @@ def _summarize(*, workspace_id: int, created: list[tuple[int, np.ndarray, np.nda
                                         system=SUMMARY_SYSTEM, user=prompt, answer_model=SummaryAnswer)
             return cid, clean_text(answer.summary)[:2000]
         except llm.LlmError:
-            logger.warning("community summary failed; stored empty", exc_info=True)
+            logger.warning("community summary failed; left empty for the next run", exc_info=True)
             return cid, ""
         finally:
-            connections.close_all()  # threads open their own connections (usage rows); leave none behind
+            connections.close_all()  # each thread recorded usage on its own connection; leave none open
 
     workers = max(1, min(settings.GRAPH_COMMUNITY_SUMMARY_CONCURRENCY, 4))
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        results = list(pool.map(call, sorted(prompts.items())))
-    with connections["app"].cursor() as cursor:
-        for cid, summary in results:
-            cursor.execute("UPDATE graph_communities SET summary = %s, updated_at = now() WHERE id = %s",
-                           [summary, cid])
-    return sum(1 for _, summary in results if summary)
+        return list(pool.map(call, sorted(prompts.items())))
 
 
 def community_assign(*, workspace_id: int, node_id: int) -> int | None:
@@ -382,10 +381,7 @@ def graph_upkeep_run(*, workspace_id: int, force: bool = False) -> dict[str, Any
         due = force or new_facts >= settings.GRAPH_COMMUNITY_REFRESH_WRITES or (stale and new_facts > 0)
     result: dict[str, Any] = {"workspaceId": workspace_id}
     if due:
-        # Outside a transaction of its own: the summaries' LLM calls must not hold one open.
-        with workspace_context(workspace_id):
-            result["communities"] = communities_detect(workspace_id=workspace_id, summarize=False)
-        _summarize_pending(workspace_id=workspace_id)
+        result["communities"] = communities_refresh(workspace_id=workspace_id)
     with workspace_context(workspace_id):
         decayed_at = row.get("retrieval_decay_at")
         if force or decayed_at is None or decayed_at < timezone.now() - timedelta(days=1):
@@ -394,25 +390,41 @@ def graph_upkeep_run(*, workspace_id: int, force: bool = False) -> dict[str, Any
     return result
 
 
-def _summarize_pending(*, workspace_id: int) -> int:
+def communities_summarize(*, workspace_id: int) -> int:
+    """Summaries (2-3 sentences) for communities that have none: new or changed ones. Opens its own workspace
+    contexts around the reads and the writes, none around the LLM calls. No model configured: nothing to do."""
     if not llm.llm_enabled():
         return 0
     with workspace_context(workspace_id), connections["app"].cursor() as cursor:
-        cursor.execute("SELECT id, member_node_ids FROM graph_communities WHERE workspace_id = %s AND summary = ''",
-                       [workspace_id])
-        pending = cursor.fetchall()
-        created = []
-        for cid, members in pending:
+        cursor.execute("SELECT id, member_node_ids FROM graph_communities WHERE workspace_id = %s AND summary = '' "
+                       "ORDER BY id LIMIT 200", [workspace_id])
+        pending = []
+        for cid, members in cursor.fetchall():
             cursor.execute(
                 f"SELECT id FROM graph_edges WHERE workspace_id = %s AND {ACTIVE_FACT} AND from_node_id = ANY(%s) "
                 "AND to_node_id = ANY(%s) ORDER BY id LIMIT %s",
                 [workspace_id, members, members, MAX_SUMMARY_FACTS],
             )
-            created.append((cid, np.asarray(members, dtype=np.int64),
+            pending.append((cid, np.asarray(members, dtype=np.int64),
                             np.asarray([r[0] for r in cursor.fetchall()], dtype=np.int64)))
-        if not created:
-            return 0
-        return _summarize(workspace_id=workspace_id, created=created)
+        prompts = _summary_prompts(workspace_id=workspace_id, created=pending)
+    if not prompts:
+        return 0
+    results = _summary_calls(workspace_id=workspace_id, prompts=prompts)
+    with workspace_context(workspace_id), connections["app"].cursor() as cursor:
+        for cid, summary in results:
+            if summary:
+                cursor.execute("UPDATE graph_communities SET summary = %s, updated_at = now() "
+                               "WHERE workspace_id = %s AND id = %s", [summary, workspace_id, cid])
+    return sum(1 for _, summary in results if summary)
+
+
+def communities_refresh(*, workspace_id: int, algorithm: str | None = None) -> dict[str, Any]:
+    """A full run: detection in one workspace transaction, then the summaries it left to write."""
+    with workspace_context(workspace_id):
+        result = communities_detect(workspace_id=workspace_id, algorithm=algorithm)
+    result["summarized"] = communities_summarize(workspace_id=workspace_id)
+    return result
 
 
 def graph_upkeep_all() -> int:

@@ -8,6 +8,7 @@ looked up by equality and prefix range. Triggers keep it in step with graph_node
 extraction code needs no change.
 """
 
+import django.db.models.deletion
 from django.db import migrations, models
 
 from tenancy.rls_sql import enable_workspace_rls
@@ -16,16 +17,9 @@ ENTITY_TYPES = "('person','tool','concept','project','language','file','config',
 
 # weight 1: a word of the name or of an alias; weight 2: a word of the summary (first 24 distinct words).
 TERMS_SQL = [
-    """
-    CREATE TABLE graph_entity_terms (
-        workspace_id bigint NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE DEFERRABLE INITIALLY DEFERRED,
-        node_id bigint NOT NULL REFERENCES graph_nodes(id) ON DELETE CASCADE DEFERRABLE INITIALLY DEFERRED,
-        term varchar(64) COLLATE "C" NOT NULL,
-        weight smallint NOT NULL,
-        PRIMARY KEY (workspace_id, term, node_id, weight)
-    )
-    """,
-    "CREATE INDEX graph_entity_terms_node ON graph_entity_terms (workspace_id, node_id)",
+    # Entities are deleted in raw SQL (eviction, clear, orphan pruning): their terms must go with them there too.
+    "ALTER TABLE graph_entity_terms ADD CONSTRAINT graph_entity_terms_node_fk FOREIGN KEY (node_id) "
+    "REFERENCES graph_nodes(id) ON DELETE CASCADE DEFERRABLE INITIALLY DEFERRED",
     """
     CREATE FUNCTION graph_entity_words(text, integer) RETURNS SETOF text LANGUAGE sql IMMUTABLE AS $$
         SELECT DISTINCT w FROM (
@@ -100,12 +94,11 @@ TERMS_REVERSE = [
     "DROP TRIGGER IF EXISTS graph_nodes_terms ON graph_nodes",
     "DROP FUNCTION IF EXISTS graph_entity_terms_sync()",
     "DROP FUNCTION IF EXISTS graph_entity_words(text, integer)",
-    "DROP TABLE IF EXISTS graph_entity_terms",
 ]
 
 
 class Migration(migrations.Migration):
-    dependencies = [("graphsvc", "0006_db_cascades")]
+    dependencies = [("graphsvc", "0006_db_cascades"), ("tenancy", "0002_extensions_and_rate_limits")]
 
     operations = [
         migrations.AddField(
@@ -142,6 +135,24 @@ class Migration(migrations.Migration):
             model_name="graphsettings",
             name="retrieval_decay_at",
             field=models.DateTimeField(blank=True, null=True),
+        ),
+        migrations.CreateModel(
+            name="GraphEntityTerm",
+            fields=[
+                ("pk", models.CompositePrimaryKey("workspace", "term", "node", "weight", blank=True, editable=False,
+                                                  primary_key=True, serialize=False)),
+                ("term", models.CharField(db_collation="C", max_length=64)),
+                ("weight", models.SmallIntegerField()),
+                ("node", models.ForeignKey(db_constraint=False, db_index=False,
+                                           on_delete=django.db.models.deletion.CASCADE, related_name="+",
+                                           to="graphsvc.graphnode")),
+                ("workspace", models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE,
+                                                related_name="+", to="tenancy.workspace")),
+            ],
+            options={
+                "db_table": "graph_entity_terms",
+                "indexes": [models.Index(fields=["workspace", "node"], name="graph_entity_terms_node")],
+            },
         ),
         migrations.RunSQL(sql=TERMS_SQL, reverse_sql=TERMS_REVERSE),
         enable_workspace_rls("graph_entity_terms"),
