@@ -301,7 +301,7 @@ def graph_evict(*, workspace_id: int) -> dict[str, Any]:
         expired_facts = cursor.rowcount
         cursor.execute(
             """
-            DELETE FROM graph_nodes n WHERE n.workspace_id = %(ws)s AND n.node_type = ANY(%(types)s)
+            SELECT n.id FROM graph_nodes n WHERE n.workspace_id = %(ws)s AND n.node_type = ANY(%(types)s)
               AND coalesce(n.last_seen_at, n.created_at) < now() - make_interval(days => %(days)s)
               AND NOT EXISTS (SELECT 1 FROM graph_edges e WHERE e.workspace_id = %(ws)s AND e.from_node_id = n.id
                               AND e.expired_at IS NULL)
@@ -310,32 +310,40 @@ def graph_evict(*, workspace_id: int) -> dict[str, Any]:
             """,
             {"ws": workspace_id, "types": list(ENTITY_TYPES), "days": days},
         )
-        stale_entities = cursor.rowcount
+        stale_entities = _entities_delete(cursor, workspace_id=workspace_id, ids=[r[0] for r in cursor.fetchall()])
         over_cap = 0
         if cap:
             cursor.execute(
                 f"""
-                WITH ranked AS (
-                    SELECT n.id FROM graph_nodes n
-                    LEFT JOIN LATERAL (
-                        SELECT count(*) AS degree FROM graph_edges e
-                        WHERE e.workspace_id = %(ws)s AND (e.from_node_id = n.id OR e.to_node_id = n.id)
-                          AND e.{ACTIVE_FACT.replace(" AND ", " AND e.")}
-                    ) d ON true
-                    WHERE n.workspace_id = %(ws)s AND n.node_type = ANY(%(types)s)
-                    ORDER BY d.degree ASC, coalesce(n.last_seen_at, n.created_at) ASC, n.id ASC
-                    LIMIT greatest((SELECT count(*) FROM graph_nodes WHERE workspace_id = %(ws)s
-                                    AND node_type = ANY(%(types)s)) - %(cap)s, 0)
-                )
-                DELETE FROM graph_nodes WHERE workspace_id = %(ws)s AND id IN (SELECT id FROM ranked)
+                SELECT n.id FROM graph_nodes n
+                LEFT JOIN LATERAL (
+                    SELECT count(*) AS degree FROM graph_edges e
+                    WHERE e.workspace_id = %(ws)s AND (e.from_node_id = n.id OR e.to_node_id = n.id)
+                      AND e.{ACTIVE_FACT.replace(" AND ", " AND e.")}
+                ) d ON true
+                WHERE n.workspace_id = %(ws)s AND n.node_type = ANY(%(types)s)
+                ORDER BY d.degree ASC, coalesce(n.last_seen_at, n.created_at) ASC, n.id ASC
+                LIMIT greatest((SELECT count(*) FROM graph_nodes WHERE workspace_id = %(ws)s
+                                AND node_type = ANY(%(types)s)) - %(cap)s, 0)
                 """,
                 {"ws": workspace_id, "types": list(ENTITY_TYPES), "cap": cap},
             )
-            over_cap = cursor.rowcount
+            over_cap = _entities_delete(cursor, workspace_id=workspace_id, ids=[r[0] for r in cursor.fetchall()])
     result = {"expiredFacts": expired_facts, "staleEntities": stale_entities, "overCapEntities": over_cap,
               "ranAt": timezone.now().isoformat()}
     GraphSettings.objects.update_or_create(workspace_id=workspace_id, defaults={"last_eviction": result})
     return result
+
+
+def _entities_delete(cursor: Any, *, workspace_id: int, ids: list[int]) -> int:
+    """Entities with everything that points at them: the edges' and links' foreign keys do not cascade."""
+    if not ids:
+        return 0
+    cursor.execute("DELETE FROM graph_edges WHERE workspace_id = %s AND from_node_id = ANY(%s)", [workspace_id, ids])
+    cursor.execute("DELETE FROM graph_edges WHERE workspace_id = %s AND to_node_id = ANY(%s)", [workspace_id, ids])
+    cursor.execute("DELETE FROM memory_node_links WHERE workspace_id = %s AND node_id = ANY(%s)", [workspace_id, ids])
+    cursor.execute("DELETE FROM graph_nodes WHERE workspace_id = %s AND id = ANY(%s)", [workspace_id, ids])
+    return cursor.rowcount
 
 
 # --- clear --------------------------------------------------------------------------------------------------------
@@ -348,14 +356,10 @@ def graph_clear(*, workspace_id: int) -> dict[str, int]:
         cursor.execute("SELECT count(*) FROM graph_edges WHERE workspace_id = %s AND origin = 'llm_entity'",
                        [workspace_id])
         facts = cursor.fetchone()[0]
-        cursor.execute("DELETE FROM graph_edges WHERE workspace_id = %s AND origin = 'llm_entity'", [workspace_id])
         cursor.execute("DELETE FROM graph_communities WHERE workspace_id = %s", [workspace_id])
-        cursor.execute("DELETE FROM memory_node_links l USING graph_nodes n WHERE l.workspace_id = %s "
-                       "AND n.workspace_id = %s AND l.node_id = n.id AND n.node_type = ANY(%s)",
-                       [workspace_id, workspace_id, list(ENTITY_TYPES)])
-        cursor.execute("DELETE FROM graph_nodes WHERE workspace_id = %s AND node_type = ANY(%s)",
+        cursor.execute("SELECT id FROM graph_nodes WHERE workspace_id = %s AND node_type = ANY(%s)",
                        [workspace_id, list(ENTITY_TYPES)])
-        entities = cursor.rowcount
+        entities = _entities_delete(cursor, workspace_id=workspace_id, ids=[r[0] for r in cursor.fetchall()])
     return {"entities": entities, "facts": facts}
 
 

@@ -321,6 +321,7 @@ class ContextResult(ResponseModel):
     working_memories: list[ContextMemory]
     long_term_memories: list[ContextMemory]
     conflicts: list[Conflict]
+    facts: list[Fact]
     context: str
     trace: ContextTrace
 
