@@ -25,6 +25,13 @@ class LlmTotalOut(Schema):
     calls: int = Field(description="All LLM calls, failed ones included.")
 
 
+class EvictionOut(Schema):
+    expiredFacts: int = Field(description="Invalidated facts past GRAPH_EVICTION_RETENTION_DAYS deleted.")
+    staleEntities: int = Field(description="Entities without current facts, unseen for as long, deleted.")
+    overCapEntities: int = Field(description="Entities deleted to keep the entity cap.")
+    ranAt: datetime = Field(description="When eviction ran.")
+
+
 class ExtractionOut(Schema):
     enabled: bool = Field(description="False when no GRAPH_LLM_MODEL is configured.")
     model: str | None = Field(description="The litellm model used for extraction.")
@@ -40,6 +47,7 @@ class ExtractionOut(Schema):
     activeFacts: int = Field(description="Facts currently valid.")
     invalidatedFacts: int = Field(description="Facts replaced by a newer version (kept for point-in-time reads).")
     relationshipEdges: int = Field(description="LLM relationship edges between memories (contradicts, caused_by …).")
+    lastEviction: EvictionOut | None = Field(description="What the last scheduled eviction removed (null: never ran).")
 
 
 class ExtractionQuery(Schema):

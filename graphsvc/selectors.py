@@ -85,7 +85,7 @@ def extraction_status(*, workspace_id: int) -> dict[str, Any]:
     from django.conf import settings
 
     from graphsvc import llm
-    from graphsvc.models import ENTITY_TYPES
+    from graphsvc.models import ENTITY_TYPES, GraphSettings
 
     budget = llm.daily_token_budget(workspace_id=workspace_id)
     day_start = llm.next_budget_reset() - timedelta(days=1)
@@ -140,6 +140,8 @@ def extraction_status(*, workspace_id: int) -> dict[str, Any]:
         "activeFacts": active_facts,
         "invalidatedFacts": invalidated_facts,
         "relationshipEdges": relationship_edges,
+        "lastEviction": GraphSettings.objects.filter(workspace_id=workspace_id).values_list(
+            "last_eviction", flat=True).first(),
     }
 
 

@@ -80,3 +80,24 @@ def test_it_lists_communities_over_http_per_tenant(alice_ws, personas):
     with workspace_context(alice_ws), connections["app"].cursor() as cursor:
         cursor.execute("SELECT count(*) FROM graph_communities")
         assert cursor.fetchone()[0] == 2
+
+
+def test_it_places_entities_new_from_extraction_in_their_neighbours_community(alice_ws, alice_api, fake_llm):
+    from memories import pipeline
+
+    g = two_clusters(alice_ws)
+    with workspace_context(alice_ws):  # detection only: summaries would need committed rows (threads)
+        upkeep.communities_detect(workspace_id=alice_ws)
+    fact = {"source": "Ant Four", "target": "Ant One", "relation": "works_with", "fact": "Ant Four works with Ant One.",
+            "edge_class": "semantic", "confidence": 0.9, "temporal_hint": None, "valid_from": None,
+            "replaces_previous": False}
+    fake_llm.answers["entity_extraction"] = {
+        "entities": [{"name": "Ant Four", "type": "concept", "summary": None},
+                     {"name": "Ant One", "type": "concept", "summary": None}],
+        "facts": [fact],
+    }
+    alice_api.add("Ant Four works with Ant One.")
+    pipeline.jobs_run_pending(workspace_id=alice_ws)
+    with workspace_context(alice_ws):
+        ant_four = GraphNode.objects.get(workspace_id=alice_ws, node_key="ant four")
+        assert ant_four.community_id == GraphNode.objects.get(id=g.ids["Ant One"]).community_id is not None

@@ -415,6 +415,13 @@ class LlmTotal(ResponseModel):
     calls: int
 
 
+class Eviction(ResponseModel):
+    expired_facts: int
+    stale_entities: int
+    over_cap_entities: int
+    ran_at: datetime
+
+
 class ExtractionState(ResponseModel):
     enabled: bool
     model: str | None
@@ -428,6 +435,7 @@ class ExtractionState(ResponseModel):
     active_facts: int
     invalidated_facts: int
     relationship_edges: int
+    last_eviction: Eviction | None
 
 
 class ExtractionQuery(RequestModel):
