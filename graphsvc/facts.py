@@ -28,6 +28,11 @@ from graphsvc.models import ENTITY_TYPES, GraphSettings
 
 CLASS_WEIGHTS = {"causal": 1.2, "semantic": 1.0, "temporal": 0.9, "entity": 0.8}
 MAX_VISITED = 500  # nodes one BFS may visit: bounds the final edge query on hub-heavy graphs
+# Fact recall visits at most this many entities per fact asked for (at least 40): the best-seeded first. A 2-hop
+# neighbourhood in a dense graph holds thousands of facts, and fetching them all to return ten is what made
+# recall slow; the facts that score highest sit next to the best seeds.
+VISITS_PER_FACT = 4
+MIN_VISITS = 40
 SEED_WORDS = 5
 SEED_STRUCTURAL_WEIGHT = 0.4
 SEED_COMMUNITY_CAP = 3
@@ -230,10 +235,10 @@ def _hybrid(*, workspace_id: int, text: dict[int, float], limit: int) -> list[Se
             LEFT JOIN LATERAL (
                 SELECT count(*) AS degree, count(DISTINCT x.edge_type) AS kinds FROM (
                     (SELECT e.edge_type FROM graph_edges e WHERE e.workspace_id = %(ws)s AND e.from_node_id = n.id
-                       AND e.origin = 'llm_entity' AND e.expired_at IS NULL AND e.valid_to IS NULL LIMIT 1000)
+                       AND e.origin = 'llm_entity' AND e.expired_at IS NULL AND e.valid_to IS NULL LIMIT 200)
                     UNION ALL
                     (SELECT e.edge_type FROM graph_edges e WHERE e.workspace_id = %(ws)s AND e.to_node_id = n.id
-                       AND e.origin = 'llm_entity' AND e.expired_at IS NULL AND e.valid_to IS NULL LIMIT 1000)
+                       AND e.origin = 'llm_entity' AND e.expired_at IS NULL AND e.valid_to IS NULL LIMIT 200)
                 ) x
             ) d ON true
             WHERE n.workspace_id = %(ws)s AND n.id = ANY(%(ids)s)
@@ -287,7 +292,7 @@ def _edge_row(row: tuple[Any, ...]) -> dict[str, Any]:
     }
 
 
-def bfs(*, reading: Reading, seeds: list[Seed], max_hops: int) -> Walk:
+def bfs(*, reading: Reading, seeds: list[Seed], max_hops: int, max_visited: int = MAX_VISITED) -> Walk:
     """Undirected multi-source BFS: one query per hop plus one for the edges among the visited nodes, so at most
     max_hops + 1 queries whatever the graph's size. Each node remembers the best seed score that reached it."""
     depth = {seed.node_id: 0 for seed in seeds}
@@ -296,7 +301,7 @@ def bfs(*, reading: Reading, seeds: list[Seed], max_hops: int) -> Walk:
     where = reading.where()
     with connections["app"].cursor() as cursor:
         for hop in range(max_hops):
-            if not frontier or len(depth) >= MAX_VISITED:
+            if not frontier or len(depth) >= max_visited:
                 break
             cursor.execute(
                 f"""
@@ -314,7 +319,7 @@ def bfs(*, reading: Reading, seeds: list[Seed], max_hops: int) -> Walk:
                         reached[there] = max(reached.get(there, 0.0), seed_score[here])
             frontier = []
             for node_id, score in sorted(reached.items(), key=lambda item: (-item[1], item[0])):
-                if len(depth) >= MAX_VISITED:
+                if len(depth) >= max_visited:
                     break
                 depth[node_id] = hop + 1
                 seed_score[node_id] = score
@@ -508,7 +513,8 @@ def facts_recall(
             except SpreadingTimeout:
                 timed_out, facts = True, []
         else:
-            facts = _score_bfs(bfs(reading=reading, seeds=seeds, max_hops=max_hops))
+            visits = min(MAX_VISITED, max(MIN_VISITS, VISITS_PER_FACT * limit))
+            facts = _score_bfs(bfs(reading=reading, seeds=seeds, max_hops=max_hops, max_visited=visits))
     kept = _finish(facts, limit)
     if record and kept and at is None:
         retrievals_record(workspace_id=workspace_id, edge_ids=[f["id"] for f in kept])
