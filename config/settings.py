@@ -350,8 +350,7 @@ GRAPH_ENTITY_CONTEXT_MEMORIES = env_int("GRAPH_ENTITY_CONTEXT_MEMORIES", 3)
 GRAPH_LLM_BUDGET_RECHECK_SECONDS = env_int("GRAPH_LLM_BUDGET_RECHECK_SECONDS", 600)
 
 # --- Issue 6: graph reasoning and upkeep (docs/graph-reasoning.md) ---
-# Fact recall: hops from the seed entities (1-3) and the default strategy ("bfs" or "spreading").
-GRAPH_RECALL_MAX_HOPS = env_int("GRAPH_RECALL_MAX_HOPS", 2)
+# Fact recall's default strategy ("bfs" or "spreading") when the workspace sets none.
 GRAPH_RECALL_STRATEGY = os.environ.get("GRAPH_RECALL_STRATEGY", "bfs").strip() or "bfs"
 # Spreading activation gives up (empty result, never an error) after this long.
 GRAPH_SPREADING_TIMEOUT_MS = env_int("GRAPH_SPREADING_TIMEOUT_MS", 500)
