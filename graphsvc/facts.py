@@ -199,7 +199,8 @@ def seeds_find(*, workspace_id: int, query: str, limit: int, embed: bool = True)
     if not text_scores:
         return []
     top = max(text_scores.values()) or 1.0
-    candidates = sorted(text_scores.items(), key=lambda item: (-item[1], item[0]))[: max(2 * limit, 10)]
+    # Structure re-ranks the best text matches only: its degree counts are the costly part of seeding.
+    candidates = sorted(text_scores.items(), key=lambda item: (-item[1], item[0]))[: max(limit + limit // 2, 8)]
     return _hybrid(workspace_id=workspace_id, text={n: min(1.0, s / top) for n, s in candidates}, limit=limit)
 
 
@@ -235,10 +236,10 @@ def _hybrid(*, workspace_id: int, text: dict[int, float], limit: int) -> list[Se
             LEFT JOIN LATERAL (
                 SELECT count(*) AS degree, count(DISTINCT x.edge_type) AS kinds FROM (
                     (SELECT e.edge_type FROM graph_edges e WHERE e.workspace_id = %(ws)s AND e.from_node_id = n.id
-                       AND e.origin = 'llm_entity' AND e.expired_at IS NULL AND e.valid_to IS NULL LIMIT 200)
+                       AND e.origin = 'llm_entity' AND e.expired_at IS NULL AND e.valid_to IS NULL LIMIT 50)
                     UNION ALL
                     (SELECT e.edge_type FROM graph_edges e WHERE e.workspace_id = %(ws)s AND e.to_node_id = n.id
-                       AND e.origin = 'llm_entity' AND e.expired_at IS NULL AND e.valid_to IS NULL LIMIT 200)
+                       AND e.origin = 'llm_entity' AND e.expired_at IS NULL AND e.valid_to IS NULL LIMIT 50)
                 ) x
             ) d ON true
             WHERE n.workspace_id = %(ws)s AND n.id = ANY(%(ids)s)
