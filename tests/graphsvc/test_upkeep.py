@@ -104,3 +104,14 @@ def test_it_schedules_upkeep_hourly_and_runs_it_from_the_command(alice_ws, capsy
         assert cursor.fetchone()[0] == 1  # due: never ran before
     call_command("graph_reasoning", "stats", "--workspace", str(alice_ws))
     assert '"activeFacts": 1' in capsys.readouterr().out
+
+
+def test_it_keeps_decay_and_settings_per_tenant(alice_ws, personas):
+    GraphBuilder(alice_ws).fact("Tenant Fact", "links", "Other Fact", retrievals=10)
+    charlie = personas.charlie_api
+    assert charlie.ok("graph/decay", {"action": "set_rate", "rate": 5})["defaultRate"] == 5
+    assert charlie.ok("graph/decay", {"action": "recompute"}) | {"rates": {}} == {
+        "activeFacts": 0, "belowFloor": 0, "defaultRate": 5, "rates": {}, "floor": 0.1, "retrievalCountsDecayed": 0}
+    alice = personas.alice_api.ok("graph/decay", {"action": "recompute"})
+    assert alice["defaultRate"] == 0.01 and alice["activeFacts"] == 1 and alice["retrievalCountsDecayed"] == 1
+    assert personas.alice_api.get("graph/settings").json()["data"]["decayRate"] == 0.01
