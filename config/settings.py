@@ -429,3 +429,22 @@ if LOG_FORMAT == "json":
 EXPORT_IMPORT_MAX_LINES = env_int("EXPORT_IMPORT_MAX_LINES", 1_000_000)
 EXPORT_IMPORT_MAX_LINE_BYTES = env_int("EXPORT_IMPORT_MAX_LINE_BYTES", 1_048_576)
 EXPORT_IMPORT_MAX_UPLOAD_BYTES = env_int("EXPORT_IMPORT_MAX_UPLOAD_BYTES", 50 * 1_048_576)
+
+# --- Issue 6: graph reasoning and upkeep (docs/graph-reasoning.md) ---
+# Fact recall's default strategy ("bfs" or "spreading") when the workspace sets none.
+GRAPH_RECALL_STRATEGY = os.environ.get("GRAPH_RECALL_STRATEGY", "bfs").strip() or "bfs"
+# Spreading activation gives up (empty result, never an error) after this long.
+GRAPH_SPREADING_TIMEOUT_MS = env_int("GRAPH_SPREADING_TIMEOUT_MS", 500)
+# Confidence decay per day since last observation (0.01: half-life about 70 days); facts under the floor are not
+# retrieved (they stay stored and listed by graph/entities detail).
+GRAPH_DECAY_RATE = env_float("GRAPH_DECAY_RATE", 0.01, minimum=0.0, maximum=10.0)
+GRAPH_CONFIDENCE_FLOOR = env_float("GRAPH_CONFIDENCE_FLOOR", 0.1, minimum=0.0, maximum=1.0)
+# Communities: a full run after this many new facts, or when the last one is older than the hours below.
+GRAPH_COMMUNITY_REFRESH_WRITES = env_int("GRAPH_COMMUNITY_REFRESH_WRITES", 100)
+GRAPH_COMMUNITY_REFRESH_HOURS = env_int("GRAPH_COMMUNITY_REFRESH_HOURS", 24)
+GRAPH_COMMUNITY_ALGORITHM = os.environ.get("GRAPH_COMMUNITY_ALGORITHM", "plp").strip().lower() or "plp"
+GRAPH_COMMUNITY_SUMMARY_CONCURRENCY = env_int("GRAPH_COMMUNITY_SUMMARY_CONCURRENCY", 4)
+# Eviction: invalidated facts and unconnected entities unseen for this many days are deleted.
+GRAPH_EVICTION_RETENTION_DAYS = env_int("GRAPH_EVICTION_RETENTION_DAYS", 90)
+# Cap on entities per workspace (0 = none); a workspace setting overrides it.
+GRAPH_MAX_ENTITIES = env_int("GRAPH_MAX_ENTITIES", 0, minimum=0)

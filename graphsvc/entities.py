@@ -492,6 +492,7 @@ def fact_store(
 class ExtractionResult:
     entities: dict[str, int] = field(default_factory=dict)  # raw name → node id
     outcomes: dict[str, int] = field(default_factory=dict)
+    created: dict[str, bool] = field(default_factory=dict)  # raw name → the entity is new
     facts: dict[str, int] = field(default_factory=dict)
     skipped_facts: int = 0
     llm_calls: int = 0
@@ -525,6 +526,7 @@ def entities_extract(
         if resolved is None:
             continue
         result.entities[raw["name"].strip().lower()] = resolved.node_id
+        result.created[raw["name"].strip().lower()] = resolved.outcome == "created"
         result.outcomes[resolved.outcome] = result.outcomes.get(resolved.outcome, 0) + 1
     result.llm_calls += ctx.llm_calls
 
@@ -541,6 +543,12 @@ def entities_extract(
             outcome = fact_store(workspace_id=workspace_id, fact=fact, evidence_memory_id=memory_id,
                                  evidence_text=evidence)
             result.facts[outcome] = result.facts.get(outcome, 0) + 1
+        # Between full community runs a new entity joins its neighbours' community (issue 6).
+        from graphsvc.upkeep import community_assign
+
+        for name, node_id in result.entities.items():
+            if result.created.get(name):
+                community_assign(workspace_id=workspace_id, node_id=node_id)
     return result
 
 

@@ -149,6 +149,24 @@ class GraphEntityAlias(models.Model):
         indexes = [models.Index(fields=["workspace", "node"], name="graph_entity_aliases_node")]
 
 
+class GraphEntityTerm(models.Model):
+    """A word of an entity's name, alias (weight 1) or summary (weight 2), kept by database triggers (migration
+    0007). Seed search looks words up here by b-tree equality and prefix range: under row-level security only
+    leakproof operators reach an index, and text comparison is leakproof where `@@` and trigram `%` are not."""
+
+    pk = models.CompositePrimaryKey("workspace", "term", "node", "weight")
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, db_index=False, related_name="+")
+    # The constraint (ON DELETE CASCADE in the database: entities are also deleted in raw SQL) is migration 0007's.
+    node = models.ForeignKey(GraphNode, on_delete=models.CASCADE, db_index=False, db_constraint=False,
+                             related_name="+")
+    term = models.CharField(max_length=64, db_collation="C")
+    weight = models.SmallIntegerField()
+
+    class Meta:
+        db_table = "graph_entity_terms"
+        indexes = [models.Index(fields=["workspace", "node"], name="graph_entity_terms_node")]
+
+
 class GraphCommunity(models.Model):
     """A group of entities found by label propagation; the fingerprint tells whether membership changed."""
 
@@ -171,6 +189,17 @@ class GraphSettings(models.Model):
     workspace = models.OneToOneField(Workspace, on_delete=models.CASCADE, primary_key=True, related_name="+")
     # Tokens (prompt + completion) per UTC day for LLM extraction; NULL = no limit.
     llm_daily_token_budget = models.BigIntegerField(null=True, blank=True)
+    # Fact recall: "bfs" or "spreading" (spreading activation), used when a request does not choose.
+    recall_strategy = models.CharField(max_length=16, default="bfs", db_default="bfs")
+    # Confidence decay per day since a fact was last observed; NULL = GRAPH_DECAY_RATE. decay_rates: per relation.
+    decay_rate = models.FloatField(null=True, blank=True)
+    decay_rates = models.JSONField(default=dict, db_default={})
+    # Eviction keeps at most this many entities (fewest active edges, then least recently seen, go first).
+    max_entities = models.IntegerField(null=True, blank=True)
+    # What the last eviction removed, for graph/status.
+    last_eviction = models.JSONField(null=True, blank=True)
+    communities_run_at = models.DateTimeField(null=True, blank=True)
+    retrieval_decay_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from ninja import Schema
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from config.schemas import ScopeIn, ScopeQuery, StrictIn, scope_field
+from config.schemas import ScopeIn, ScopeQuery, StrictIn, scope_field, trimmed
 
 
 class LlmUsageOut(Schema):
@@ -23,6 +23,13 @@ class LlmTotalOut(Schema):
     completionTokens: int = Field(description="All completion tokens received.")
     costUsd: float = Field(description="All cost, from litellm's cost map.")
     calls: int = Field(description="All LLM calls, failed ones included.")
+
+
+class EvictionOut(Schema):
+    expiredFacts: int = Field(description="Invalidated facts past GRAPH_EVICTION_RETENTION_DAYS deleted.")
+    staleEntities: int = Field(description="Entities without current facts, unseen for as long, deleted.")
+    overCapEntities: int = Field(description="Entities deleted to keep the entity cap.")
+    ranAt: datetime = Field(description="When eviction ran.")
 
 
 class ExtractionOut(Schema):
@@ -40,6 +47,7 @@ class ExtractionOut(Schema):
     activeFacts: int = Field(description="Facts currently valid.")
     invalidatedFacts: int = Field(description="Facts replaced by a newer version (kept for point-in-time reads).")
     relationshipEdges: int = Field(description="LLM relationship edges between memories (contradicts, caused_by …).")
+    lastEviction: EvictionOut | None = Field(description="What the last scheduled eviction removed (null: never ran).")
 
 
 class ExtractionQuery(ScopeQuery):
@@ -53,3 +61,209 @@ class ExtractionSettingsIn(StrictIn):
         description="Tokens per UTC day for this workspace's LLM extraction; null removes the limit "
         "(GRAPH_LLM_DAILY_TOKEN_BUDGET then applies).",
     )
+
+
+# --- issue 6: fact recall, traversal, entities, communities, upkeep ------------------------------------------------
+
+EdgeClass = Literal["semantic", "temporal", "causal", "entity"]
+RecallStrategy = Literal["bfs", "spreading"]
+
+
+class FactsIn(StrictIn):
+    query: trimmed(500) | None = Field(None, description="Words naming entities; send query or entity.")
+    entity: trimmed(512) | None = Field(None, description="One entity by name or alias (404 when unknown).")
+    maxHops: int = Field(2, ge=1, le=3, description="Hops from the seed entities, 1-3 (default 2).")
+    edgeClasses: list[EdgeClass] | None = Field(None, max_length=4, description="Only these edge classes.")
+    at: datetime | None = Field(None, description="Facts as they were valid at this time (valid_from <= at < valid_to).")
+    limit: int = Field(10, ge=1, le=100, description="Most facts, 1-100 (default 10).")
+    strategy: RecallStrategy | None = Field(None, description="bfs or spreading; omitted: the workspace setting.")
+    scope: ScopeIn = scope_field()
+
+    @model_validator(mode="after")
+    def _query_or_entity(self) -> FactsIn:
+        if not self.query and not self.entity:
+            raise ValueError("send query (words naming entities) or entity (one entity's name)")
+        return self
+
+
+class FactOut(Schema):
+    source: str = Field(description="Source entity's name.")
+    relation: str = Field(description="The relation (a lowercased verb phrase).")
+    target: str = Field(description="Target entity's name.")
+    fact: str = Field(description="The fact as one sentence (newlines and angle brackets removed).")
+    edgeClass: str = Field(description="semantic, temporal, causal or entity.")
+    confidence: float = Field(description="Effective confidence: decayed since last observed, boosted by use.")
+    score: float = Field(description="Seed match x 1/(1+hop) x confidence x class weight (bfs) or activation.")
+    hop: int = Field(description="Hops from the nearest seed entity.")
+    validFrom: datetime | None = Field(description="When the fact became true.")
+    validTo: datetime | None = Field(description="When it stopped being true (null: still true).")
+
+
+class SeedOut(Schema):
+    name: str = Field(description="A seed entity.")
+    score: float = Field(description="Its seed score, 0.1-1.")
+
+
+class FactsOut(Schema):
+    facts: list[FactOut] = Field(description="Best first, one per (source, relation, target).")
+    seeds: list[SeedOut] = Field(description="The entities the recall started from.")
+    strategy: RecallStrategy = Field(description="The strategy that ran.")
+    timedOut: bool = Field(description="Spreading activation passed its time limit; facts is then empty.")
+    durationMs: float = Field(description="Server time.")
+
+
+class TraverseIn(StrictIn):
+    startEntity: trimmed(512) = Field(description="Entity to start from, by name or alias.")
+    edgeTypes: list[trimmed(128)] | None = Field(None, max_length=20, description="Only these relations.")
+    maxHops: int = Field(2, ge=1, le=3, description="Hops, 1-3 (default 2).")
+    limit: int = Field(20, ge=1, le=100, description="Most nodes, 1-100 (default 20).")
+    at: datetime | None = Field(None, description="The graph as it was at this time.")
+    scope: ScopeIn = scope_field()
+
+
+class PathStepOut(Schema):
+    source: str = Field(description="Source entity of the fact.")
+    relation: str = Field(description="Relation.")
+    target: str = Field(description="Target entity.")
+
+
+class TraverseNodeOut(Schema):
+    id: str = Field(description="Entity id.")
+    name: str = Field(description="Entity name.")
+    hop: int = Field(description="Hops from the start entity.")
+    score: float = Field(description="Product of the effective confidences along the path.")
+    path: list[PathStepOut] = Field(description="The facts walked from the start entity to this one.")
+
+
+class TraverseEdgeOut(Schema):
+    source: str = Field(description="Source entity.")
+    relation: str = Field(description="Relation.")
+    target: str = Field(description="Target entity.")
+    confidence: float = Field(description="Effective confidence.")
+    fact: str = Field(description="The fact.")
+    edgeClass: str = Field(description="Edge class.")
+
+
+class EntityRefOut(Schema):
+    id: str = Field(description="Entity id.")
+    name: str = Field(description="Entity name.")
+
+
+class TraverseOut(Schema):
+    start: EntityRefOut = Field(description="The entity the walk started from.")
+    nodes: list[TraverseNodeOut] = Field(description="Reached entities, best score first.")
+    edges: list[TraverseEdgeOut] = Field(description="The facts on the returned paths.")
+
+
+class EntitiesIn(StrictIn):
+    query: trimmed(500) | None = Field(None, description="Search by name, alias or summary words.")
+    entity: trimmed(512) | None = Field(None, description="One entity with its aliases and facts (detail).")
+    type: str | None = Field(None, max_length=32, description="Only this entity type (person, tool, ...).")
+    limit: int = Field(20, ge=1, le=100, description="Most entities, 1-100 (default 20).")
+    cursor: str | None = Field(None, max_length=40, description="nextCursor of the previous page (list only).")
+    scope: ScopeIn = scope_field()
+
+
+class EntityFactOut(Schema):
+    source: str = Field(description="Source entity.")
+    relation: str = Field(description="Relation.")
+    target: str = Field(description="Target entity.")
+    fact: str = Field(description="The fact.")
+    confidence: float = Field(description="Effective confidence now.")
+    retrievable: bool = Field(description="False when decay took it under the floor (kept, not retrieved).")
+    validFrom: datetime | None = Field(description="Valid from.")
+    validTo: datetime | None = Field(description="Valid to (null: current).")
+
+
+class EntityOut(Schema):
+    id: str = Field(description="Entity id.")
+    name: str = Field(description="Latest surface form.")
+    type: str = Field(description="Entity type.")
+    summary: str | None = Field(description="What the notes said about it.")
+    aliases: list[str] | None = Field(description="Known names (detail only).")
+    mentionCount: int = Field(description="Times it was mentioned.")
+    community: str | None = Field(description="Its community's name.")
+    lastSeenAt: datetime | None = Field(description="Last mention.")
+    facts: list[EntityFactOut] | None = Field(description="Its facts, current and past (detail only, at most 100).")
+
+
+class EntitiesOut(Schema):
+    entities: list[EntityOut] = Field(description="Matches (search: best first; list: newest first).")
+    nextCursor: str | None = Field(description="Pass as cursor for the next page (list only).")
+
+
+class ScopedIn(StrictIn):
+    scope: ScopeIn = scope_field()
+
+
+class CommunitiesIn(StrictIn):
+    refresh: bool = Field(False, description="Run community detection now (in this request) before listing.")
+    limit: int = Field(50, ge=1, le=200, description="Most communities, 1-200 (default 50).")
+    scope: ScopeIn = scope_field()
+
+
+class CommunityOut(Schema):
+    id: str = Field(description="Community id.")
+    name: str = Field(description="First member names and a tag.")
+    summary: str = Field(description="2-3 sentences (empty without a model).")
+    size: int = Field(description="Members.")
+    members: list[str] = Field(description="Up to 20 member names.")
+
+
+class CommunitiesOut(Schema):
+    communities: list[CommunityOut] = Field(description="Largest first.")
+    lastRunAt: datetime | None = Field(description="Last full detection.")
+
+
+class StatsOut(Schema):
+    entities: int = Field(description="Entities.")
+    aliases: int = Field(description="Aliases.")
+    activeFacts: int = Field(description="Current facts.")
+    invalidatedFacts: int = Field(description="Facts replaced or ended (kept for point-in-time reads).")
+    belowFloorFacts: int = Field(description="Current facts decayed under the retrieval floor.")
+    communities: int = Field(description="Communities.")
+    entitiesByType: dict[str, int] = Field(description="Entities per type.")
+    topRelations: dict[str, int] = Field(description="The 10 most common current relations.")
+    lastEviction: dict[str, Any] | None = Field(description="What the last eviction removed.")
+
+
+class ClearIn(StrictIn):
+    confirm: str = Field(description='Must be "delete entity graph": clearing cannot be undone.', max_length=40)
+    scope: ScopeIn = scope_field()
+
+
+class ClearOut(Schema):
+    entities: int = Field(description="Entities deleted.")
+    facts: int = Field(description="Facts deleted.")
+
+
+class DecayIn(StrictIn):
+    action: Literal["recompute", "set_rate"] = Field(
+        description="recompute: decay retrieval counts now and report; set_rate: the rate of one edge type."
+    )
+    edgeType: trimmed(128) | None = Field(None, description="set_rate: the relation; omitted = the default rate.")
+    rate: float | None = Field(None, ge=0, le=10, description="set_rate: per day, 0-10; null removes an override.")
+    scope: ScopeIn = scope_field()
+
+
+class DecayOut(Schema):
+    activeFacts: int = Field(description="Current facts.")
+    belowFloor: int = Field(description="Of those, decayed under the floor (not retrieved).")
+    defaultRate: float = Field(description="Decay per day for relations without their own rate.")
+    rates: dict[str, float] = Field(description="Per-relation rates.")
+    floor: float = Field(description="Retrieval floor of the effective confidence.")
+    retrievalCountsDecayed: int = Field(description="Facts whose retrieval count was decayed by this call.")
+
+
+class GraphSettingsOut(Schema):
+    recallStrategy: RecallStrategy = Field(description="Default fact recall strategy.")
+    decayRate: float = Field(description="Decay per day (default GRAPH_DECAY_RATE).")
+    decayRates: dict[str, float] = Field(description="Per-relation decay rates.")
+    maxEntities: int | None = Field(description="Entity cap enforced by eviction (null: GRAPH_MAX_ENTITIES).")
+
+
+class GraphSettingsIn(StrictIn):
+    recallStrategy: RecallStrategy | None = Field(None, description="bfs or spreading.")
+    decayRate: float | None = Field(None, ge=0, le=10, description="Decay per day, 0-10.")
+    maxEntities: int | None = Field(None, ge=10, le=10_000_000, description="Entity cap, 10-10,000,000.")
+    scope: ScopeIn = scope_field()

@@ -85,7 +85,7 @@ def extraction_status(*, workspace_id: int) -> dict[str, Any]:
     from django.conf import settings
 
     from graphsvc import llm
-    from graphsvc.models import ENTITY_TYPES
+    from graphsvc.models import ENTITY_TYPES, GraphSettings
 
     budget = llm.daily_token_budget(workspace_id=workspace_id)
     day_start = llm.next_budget_reset() - timedelta(days=1)
@@ -140,4 +140,152 @@ def extraction_status(*, workspace_id: int) -> dict[str, Any]:
         "activeFacts": active_facts,
         "invalidatedFacts": invalidated_facts,
         "relationshipEdges": relationship_edges,
+        "lastEviction": GraphSettings.objects.filter(workspace_id=workspace_id).values_list(
+            "last_eviction", flat=True).first(),
+    }
+
+
+# --- issue 6: entities, communities, stats --------------------------------------------------------------------------
+
+
+def _entity_json(row: tuple[Any, ...]) -> dict[str, Any]:
+    from graphsvc.facts import clean_fact_text
+
+    node_id, label, node_type, summary, mentions, community, last_seen = row
+    return {"id": str(node_id), "name": clean_fact_text(label), "type": node_type, "summary": summary,
+            "aliases": None, "mentionCount": mentions, "community": community, "lastSeenAt": last_seen,
+            "facts": None}
+
+
+ENTITY_SELECT = """
+    SELECT n.id, n.label, n.node_type, n.summary, n.mention_count, c.name, n.last_seen_at
+    FROM graph_nodes n LEFT JOIN graph_communities c ON c.id = n.community_id
+"""
+
+
+def entities_list(*, workspace_id: int, query: str | None, entity_type: str | None, limit: int,
+                  cursor_id: int | None) -> dict[str, Any]:
+    """Search (seed scoring, best first) or list (newest first, keyset pages on id)."""
+    from graphsvc.facts import seeds_find
+    from graphsvc.models import ENTITY_TYPES
+
+    types = [entity_type] if entity_type else list(ENTITY_TYPES)
+    with connections["app"].cursor() as cursor:
+        if query:
+            seeds = seeds_find(workspace_id=workspace_id, query=query, limit=limit, embed=False)
+            order = {seed.node_id: i for i, seed in enumerate(seeds)}
+            cursor.execute(ENTITY_SELECT + " WHERE n.workspace_id = %s AND n.id = ANY(%s) AND n.node_type = ANY(%s)",
+                           [workspace_id, list(order), types])
+            rows = sorted(cursor.fetchall(), key=lambda r: order[r[0]])
+            return {"entities": [_entity_json(r) for r in rows], "nextCursor": None}
+        cursor.execute(
+            ENTITY_SELECT + " WHERE n.workspace_id = %s AND n.node_type = ANY(%s) AND (%s::bigint IS NULL OR n.id < %s)"
+            " ORDER BY n.id DESC LIMIT %s",
+            [workspace_id, types, cursor_id, cursor_id, limit + 1],
+        )
+        rows = cursor.fetchall()
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return {"entities": [_entity_json(r) for r in rows], "nextCursor": str(rows[-1][0]) if more else None}
+
+
+def entity_detail(*, workspace_id: int, node_id: int) -> dict[str, Any]:
+    from graphsvc.facts import clean_fact_text, reading_for
+
+    reading = reading_for(workspace_id=workspace_id)
+    with connections["app"].cursor() as cursor:
+        cursor.execute(ENTITY_SELECT + " WHERE n.workspace_id = %s AND n.id = %s", [workspace_id, node_id])
+        data = _entity_json(cursor.fetchone())
+        cursor.execute("SELECT alias FROM graph_entity_aliases WHERE workspace_id = %s AND node_id = %s ORDER BY alias",
+                       [workspace_id, node_id])
+        data["aliases"] = [r[0] for r in cursor.fetchall()]
+        cursor.execute(
+            f"""
+            SELECT s.label, e.edge_type, t.label, e.fact, {reading.decayed()}, e.valid_from, e.valid_to,
+                   e.expired_at IS NULL AND e.valid_to IS NULL
+            FROM graph_edges e JOIN graph_nodes s ON s.id = e.from_node_id JOIN graph_nodes t ON t.id = e.to_node_id
+            WHERE e.workspace_id = %(ws)s AND e.origin = 'llm_entity' AND (e.from_node_id = %(n)s OR e.to_node_id = %(n)s)
+            ORDER BY e.valid_from DESC NULLS LAST, e.id DESC LIMIT 100
+            """,
+            reading.params(n=node_id),
+        )
+        floor = reading.params()["floor"]
+        data["facts"] = [
+            {"source": clean_fact_text(s), "relation": rel, "target": clean_fact_text(t), "fact": clean_fact_text(f),
+             "confidence": round(float(c), 4), "retrievable": bool(current) and float(c) >= floor,
+             "validFrom": vf, "validTo": vt}
+            for s, rel, t, f, c, vf, vt, current in cursor.fetchall()
+        ]
+    return data
+
+
+def communities_list(*, workspace_id: int, limit: int) -> dict[str, Any]:
+    from graphsvc.models import GraphSettings
+
+    with connections["app"].cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT c.id, c.name, c.summary, cardinality(c.member_node_ids),
+                   ARRAY(SELECT n.label FROM graph_nodes n WHERE n.workspace_id = c.workspace_id
+                         AND n.id = ANY(c.member_node_ids[1:20]) ORDER BY n.id)
+            FROM graph_communities c WHERE c.workspace_id = %s
+            ORDER BY cardinality(c.member_node_ids) DESC, c.id LIMIT %s
+            """,
+            [workspace_id, limit],
+        )
+        rows = cursor.fetchall()
+    last = GraphSettings.objects.filter(workspace_id=workspace_id).values_list("communities_run_at", flat=True).first()
+    return {
+        "communities": [{"id": str(i), "name": n, "summary": s, "size": size, "members": list(m)}
+                        for i, n, s, size, m in rows],
+        "lastRunAt": last,
+    }
+
+
+def entity_graph_stats(*, workspace_id: int) -> dict[str, Any]:
+    from graphsvc.facts import reading_for
+    from graphsvc.models import ENTITY_TYPES, GraphSettings
+
+    reading = reading_for(workspace_id=workspace_id)
+    with connections["app"].cursor() as cursor:
+        cursor.execute(
+            f"""
+            SELECT
+              (SELECT count(*) FROM graph_entity_aliases WHERE workspace_id = %(ws)s),
+              (SELECT count(*) FROM graph_edges e WHERE e.workspace_id = %(ws)s AND e.origin = 'llm_entity'
+                 AND e.expired_at IS NULL AND e.valid_to IS NULL),
+              (SELECT count(*) FROM graph_edges e WHERE e.workspace_id = %(ws)s AND e.origin = 'llm_entity'
+                 AND (e.expired_at IS NOT NULL OR e.valid_to IS NOT NULL)),
+              (SELECT count(*) FROM graph_edges e WHERE e.workspace_id = %(ws)s AND e.origin = 'llm_entity'
+                 AND e.expired_at IS NULL AND e.valid_to IS NULL AND {reading.decayed()} < %(floor)s),
+              (SELECT count(*) FROM graph_communities WHERE workspace_id = %(ws)s)
+            """,
+            reading.params(),
+        )
+        aliases, active, invalidated, below, communities = cursor.fetchone()
+        cursor.execute("SELECT node_type, count(*) FROM graph_nodes WHERE workspace_id = %s AND node_type = ANY(%s) "
+                       "GROUP BY node_type ORDER BY node_type", [workspace_id, list(ENTITY_TYPES)])
+        by_type = dict(cursor.fetchall())
+        cursor.execute("SELECT edge_type, count(*) FROM graph_edges WHERE workspace_id = %s AND origin = 'llm_entity' "
+                       "AND expired_at IS NULL AND valid_to IS NULL GROUP BY edge_type ORDER BY 2 DESC, 1 LIMIT 10",
+                       [workspace_id])
+        relations = dict(cursor.fetchall())
+    last = GraphSettings.objects.filter(workspace_id=workspace_id).values_list("last_eviction", flat=True).first()
+    return {"entities": sum(by_type.values()), "aliases": aliases, "activeFacts": active,
+            "invalidatedFacts": invalidated, "belowFloorFacts": below, "communities": communities,
+            "entitiesByType": by_type, "topRelations": relations, "lastEviction": last}
+
+
+def graph_settings_get(*, workspace_id: int) -> dict[str, Any]:
+    from django.conf import settings
+
+    from graphsvc.models import GraphSettings
+
+    row = GraphSettings.objects.filter(workspace_id=workspace_id).first()
+    return {
+        "recallStrategy": row.recall_strategy if row else (
+            settings.GRAPH_RECALL_STRATEGY if settings.GRAPH_RECALL_STRATEGY in ("bfs", "spreading") else "bfs"),
+        "decayRate": row.decay_rate if row and row.decay_rate is not None else settings.GRAPH_DECAY_RATE,
+        "decayRates": (row.decay_rates if row else None) or {},
+        "maxEntities": row.max_entities if row else None,
     }

@@ -29,6 +29,8 @@ from memories.selectors import MemoryScope
 WORKING_TIER_MAX = 3
 EXPANSION_OVERFETCH = 3
 CONTEXT_LINE_CHARS = 80
+# Facts from the entity graph in context/get (the "Known facts" section).
+CONTEXT_FACTS = 5
 
 
 @dataclass(frozen=True)
@@ -198,7 +200,8 @@ def _one_line(text: str) -> str:
 
 
 def context_text(
-    *, rules: list[Memory], memories: list[Memory], conflicts: list[dict[str, Any]], redact: bool = True
+    *, rules: list[Memory], memories: list[Memory], conflicts: list[dict[str, Any]],
+    facts: list[dict[str, Any]] | None = None, redact: bool = True,
 ) -> str:
     """The ready-to-paste text. With `redact` (the workspace's redact_credentials) secrets become typed
     placeholders before the line is cut, so a key is never half-shown."""
@@ -227,7 +230,29 @@ def context_text(
         sections.append("## Conflicts\n" + "\n".join(
             f"- {c['memoryAId']} <-> {c['memoryBId']} (confidence {c['confidence']:.2f})" for c in conflicts
         ))
+    if facts:
+        # Names and facts are already one line without angle brackets (graphsvc.facts.clean_fact_text).
+        sections.append("## Known facts\n" + "\n".join(
+            f"- {clean(f['fact'])} (confidence {f['confidence']:.2f})" for f in facts
+        ))
     return "\n\n".join(sections)
+
+
+def _known_facts(*, workspace_id: int, query: str | None) -> list[dict[str, Any]]:
+    """Facts about the entities the query names (text seeds only: the query was embedded for ranking already).
+    A failure here leaves the facts out; it never fails the context."""
+    if not query:
+        return []
+    from graphsvc.facts import facts_recall
+
+    try:
+        with transaction.atomic(using="app"):
+            return facts_recall(workspace_id=workspace_id, query=query, limit=CONTEXT_FACTS, embed=False)["facts"]
+    except Exception:  # noqa: BLE001 - the graph is an addition to the context, never a reason to fail it
+        import logging
+
+        logging.getLogger("cairn.context").exception("fact recall failed")
+        return []
 
 
 def _fallback_reason(*, mode: str, blocked: bool, expansion_failed: bool) -> str:
@@ -311,6 +336,7 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
         returned = list({m.id: m for m in working.memories + long_term.memories}.values())
 
     conflicts = expansion.contradictions(workspace_id=workspace_id, memory_ids=[m.id for m in returned])
+    known_facts = _known_facts(workspace_id=workspace_id, query=request.query)
     fallback_triggered = strategy.graph_requested and not apply
     fallback_reason = (
         _fallback_reason(mode=mode, blocked=blocked, expansion_failed=expansion_failed)
@@ -381,7 +407,8 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
         "workingMemories": [memory_json(m, graph_by_id.get(m.id)) for m in working.memories],
         "longTermMemories": [memory_json(m, graph_by_id.get(m.id)) for m in long_term.memories],
         "conflicts": conflicts,
-        "context": context_text(rules=rules, memories=returned, conflicts=conflicts,
+        "facts": known_facts,
+        "context": context_text(rules=rules, memories=returned, conflicts=conflicts, facts=known_facts,
                                 redact=hygiene_settings.redact_credentials),
         "trace": trace,
         "_graph_ids": set(graph_by_id),

@@ -11,6 +11,7 @@ from ninja import Schema
 from pydantic import Field, field_validator
 
 from config.schemas import NUL_MESSAGE, ScopeIn, StrictIn, scope_field, trimmed
+from graphsvc.schemas import FactOut
 
 MemoryType = Literal["rule", "decision", "fact", "note", "skill"]
 MemoryLayer = Literal["rule", "working", "long_term"]
@@ -344,7 +345,10 @@ class ContextOut(Schema):
     workingMemories: list[ContextMemoryOut] = Field(description="Working tier (≤ 3 plus graph additions).")
     longTermMemories: list[ContextMemoryOut] = Field(description="Long-term tier.")
     conflicts: list[ConflictOut] = Field(description="Contradictions among the returned memories.")
-    context: str = Field(description="Ready-to-paste text: rules, relevant memories, conflicts.")
+    facts: list[FactOut] = Field(
+        description="Up to 5 facts from the entity graph about what the query names (empty without a query)."
+    )
+    context: str = Field(description="Ready-to-paste text: rules, relevant memories, conflicts, known facts.")
     trace: ContextTraceOut = Field(description="How this answer was produced.")
 
 

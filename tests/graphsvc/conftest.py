@@ -22,6 +22,7 @@ PURPOSE_MARKERS = {
     "semantic": "typed relationships between a new note",
     "entity_extraction": "extract entities and facts",
     "entity_disambiguation": "same real-world thing",
+    "community_summary": "summarize a group of related entities",
 }
 
 

@@ -206,7 +206,9 @@ def test_it_resolves_by_alias_canonical_name_and_trigram(alice_ws):
     assert other_type.node_id != created.node_id
     assert entities.entity_resolve(ctx=ctx, name="go", entity_type="language", summary=None) is None
 
-    with workspace_context(alice_ws):  # by id: a "project" node shares the key
+    # By id: "postgresql" names two entities (tool and project), and a dict by name kept whichever the heap
+    # returned last.
+    with workspace_context(alice_ws):
         node = GraphNode.objects.get(id=created.node_id)
     assert node.summary == "A database; The DB we run"
     assert node.mention_count == 4 and node.label == "PostgreSQLs"

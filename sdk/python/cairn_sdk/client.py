@@ -6,7 +6,7 @@ import copy
 import time
 from collections.abc import Iterator, Mapping
 from datetime import datetime
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import httpx
 
@@ -428,3 +428,52 @@ class Graph:
             query=query, entity=entity, type=type, limit=limit, cursor=cursor, scope=_core.coerce_scope(scope)
         ))
         return cast(m.EntitiesResult, self._client.request("graph.entities", body))
+
+    def communities(
+        self, *, refresh: bool | None = None, limit: int | None = None, scope: ScopeArg = None
+    ) -> m.CommunitiesResult:
+        """Communities of entities, largest first; refresh=True runs detection first."""
+        body = m.CommunitiesRequest(**drop_none(refresh=refresh, limit=limit, scope=_core.coerce_scope(scope)))
+        return cast(m.CommunitiesResult, self._client.request("graph.communities", body))
+
+    def stats(self, *, scope: ScopeArg = None) -> m.GraphStats:
+        """Entity graph counts: entities by type, current, invalidated and decayed facts, last eviction."""
+        body = m.ScopedRequest(**drop_none(scope=_core.coerce_scope(scope)))
+        return cast(m.GraphStats, self._client.request("graph.stats", body))
+
+    def clear(self, *, confirm: str, scope: ScopeArg = None) -> m.ClearResult:
+        """Delete the entity graph; confirm must be "delete entity graph"."""
+        body = m.ClearRequest(**drop_none(confirm=confirm, scope=_core.coerce_scope(scope)))
+        return cast(m.ClearResult, self._client.request("graph.clear", body))
+
+    def decay(
+        self,
+        action: Literal["recompute", "set_rate"],
+        *,
+        edge_type: str | None = None,
+        rate: float | None = None,
+        scope: ScopeArg = None,
+    ) -> m.DecayResult:
+        """Recompute decay now, or set the decay rate of one relation (or the default)."""
+        body = m.DecayRequest(**drop_none(action=action, edge_type=edge_type, rate=rate,
+                                          scope=_core.coerce_scope(scope)))
+        return cast(m.DecayResult, self._client.request("graph.decay", body))
+
+    def settings(self, *, scope: ScopeArg = None) -> m.GraphSettings:
+        """Graph reasoning settings: default recall strategy, decay rates, entity cap."""
+        scope_fields = (_core.coerce_scope(scope) or self._client.scope or m.Scope()).model_dump()
+        body = m.GraphSettingsQuery(**drop_none(**scope_fields))
+        return cast(m.GraphSettings, self._client.request("graph.settings", body))
+
+    def update_settings(
+        self,
+        *,
+        recall_strategy: m.RecallStrategy | None = None,
+        decay_rate: float | None = None,
+        max_entities: int | None = None,
+        scope: ScopeArg = None,
+    ) -> m.GraphSettings:
+        """Change only the settings given."""
+        body = m.GraphSettingsRequest(**drop_none(recall_strategy=recall_strategy, decay_rate=decay_rate,
+                                                  max_entities=max_entities, scope=_core.coerce_scope(scope)))
+        return cast(m.GraphSettings, self._client.request("graph.update_settings", body))

@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
 MemoryType = Literal["rule", "decision", "fact", "note", "skill"]
@@ -339,6 +339,7 @@ class ContextResult(ResponseModel):
     working_memories: list[ContextMemory]
     long_term_memories: list[ContextMemory]
     conflicts: list[Conflict]
+    facts: list[Fact]
     context: str
     trace: ContextTrace
 
@@ -432,6 +433,13 @@ class LlmTotal(ResponseModel):
     calls: int
 
 
+class Eviction(ResponseModel):
+    expired_facts: int
+    stale_entities: int
+    over_cap_entities: int
+    ran_at: datetime
+
+
 class ExtractionState(ResponseModel):
     enabled: bool
     model: str | None
@@ -445,6 +453,7 @@ class ExtractionState(ResponseModel):
     active_facts: int
     invalidated_facts: int
     relationship_edges: int
+    last_eviction: Eviction | None
 
 
 class ExtractionQuery(RequestModel):
@@ -707,38 +716,48 @@ class RolloutPatchRequest(RequestModel):
     scope: Scope | None = None
 
 
-# --- graph/facts, graph/traverse, graph/entities -----------------------------------------------------------------
-# Written against the published contract of these endpoints (fact recall, traversal, entity browsing). Until
-# the server's OpenAPI lists them the drift check skips them; every response field is optional here so that the
-# first server to ship them already parses, and the drift check then says which fields to pin down.
+# --- graph/facts, graph/traverse, graph/entities, graph/communities, graph/stats, graph/clear, graph/decay,
+# graph/settings (the entity graph's reasoning and upkeep) ---------------------------------------------------------
+
+EdgeClass = Literal["semantic", "temporal", "causal", "entity"]
+RecallStrategy = Literal["bfs", "spreading"]
 
 
 class FactsRequest(RequestModel):
     query: str | None = None
     entity: str | None = None
     max_hops: int | None = None
-    edge_classes: list[str] | None = None
+    edge_classes: list[EdgeClass] | None = None
     at: datetime | None = None
     limit: int | None = None
-    strategy: str | None = None
+    strategy: RecallStrategy | None = None
     scope: Scope | None = None
 
 
 class Fact(ResponseModel):
-    source: str | None = None
-    relation: str | None = None
-    target: str | None = None
-    fact: str | None = None
-    edge_class: str | None = None
-    confidence: float | None = None
-    score: float | None = None
-    hop: int | None = None
-    valid_from: datetime | None = None
-    valid_to: datetime | None = None
+    source: str
+    relation: str
+    target: str
+    fact: str
+    edge_class: str
+    confidence: float
+    score: float
+    hop: int
+    valid_from: datetime | None
+    valid_to: datetime | None
+
+
+class Seed(ResponseModel):
+    name: str
+    score: float
 
 
 class FactsResult(ResponseModel):
-    facts: list[Fact] = Field(default_factory=list)
+    facts: list[Fact]
+    seeds: list[Seed]
+    strategy: str
+    timed_out: bool
+    duration_ms: float
 
 
 class TraverseRequest(RequestModel):
@@ -750,26 +769,38 @@ class TraverseRequest(RequestModel):
     scope: Scope | None = None
 
 
+class PathStep(ResponseModel):
+    source: str
+    relation: str
+    target: str
+
+
 class TraverseNode(ResponseModel):
-    id: str | None = None
-    name: str | None = None
-    type: str | None = None
-    hop: int | None = None
-    score: float | None = None
-    path: list[Any] | None = None
+    id: str
+    name: str
+    hop: int
+    score: float
+    path: list[PathStep]
 
 
 class TraverseEdge(ResponseModel):
-    source: str | None = None
-    relation: str | None = None
-    target: str | None = None
-    confidence: float | None = None
-    fact: str | None = None
+    source: str
+    relation: str
+    target: str
+    confidence: float
+    fact: str
+    edge_class: str
+
+
+class EntityRef(ResponseModel):
+    id: str
+    name: str
 
 
 class TraverseResult(ResponseModel):
-    nodes: list[TraverseNode] = Field(default_factory=list)
-    edges: list[TraverseEdge] = Field(default_factory=list)
+    start: EntityRef
+    nodes: list[TraverseNode]
+    edges: list[TraverseEdge]
 
 
 class EntitiesRequest(RequestModel):
@@ -781,15 +812,112 @@ class EntitiesRequest(RequestModel):
     scope: Scope | None = None
 
 
+class EntityFact(ResponseModel):
+    source: str
+    relation: str
+    target: str
+    fact: str
+    confidence: float
+    retrievable: bool
+    valid_from: datetime | None
+    valid_to: datetime | None
+
+
 class Entity(ResponseModel):
-    id: str | None = None
-    name: str | None = None
-    type: str | None = None
-    summary: str | None = None
-    aliases: list[str] | None = None
-    mention_count: int | None = None
+    id: str
+    name: str
+    type: str
+    summary: str | None
+    aliases: list[str] | None
+    mention_count: int
+    community: str | None
+    last_seen_at: datetime | None
+    facts: list[EntityFact] | None
 
 
 class EntitiesResult(ResponseModel):
-    entities: list[Entity] = Field(default_factory=list)
-    next_cursor: str | None = None
+    entities: list[Entity]
+    next_cursor: str | None
+
+
+class CommunitiesRequest(RequestModel):
+    refresh: bool | None = None
+    limit: int | None = None
+    scope: Scope | None = None
+
+
+class Community(ResponseModel):
+    id: str
+    name: str
+    summary: str
+    size: int
+    members: list[str]
+
+
+class CommunitiesResult(ResponseModel):
+    communities: list[Community]
+    last_run_at: datetime | None
+
+
+class ScopedRequest(RequestModel):
+    scope: Scope | None = None
+
+
+class GraphStats(ResponseModel):
+    entities: int
+    aliases: int
+    active_facts: int
+    invalidated_facts: int
+    below_floor_facts: int
+    communities: int
+    entities_by_type: dict[str, int]
+    top_relations: dict[str, int]
+    last_eviction: dict[str, Any] | None
+
+
+class ClearRequest(RequestModel):
+    confirm: str
+    scope: Scope | None = None
+
+
+class ClearResult(ResponseModel):
+    entities: int
+    facts: int
+
+
+class DecayRequest(RequestModel):
+    action: Literal["recompute", "set_rate"]
+    edge_type: str | None = None
+    rate: float | None = None
+    scope: Scope | None = None
+
+
+class DecayResult(ResponseModel):
+    active_facts: int
+    below_floor: int
+    default_rate: float
+    rates: dict[str, float]
+    floor: float
+    retrieval_counts_decayed: int
+
+
+class GraphSettingsQuery(RequestModel):
+    """graph/settings GET: the scope travels flat in the query string."""
+
+    tenant_id: str | None = None
+    user_id: str | None = None
+    project_id: str | None = None
+
+
+class GraphSettingsRequest(RequestModel):
+    recall_strategy: RecallStrategy | None = None
+    decay_rate: float | None = None
+    max_entities: int | None = None
+    scope: Scope | None = None
+
+
+class GraphSettings(ResponseModel):
+    recall_strategy: str
+    decay_rate: float
+    decay_rates: dict[str, float]
+    max_entities: int | None

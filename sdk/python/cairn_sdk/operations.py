@@ -54,5 +54,12 @@ OPERATIONS: dict[str, Operation] = {
         Operation("graph.facts", "POST", "graph/facts", m.FactsRequest, m.FactsResult),
         Operation("graph.traverse", "POST", "graph/traverse", m.TraverseRequest, m.TraverseResult),
         Operation("graph.entities", "POST", "graph/entities", m.EntitiesRequest, m.EntitiesResult),
+        Operation("graph.communities", "POST", "graph/communities", m.CommunitiesRequest, m.CommunitiesResult),
+        Operation("graph.stats", "POST", "graph/stats", m.ScopedRequest, m.GraphStats),
+        Operation("graph.clear", "POST", "graph/clear", m.ClearRequest, m.ClearResult),
+        Operation("graph.decay", "POST", "graph/decay", m.DecayRequest, m.DecayResult),
+        Operation("graph.settings", "GET", "graph/settings", m.GraphSettingsQuery, m.GraphSettings,
+                  query_params=True),
+        Operation("graph.update_settings", "PATCH", "graph/settings", m.GraphSettingsRequest, m.GraphSettings),
     )
 }

@@ -1,0 +1,213 @@
+"""Graph reasoning at scale: fact recall latency (BFS and spreading activation), traversal, and communities end to
+end (stream the edges, PLP, fingerprints, write) on one workspace with many entities and facts.
+
+    .venv/bin/python bench/graph_reasoning.py [--entities 100000] [--edges 1000000] [--queries 200]
+                                              [--out bench/results/graph_reasoning.json]
+
+Runs in its own database (cairn_bench_graph) on the embedded PostgreSQL. The seed (entities in clusters of about
+50, 90 % of facts inside a cluster) is written in SQL inside the workspace's RLS context and reused while its
+size matches. Every measured call runs in-process through the same functions the routes call, as the runtime
+role under row-level security, each in its own workspace transaction.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import api_latency  # noqa: E402 - shares the bench database helpers
+
+DATABASE = "cairn_bench_graph"
+os.environ["CAIRN_DATABASE_NAME"] = DATABASE
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+
+SYLLABLES = ["ka", "lo", "mi", "ne", "ru", "sa", "to", "vi", "ze", "po", "da", "fe", "gu", "hi", "ja", "xo"]
+CLUSTER = 50
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--entities", type=int, default=100_000)
+    parser.add_argument("--edges", type=int, default=1_000_000)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "graph_reasoning.json"))
+    return parser.parse_args()
+
+
+def words(count: int) -> list[str]:
+    rng = random.Random(11)
+    out: set[str] = set()
+    while len(out) < count:
+        out.add("".join(rng.choice(SYLLABLES) for _ in range(rng.randint(2, 4))))
+    return sorted(out)
+
+
+def seed(workspace_id: int, entities: int, edges: int) -> float:
+    from django.db import connections
+
+    from tenancy.rls import workspace_context
+
+    vocabulary = words(3000)
+    started = time.perf_counter()
+    with workspace_context(workspace_id), connections["app"].cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM graph_nodes WHERE workspace_id = %s AND node_type = 'concept'",
+                       [workspace_id])
+        have_nodes = cursor.fetchone()[0]
+        cursor.execute("SELECT count(*) FROM graph_edges WHERE workspace_id = %s", [workspace_id])
+        have_edges = cursor.fetchone()[0]
+        if have_nodes == entities and have_edges == edges:
+            return 0.0
+        for table in ("graph_communities", "graph_entity_aliases", "graph_entity_terms", "graph_edges",
+                      "memory_node_links"):
+            cursor.execute(f"DELETE FROM {table} WHERE workspace_id = %s", [workspace_id])
+        cursor.execute("DELETE FROM graph_nodes WHERE workspace_id = %s", [workspace_id])
+        # Names: two words of the vocabulary and the entity's number (unique canonical names).
+        cursor.execute(
+            """
+            INSERT INTO graph_nodes (workspace_id, node_type, node_key, label, summary, first_seen_at, last_seen_at,
+                                     mention_count, created_at, updated_at)
+            SELECT %(ws)s, 'concept', lower(w1 || ' ' || w2 || ' ' || g), w1 || ' ' || w2 || ' ' || g,
+                   'about ' || w3, now(), now(), 1, now(), now()
+            FROM generate_series(1, %(n)s) g,
+                 LATERAL (SELECT (%(v)s::text[])[1 + (hashint4(g) & 2147483647) %% %(nv)s] AS w1,
+                                 (%(v)s::text[])[1 + (hashint4(g + 7919) & 2147483647) %% %(nv)s] AS w2,
+                                 (%(v)s::text[])[1 + (hashint4(g + 104729) & 2147483647) %% %(nv)s] AS w3) w
+            """,
+            {"ws": workspace_id, "n": entities, "v": vocabulary, "nv": len(vocabulary)},
+        )
+        cursor.execute(
+            "INSERT INTO graph_entity_aliases (workspace_id, node_id, alias, created_at) "
+            "SELECT workspace_id, id, node_key, now() FROM graph_nodes WHERE workspace_id = %s",
+            [workspace_id],
+        )
+        cursor.execute("SELECT min(id) FROM graph_nodes WHERE workspace_id = %s", [workspace_id])
+        base = cursor.fetchone()[0]
+        # Clustered facts: 90 % inside a block of 50 consecutive entities, the rest anywhere.
+        cursor.execute(
+            """
+            INSERT INTO graph_edges (workspace_id, edge_key, from_node_id, to_node_id, edge_type, edge_class, weight,
+                confidence, fact, origin, valid_from, created_at, updated_at, last_observed_at, retrieval_count)
+            SELECT %(ws)s, 'b:' || g, %(base)s + a, %(base)s + CASE WHEN b = a THEN (a + 1) %% %(n)s ELSE b END,
+                   (ARRAY['uses','knows','depends_on','part_of','caused','preceded_by'])[1 + g %% 6],
+                   (ARRAY['semantic','semantic','semantic','entity','causal','temporal'])[1 + g %% 6],
+                   1.0, 0.5 + (g %% 50) / 100.0, 'fact ' || g, 'llm_entity',
+                   now() - make_interval(days => g %% 400), now(), now(),
+                   now() - make_interval(days => g %% 120), 0
+            FROM (
+                SELECT g, a,
+                       CASE WHEN (hashint4(g + 1) & 2147483647) %% 10 < 9
+                            THEN (a / %(c)s) * %(c)s + (hashint4(g + 3) & 2147483647) %% %(c)s
+                            ELSE (hashint4(g + 5) & 2147483647) %% %(n)s END %% %(n)s AS b
+                FROM (SELECT g, (hashint4(g) & 2147483647) %% %(n)s AS a FROM generate_series(1, %(e)s) g) x
+            ) y
+            """,
+            {"ws": workspace_id, "base": base, "n": entities, "e": edges, "c": CLUSTER},
+        )
+    with connections["default"].cursor() as cursor:
+        for table in ("graph_nodes", "graph_edges", "graph_entity_terms", "graph_entity_aliases"):
+            cursor.execute(f"VACUUM (ANALYZE) {table}")
+    return time.perf_counter() - started
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def timed(calls: list[Any]) -> dict[str, float]:
+    durations = []
+    for call in calls:
+        started = time.perf_counter()
+        call()
+        durations.append((time.perf_counter() - started) * 1000)
+    return {"n": len(durations), "p50_ms": round(statistics.median(durations), 2),
+            "p95_ms": round(percentile(durations, 0.95), 2), "max_ms": round(max(durations), 2)}
+
+
+def main() -> None:
+    args = parse_args()
+    api_latency.ensure_bench_database(DATABASE)
+    api_latency.setup_django_and_migrate()
+    from django.contrib.auth import get_user_model
+    from django.db import connections
+
+    from graphsvc import upkeep
+    from graphsvc.facts import facts_recall, seeds_find
+    from graphsvc.traverse import graph_traverse
+    from tenancy import services
+    from tenancy.rls import workspace_context
+
+    user = get_user_model().objects.filter(username="graph-bench").first() or \
+        get_user_model().objects.create_user("graph-bench")
+    workspace_id = services.personal_workspace_ensure(user=user).id
+    seed_seconds = seed(workspace_id, args.entities, args.edges)
+
+    with workspace_context(workspace_id), connections["app"].cursor() as cursor:
+        cursor.execute("SELECT label FROM graph_nodes WHERE workspace_id = %s ORDER BY random() LIMIT %s",
+                       [workspace_id, args.queries])
+        names = [r[0] for r in cursor.fetchall()]
+    rng = random.Random(3)
+    queries = [f"what does {name.split()[rng.randint(0, 1)]} depend on" for name in names]
+
+    def in_context(function: Any, **kwargs: Any) -> Any:
+        def call() -> Any:
+            with workspace_context(workspace_id):
+                return function(workspace_id=workspace_id, **kwargs)
+        return call
+
+    # Warm-up: plans and caches (not reported).
+    for query in queries[:10]:
+        in_context(facts_recall, query=query, embed=False)()
+
+    results: dict[str, Any] = {}
+    results["seeds"] = timed([in_context(seeds_find, query=q, limit=10, embed=False) for q in queries])
+    results["recall_bfs"] = timed([in_context(facts_recall, query=q, embed=False, strategy="bfs") for q in queries])
+    results["recall_bfs_entity"] = timed([in_context(facts_recall, entity=n, strategy="bfs") for n in names])
+    results["recall_spreading"] = timed([in_context(facts_recall, query=q, embed=False, strategy="spreading")
+                                         for q in queries])
+    results["traverse"] = timed([in_context(graph_traverse, start_entity=n) for n in names])
+    with workspace_context(workspace_id):
+        sample = facts_recall(workspace_id=workspace_id, query=queries[0], embed=False)
+    with workspace_context(workspace_id), connections["app"].cursor() as cursor:
+        cursor.execute(
+            "EXPLAIN SELECT node_id FROM graph_entity_terms WHERE workspace_id = %s AND term >= 'kalo' "
+            "AND term < 'kalp' LIMIT 200", [workspace_id])
+        seed_plan = [r[0] for r in cursor.fetchall()]
+
+    community_runs = []
+    for _ in range(2):
+        started = time.perf_counter()
+        outcome = upkeep.communities_refresh(workspace_id=workspace_id)
+        community_runs.append({"seconds": round(time.perf_counter() - started, 2), **outcome})
+
+    report = {
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
+        "entities": args.entities, "edges": args.edges, "seed_seconds": round(seed_seconds, 1),
+        "latency": results, "sample_facts": len(sample["facts"]), "seed_term_plan": seed_plan,
+        "communities": community_runs,
+    }
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(report, indent=2, default=str))
+    print(f"{args.entities} entities, {args.edges} edges (seeded in {seed_seconds:.1f} s)")
+    for name, row in results.items():
+        print(f"  {name:20s} p50 {row['p50_ms']:8.2f} ms   p95 {row['p95_ms']:8.2f} ms   max {row['max_ms']:8.2f} ms")
+    for run in community_runs:
+        print(f"  communities: {run['seconds']} s ({run['communities']} communities, {run['written']} written, "
+              f"{run['unchanged']} unchanged)")
+    print("  seed term lookup plan: " + " / ".join(line.strip() for line in seed_plan))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,103 @@
+"""Communities: networkit label propagation over a workspace's facts, fingerprints that spare unchanged
+communities their LLM summary, neighbour-majority joins between runs, graph/communities over HTTP."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connections
+
+from graphsvc import upkeep
+from graphsvc.models import GraphCommunity, GraphNode
+from tenancy.rls import workspace_context
+from tests.graphsvc.graph_builder import GraphBuilder
+
+
+def two_clusters(workspace_id: int) -> GraphBuilder:
+    g = GraphBuilder(workspace_id)
+    for a, b in [("Ant One", "Ant Two"), ("Ant Two", "Ant Three"), ("Ant One", "Ant Three")]:
+        g.fact(a, "works_with", b)
+    for a, b in [("Bee One", "Bee Two"), ("Bee Two", "Bee Three"), ("Bee One", "Bee Three"),
+                 ("Bee Three", "Bee Four")]:
+        g.fact(a, "depends_on", b)
+    g.entity("Lonely Node")
+    return g
+
+
+def detect(workspace_id: int, **kwargs):
+    return upkeep.communities_refresh(workspace_id=workspace_id, **kwargs)
+
+
+# The summaries run in worker threads with their own connections: they must see committed rows.
+@pytest.mark.django_db(transaction=True, databases="__all__")
+def test_it_groups_entities_and_skips_the_llm_for_unchanged_communities(alice_ws, fake_llm):
+    fake_llm.answers["community_summary"] = {"summary": "A team of ants. They work together."}
+    g = two_clusters(alice_ws)
+    first = detect(alice_ws)
+    assert first["communities"] == 2 and first["written"] == 2 and first["summarized"] == 2
+    assert len(fake_llm.calls_for("community_summary")) == 2
+    with workspace_context(alice_ws):
+        communities = {frozenset(c.member_node_ids): c for c in GraphCommunity.objects.all()}
+        ants = frozenset(g.ids[n] for n in ("Ant One", "Ant Two", "Ant Three"))
+        assert ants in communities and communities[ants].summary.startswith("A team of ants")
+        assert GraphNode.objects.get(id=g.ids["Lonely Node"]).community_id is None
+
+    second = detect(alice_ws)
+    assert second["unchanged"] == 2 and second["written"] == 0
+    assert len(fake_llm.calls_for("community_summary")) == 2  # zero LLM calls on an unchanged graph
+
+    g.fact("Bee Four", "depends_on", "Bee Five")
+    third = detect(alice_ws)
+    assert third["unchanged"] == 1 and third["written"] == 1 and third["dissolved"] == 1
+    assert len(fake_llm.calls_for("community_summary")) == 3
+
+
+def test_it_joins_a_new_entity_by_neighbour_majority(alice_ws):
+    g = two_clusters(alice_ws)
+    detect(alice_ws)
+    g.fact("Ant Four", "works_with", "Ant One")
+    g.fact("Ant Four", "works_with", "Ant Two")
+    g.fact("Ant Four", "knows", "Bee One")
+    with workspace_context(alice_ws):
+        ant_community = GraphNode.objects.get(id=g.ids["Ant One"]).community_id
+        assert upkeep.community_assign(workspace_id=alice_ws, node_id=g.ids["Ant Four"]) == ant_community
+        community = GraphCommunity.objects.get(id=ant_community)
+        assert g.ids["Ant Four"] in community.member_node_ids and community.fingerprint == ""
+
+
+def test_it_streams_edges_and_supports_louvain(alice_ws, settings, monkeypatch):
+    monkeypatch.setattr(upkeep, "EDGE_CHUNK", 2)  # several chunks even on a tiny graph
+    two_clusters(alice_ws)
+    assert detect(alice_ws, algorithm="plm")["communities"] == 2
+    assert detect(alice_ws)["edges"] == 7
+
+
+def test_it_lists_communities_over_http_per_tenant(alice_ws, personas):
+    two_clusters(alice_ws)
+    data = personas.alice_api.ok("graph/communities", {"refresh": True})
+    assert [c["size"] for c in data["communities"]] == [4, 3] and data["lastRunAt"] is not None
+    assert "Bee One" in data["communities"][0]["members"]
+    assert personas.charlie_api.ok("graph/communities", {})["communities"] == []
+    with workspace_context(alice_ws), connections["app"].cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM graph_communities")
+        assert cursor.fetchone()[0] == 2
+
+
+def test_it_places_entities_new_from_extraction_in_their_neighbours_community(alice_ws, alice_api, fake_llm):
+    from memories import pipeline
+
+    g = two_clusters(alice_ws)
+    with workspace_context(alice_ws):  # detection only: summaries would need committed rows (threads)
+        upkeep.communities_detect(workspace_id=alice_ws)
+    fact = {"source": "Ant Four", "target": "Ant One", "relation": "works_with", "fact": "Ant Four works with Ant One.",
+            "edge_class": "semantic", "confidence": 0.9, "temporal_hint": None, "valid_from": None,
+            "replaces_previous": False}
+    fake_llm.answers["entity_extraction"] = {
+        "entities": [{"name": "Ant Four", "type": "concept", "summary": None},
+                     {"name": "Ant One", "type": "concept", "summary": None}],
+        "facts": [fact],
+    }
+    alice_api.add("Ant Four works with Ant One.")
+    pipeline.jobs_run_pending(workspace_id=alice_ws)
+    with workspace_context(alice_ws):
+        ant_four = GraphNode.objects.get(workspace_id=alice_ws, node_key="ant four")
+        assert ant_four.community_id == GraphNode.objects.get(id=g.ids["Ant One"]).community_id is not None
