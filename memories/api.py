@@ -117,27 +117,34 @@ def memories_add(request: HttpRequest, response: HttpResponse, payload: AddIn) -
             metadata=payload.metadata,
             embedding_model=payload.embeddingModel,
         )
-        memory = outcome.memory
-        if outcome.admitted:
-            message, status = "Memory stored.", 201
-            memory_out = selectors.memory_payload(memory, pipeline=selectors.just_queued_pipeline())
-        else:
-            reason = outcome.admission.reason if outcome.admission else "NOT_ADMITTED"
-            message, status = f"Not stored ({reason}): memory {memory.id} already says this.", 200
-            memory_out = selectors.memory_payloads(workspace_id=workspace_id, memories=[memory])[0]
-        data = AddOut.model_validate(
-            {
-                "id": str(memory.id),
-                "message": message,
-                "memory": memory_out,
-                "admitted": outcome.admitted,
-                "admission": outcome.admission.payload() if outcome.admission else None,
-                **embedding_model_choice(memory.embedding_model),
-            }
-        ).model_dump(mode="json")
+        status, data = add_outcome_data(workspace_id=workspace_id, outcome=outcome)
         if claim is not None and claim.record_id is not None:
             services.idempotency_complete(record_id=claim.record_id, status=status, data=data)
     return Status(status, success_envelope(request, data))
+
+
+def add_outcome_data(*, workspace_id: int, outcome: pipeline.AddOutcome) -> tuple[int, dict[str, Any]]:
+    """HTTP status and AddOut data of an add: 201 stored, or 200 with the existing memory admission kept instead
+    (shared by the SDK API and the MCP tool)."""
+    memory = outcome.memory
+    if outcome.admitted:
+        message, status = "Memory stored.", 201
+        memory_out = selectors.memory_payload(memory, pipeline=selectors.just_queued_pipeline())
+    else:
+        reason = outcome.admission.reason if outcome.admission else "NOT_ADMITTED"
+        message, status = f"Not stored ({reason}): memory {memory.id} already says this.", 200
+        memory_out = selectors.memory_payloads(workspace_id=workspace_id, memories=[memory])[0]
+    data = AddOut.model_validate(
+        {
+            "id": str(memory.id),
+            "message": message,
+            "memory": memory_out,
+            "admitted": outcome.admitted,
+            "admission": outcome.admission.payload() if outcome.admission else None,
+            **embedding_model_choice(memory.embedding_model),
+        }
+    ).model_dump(mode="json")
+    return status, data
 
 
 @router.post("/memories/search", response=Envelope[SearchOut], summary="Search memories")

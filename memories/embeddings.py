@@ -212,3 +212,7 @@ def reset_embedders() -> None:
     with _embedders_lock:
         for name in [name for name in _embedders if not name.startswith(LOCAL_PREFIX)]:
             del _embedders[name]
+    # Query vectors cached by memories.search came from the old provider settings.
+    from memories.search import query_vector_cache_clear
+
+    query_vector_cache_clear()

@@ -30,8 +30,8 @@ from config.errors import ApiError
 from config.schemas import ScopeIn, StrictIn, scope_field, trimmed
 from config.validation import api_error_from_validation
 from memories import context, pipeline, search, selectors
-from memories.api import embedding_model_choice
-from memories.schemas import AddIn, AddOut, ContextIn, ContextOut, ForgetIn, ForgetOut, SearchIn, SearchOut
+from memories.api import add_outcome_data
+from memories.schemas import AddIn, ContextIn, ContextOut, ForgetIn, ForgetOut, SearchIn, SearchOut
 from memories.selectors import MemoryScope
 from tenancy.auth import SdkCaller, SdkKeyAuth
 from tenancy.rls import workspace_context
@@ -100,7 +100,8 @@ def add_memory_sync(*, caller: SdkCaller, payload: dict[str, Any]) -> dict[str, 
     body = _validated(AddIn, payload)
     workspace_id, scope = _resolve(caller, body.scope)
     with workspace_context(workspace_id):
-        memory = pipeline.memory_add_flow(
+        # Admission control applies here as on memories/add: agents behind MCP add just as freely.
+        outcome = pipeline.memory_add_admitted_flow(
             workspace_id=workspace_id,
             scope=scope,
             content=body.content,
@@ -112,14 +113,7 @@ def add_memory_sync(*, caller: SdkCaller, payload: dict[str, Any]) -> dict[str, 
             metadata=body.metadata,
             embedding_model=body.embeddingModel,
         )
-        return AddOut.model_validate(
-            {
-                "id": str(memory.id),
-                "message": "Memory stored.",
-                "memory": selectors.memory_payload(memory, pipeline=selectors.just_queued_pipeline()),
-                **embedding_model_choice(memory.embedding_model),
-            }
-        ).model_dump(mode="json")
+        return add_outcome_data(workspace_id=workspace_id, outcome=outcome)[1]
 
 
 def search_memories_sync(*, caller: SdkCaller, payload: dict[str, Any]) -> dict[str, Any]:
@@ -134,6 +128,7 @@ def search_memories_sync(*, caller: SdkCaller, payload: dict[str, Any]) -> dict[
             layer=body.layer,
             limit=body.limit,
             strategy=body.strategy,
+            importance_weight=selectors.memory_settings_get(workspace_id=workspace_id).importance_weight,
         )
         memories = selectors.memory_payloads(workspace_id=workspace_id, memories=outcome.memories)
     data = {"memories": memories, "count": len(memories), "trace": outcome.trace()}

@@ -84,9 +84,15 @@ def pipeline_error_record(
 # --- write flows (call inside workspace_context) --------------------------------------------------------------
 
 
-def memory_add_flow(*, workspace_id: int, scope: MemoryScope, **fields: Any) -> Memory:
-    """Store a memory with its mapping and jobs (no admission control: imports, benches, MCP)."""
-    hygiene_settings = selectors.memory_settings_get(workspace_id=workspace_id)
+def memory_add_flow(
+    *, workspace_id: int, scope: MemoryScope, hygiene_settings: selectors.HygieneSettings | None = None,
+    **fields: Any,
+) -> Memory:
+    """Store a memory with its mapping and jobs (no admission control: imports, benches).
+
+    `hygiene_settings`: the workspace's, when the caller has read them already (one query less per add)."""
+    if hygiene_settings is None:
+        hygiene_settings = selectors.memory_settings_get(workspace_id=workspace_id)
     fields.setdefault("importance", importance_llm(workspace_id=workspace_id, content=fields["content"]))
     memory = services.memory_add(
         workspace_id=workspace_id, scope=scope, scrub_at_rest=hygiene_settings.scrub_at_rest, **fields
@@ -290,7 +296,7 @@ def memory_add_admitted_flow(*, workspace_id: int, scope: MemoryScope, **fields:
         if not decision.admitted and decision.nearest_id is not None:
             existing = Memory.objects.get(workspace_id=workspace_id, pk=decision.nearest_id)
             return AddOutcome(existing, False, decision)
-    memory = memory_add_flow(workspace_id=workspace_id, scope=scope, **fields)
+    memory = memory_add_flow(workspace_id=workspace_id, scope=scope, hygiene_settings=hygiene_settings, **fields)
     return AddOutcome(memory, True, decision)
 
 

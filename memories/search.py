@@ -55,6 +55,11 @@ _query_vectors: OrderedDict[tuple[str, str], Any] = OrderedDict()
 _query_vectors_lock = threading.Lock()
 
 
+def query_vector_cache_clear() -> None:
+    with _query_vectors_lock:
+        _query_vectors.clear()
+
+
 def embed_query(query: str) -> Any:
     """The query vector, or None when the embedder cannot answer now (not loaded yet, provider down).
 

@@ -25,6 +25,11 @@ def _iso(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
 
 
+def _object(value: Any) -> dict[str, Any]:
+    # Django's raw cursor hands jsonb back as text.
+    return (json.loads(value) if isinstance(value, str) else value) or {}
+
+
 def _vector(value: Any) -> list[float] | None:
     return None if value is None else [float(x) for x in value]
 
@@ -86,11 +91,24 @@ def workspace_export_records(*, workspace_id: int, include_embeddings: bool) -> 
                              "WHERE workspace_id = %s", ws):
                 yield emit("retrieval_policy", {"defaultStrategy": row["default_strategy"],
                                                 "autopilotEnabled": row["default_autopilot_enabled"]})
-            for row in _rows("SELECT llm_daily_token_budget FROM graph_settings WHERE workspace_id = %s", ws):
-                yield emit("graph_settings", {"llmDailyTokenBudget": row["llm_daily_token_budget"]})
+            for row in _rows("SELECT llm_daily_token_budget, recall_strategy, decay_rate, decay_rates, max_entities "
+                             "FROM graph_settings WHERE workspace_id = %s", ws):
+                yield emit("graph_settings", {
+                    "llmDailyTokenBudget": row["llm_daily_token_budget"], "recallStrategy": row["recall_strategy"],
+                    "decayRate": row["decay_rate"], "decayRates": _object(row["decay_rates"]),
+                    "maxEntities": row["max_entities"],
+                })
+            for row in _rows("SELECT redact_credentials, scrub_at_rest, admission_enabled, admission_threshold, "
+                             "importance_weight FROM memory_settings WHERE workspace_id = %s", ws):
+                yield emit("memory_settings", {
+                    "redactCredentials": row["redact_credentials"], "scrubAtRest": row["scrub_at_rest"],
+                    "admissionEnabled": row["admission_enabled"], "admissionThreshold": row["admission_threshold"],
+                    "importanceWeight": row["importance_weight"],
+                })
             for row in _rows(
                 """SELECT id, content, type, layer, scope, project_id, user_id, tags, paths, category, metadata,
-                          embedding_model, injection_flags, expires_at, created_at, updated_at, deleted_at
+                          embedding_model, injection_flags, expires_at, created_at, updated_at, deleted_at,
+                          importance, superseded_by
                    FROM memories WHERE workspace_id = %s ORDER BY created_at, id""", ws):
                 yield emit("memory", {
                     "id": str(row["id"]), "content": row["content"], "type": row["type"], "layer": row["layer"],
@@ -100,6 +118,8 @@ def workspace_export_records(*, workspace_id: int, include_embeddings: bool) -> 
                     "embeddingModel": row["embedding_model"], "injectionFlags": row["injection_flags"],
                     "expiresAt": _iso(row["expires_at"]), "createdAt": _iso(row["created_at"]),
                     "updatedAt": _iso(row["updated_at"]), "deletedAt": _iso(row["deleted_at"]),
+                    "importance": row["importance"],
+                    "supersededBy": str(row["superseded_by"]) if row["superseded_by"] else None,
                 })
             if include_embeddings:
                 for row in _rows("SELECT memory_id, model, dimension, embedding::text AS v, content_sha256 "

@@ -18,6 +18,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connections
+from psycopg.types.json import Jsonb
 
 from config.errors import ApiError
 from memories import jobs
@@ -30,8 +31,8 @@ _LAYERS = {"rule", "working", "long_term"}
 _SCOPES = {"global", "project"}
 _ROLES = {"self", "type", "scope", "subject", "category", "tag", "mentions"}
 _EDGE_CLASSES = {"semantic", "temporal", "causal", "entity"}
-_ORIGINS = {"mapping", "similarity", "llm_pairwise", "llm_semantic", "llm_entity", "manual"}
-_KINDS = {"rollout", "retrieval_policy", "graph_settings", "memory", "embedding", "community", "node", "alias",
+_ORIGINS = {"mapping", "similarity", "llm_pairwise", "llm_semantic", "llm_entity", "manual", "consolidation"}
+_KINDS = {"rollout", "retrieval_policy", "graph_settings", "memory_settings", "memory", "embedding", "community", "node", "alias",
           "edge", "link", "trailer"}
 
 
@@ -67,6 +68,8 @@ class _State:
     new_communities: dict[int, list[int]] = field(default_factory=dict)  # new id → source member ids
     edges: dict[int, int] = field(default_factory=dict)
     supersessions: list[tuple[int, int]] = field(default_factory=list)  # (new edge id, source superseding id)
+    # (new memory id, source id of the memory that superseded it: consolidation, issue 10)
+    memory_supersessions: list[tuple[uuid.UUID, str]] = field(default_factory=list)
     seen: dict[str, int] = field(default_factory=dict)
 
 
@@ -177,7 +180,7 @@ def remap_edge_key(key: str, *, nodes: dict[int, int], memories: dict[str, uuid.
             if memory is None:
                 return key
             return ":".join(["m", str(memory), *parts[2:-2], str(nodes[int(parts[-2])]), str(nodes[int(parts[-1])])])
-        if parts[0] == "r" and len(parts) >= 4:
+        if parts[0] in ("r", "c") and len(parts) >= 4:  # relationship and consolidation edges
             return ":".join([*parts[:-2], str(nodes[int(parts[-2])]), str(nodes[int(parts[-1])])])
         if parts[0] == "f" and len(parts) >= 4:
             return ":".join(["f", str(nodes[int(parts[1])]), str(nodes[int(parts[2])]), *parts[3:]])
@@ -235,6 +238,11 @@ def _finish(cursor: Any, state: _State) -> None:
         target = state.edges.get(source_superseding)
         if target is not None:
             cursor.execute("UPDATE graph_edges SET superseded_by_id = %s WHERE id = %s", [target, edge_id])
+    for memory_id, source_winner in state.memory_supersessions:
+        winner = state.memories.get(source_winner)
+        if winner is not None:
+            cursor.execute("UPDATE memories SET superseded_by = %s WHERE id = %s AND workspace_id = %s",
+                           [winner, memory_id, state.workspace_id])
 
 
 def _import_setting(table: str, columns: dict[str, Any]) -> Any:
@@ -251,6 +259,21 @@ def _import_setting(table: str, columns: dict[str, Any]) -> Any:
     return run
 
 
+def _rate(value: Any, key: str, line: int) -> float | None:
+    if value is None:
+        return None
+    if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value <= 10:
+        raise ImportFileError(line, f"'{key}' must be a decay rate per day from 0 to 10.")
+    return float(value)
+
+
+def _object(record: dict[str, Any], key: str, line: int) -> dict[str, Any]:
+    value = record.get(key) or {}
+    if not isinstance(value, dict) or len(value) > 200:
+        raise ImportFileError(line, f"'{key}' must be an object of at most 200 entries.")
+    return value
+
+
 def _bool(key: str) -> Any:
     def get(record: dict[str, Any], line: int) -> bool:
         if not isinstance(record.get(key), bool):
@@ -258,6 +281,16 @@ def _bool(key: str) -> Any:
         return record[key]
 
     return get
+
+
+def _fraction(record: dict[str, Any], key: str, line: int, *, default: float | None) -> float | None:
+    """A number in [0, 1]; absent or null → default (files from before the field existed carry none)."""
+    value = record.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value <= 1:
+        raise ImportFileError(line, f"'{key}' must be a number from 0 to 1.")
+    return float(value)
 
 
 def _import_memory(cursor: Any, state: _State, record: dict[str, Any], line: int) -> bool:
@@ -282,13 +315,15 @@ def _import_memory(cursor: Any, state: _State, record: dict[str, Any], line: int
         _json(metadata), _str(record, "embeddingModel", line, max_len=160, optional=True),
         [flag[:40] for flag in _str_list(record, "injectionFlags", line)], _time(record, "expiresAt", line),
         created_at, _time(record, "updatedAt", line) or created_at, _time(record, "deletedAt", line),
+        _fraction(record, "importance", line, default=0.5),
     ]
+    superseded_by = _str(record, "supersededBy", line, max_len=36, optional=True)
     cursor.execute(
         """
         INSERT INTO memories (id, workspace_id, content, type, layer, scope, project_id, user_id, tags, paths, category,
                               metadata, embedding_model, injection_flags, expires_at, created_at, updated_at,
-                              deleted_at)
-        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s)
+                              deleted_at, importance)
+        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s)
         ON CONFLICT (id) DO NOTHING
         """,
         values,
@@ -301,6 +336,8 @@ def _import_memory(cursor: Any, state: _State, record: dict[str, Any], line: int
             raise ImportFileError(line, f"memory {source} belongs to another workspace; import into the workspace "
                                         "it was exported from, or into a new one.")
     else:
+        if superseded_by:
+            state.memory_supersessions.append((new_id, superseded_by))
         state.created_memories[new_id] = values[12] if record.get("deletedAt") is None else None
         if record.get("deletedAt") is not None:
             state.embedded.add(new_id)  # a forgotten memory needs no embedding
@@ -470,6 +507,19 @@ _IMPORTERS = {
     }),
     "graph_settings": _import_setting("graph_settings", {
         "llm_daily_token_budget": lambda r, line: _int(r, "llmDailyTokenBudget", line, optional=True),
+        "recall_strategy": lambda r, line: (_choice(r, "recallStrategy", line, {"bfs", "spreading"})
+                                            if r.get("recallStrategy") is not None else "bfs"),
+        "decay_rate": lambda r, line: _rate(r.get("decayRate"), "decayRate", line),
+        "decay_rates": lambda r, line: Jsonb({k: _rate(v, f"decayRates.{k}", line)
+                                              for k, v in _object(r, "decayRates", line).items()}),
+        "max_entities": lambda r, line: _int(r, "maxEntities", line, optional=True),
+    }),
+    "memory_settings": _import_setting("memory_settings", {
+        "redact_credentials": _bool("redactCredentials"),
+        "scrub_at_rest": _bool("scrubAtRest"),
+        "admission_enabled": _bool("admissionEnabled"),
+        "admission_threshold": lambda r, line: _fraction(r, "admissionThreshold", line, default=None),
+        "importance_weight": lambda r, line: _fraction(r, "importanceWeight", line, default=None),
     }),
     "memory": _import_memory,
     "embedding": _import_embedding,

@@ -140,3 +140,16 @@ def test_it_asks_the_model_for_future_utility_below_the_fast_path(personas, sett
         assert chats and "future conversations" in chats[0]["body"]["messages"][0]["content"]
     finally:
         provider.stop()
+
+
+def test_it_applies_to_the_mcp_add_tool_too(alice_api, personas):
+    from memories.mcp_server import add_memory_sync, caller_for_key
+
+    turn_on(alice_api)
+    caller = caller_for_key(alice_api.key)
+    first = add_memory_sync(caller=caller, payload={"content": "Releases are cut on Tuesdays"})
+    again = add_memory_sync(caller=caller, payload={"content": "Releases are cut on Tuesdays"})
+    assert first["admitted"] is True
+    assert again["admitted"] is False and again["id"] == first["id"]
+    assert again["admission"]["reason"] == "NEAR_DUPLICATE"
+    assert stored_count(personal_workspace_id(personas.alice)) == 1

@@ -208,3 +208,48 @@ def test_it_exports_and_imports_with_the_management_commands(personas, alice_gra
     path.write_text('{"kind": "header", "format": "cairn.workspace-export", "version": 2}\n')
     with pytest.raises(CommandError, match="version 2 is not supported"):
         call_command("workspace_import", str(target), str(path), stdout=io.StringIO(), stderr=io.StringIO())
+
+
+def test_it_carries_hygiene_and_graph_settings_and_consolidation(personas):
+    """What issues 6 and 10 added travels too: importance, superseded_by with its consolidation edge, and the
+    workspace's memory and graph settings."""
+    api = personas.alice_api
+    api.add("deploy: blue-green on Fridays")
+    winner = api.add("deploy: blue-green on Tuesdays")
+    consolidated = api.ok("memories/consolidate", {})
+    assert consolidated["run"]["supersededCount"] == 1, consolidated
+    settings_response = api.client.patch(
+        f"{API}/memories/settings", data=json.dumps({"scrubAtRest": True, "importanceWeight": 0.3}),
+        content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {api.key}",
+    )
+    assert settings_response.status_code == 200, settings_response.content
+    graph_response = api.client.patch(
+        f"{API}/graph/settings", data=json.dumps({"recallStrategy": "spreading"}),
+        content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {api.key}",
+    )
+    assert graph_response.status_code == 200, graph_response.content
+
+    lines = export_lines(api)
+    kinds = {line["kind"] for line in lines}
+    assert {"memory_settings", "graph_settings"} <= kinds
+    response = import_lines(api, lines, query="?tenantId=hygiene-copy")
+    assert response.status_code == 200, response.json()["error"]
+    target = response.json()["data"]["workspaceId"]
+
+    copy = SdkClient(api.client, api.key)
+    scope = "?tenantId=hygiene-copy"
+    memory_settings = copy.client.get(f"{API}/memories/settings{scope}", HTTP_AUTHORIZATION=f"Bearer {api.key}")
+    assert memory_settings.json()["data"]["scrubAtRest"] is True
+    assert memory_settings.json()["data"]["importanceWeight"] == 0.3
+    graph_settings = copy.client.get(f"{API}/graph/settings{scope}", HTTP_AUTHORIZATION=f"Bearer {api.key}")
+    assert graph_settings.json()["data"]["recallStrategy"] == "spreading"
+    with workspace_context(target):
+        rows = {m.content: m for m in Memory.objects.filter(workspace_id=target)}
+        loser, kept = rows["deploy: blue-green on Fridays"], rows["deploy: blue-green on Tuesdays"]
+        assert loser.superseded_by == kept.id and kept.superseded_by is None
+        assert str(kept.id) != winner["id"]  # remapped into the new workspace
+        assert 0 <= kept.importance <= 1
+    with workspace_context(target), connections["app"].cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM graph_edges WHERE workspace_id = %s AND origin = 'consolidation'",
+                       [target])
+        assert cursor.fetchone()[0] == 1
