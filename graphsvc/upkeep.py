@@ -7,6 +7,7 @@ entry point and opens one workspace context at a time.
 from __future__ import annotations
 
 import logging
+import os
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
@@ -81,10 +82,16 @@ def _load_edges(*, workspace_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarra
     return np.concatenate(ids), np.concatenate(sources), np.concatenate(targets)
 
 
+PARALLEL_PARTITION_NODES = 50_000
+
+
 def _partition(n: int, rows: np.ndarray, cols: np.ndarray, algorithm: str) -> np.ndarray:
     import networkit as nk
 
     nk.engineering.setSeed(7, useThreadId=False)
+    # Parallel label propagation races between threads, so a small graph could split differently from run to run
+    # (and a changed split costs LLM summaries). Threads only pay off on large graphs.
+    nk.engineering.setNumberOfThreads(1 if n < PARALLEL_PARTITION_NODES else max(1, os.cpu_count() or 1))
     graph = nk.graph.GraphFromCoo((rows.astype(np.uint64), cols.astype(np.uint64)), n=n, directed=False)
     detector = nk.community.PLM(graph, refine=False) if algorithm == "plm" else nk.community.PLP(graph)
     detector.run()

@@ -10,7 +10,7 @@ from django.conf import settings
 from ninja import Schema
 from pydantic import Field, field_validator
 
-from config.schemas import NUL_MESSAGE, ScopeIn, StrictIn, scope_field, trimmed
+from config.schemas import NUL_MESSAGE, ScopeIn, ScopeQuery, StrictIn, scope_field, trimmed
 from graphsvc.schemas import FactOut
 
 MemoryType = Literal["rule", "decision", "fact", "note", "skill"]
@@ -448,10 +448,5 @@ class MemorySettingsPatchIn(StrictIn):
     scope: ScopeIn = scope_field()
 
 
-class MemorySettingsQuery(Schema):
-    tenantId: str | None = Field(None, max_length=120, description="As scope.tenantId.")
-    userId: str | None = Field(None, max_length=120, description="As scope.userId.")
-    projectId: str | None = Field(None, max_length=240, description="As scope.projectId.")
-
-    def scope(self) -> ScopeIn:
-        return ScopeIn(tenantId=self.tenantId, userId=self.userId, projectId=self.projectId)
+class MemorySettingsQuery(ScopeQuery):
+    """The scope of GET memories/settings, validated like every scope (an empty projectId is a 422, not a 500)."""
