@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 
 import pytest
@@ -153,3 +154,14 @@ def test_it_works_the_same_asynchronously(cairn, base_url, alice: Account, tmp_p
 
     asyncio.run(scenario())
     assert contents(cairn, "async-file") == sorted(["We deploy with blue-green releases on Fridays", ODD])
+
+
+def test_it_offers_the_same_workspace_methods_sync_and_async():
+    from cairn_sdk.async_client import AsyncWorkspace
+    from cairn_sdk.client import Workspace
+
+    def public(cls: type) -> dict[str, list[str]]:
+        return {name: list(inspect.signature(member).parameters) for name, member in vars(cls).items()
+                if callable(member) and not name.startswith("_")}
+
+    assert public(Workspace) == public(AsyncWorkspace) and set(public(Workspace)) == {"export", "export_to", "import_"}
