@@ -6,7 +6,8 @@ Each request takes the next action of `plan` (then `forward` once the plan is sp
 - `503`: answer 503 with an envelope of the kind Cairn sends, without calling upstream;
 - `502_html`: answer a bare HTML 502, as a proxy would;
 - `lose_answer`: pass the request upstream (it takes effect) but answer 502, as if the answer were lost;
-- `hang`: answer nothing for `hang_seconds` (the client's timeout should fire first), then 504.
+- `hang`: answer nothing for `hang_seconds` (the client's timeout should fire first), then 504;
+- `cut_body`: pass the request upstream but send only the first half of its answer (a stream cut short).
 """
 
 from __future__ import annotations
@@ -103,4 +104,6 @@ class FlakyProxy:
             return 502, {"Content-Type": "text/html"}, b"<html><body>upstream answer lost</body></html>"
         answer_headers = {name: value for name, value in upstream.headers.items() if name.lower() not in _HOP_HEADERS}
         answer_headers.pop("content-encoding", None)
+        if action == "cut_body":  # a stream that breaks off: the first half of the answer, as if complete
+            return upstream.status_code, answer_headers, upstream.content[: len(upstream.content) // 2]
         return upstream.status_code, answer_headers, upstream.content

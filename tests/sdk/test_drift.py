@@ -13,9 +13,7 @@ from django.test import Client
 pytestmark = pytest.mark.django_db(databases=[])
 PREFIX = "/api/sdk/v1/"
 # Served twice on purpose; the SDK calls the POST form.
-# Workspace export/import (issue #9) stream JSON Lines, not the envelope; operators use `manage.py
-# workspace_export/workspace_import` or plain HTTP. SDK methods for them are still to come.
-NOT_IN_SDK = {("GET", "graph/status"), ("POST", "workspace/export"), ("POST", "workspace/import")}
+NOT_IN_SDK = {("GET", "graph/status")}
 
 
 @pytest.fixture(scope="module")
@@ -84,6 +82,25 @@ def test_it_reports_each_kind_of_drift(openapi):
     )
     assert "success statuses: server [200], SDK [200, 201]" in drifted(
         lambda s, p: p[f"{PREFIX}memories/add"]["post"]["responses"].pop("201")
+    )
+    # The JSON Lines operations: media types, the export's JSON request and the import's query and report.
+    ndjson = "application/x-ndjson"
+    assert f"workspace.export: response 200: server answers ['application/json'], SDK reads {ndjson}" in drifted(
+        lambda s, p: p[f"{PREFIX}workspace/export"]["post"]["responses"]["200"].update(
+            content={"application/json": {"schema": {"type": "object"}}})
+    )
+    assert "workspace.export: request.includeEmbeddings: the SDK has this field" in drifted(
+        lambda s, p: s["ExportIn"]["properties"].pop("includeEmbeddings")
+    )
+    assert f"workspace.import: request body: server takes ['application/json'], SDK sends {ndjson}" in drifted(
+        lambda s, p: p[f"{PREFIX}workspace/import"]["post"].update(
+            requestBody={"content": {"application/json": {"schema": {"type": "object"}}}})
+    )
+    assert "workspace.import: query.tenantId: the SDK has this field" in drifted(
+        lambda s, p: p[f"{PREFIX}workspace/import"]["post"]["parameters"].pop(0)
+    )
+    assert "workspace.import: response 200.embedJobsQueued: the SDK has this field" in drifted(
+        lambda s, p: s["ImportOut"]["properties"].pop("embedJobsQueued")
     )
 
 

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -25,6 +27,7 @@ DEFAULT_BASE_URL = "http://127.0.0.1:8000"
 API_PREFIX = "/api/sdk/v1"
 DEFAULT_TIMEOUT = 30.0
 USER_AGENT = f"cairn-sdk-python/{__version__}"
+NDJSON = "application/x-ndjson"
 
 
 class _Unset:
@@ -114,6 +117,10 @@ def prepare(
         elif "scope" in type(request).model_fields and "scope" not in body and default_scope is not None:
             body["scope"] = default_scope.to_wire()
     headers = {"X-Request-Id": uuid.uuid4().hex}
+    if operation.request_body == "ndjson":
+        headers["Content-Type"] = NDJSON
+    if operation.response_body == "ndjson":
+        headers["Accept"] = f"{NDJSON}, application/json"  # JSON still carries the errors
     if idempotency_key is not None:
         headers["Idempotency-Key"] = idempotency_key
     return PreparedRequest(operation, operation.method, operation.path, headers, body, params)
@@ -228,3 +235,81 @@ def client_headers(api_key: str, extra: Mapping[str, str] | None) -> dict[str, s
         "Accept": "application/json",
         **(extra or {}),
     }
+
+
+# --- workspace export / import ----------------------------------------------------------------------------------
+
+# What workspace.import_ takes: the file's bytes, a path to it, or the records (e.g. straight from export()).
+ImportSource = bytes | bytearray | memoryview | str | os.PathLike[str] | Iterable[Mapping[str, Any]]
+
+
+def import_body(source: ImportSource) -> bytes | Path:
+    """The body to send, in a form every retry can send again: bytes, or a path reopened for each attempt.
+
+    Records are serialised once up front: an iterator (such as a running export) could not be replayed, and the
+    server caps the body (EXPORT_IMPORT_MAX_UPLOAD_BYTES, 50 MB) anyway.
+    """
+    if isinstance(source, bytes | bytearray | memoryview):
+        return bytes(source)
+    if isinstance(source, str | os.PathLike):
+        path = Path(source)
+        if not path.is_file():
+            raise FileNotFoundError(f"No export file at {path}; pass the file's bytes or records to send data.")
+        return path
+    return b"".join(
+        (json.dumps(dict(record), separators=(",", ":"), ensure_ascii=False) + "\n").encode() for record in source
+    )
+
+
+class LineSplitter:
+    """Cuts a byte stream into JSON Lines at b"\\n" only.
+
+    httpx's iter_lines follows str.splitlines, which also breaks at U+2028, U+0085 and lone CRs: characters the
+    server writes unescaped inside JSON strings (ensure_ascii=False), so a memory holding one would be cut in two.
+    """
+
+    def __init__(self) -> None:
+        self._pending = b""
+
+    def feed(self, chunk: bytes) -> Iterator[bytes]:
+        self._pending += chunk
+        *lines, self._pending = self._pending.split(b"\n")
+        return (line for line in lines if line.strip())
+
+    def rest(self) -> bytes:
+        """What came after the last newline (nothing, in a complete stream)."""
+        return self._pending.strip()
+
+
+def check_export_response(operation: Operation, response: httpx.Response) -> None:
+    """Raise the typed error of a failed export (its body is the envelope), or refuse an answer that is no export."""
+    if not 200 <= response.status_code < 300:
+        parse_response(operation, response)  # raises
+    media_type = response.headers.get("Content-Type", "").split(";")[0].strip()
+    if media_type != NDJSON:
+        raise errors.APIError(
+            status=response.status_code,
+            code="INVALID_RESPONSE",
+            message=f"Expected {NDJSON} from {operation.path}, got {media_type or 'no Content-Type'}; is "
+            "CAIRN_BASE_URL pointing at Cairn?",
+            request_id=response.headers.get("X-Request-Id"),
+        )
+
+
+def export_record(line: bytes, *, request_id: str | None) -> dict[str, Any]:
+    try:
+        record = json.loads(line)
+    except ValueError as exc:
+        raise errors.APIError(status=200, code="INVALID_RESPONSE", message=f"An export line is not JSON: {exc}",
+                              request_id=request_id) from exc
+    if not isinstance(record, dict) or "kind" not in record:
+        raise errors.APIError(status=200, code="INVALID_RESPONSE", message="An export line has no record kind.",
+                              request_id=request_id)
+    return record
+
+
+def export_cut_short(url: str) -> errors.APIConnectionError:
+    # The trailer is the last line by contract; a stream that ends without it lost its end on the way.
+    return errors.APIConnectionError(
+        f"The export from {url} ended before its trailer line: the stream was cut. Export again."
+    )

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import os
 from collections.abc import AsyncIterator, Mapping
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Literal, cast
 
 import httpx
@@ -13,7 +15,7 @@ import httpx
 from cairn_sdk import _core
 from cairn_sdk import models as m
 from cairn_sdk._core import UNSET, RetryPolicy, drop_none
-from cairn_sdk.client import MemoryTypes, ScopeArg, Strings, context_fields
+from cairn_sdk.client import MemoryTypes, ScopeArg, Strings, context_fields, export_request, import_query
 
 
 class AsyncCairn:
@@ -59,6 +61,7 @@ class AsyncCairn:
         self.memories = AsyncMemories(self)
         self.context = AsyncContext(self)
         self.graph = AsyncGraph(self)
+        self.workspace = AsyncWorkspace(self)
 
     def with_scope(self, scope: ScopeArg = None, **fields: str | None) -> AsyncCairn:
         """A client sharing this one's connection pool, with another default scope (e.g. per end user)."""
@@ -66,6 +69,7 @@ class AsyncCairn:
         clone.scope = _core.coerce_scope(scope) or (m.Scope(**drop_none(**fields)) if fields else None)
         clone._owns_http = False
         clone.memories, clone.context, clone.graph = AsyncMemories(clone), AsyncContext(clone), AsyncGraph(clone)
+        clone.workspace = AsyncWorkspace(clone)
         return clone
 
     async def close(self) -> None:
@@ -86,17 +90,36 @@ class AsyncCairn:
     ) -> Any:
         """Call one operation of `cairn_sdk.operations.OPERATIONS` with retries; returns its response model."""
         prepared = _core.prepare(operation, body, default_scope=self.scope, idempotency_key=idempotency_key)
+        return _core.parse_response(prepared.operation, await self._send(prepared))
+
+    async def _send(
+        self, prepared: _core.PreparedRequest, *, content: bytes | Path | None = None, stream: bool = False
+    ) -> httpx.Response:
+        """Send with retries; the final answer (success or not). With stream=True the caller must close it."""
         url = f"{self.base_url}/{prepared.path}"
         attempt = 0
         while True:
             try:
-                response = await self._http.request(
+                headers = {**self._headers, **prepared.headers}
+                data: bytes | AsyncIterator[bytes] | None
+                if isinstance(content, Path):
+                    # AsyncClient only streams async iterables; giving the length keeps the upload unchunked
+                    # (the server checks Content-Length against its upload limit before reading).
+                    data = _file_chunks(content)
+                    headers["Content-Length"] = str(content.stat().st_size)
+                else:
+                    data = content
+                request = self._http.build_request(
                     prepared.method,
                     url,
-                    json=prepared.json if prepared.method != "GET" else None,
+                    json=prepared.json if prepared.method != "GET" and data is None else None,
+                    content=data,
                     params=prepared.params,
-                    headers={**self._headers, **prepared.headers},
+                    headers=headers,
                 )
+                response = await self._http.send(request, stream=stream)
+                if stream and response.status_code >= 300:
+                    await response.aread()  # the error envelope (and Retry-After details) is small
             except httpx.HTTPError as exc:
                 delay = _core.connection_retry_delay(attempt=attempt, policy=self.retry)
                 if delay is None:
@@ -104,9 +127,16 @@ class AsyncCairn:
             else:
                 delay = _core.retry_delay(response, attempt=attempt, policy=self.retry)
                 if delay is None:
-                    return _core.parse_response(prepared.operation, response)
+                    return response
+                await response.aclose()
             await self._sleep(delay)
             attempt += 1
+
+
+async def _file_chunks(path: Path, size: int = 65_536) -> AsyncIterator[bytes]:
+    with path.open("rb") as file:
+        while chunk := await asyncio.to_thread(file.read, size):
+            yield chunk
 
 
 class AsyncMemories:
@@ -470,3 +500,71 @@ class AsyncGraph:
         body = m.GraphSettingsRequest(**drop_none(recall_strategy=recall_strategy, decay_rate=decay_rate,
                                                   max_entities=max_entities, scope=_core.coerce_scope(scope)))
         return cast(m.GraphSettings, await self._client.request("graph.update_settings", body))
+
+
+class AsyncWorkspace:
+    """Move a whole workspace: export it as a versioned JSON Lines file, import such a file into another one."""
+
+    def __init__(self, client: AsyncCairn) -> None:
+        self._client = client
+
+    async def export(
+        self, *, include_embeddings: bool | None = None, scope: ScopeArg = None
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Every record of the workspace (`async for`), header first, trailer last; see `Cairn.workspace.export`."""
+        async for _, record in self._lines(include_embeddings, scope):
+            yield record
+
+    async def export_to(
+        self, path: str | os.PathLike[str], *, include_embeddings: bool | None = None, scope: ScopeArg = None
+    ) -> dict[str, int]:
+        """Write the export file to `path`; returns the trailer's counts. A broken stream leaves no file."""
+        target = Path(path)
+        partial = target.with_name(target.name + ".part")
+        counts: dict[str, int] = {}
+        try:
+            with partial.open("wb") as out:
+                async for raw, record in self._lines(include_embeddings, scope):
+                    out.write(raw + b"\n")
+                    if record["kind"] == "trailer":
+                        counts = dict(record.get("counts") or {})
+            partial.replace(target)
+        finally:
+            partial.unlink(missing_ok=True)
+        return counts
+
+    async def _lines(
+        self, include_embeddings: bool | None, scope: ScopeArg
+    ) -> AsyncIterator[tuple[bytes, dict[str, Any]]]:
+        client = self._client
+        prepared = _core.prepare("workspace.export", export_request(include_embeddings, scope),
+                                 default_scope=client.scope)
+        url = f"{client.base_url}/{prepared.path}"
+        response = await client._send(prepared, stream=True)
+        try:
+            _core.check_export_response(prepared.operation, response)
+            request_id = response.headers.get("X-Request-Id")
+            splitter = _core.LineSplitter()
+            last: dict[str, Any] | None = None
+            try:
+                async for chunk in response.aiter_bytes():
+                    for raw in splitter.feed(chunk):
+                        last = _core.export_record(raw, request_id=request_id)
+                        yield raw, last
+            except httpx.HTTPError as exc:
+                raise _core.connection_error(exc, url=url) from exc
+            # Every line the server writes ends in a newline: a fragment left over is a line cut in two.
+            if splitter.rest() or last is None or last["kind"] != "trailer":
+                raise _core.export_cut_short(url)
+        finally:
+            await response.aclose()
+
+    async def import_(self, source: _core.ImportSource, *, scope: ScopeArg = None) -> m.ImportReport:
+        """Import an export file (bytes, a path, or records) into the scope's workspace; safe to retry, as the
+        server skips rows that exist. A bad file raises BadRequestError with code IMPORT_FILE_INVALID.
+
+        Records may come from `export()` directly only after collecting them (`[r async for r in ...]`)."""
+        client = self._client
+        prepared = _core.prepare("workspace.import", import_query(scope, client.scope), default_scope=client.scope)
+        response = await client._send(prepared, content=_core.import_body(source))
+        return cast(m.ImportReport, _core.parse_response(prepared.operation, response))

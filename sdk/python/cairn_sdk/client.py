@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import copy
+import os
 import time
 from collections.abc import Iterator, Mapping
+from contextlib import ExitStack
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Literal, cast
 
 import httpx
@@ -63,6 +66,7 @@ class Cairn:
         self.memories = Memories(self)
         self.context = Context(self)
         self.graph = Graph(self)
+        self.workspace = Workspace(self)
 
     def with_scope(self, scope: ScopeArg = None, **fields: str | None) -> Cairn:
         """A client sharing this one's connection pool, with another default scope (e.g. per end user)."""
@@ -70,6 +74,7 @@ class Cairn:
         clone.scope = _core.coerce_scope(scope) or (m.Scope(**drop_none(**fields)) if fields else None)
         clone._owns_http = False
         clone.memories, clone.context, clone.graph = Memories(clone), Context(clone), Graph(clone)
+        clone.workspace = Workspace(clone)
         return clone
 
     def close(self) -> None:
@@ -90,17 +95,30 @@ class Cairn:
     ) -> Any:
         """Call one operation of `cairn_sdk.operations.OPERATIONS` with retries; returns its response model."""
         prepared = _core.prepare(operation, body, default_scope=self.scope, idempotency_key=idempotency_key)
+        return _core.parse_response(prepared.operation, self._send(prepared))
+
+    def _send(
+        self, prepared: _core.PreparedRequest, *, content: bytes | Path | None = None, stream: bool = False
+    ) -> httpx.Response:
+        """Send with retries; the final answer (success or not). With stream=True the caller must close it."""
         url = f"{self.base_url}/{prepared.path}"
         attempt = 0
         while True:
             try:
-                response = self._http.request(
-                    prepared.method,
-                    url,
-                    json=prepared.json if prepared.method != "GET" else None,
-                    params=prepared.params,
-                    headers={**self._headers, **prepared.headers},
-                )
+                with ExitStack() as stack:
+                    # A file is reopened for every attempt; httpx sends it with its Content-Length, unbuffered.
+                    data = stack.enter_context(content.open("rb")) if isinstance(content, Path) else content
+                    request = self._http.build_request(
+                        prepared.method,
+                        url,
+                        json=prepared.json if prepared.method != "GET" and data is None else None,
+                        content=data,
+                        params=prepared.params,
+                        headers={**self._headers, **prepared.headers},
+                    )
+                    response = self._http.send(request, stream=stream)
+                if stream and response.status_code >= 300:
+                    response.read()  # the error envelope (and Retry-After details) is small
             except httpx.HTTPError as exc:
                 delay = _core.connection_retry_delay(attempt=attempt, policy=self.retry)
                 if delay is None:
@@ -108,7 +126,8 @@ class Cairn:
             else:
                 delay = _core.retry_delay(response, attempt=attempt, policy=self.retry)
                 if delay is None:
-                    return _core.parse_response(prepared.operation, response)
+                    return response
+                response.close()
             self._sleep(delay)
             attempt += 1
 
@@ -477,3 +496,81 @@ class Graph:
         body = m.GraphSettingsRequest(**drop_none(recall_strategy=recall_strategy, decay_rate=decay_rate,
                                                   max_entities=max_entities, scope=_core.coerce_scope(scope)))
         return cast(m.GraphSettings, self._client.request("graph.update_settings", body))
+
+
+def export_request(include_embeddings: bool | None, scope: ScopeArg) -> m.ExportRequest:
+    return m.ExportRequest(**drop_none(include_embeddings=include_embeddings, scope=_core.coerce_scope(scope)))
+
+
+def import_query(scope: ScopeArg, default: m.Scope | None) -> m.ImportQuery:
+    chosen = _core.coerce_scope(scope) or default or m.Scope()
+    # user_id only filters inside a workspace; an import fills the whole workspace, so it is not sent.
+    return m.ImportQuery(**drop_none(tenant_id=chosen.tenant_id, project_id=chosen.project_id))
+
+
+class Workspace:
+    """Move a whole workspace: export it as a versioned JSON Lines file, import such a file into another one."""
+
+    def __init__(self, client: Cairn) -> None:
+        self._client = client
+
+    def export(self, *, include_embeddings: bool | None = None, scope: ScopeArg = None) -> Iterator[dict[str, Any]]:
+        """Every record of the workspace as a dict, read from the stream line by line (header first, trailer
+        last). The request is sent when iteration starts. It is retried like any read until the stream begins;
+        a stream cut later raises APIConnectionError (a missing trailer is detected) instead of resuming."""
+        for line in self._lines(include_embeddings, scope):
+            yield line[1]
+
+    def export_to(
+        self, path: str | os.PathLike[str], *, include_embeddings: bool | None = None, scope: ScopeArg = None
+    ) -> dict[str, int]:
+        """Write the export file to `path` as the server sent it; returns the trailer's count per record kind.
+        A stream that breaks off leaves no file behind (it is written under a temporary name first)."""
+        target = Path(path)
+        partial = target.with_name(target.name + ".part")
+        counts: dict[str, int] = {}
+        try:
+            with partial.open("wb") as out:
+                for raw, record in self._lines(include_embeddings, scope):
+                    out.write(raw + b"\n")
+                    if record["kind"] == "trailer":
+                        counts = dict(record.get("counts") or {})
+            partial.replace(target)
+        finally:
+            partial.unlink(missing_ok=True)
+        return counts
+
+    def _lines(self, include_embeddings: bool | None, scope: ScopeArg) -> Iterator[tuple[bytes, dict[str, Any]]]:
+        client = self._client
+        prepared = _core.prepare("workspace.export", export_request(include_embeddings, scope),
+                                 default_scope=client.scope)
+        url = f"{client.base_url}/{prepared.path}"
+        response = client._send(prepared, stream=True)
+        try:
+            _core.check_export_response(prepared.operation, response)
+            request_id = response.headers.get("X-Request-Id")
+            splitter = _core.LineSplitter()
+            last: dict[str, Any] | None = None
+            try:
+                for chunk in response.iter_bytes():
+                    for raw in splitter.feed(chunk):
+                        last = _core.export_record(raw, request_id=request_id)
+                        yield raw, last
+            except httpx.HTTPError as exc:
+                raise _core.connection_error(exc, url=url) from exc
+            # Every line the server writes ends in a newline: a fragment left over is a line cut in two.
+            if splitter.rest() or last is None or last["kind"] != "trailer":
+                raise _core.export_cut_short(url)
+        finally:
+            response.close()
+
+    def import_(self, source: _core.ImportSource, *, scope: ScopeArg = None) -> m.ImportReport:
+        """Import an export file (its bytes, a path to it, or its records) into the scope's workspace.
+
+        The server imports all or nothing and skips rows that already exist, so importing the same file twice
+        changes nothing: that is why a failed attempt (5xx, lost connection) is simply sent again. A bad file
+        raises BadRequestError with code IMPORT_FILE_INVALID and the line in `details["line"]`."""
+        client = self._client
+        prepared = _core.prepare("workspace.import", import_query(scope, client.scope), default_scope=client.scope)
+        response = client._send(prepared, content=_core.import_body(source))
+        return cast(m.ImportReport, _core.parse_response(prepared.operation, response))

@@ -2,7 +2,8 @@
 
 For every operation in `OPERATIONS` it checks the request body (or query parameters) and the `data` of each
 success envelope: the same fields, the same required fields, the same types (string/integer/number/boolean,
-date-time, arrays, objects, maps, nullability) and, for requests, the same enumerations. It does not compare
+date-time, arrays, objects, maps, nullability) and, for requests, the same enumerations. Where a JSON Lines file
+travels instead (workspace export's answer, workspace import's body) it checks the media type. It does not compare
 limits (maxLength, maximum): the server enforces those and its errors name the field.
 
     from cairn_sdk.drift import schema_drift
@@ -17,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from cairn_sdk._core import API_PREFIX
+from cairn_sdk._core import API_PREFIX, NDJSON
 from cairn_sdk.operations import OPERATIONS, Operation
 
 
@@ -64,6 +65,11 @@ def _check_request(openapi: dict[str, Any], operation: Operation, spec: dict[str
         if spec.get("requestBody") or any(p.get("in") == "query" for p in spec.get("parameters", [])):
             problems.append("the server takes input, the SDK sends none")
         return
+    if operation.request_body == "ndjson":
+        # The body is a JSON Lines file, versioned by its own header line; what OpenAPI can say is its media type.
+        content = spec.get("requestBody", {}).get("content", {})
+        if NDJSON not in content:
+            problems.append(f"request body: server takes {sorted(content) or 'none'}, SDK sends {NDJSON}")
     sdk = _model_shape(operation.request)
     if operation.query_params:
         parameters = [p for p in spec.get("parameters", []) if p.get("in") == "query"]
@@ -89,6 +95,12 @@ def _check_responses(
     server_success = {int(code) for code in responses if str(code).isdigit() and 200 <= int(code) < 300}
     if server_success != set(operation.success_status):
         problems.append(f"success statuses: server {sorted(server_success)}, SDK {sorted(operation.success_status)}")
+    if operation.response_body == "ndjson":
+        for status in sorted(server_success):
+            content = responses[str(status)].get("content", {})
+            if NDJSON not in content:
+                problems.append(f"response {status}: server answers {sorted(content) or 'no body'}, SDK reads {NDJSON}")
+        return
     sdk = _model_shape(operation.response)
     for status in sorted(server_success):
         schema = responses[str(status)].get("content", {}).get("application/json", {}).get("schema")

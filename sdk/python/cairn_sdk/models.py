@@ -921,3 +921,33 @@ class GraphSettings(ResponseModel):
     decay_rate: float
     decay_rates: dict[str, float]
     max_entities: int | None
+
+
+# --- workspace export / import ----------------------------------------------------------------------------------
+
+
+class ExportRequest(RequestModel):
+    scope: Scope | None = None
+    include_embeddings: bool | None = None
+
+
+class ExportRecord(ResponseModel):
+    """One line of an export file. The clients hand lines over as plain dicts (the importer wants them verbatim);
+    this names the one field every line has. The format is versioned by its header line, not by OpenAPI."""
+
+    kind: str
+
+
+class ImportQuery(RequestModel):
+    """workspace/import: the body is the file, so the scope travels in the query string (no user_id: a file
+    is imported into a whole workspace)."""
+
+    tenant_id: str | None = None
+    project_id: str | None = None
+
+
+class ImportReport(ResponseModel):
+    workspace_id: int
+    created: dict[str, int]
+    skipped: dict[str, int]
+    embed_jobs_queued: int

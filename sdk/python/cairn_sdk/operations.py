@@ -7,6 +7,7 @@ model must match), so a method cannot quietly talk to an endpoint its models wer
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from pydantic import BaseModel
 
@@ -20,8 +21,12 @@ class Operation:
     path: str  # relative to /api/sdk/v1
     request: type[m.RequestModel] | None
     response: type[BaseModel]
-    query_params: bool = False  # the request model travels as the query string (GET)
+    query_params: bool = False  # the request model travels as the query string (GET, or beside an NDJSON body)
     success_status: tuple[int, ...] = (200,)
+    # Workspace export/import move a JSON Lines file: export answers one instead of the envelope, import sends
+    # one as the body. The drift check then compares the media types, as there is no JSON schema to compare.
+    request_body: Literal["json", "ndjson"] = "json"
+    response_body: Literal["envelope", "ndjson"] = "envelope"
 
 
 OPERATIONS: dict[str, Operation] = {
@@ -61,5 +66,9 @@ OPERATIONS: dict[str, Operation] = {
         Operation("graph.settings", "GET", "graph/settings", m.GraphSettingsQuery, m.GraphSettings,
                   query_params=True),
         Operation("graph.update_settings", "PATCH", "graph/settings", m.GraphSettingsRequest, m.GraphSettings),
+        Operation("workspace.export", "POST", "workspace/export", m.ExportRequest, m.ExportRecord,
+                  response_body="ndjson"),
+        Operation("workspace.import", "POST", "workspace/import", m.ImportQuery, m.ImportReport, query_params=True,
+                  request_body="ndjson"),
     )
 }
