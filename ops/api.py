@@ -24,9 +24,9 @@ NDJSON = "application/x-ndjson"
     response={200: None},
     summary="Export the workspace as versioned JSON Lines (streamed)",
     description="Streams the workspace — memories, optional vectors, graph nodes, edges, memory links, entity "
-    "aliases, communities and rollout settings — as one JSON object per line: a header (format, version) first, "
+    "aliases, communities, rollout, graph and memory settings — as one JSON object per line: a header (format, version) first, "
     "a trailer with per-kind counts last. Import it with workspace/import or `manage.py workspace_import`.",
-    openapi_extra={"responses": {"200": {"description": "JSON Lines", "content": {NDJSON: {"schema": {
+    openapi_extra={"responses": {200: {"description": "JSON Lines", "content": {NDJSON: {"schema": {
         "type": "string"}}}}}},
 )
 def workspace_export(request: HttpRequest, payload: ExportIn) -> StreamingHttpResponse:
