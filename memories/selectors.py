@@ -151,6 +151,18 @@ LIMIT %(limit)s
 """
 
 
+def _type_layer_sql(params: dict[str, Any], *, type: str | None, layer: str | None) -> str:
+    """The optional type and layer filters on `m`, their values put into params."""
+    extra = ""
+    if type:
+        params["type"] = type
+        extra += " AND m.type = %(type)s"
+    if layer:
+        params["layer"] = layer
+        extra += " AND m.layer = %(layer)s"
+    return extra
+
+
 def _scope_sql(scope: MemoryScope, params: dict[str, Any]) -> dict[str, str]:
     if scope.user_id:
         params["user_id"] = scope.user_id
@@ -179,13 +191,7 @@ def memory_search_lexical(
     semantics, ranked by ts_rank_cd. When the query has no searchable words at all (stop words, symbols), a
     substring match still finds something."""
     params: dict[str, Any] = {"workspace_id": workspace_id, "query": query, "limit": limit}
-    extra = ""
-    if type:
-        params["type"] = type
-        extra += " AND m.type = %(type)s"
-    if layer:
-        params["layer"] = layer
-        extra += " AND m.layer = %(layer)s"
+    extra = _type_layer_sql(params, type=type, layer=layer)
     parts = {**_scope_sql(scope, params), "extra": extra}
     if _uses_search_syntax(query):
         sql = _LEXICAL_SQL.format(**parts, tsquery="websearch_to_tsquery('english', %(query)s)", exclude="")
@@ -473,13 +479,7 @@ def session_neighbours(
     if not memory_ids or span < 1:
         return []
     params: dict[str, Any] = {"workspace_id": workspace_id, "ids": list(memory_ids), "span": span}
-    extra = ""
-    if type:
-        params["type"] = type
-        extra += " AND m.type = %(type)s"
-    if layer:
-        params["layer"] = layer
-        extra += " AND m.layer = %(layer)s"
+    extra = _type_layer_sql(params, type=type, layer=layer)
     sql = _SESSION_NEIGHBOURS_SQL.format(**_scope_sql(scope, params), extra=extra)
     return [(row.anchor_id, row, int(row.distance)) for row in Memory.objects.raw(sql, params)]
 
