@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import platform
 import re
@@ -202,6 +203,8 @@ def setup_django_and_migrate() -> None:
     from django.core.management import call_command
 
     django.setup()
+    # One log line per request would bury the progress and the table (thousands of questions per strategy).
+    logging.getLogger("cairn.request").setLevel(logging.WARNING)
     call_command("migrate", interactive=False, verbosity=0)
 
 
