@@ -3,6 +3,7 @@ upkeep routes (facts, traverse, entities, communities, stats, clear, decay, sett
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.http import HttpRequest
@@ -92,13 +93,18 @@ def graph_traverse_route(request: HttpRequest, payload: TraverseIn) -> dict[str,
     return success_envelope(request, data)
 
 
+_CURSOR = re.compile(r"[0-9]{1,19}")
+_BIGINT_MAX = 2**63 - 1
+
+
 @router.post("/graph/entities", response=Envelope[EntitiesOut],
              summary="Search entities (query), list them (pages) or show one with aliases and facts (entity)")
 def graph_entities(request: HttpRequest, payload: EntitiesIn) -> dict[str, Any]:
     workspace_id, _ = resolve_scope(request, payload.scope)
     cursor_id = None
     if payload.cursor is not None:
-        if not payload.cursor.isdigit():
+        # ASCII digits within bigint: str.isdigit() also accepts '¹' and '٣', which int() or Postgres then refuse.
+        if not _CURSOR.fullmatch(payload.cursor) or int(payload.cursor) > _BIGINT_MAX:
             raise ApiError(400, "INVALID_CURSOR", "cursor must be the nextCursor of a previous graph/entities page.")
         cursor_id = int(payload.cursor)
     with workspace_context(workspace_id):

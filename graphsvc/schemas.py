@@ -158,7 +158,7 @@ class TraverseOut(Schema):
 class EntitiesIn(StrictIn):
     query: trimmed(500) | None = Field(None, description="Search by name, alias or summary words.")
     entity: trimmed(512) | None = Field(None, description="One entity with its aliases and facts (detail).")
-    type: str | None = Field(None, max_length=32, description="Only this entity type (person, tool, ...).")
+    type: trimmed(32) | None = Field(None, description="Only this entity type (person, tool, ...).")
     limit: int = Field(20, ge=1, le=100, description="Most entities, 1-100 (default 20).")
     cursor: str | None = Field(None, max_length=40, description="nextCursor of the previous page (list only).")
     scope: ScopeIn = scope_field()

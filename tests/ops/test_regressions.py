@@ -39,3 +39,12 @@ def test_it_dead_letters_a_job_whose_worker_dies_on_every_attempt(alice_api, per
     with workspace_context(workspace_id):
         job.refresh_from_db()
     assert (job.status, job.last_error_code, job.attempts) == ("dead_letter", "JOB_WORKER_LOST", jobs.MAX_ATTEMPTS)
+
+
+@pytest.mark.parametrize("body", [{"cursor": "\u00b9"}, {"cursor": "99999999999999999999"}, {"type": "to\u0000ol"}])
+def test_it_answers_400_not_500_for_a_graph_entities_page_it_cannot_read(alice_api, body):
+    # The 1000-example fuzz run: '¹'.isdigit() is true but int() refuses it, a cursor past bigint overflowed in
+    # Postgres, and a NUL in type reached a text column.
+    response = alice_api.post("graph/entities", body)
+    assert response.status_code == 400, response.content
+    assert response.json()["error"]["retryable"] is False
