@@ -359,6 +359,9 @@ ROLLOUT_METRICS_RETENTION_DAYS = env_int("ROLLOUT_METRICS_RETENTION_DAYS", 7)
 
 # --- LLM extraction (memory relationships and the entity–fact graph) ---------------------------------------------
 # Any litellm chat model (anthropic/claude-3-5-haiku-latest, openai/gpt-4o-mini, ollama/llama3.1, …); empty = off.
+# litellm fetches its model cost map from GitHub when first imported unless told to use the copy it ships; the
+# worker imports it at start (ops.apps), so this must hold before any import of litellm, not only in our callers.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 GRAPH_LLM_MODEL = os.environ.get("GRAPH_LLM_MODEL", "").strip()
 GRAPH_LLM_API_BASE = os.environ.get("GRAPH_LLM_API_BASE", "").strip()
 GRAPH_LLM_API_KEY = os.environ.get("GRAPH_LLM_API_KEY", "").strip()
