@@ -61,7 +61,9 @@ def _normalise(matrix: np.ndarray) -> np.ndarray:
 class LocalEmbedder:
     model: str
     dimension: int
-    batch_size: int = 64
+    # Texts are sorted by length first; smaller batches then pad less. Measured on generated memories, one
+    # thread: 32 gave 1.10–1.14× the texts per CPU-second of 64 (float32 and int8), 16 about the same as 32.
+    batch_size: int = 32
 
     def __post_init__(self) -> None:
         self._model = None
