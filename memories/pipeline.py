@@ -319,14 +319,18 @@ def embedding_model_for(memory: Memory) -> str:
 # --- jobs -----------------------------------------------------------------------------------------------------
 
 
-def job_run(*, workspace_id: int, job_id: int) -> int:
+def job_run(
+    *, workspace_id: int, job_id: int | None = None, memory_id: str | None = None, kind: str | None = None
+) -> int:
     """Entry point of the worker (memories.tasks): claim, run, record; returns how many jobs it ran.
 
+    The message names its job by id, or by memory and kind (messages written with their job, jobs_enqueue).
     Failures of the work itself are recorded on the job rows, never raised. A message whose job another live
     worker holds (in a batch) is simply acknowledged: that worker's own message covers the job if it dies.
     """
     with workspace_context(workspace_id):
-        claimed = jobs.jobs_claim(workspace_id=workspace_id, job_id=job_id, batch_size=EMBED_BATCH_SIZE)
+        claimed = jobs.jobs_claim(workspace_id=workspace_id, job_id=job_id, memory_id=memory_id, kind=kind,
+                                  batch_size=EMBED_BATCH_SIZE)
         if not claimed:
             # Nothing to run for this message: a job whose worker died on every attempt ends here, visibly.
             jobs.jobs_dead_letter_lost(workspace_id=workspace_id)

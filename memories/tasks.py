@@ -9,5 +9,9 @@ def pipeline_job_run(workspace_id: int, job_id: int) -> int:
     return pipeline.job_run(workspace_id=workspace_id, job_id=job_id)
 
 
+def pipeline_memory_job_run(workspace_id: int, memory_id: str, kind: str) -> int:
+    return pipeline.job_run(workspace_id=workspace_id, memory_id=memory_id, kind=kind)
+
+
 def vector_index_build(workspace_id: int, dimension: int) -> bool:
     return vectors.hnsw_index_ensure(workspace_id=workspace_id, dimension=dimension)
