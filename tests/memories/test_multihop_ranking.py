@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from memories import pipeline, search
 from memories.models import Memory
+from memories.selectors import MemoryScope
 from tenancy.rls import workspace_context
 from tests.memories.helpers import ids, personal_workspace_id
 
@@ -100,3 +101,31 @@ def test_it_ranks_what_the_named_person_said_first(personas, local_embedder, set
     settings.SEARCH_SPEAKER_BOOST = 0.3
     assert ids(hybrid(api, query)["memories"])[:2] == [own["id"], about["id"]]
     assert hybrid(personas.charlie_api, query)["memories"] == []
+
+
+# --- reply lift ------------------------------------------------------------------------------------------------
+
+
+def test_it_lifts_the_turn_after_a_question_more(personas):
+    api = personas.alice_api
+    workspace_id = personal_workspace_id(personas.alice)
+    before, asked, reply, later = (
+        api.add(text, metadata={"sessionId": "s1"})
+        for text in ("Nice weather", "What do you do on Sundays?", "I paint landscapes", "See you")
+    )
+    statement = api.add("I paint on Sundays", metadata={"sessionId": "s2"})
+    after_statement = api.add("Cool", metadata={"sessionId": "s2"})
+
+    def lift(memory_id: str, reply_weight: float) -> dict[str, float]:
+        with workspace_context(workspace_id):
+            lifted = search.session_neighbour_lift(
+                [(_memory(workspace_id, memory_id), 1.0)], workspace_id=workspace_id, scope=MemoryScope(),
+                type=None, layer=None, exclude_rules=False, weights=(0.4, 0.1), reply_weight=reply_weight,
+            )
+        return {str(m.id): round(s, 4) for m, s in lifted}
+
+    # The reply after the question gets 0.8; the turn before it only the plain 0.4.
+    assert lift(asked["id"], 0.8) == {asked["id"]: 1.0, reply["id"]: 0.8, before["id"]: 0.4, later["id"]: 0.1}
+    assert lift(asked["id"], 0.0)[reply["id"]] == 0.4
+    # A statement's next turn is a plain neighbour.
+    assert lift(statement["id"], 0.8) == {statement["id"]: 1.0, after_statement["id"]: 0.4}
