@@ -313,7 +313,7 @@ def speaker_boost(
 
     "What does Melanie do to relax?" is about what Melanie said, not about what others said to her: a chat
     agent that records who said what (metadata.speaker) gets those memories first. Scores are fused ones (0–1
-    per side), so the weight is on that scale. LoCoMo dev R@10 with question damping: 0.770 → 0.777, multi-hop
+    per side), so the weight is on that scale. LoCoMo dev R@10 with question damping: 0.753 → 0.777, multi-hop
     0.470 → 0.522."""
     weight = settings.SEARCH_SPEAKER_BOOST if weight is None else weight
     if weight <= 0 or not fused:
