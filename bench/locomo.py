@@ -96,6 +96,7 @@ class Turn:
     index: int  # position in its session, from 0
     content: str
     time: datetime
+    speaker: str = ""
 
 
 @dataclass(frozen=True)
@@ -143,7 +144,8 @@ def conversation_turns(conversation: dict[str, Any]) -> list[Turn]:
     for number, key in sessions:
         start = session_time(conversation[f"{key}_date_time"])
         for index, turn in enumerate(conversation[key]):
-            turns.append(Turn(turn["dia_id"], number, index, turn_content(turn), start + timedelta(seconds=index)))
+            turns.append(Turn(turn["dia_id"], number, index, turn_content(turn), start + timedelta(seconds=index),
+                              turn.get("speaker") or ""))
     return turns
 
 
@@ -305,9 +307,35 @@ def write_turns(workspace_id: int, turns: list[Turn]) -> None:
 
 
 def turn_metadata(turn: Turn) -> dict[str, str]:
-    """The turn's dia_id, and its session as metadata.sessionId: the product treats memories with one sessionId
-    as one conversation (hybrid search looks at a match's neighbours in it)."""
-    return {"dia_id": turn.dia_id, "sessionId": f"session_{turn.session}"}
+    """The turn's dia_id, its session as metadata.sessionId (the product treats memories with one sessionId as
+    one conversation: hybrid search looks at a match's neighbours in it) and who said it as metadata.speaker
+    (hybrid lifts the memories of a speaker the question names), as a chat agent would record them."""
+    metadata = {"dia_id": turn.dia_id, "sessionId": f"session_{turn.session}"}
+    if turn.speaker:
+        metadata["speaker"] = turn.speaker
+    return metadata
+
+
+def add_missing_speakers(workspace_id: int, turns: list[Turn]) -> int:
+    """Workspaces ingested before turns carried metadata.speaker get it from the data by dia_id, so they can be
+    reused without embedding everything again."""
+    from django.db import connections
+
+    from tenancy.rls import workspace_context
+
+    known = [(turn.dia_id, turn.speaker) for turn in turns if turn.speaker]
+    if not known:
+        return 0
+    with workspace_context(workspace_id), connections["app"].cursor() as cursor:
+        cursor.execute(
+            """
+            UPDATE memories m SET metadata = m.metadata || jsonb_build_object('speaker', t.speaker)
+            FROM unnest(%s::text[], %s::text[]) AS t(dia_id, speaker)
+            WHERE m.workspace_id = %s AND m.metadata ->> 'dia_id' = t.dia_id AND NOT m.metadata ? 'speaker'
+            """,
+            [[d for d, _ in known], [s for _, s in known], workspace_id],
+        )
+        return cursor.rowcount
 
 
 def add_missing_session_ids(workspace_id: int) -> int:
@@ -393,6 +421,7 @@ def ingest(workspace_id: int, conversation: Conversation, reingest: bool) -> dic
             progress(f"ingest {label}: wrote {min(start + WRITE_CHUNK, total)}/{total} turns")
     else:
         add_missing_session_ids(workspace_id)
+        add_missing_speakers(workspace_id, conversation.turns)
     jobs = run_pipeline(workspace_id, label, total)
     progress_done()
     state = pipeline_state(workspace_id)

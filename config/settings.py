@@ -338,6 +338,13 @@ SEARCH_SESSION_NEIGHBOUR_WEIGHTS = tuple(
     for part in os.environ.get("SEARCH_SESSION_NEIGHBOUR_WEIGHTS", "0.4,0.1").split(",")[:5]
     if part.strip()
 )
+# Issue 4, multi-hop recall: hybrid multiplies the score of a memory ending with "?" by (1 − damping), and adds
+# the boost to memories whose metadata.speaker the query names (0 turns either off).
+SEARCH_QUESTION_DAMPING = env_float("SEARCH_QUESTION_DAMPING", 0.4, minimum=0.0, maximum=1.0)
+SEARCH_SPEAKER_BOOST = env_float("SEARCH_SPEAKER_BOOST", 0.3, minimum=0.0, maximum=1.0)
+# The turn right after a memory ending with "?" (its likely answer) is lifted by this instead of the first
+# SEARCH_SESSION_NEIGHBOUR_WEIGHTS entry, when larger (0 = no special case).
+SEARCH_REPLY_LIFT = env_float("SEARCH_REPLY_LIFT", 0.8, minimum=0.0, maximum=1.0)
 
 # --- Rollout (graph retrieval modes, quality gate, retrieval policy) --------------------------------------------
 # New workspaces start with graph retrieval off (the runbook's intent, memories-sh.md §5.1); move them to shadow and
