@@ -96,16 +96,40 @@ class Reading:
         }
 
 
+@dataclass(frozen=True)
+class Stored:
+    """The workspace's graph settings that reading facts depends on (None: not set)."""
+
+    rate: float | None = None
+    rates: dict[str, float] = field(default_factory=dict)
+    strategy: str | None = None
+
+
+# The same settings as three columns of a statement that runs anyway (the seed or entity lookup): three one-row
+# index lookups evaluated once per statement, instead of a round trip of their own.
+STORED_SQL = """
+    (SELECT gs.decay_rate FROM graph_settings gs WHERE gs.workspace_id = %(ws)s),
+    (SELECT gs.decay_rates FROM graph_settings gs WHERE gs.workspace_id = %(ws)s),
+    (SELECT gs.recall_strategy FROM graph_settings gs WHERE gs.workspace_id = %(ws)s)
+"""
+
+
+def _stored(rate: float | None, rates: Any, strategy: str | None) -> Stored:
+    if isinstance(rates, str | bytes):
+        rates = json.loads(rates)
+    return Stored(rate=rate, rates=rates or {}, strategy=strategy)
+
+
 def reading_for(*, workspace_id: int, at: datetime | None = None, edge_classes: list[str] | None = None,
-                edge_types: list[str] | None = None) -> Reading:
-    # One read for the decay rates and the recall strategy: recall asks for both, and each statement is a round
-    # trip that a loaded machine makes expensive.
-    row = GraphSettings.objects.filter(workspace_id=workspace_id).values(
-        "decay_rate", "decay_rates", "recall_strategy").first()
-    rate = row["decay_rate"] if row and row["decay_rate"] is not None else settings.GRAPH_DECAY_RATE
+                edge_types: list[str] | None = None, stored: Stored | None = None) -> Reading:
+    """How to read facts now or at `at`; `stored` spares the settings read when a lookup brought them along."""
+    if stored is None:
+        row = GraphSettings.objects.filter(workspace_id=workspace_id).values_list(
+            "decay_rate", "decay_rates", "recall_strategy").first()
+        stored = _stored(*row) if row else Stored()
+    rate = stored.rate if stored.rate is not None else settings.GRAPH_DECAY_RATE
     return Reading(workspace_id=workspace_id, at=at, edge_classes=edge_classes or None,
-                   edge_types=edge_types or None, rate=rate, rates=(row or {}).get("decay_rates") or {},
-                   stored_strategy=(row or {}).get("recall_strategy"))
+                   edge_types=edge_types or None, rate=rate, rates=stored.rates, stored_strategy=stored.strategy)
 
 
 def boosted(decayed: float, retrieval_count: int) -> float:
@@ -116,6 +140,56 @@ def boosted(decayed: float, retrieval_count: int) -> float:
 def clean_fact_text(text: str | None) -> str:
     """One line, no angle brackets: graph text is pasted into prompts and must not open or close a section."""
     return " ".join((text or "").replace("<", " ").replace(">", " ").split())
+
+
+class _PreparingCursor:
+    """Built on first use: Django's server-binding cursor class, told to prepare every statement it runs, and a
+    debug wrapper that logs the statement as written (Django would log None: it reads the text of client-bound
+    statements back from psycopg)."""
+
+    cls: Any = None
+    debug: Any = None
+
+    @classmethod
+    def get(cls) -> tuple[Any, Any]:
+        if cls.cls is None:
+            from django.db.backends.postgresql.base import ServerBindingCursor
+            from django.db.backends.utils import CursorDebugWrapper
+
+            class PreparingCursor(ServerBindingCursor):
+                def execute(self, query: Any, params: Any = None, *, prepare: bool | None = None,
+                            binary: bool | None = None) -> Any:
+                    return super().execute(query, params, prepare=True, binary=binary)
+
+            class DebugWrapper(CursorDebugWrapper):
+                def execute(self, sql: str, params: Any = None) -> Any:
+                    with self.debug_sql(sql, params, use_last_executed_query=False):
+                        return self._execute_with_wrappers(sql, params, many=False, executor=self._execute)
+
+            cls.cls, cls.debug = PreparingCursor, DebugWrapper
+        return cls.cls, cls.debug
+
+
+def prepared_cursor() -> Any:
+    """A cursor on the runtime connection whose statements are bound on the server and prepared.
+
+    Django binds parameters on the client, so PostgreSQL plans every statement afresh; the recall statements are
+    large (a CTE per hop) and planning them cost 2-6 ms, more than running them. Prepared once per connection,
+    they are planned once (PostgreSQL switches to a generic plan after five executions when it is no worse).
+    Django leaves psycopg's prepare_threshold at None, which disables preparing altogether; a threshold no
+    statement reaches lets an explicit prepare through and changes nothing else (Django's client-binding
+    cursors never prepare). GRAPH_PREPARED_STATEMENTS=false turns this off for poolers that cannot keep
+    prepared statements. The cursor is wrapped like Django's own, so query logging and counts still see it."""
+    connection = connections["app"]
+    if not settings.GRAPH_PREPARED_STATEMENTS:
+        return connection.cursor()
+    connection.ensure_connection()
+    if connection.connection.prepare_threshold is None:
+        connection.connection.prepare_threshold = 2**31 - 1
+    cursor_class, debug_wrapper = _PreparingCursor.get()
+    raw = cursor_class(connection.connection)
+    connection.validate_thread_sharing()
+    return debug_wrapper(raw, connection) if connection.queries_logged else connection.make_cursor(raw)
 
 
 # --- seeds --------------------------------------------------------------------------------------------------------
@@ -137,25 +211,34 @@ def _upper(prefix: str) -> str:
 
 def entity_lookup(*, workspace_id: int, name: str) -> Seed | None:
     """One entity by alias or canonical name (any type); None when there is none."""
+    return entity_lookup_stored(workspace_id=workspace_id, name=name)[0]
+
+
+def entity_lookup_stored(*, workspace_id: int, name: str) -> tuple[Seed | None, Stored | None]:
+    """`entity_lookup` and, when the entity exists, the workspace's graph settings from the same statement."""
     canonical = normalise_name(name)
     if canonical is None:
-        return None
-    with connections["app"].cursor() as cursor:
+        return None, None
+    with prepared_cursor() as cursor:
         cursor.execute(
-            """
-            (SELECT n.id, n.label FROM graph_entity_aliases a JOIN graph_nodes n ON n.id = a.node_id
-             WHERE a.workspace_id = %(ws)s AND a.alias = %(name)s AND n.workspace_id = %(ws)s
-             ORDER BY n.mention_count DESC, n.id LIMIT 1)
-            UNION ALL
-            (SELECT id, label FROM graph_nodes
-             WHERE workspace_id = %(ws)s AND node_type = ANY(%(types)s) AND node_key = %(name)s
-             ORDER BY mention_count DESC, id LIMIT 1)
-            LIMIT 1
+            f"""
+            SELECT x.id, x.label, {STORED_SQL} FROM (
+                (SELECT n.id, n.label FROM graph_entity_aliases a JOIN graph_nodes n ON n.id = a.node_id
+                 WHERE a.workspace_id = %(ws)s AND a.alias = %(name)s AND n.workspace_id = %(ws)s
+                 ORDER BY n.mention_count DESC, n.id LIMIT 1)
+                UNION ALL
+                (SELECT id, label FROM graph_nodes
+                 WHERE workspace_id = %(ws)s AND node_type = ANY(%(types)s) AND node_key = %(name)s
+                 ORDER BY mention_count DESC, id LIMIT 1)
+                LIMIT 1
+            ) x
             """,
             {"ws": workspace_id, "name": canonical, "types": list(ENTITY_TYPES)},
         )
         row = cursor.fetchone()
-    return Seed(node_id=row[0], score=1.0, name=row[1]) if row else None
+    if row is None:
+        return None, None
+    return Seed(node_id=row[0], score=1.0, name=row[1]), _stored(*row[2:5])
 
 
 def _candidates(limit: int) -> int:
@@ -177,10 +260,16 @@ DEGREE_SQL = """
 
 
 def seeds_find(*, workspace_id: int, query: str, limit: int, embed: bool = True) -> list[Seed]:
+    return seeds_find_stored(workspace_id=workspace_id, query=query, limit=limit, embed=embed)[0]
+
+
+def seeds_find_stored(*, workspace_id: int, query: str, limit: int,
+                      embed: bool = True) -> tuple[list[Seed], Stored | None]:
     """Entities a query names: word and prefix matches on names and aliases (weighted over summaries), near spellings
     sharing the first three letters, then the query embedding when no word matched. One statement finds, scores and
     re-ranks the word matches by structure (a second, the embedding search, only when no word matched); every
-    lookup is on an index that leads with the workspace."""
+    lookup is on an index that leads with the workspace. The workspace's graph settings come along when a word
+    matched (None otherwise)."""
     words = _words(query)
     if words:
         prefixes = [w[:3] for w in words]
@@ -188,7 +277,7 @@ def seeds_find(*, workspace_id: int, query: str, limit: int, embed: bool = True)
         # 0.6 × trigram similarity; halved for summary words. An entity matching more of the query's words ranks
         # higher (the sum); structure then re-ranks the best text matches only, its degree counts being the costly
         # part of seeding.
-        with connections["app"].cursor() as cursor:
+        with prepared_cursor() as cursor:
             cursor.execute(
                 f"""
                 WITH matched AS (
@@ -215,26 +304,27 @@ def seeds_find(*, workspace_id: int, query: str, limit: int, embed: bool = True)
                 text AS (SELECT node_id, sum(score) AS score FROM matched GROUP BY node_id),
                 candidate AS (SELECT node_id, score FROM text ORDER BY score DESC, node_id LIMIT %(candidates)s)
                 SELECT n.id, n.label, n.community_id, coalesce(d.degree, 0), coalesce(d.kinds, 0),
-                       c.score / coalesce(nullif((SELECT max(score) FROM text), 0), 1.0)
+                       c.score / coalesce(nullif((SELECT max(score) FROM text), 0), 1.0), {STORED_SQL}
                 FROM candidate c JOIN graph_nodes n ON n.workspace_id = %(ws)s AND n.id = c.node_id
                 {DEGREE_SQL}
                 """,
                 {"ws": workspace_id, "words": words, "his": [_upper(w) for w in words], "p3": prefixes,
                  "p3his": [_upper(p) for p in prefixes], "candidates": _candidates(limit)},
             )
+            found = cursor.fetchall()
+        if found:
             rows = [(node_id, label, community, degree, kinds, min(1.0, text))
-                    for node_id, label, community, degree, kinds, text in cursor.fetchall()]
-        if rows:
-            return _hybrid(rows=rows, limit=limit)
+                    for node_id, label, community, degree, kinds, text, *_ in found]
+            return _hybrid(rows=rows, limit=limit), _stored(*found[0][6:9])
     if not embed:
-        return []
+        return [], None
     text_scores = _embedding_seeds(workspace_id=workspace_id, query=query, limit=limit)
     if not text_scores:
-        return []
+        return [], None
     top = max(text_scores.values()) or 1.0
     candidates = sorted(text_scores.items(), key=lambda item: (-item[1], item[0]))[: _candidates(limit)]
-    return _hybrid(rows=_structure(workspace_id=workspace_id, text={n: min(1.0, s / top) for n, s in candidates}),
-                   limit=limit)
+    rows = _structure(workspace_id=workspace_id, text={n: min(1.0, s / top) for n, s in candidates})
+    return _hybrid(rows=rows, limit=limit), None
 
 
 def _embedding_seeds(*, workspace_id: int, query: str, limit: int) -> dict[int, float]:
@@ -417,7 +507,7 @@ def bfs(*, reading: Reading, seeds: list[Seed], max_hops: int, max_visited: int 
         seed_ids=[s.node_id for s in seeds], seed_scores=[float(s.score) for s in seeds],
         fanout=MAX_FANOUT, visits=max_visited, limit=limit,
     )
-    with connections["app"].cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     nodes, depths, seed_scores = rows[0][:3]
@@ -581,14 +671,14 @@ def facts_recall(
     project) does not narrow it. Unknown `entity` → 404 ENTITY_NOT_FOUND; a query matching nothing → no facts."""
     started = time.perf_counter()
     if entity:
-        found = entity_lookup(workspace_id=workspace_id, name=entity)
+        found, stored = entity_lookup_stored(workspace_id=workspace_id, name=entity)
         if found is None:
             raise ApiError(404, "ENTITY_NOT_FOUND", f"No entity named {entity!r} in this workspace; "
                            "graph/entities with a query lists the names it knows.")
         seeds = [found]
     else:
-        seeds = seeds_find(workspace_id=workspace_id, query=query or "", limit=limit, embed=embed)
-    reading = reading_for(workspace_id=workspace_id, at=at, edge_classes=edge_classes)
+        seeds, stored = seeds_find_stored(workspace_id=workspace_id, query=query or "", limit=limit, embed=embed)
+    reading = reading_for(workspace_id=workspace_id, at=at, edge_classes=edge_classes, stored=stored)
     chosen = recall_strategy(reading=reading, requested=strategy)
     timed_out = False
     kept: list[dict[str, Any]] = []
