@@ -11,6 +11,7 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
+from types import SimpleNamespace
 from typing import Any
 
 import blake3
@@ -28,6 +29,7 @@ from tenancy.rls import workspace_context
 logger = logging.getLogger("cairn.graph.upkeep")
 
 EDGE_CHUNK = 131_072  # edge ids per streamed chunk (about 3 MB)
+LOAD_WORK_MEM = "128MB"
 MAX_SUMMARY_FACTS = 20
 MAX_SUMMARY_PROMPT_BYTES = 8192
 RETRIEVAL_DECAY = 0.95
@@ -64,6 +66,10 @@ def _load_edges(*, workspace_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarra
     chunks = []
     connection = connections["app"]
     connection.ensure_connection()
+    with connection.cursor() as plain:
+        # The chunks (about 24 MB at 1M facts) are built in one hash aggregate; at the default work_mem the planner
+        # sorts 1M rows on disk instead. Local to the transaction, which is this community run's own.
+        plain.execute("SELECT set_config('work_mem', %s, true)", [LOAD_WORK_MEM])
     with connection.connection.cursor(name=f"graph_edges_{workspace_id}") as cursor:
         cursor.itersize = 4
         cursor.execute(
@@ -91,10 +97,22 @@ def _partition(n: int, rows: np.ndarray, cols: np.ndarray, algorithm: str) -> np
     # Parallel label propagation races between threads, so a small graph could split differently from run to run
     # (and a changed split costs LLM summaries). Threads only pay off on large graphs.
     nk.engineering.setNumberOfThreads(1 if n < PARALLEL_PARTITION_NODES else max(1, os.cpu_count() or 1))
-    graph = nk.graph.GraphFromCoo((rows.astype(np.uint64), cols.astype(np.uint64)), n=n, directed=False)
+    graph = nk.graph.GraphFromCsr(_csr(n, rows, cols), directed=False)
     detector = nk.community.PLM(graph, refine=False) if algorithm == "plm" else nk.community.PLP(graph)
     detector.run()
     return np.asarray(detector.getPartition().getVector(), dtype=np.int64)
+
+
+def _csr(n: int, rows: np.ndarray, cols: np.ndarray) -> SimpleNamespace:
+    """The facts as a compressed sparse row adjacency, each fact once in its source's row (networkit adds the
+    reverse direction for an undirected graph). GraphFromCoo inserts edge by edge through Python (1 s at 1M
+    facts); GraphFromCsr hands the arrays to C++ in one call. Rows are sorted by (source, target), so the
+    adjacency, and with it label propagation's tie-breaking, does not depend on the order the rows arrived in."""
+    order = np.argsort(rows * max(n, 1) + cols, kind="stable")
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
+    indices = np.ascontiguousarray(cols[order], dtype=np.int64)
+    return SimpleNamespace(indptr=indptr, indices=indices, data=np.ones(len(indices)), shape=(n, n))
 
 
 def _dense_index(sources: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -172,15 +190,36 @@ def communities_detect(*, workspace_id: int, algorithm: str | None = None) -> di
             "stages": stages}
 
 
+def _membership_reconcile(cursor: Any, *, workspace_id: int, groups: list[tuple[np.ndarray, np.ndarray]],
+                          community_of: np.ndarray) -> None:
+    """Every entity points at its community, and no entity outside one points anywhere."""
+    sizes = np.asarray([len(members) for members, _ in groups], dtype=np.int64)
+    member_ids = np.concatenate([members for members, _ in groups]) if groups else np.zeros(0, np.int64)
+    cursor.execute(
+        """
+        UPDATE graph_nodes n SET community_id = x.cid FROM unnest(%s::bigint[], %s::bigint[]) AS x(cid, nid)
+        WHERE n.workspace_id = %s AND n.id = x.nid AND n.community_id IS DISTINCT FROM x.cid
+        """,
+        [np.repeat(community_of, sizes).tolist(), member_ids.tolist(), workspace_id],
+    )
+    cursor.execute(
+        "UPDATE graph_nodes SET community_id = NULL WHERE workspace_id = %s AND community_id IS NOT NULL "
+        "AND community_id <> ALL(%s)",
+        [workspace_id, community_of.tolist()],
+    )
+
+
 def _communities_write(*, workspace_id: int, groups: list[tuple[np.ndarray, np.ndarray]],
                        fingerprints: list[str]) -> dict[str, int]:
     """Set-based: one statement each to read the stored fingerprints, drop dissolved communities, name the new
-    ones, insert them, and point every entity at its community (rows already right are not touched)."""
+    ones, insert them, point their members at them and check that no entity drifted."""
     with connections["app"].cursor() as cursor:
         cursor.execute("SELECT id, fingerprint FROM graph_communities WHERE workspace_id = %s", [workspace_id])
-        stored = {fp: cid for cid, fp in cursor.fetchall()}
+        rows = cursor.fetchall()
+        # Several communities can share the empty fingerprint (a join between runs clears it): none is kept.
+        stored = {fp: cid for cid, fp in rows if fp}
         keep = {fp for fp in fingerprints if fp in stored}
-        dissolved = [cid for fp, cid in stored.items() if fp not in keep]
+        dissolved = [cid for cid, fp in rows if fp not in keep]
         if dissolved:
             cursor.execute("DELETE FROM graph_communities WHERE workspace_id = %s AND id = ANY(%s)",
                            [workspace_id, dissolved])
@@ -220,23 +259,25 @@ def _communities_write(*, workspace_id: int, groups: list[tuple[np.ndarray, np.n
             created = dict(cursor.fetchall())
             for index in changed:
                 community_of[index] = created[fingerprints[index]]
-        # Membership in one statement: every entity points at its community (or none).
-        sizes_all = np.asarray([len(members) for members, _ in groups], dtype=np.int64)
-        member_ids = np.concatenate([members for members, _ in groups]) if groups else np.zeros(0, np.int64)
-        cursor.execute(
-            """
-            UPDATE graph_nodes n SET community_id = x.cid FROM unnest(%s::bigint[], %s::bigint[]) AS x(cid, nid)
-            WHERE n.workspace_id = %s AND n.id = x.nid AND n.community_id IS DISTINCT FROM x.cid
-            """,
-            [np.repeat(community_of, sizes_all).tolist(), member_ids.tolist(), workspace_id],
-        )
-        # Members of dissolved communities lost theirs already (ON DELETE SET NULL); this is the safety net, keyed
-        # on the few community ids rather than the many member ids (NOT IN a 100k-id array took a minute).
-        cursor.execute(
-            "UPDATE graph_nodes SET community_id = NULL WHERE workspace_id = %s AND community_id IS NOT NULL "
-            "AND NOT (community_id = ANY(%s))",
-            [workspace_id, community_of.tolist()],
-        )
+        # Membership: a kept community has exactly its stored members, who point at it already, and the members of
+        # dissolved ones lost theirs with the DELETE (ON DELETE SET NULL), so only the new communities' members are
+        # written; an unchanged graph writes no entity at all.
+        if changed:
+            flat_cids = np.repeat(community_of[changed], sizes)
+            cursor.execute(
+                """
+                UPDATE graph_nodes n SET community_id = x.cid FROM unnest(%s::bigint[], %s::bigint[]) AS x(cid, nid)
+                WHERE n.workspace_id = %s AND n.id = x.nid AND n.community_id IS DISTINCT FROM x.cid
+                """,
+                [flat_cids.tolist(), flat.tolist(), workspace_id],
+            )
+        # Drift check (an import, a manual edit): as many entities point at a community as there are members.
+        # One count on the partial community index; a mismatch reconciles every entity.
+        members_total = int(sum(len(members) for members, _ in groups))
+        cursor.execute("SELECT count(*) FROM graph_nodes WHERE workspace_id = %s AND community_id IS NOT NULL",
+                       [workspace_id])
+        if cursor.fetchone()[0] != members_total:
+            _membership_reconcile(cursor, workspace_id=workspace_id, groups=groups, community_of=community_of)
     return {"unchanged": len(keep), "written": len(changed), "dissolved": len(dissolved)}
 
 
