@@ -87,7 +87,9 @@ def _load_edges(*, workspace_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarra
     return triples[:, 0].copy(), triples[:, 1].copy(), triples[:, 2].copy()
 
 
-PARALLEL_PARTITION_NODES = 50_000
+# Single-threaded label propagation takes about 0.3 s at 100k entities and 1M facts, and gives the same split
+# on the same graph (threads race, and a changed split costs LLM summaries); threads start past this size.
+PARALLEL_PARTITION_NODES = 1_000_000
 
 
 def _partition(n: int, rows: np.ndarray, cols: np.ndarray, algorithm: str) -> np.ndarray:
