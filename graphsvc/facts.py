@@ -395,22 +395,6 @@ class Walk:
     facts: list[dict[str, Any]]
 
 
-EDGE_COLUMNS = """
-    e.id, e.from_node_id, s.label, e.edge_type, e.to_node_id, t.label, e.fact, e.edge_class, e.confidence,
-    {decayed}, e.retrieval_count, e.valid_from, e.valid_to
-"""
-
-
-def _edge_row(row: tuple[Any, ...]) -> dict[str, Any]:
-    (edge_id, source_id, source, relation, target_id, target, fact, edge_class, confidence, decayed, count,
-     valid_from, valid_to) = row
-    return {
-        "id": edge_id, "sourceId": source_id, "source": source, "relation": relation, "targetId": target_id,
-        "target": target, "fact": fact, "edgeClass": edge_class, "storedConfidence": float(confidence),
-        "confidence": boosted(float(decayed), int(count)), "validFrom": valid_from, "validTo": valid_to,
-    }
-
-
 def class_weight_sql(alias: str = "e") -> str:
     cases = " ".join(f"WHEN '{name}' THEN {weight}" for name, weight in CLASS_WEIGHTS.items())
     return f"(CASE {alias}.edge_class {cases} ELSE 1.0 END)::float8"
@@ -534,77 +518,113 @@ class SpreadingTimeout(Exception):
 def spreading_activation(*, reading: Reading, seeds: list[Seed], timeout_ms: int) -> list[dict[str, Any]]:
     """SYNAPSE: activation spreads from the seeds along active edges, decaying by λ per hop and by the edge's
     effective confidence and class weight; sums are clamped at 1, nodes at or above the inhibition level take no
-    more, at most 50 nodes stay active. Raises SpreadingTimeout past the time limit (the caller answers empty)."""
+    more, at most 50 nodes stay active. Raises SpreadingTimeout past the time limit (the caller answers empty).
+
+    A hop reads ids, ends, relation, class and effective confidence only (covering indexes, prepared statement);
+    `spreading_details` adds names and text to the few facts kept. Returned facts carry no text yet."""
     deadline = time.monotonic() + timeout_ms / 1000
     activation = {s.node_id: s.score for s in seeds if s.score >= SA_THRESHOLD}
     depth = dict.fromkeys(activation, 0)
     collected: dict[int, dict[str, Any]] = {}
     where = reading.where()
-    with connections["app"].cursor() as cursor:
-        for hop in range(SA_HOPS):
-            remaining_ms = int((deadline - time.monotonic()) * 1000)
-            if remaining_ms <= 0:
-                raise SpreadingTimeout
-            active = [n for n, a in activation.items() if a >= SA_THRESHOLD]
-            if not active:
-                break
-            # The statement itself is bounded too: a hub-heavy hop must not outlive the request's time limit.
-            try:
-                with transaction.atomic(using="app"):
-                    cursor.execute("SELECT current_setting('statement_timeout'), "
-                                   "set_config('statement_timeout', %s, true)", [str(max(remaining_ms, 1))])
-                    previous = cursor.fetchone()[0]
-                    cursor.execute(
-                        f"""
-                        SELECT {EDGE_COLUMNS.format(decayed=reading.decayed())}
-                        FROM graph_edges e JOIN graph_nodes s ON s.id = e.from_node_id
-                             JOIN graph_nodes t ON t.id = e.to_node_id
-                        WHERE {where} AND e.from_node_id = ANY(%(a)s)
-                        UNION ALL
-                        SELECT {EDGE_COLUMNS.format(decayed=reading.decayed())}
-                        FROM graph_edges e JOIN graph_nodes s ON s.id = e.from_node_id
-                             JOIN graph_nodes t ON t.id = e.to_node_id
-                        WHERE {where} AND e.to_node_id = ANY(%(a)s) AND NOT (e.from_node_id = ANY(%(a)s))
-                        """,
-                        reading.params(a=active),
-                    )
-                    rows = cursor.fetchall()
-                    cursor.execute("SELECT set_config('statement_timeout', %s, true)", [previous])
-            except DatabaseError as exc:
-                raise SpreadingTimeout from exc
-            edges = [_edge_row(row) for row in rows]
-            incoming: dict[int, float] = {}
-            active_set = set(active)
-            for edge in edges:
-                weight = edge["confidence"] * CLASS_WEIGHTS.get(edge["edgeClass"], 1.0)
-                for here, there in ((edge["sourceId"], edge["targetId"]), (edge["targetId"], edge["sourceId"])):
-                    if here not in active_set:
-                        continue
-                    if activation.get(there, 0.0) >= SA_INHIBITION or incoming.get(there, 0.0) >= SA_INHIBITION:
-                        continue  # lateral inhibition: a saturated node takes no more
-                    spread = activation[here] * SA_DECAY * weight
-                    if spread < SA_THRESHOLD:
-                        continue
-                    before = incoming.get(there, 0.0)
-                    incoming[there] = min(before + spread, 1.0)
-                    if incoming[there] > before and there not in depth:
-                        depth[there] = hop + 1
-            for node_id, value in incoming.items():
-                activation[node_id] = max(activation.get(node_id, 0.0), value)
-            if len(activation) > SA_MAX_NODES:
-                keep = sorted(activation.items(), key=lambda item: (-item[1], item[0]))[:SA_MAX_NODES]
-                activation = dict(keep)
-            for edge in edges:
-                source_act = activation.get(edge["sourceId"], 0.0)
-                target_act = activation.get(edge["targetId"], 0.0)
-                if source_act >= SA_THRESHOLD and target_act >= SA_THRESHOLD:
-                    score = max(source_act, target_act)
-                    hop_of = min(depth.get(edge["sourceId"], hop + 1), depth.get(edge["targetId"], hop + 1))
-                    if edge["id"] not in collected or collected[edge["id"]]["score"] < score:
-                        collected[edge["id"]] = {**edge, "hop": hop_of, "score": round(score, 6)}
+    confidence = boosted_sql(reading.decayed(), "e.retrieval_count")
+    columns = f"e.id, e.from_node_id, e.to_node_id, e.edge_type, e.edge_class, {confidence}"
+    hop_sql = f"""
+        SELECT {columns} FROM graph_edges e WHERE {where} AND e.from_node_id = ANY(%(a)s)
+        UNION ALL
+        SELECT {columns} FROM graph_edges e
+        WHERE {where} AND e.to_node_id = ANY(%(a)s) AND NOT (e.from_node_id = ANY(%(a)s))
+    """
+    try:
+        # One savepoint for the walk: a statement cancelled by its time limit rolls back to it, not the caller's
+        # transaction. Each hop's statement may run for what is left of the budget, no longer.
+        with transaction.atomic(using="app"), connections["app"].cursor() as setting, prepared_cursor() as cursor:
+            setting.execute("SELECT current_setting('statement_timeout')")
+            previous = setting.fetchone()[0]
+            for hop in range(SA_HOPS):
+                remaining_ms = int((deadline - time.monotonic()) * 1000)
+                if remaining_ms <= 0:
+                    raise SpreadingTimeout
+                active = [n for n, a in activation.items() if a >= SA_THRESHOLD]
+                if not active:
+                    break
+                setting.execute("SELECT set_config('statement_timeout', %s, true)", [str(max(remaining_ms, 1))])
+                cursor.execute(hop_sql, reading.params(a=active))
+                rows = cursor.fetchall()
+                _spread(rows, hop=hop, activation=activation, depth=depth, collected=collected,
+                        active_set=set(active))
+            setting.execute("SELECT set_config('statement_timeout', %s, true)", [previous])
+    except DatabaseError as exc:
+        raise SpreadingTimeout from exc
     if time.monotonic() > deadline:
         raise SpreadingTimeout
     return list(collected.values())
+
+
+def _spread(rows: list[tuple[Any, ...]], *, hop: int, activation: dict[int, float], depth: dict[int, int],
+            collected: dict[int, dict[str, Any]], active_set: set[int]) -> None:
+    """One hop of spreading activation over the facts touching the active nodes (updates the dicts in place)."""
+    incoming: dict[int, float] = {}
+    for _, source, target, _, edge_class, confidence in rows:
+        weight = float(confidence) * CLASS_WEIGHTS.get(edge_class, 1.0)
+        for here, there in ((source, target), (target, source)):
+            if here not in active_set:
+                continue
+            if activation.get(there, 0.0) >= SA_INHIBITION or incoming.get(there, 0.0) >= SA_INHIBITION:
+                continue  # lateral inhibition: a saturated node takes no more
+            spread = activation[here] * SA_DECAY * weight
+            if spread < SA_THRESHOLD:
+                continue
+            before = incoming.get(there, 0.0)
+            incoming[there] = min(before + spread, 1.0)
+            if incoming[there] > before and there not in depth:
+                depth[there] = hop + 1
+    for node_id, value in incoming.items():
+        activation[node_id] = max(activation.get(node_id, 0.0), value)
+    if len(activation) > SA_MAX_NODES:
+        keep = sorted(activation.items(), key=lambda item: (-item[1], item[0]))[:SA_MAX_NODES]
+        activation.clear()
+        activation.update(keep)
+    for edge_id, source, target, relation, edge_class, confidence in rows:
+        source_act = activation.get(source, 0.0)
+        target_act = activation.get(target, 0.0)
+        if source_act >= SA_THRESHOLD and target_act >= SA_THRESHOLD:
+            score = max(source_act, target_act)
+            hop_of = min(depth.get(source, hop + 1), depth.get(target, hop + 1))
+            if edge_id not in collected or collected[edge_id]["score"] < score:
+                collected[edge_id] = {"id": edge_id, "sourceId": source, "targetId": target, "relation": relation,
+                                      "edgeClass": edge_class, "confidence": float(confidence), "hop": hop_of,
+                                      "score": round(score, 6)}
+
+
+def spreading_details(*, workspace_id: int, kept: list[dict[str, Any]], record: bool) -> list[dict[str, Any]]:
+    """Names, fact text and validity for the facts spreading activation kept, and (`record`) their retrieval
+    counts, in one statement."""
+    if not kept:
+        return []
+    bump = """
+    bump AS (
+        UPDATE graph_edges g SET retrieval_count = g.retrieval_count + 1, last_retrieved_at = now()
+        WHERE g.workspace_id = %(ws)s AND g.id = ANY(%(ids)s)
+    ),""" if record else ""
+    with prepared_cursor() as cursor:
+        cursor.execute(
+            f"""
+            WITH{bump} ids AS (SELECT unnest(%(ids)s::bigint[]) AS id)
+            SELECT g.id, s.label, t.label, g.fact, g.confidence, g.valid_from, g.valid_to
+            FROM ids JOIN graph_edges g ON g.workspace_id = %(ws)s AND g.id = ids.id
+            JOIN graph_nodes s ON s.workspace_id = %(ws)s AND s.id = g.from_node_id
+            JOIN graph_nodes t ON t.workspace_id = %(ws)s AND t.id = g.to_node_id
+            """,
+            {"ws": workspace_id, "ids": [f["id"] for f in kept]},
+        )
+        details = {row[0]: row[1:] for row in cursor.fetchall()}
+    out = []
+    for fact in kept:
+        source, target, text, stored, valid_from, valid_to = details[fact["id"]]
+        out.append({**fact, "source": source, "target": target, "fact": text, "storedConfidence": float(stored),
+                    "validFrom": valid_from, "validTo": valid_to})
+    return out
 
 
 # --- recall -------------------------------------------------------------------------------------------------------
@@ -632,18 +652,6 @@ def _finish(facts: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
         if len(kept) >= limit:
             break
     return kept
-
-
-def retrievals_record(*, workspace_id: int, edge_ids: list[int]) -> None:
-    """Atomic increments (concurrent recalls never lose a count)."""
-    if not edge_ids:
-        return
-    with connections["app"].cursor() as cursor:
-        cursor.execute(
-            "UPDATE graph_edges SET retrieval_count = retrieval_count + 1, last_retrieved_at = now() "
-            "WHERE workspace_id = %s AND id = ANY(%s)",
-            [workspace_id, edge_ids],
-        )
 
 
 def recall_strategy(*, reading: Reading, requested: str | None) -> str:
@@ -689,9 +697,8 @@ def facts_recall(
                                              timeout_ms=settings.GRAPH_SPREADING_TIMEOUT_MS)
             except SpreadingTimeout:
                 timed_out, facts = True, []
-            kept = _finish(facts, limit)
-            if record and kept and at is None:
-                retrievals_record(workspace_id=workspace_id, edge_ids=[f["id"] for f in kept])
+            kept = spreading_details(workspace_id=workspace_id, kept=_finish(facts, limit),
+                                     record=record and at is None)
         else:
             # Scored, deduplicated, limited and (for a reading of the present) counted as retrieved in SQL.
             visits = min(MAX_VISITED, max(MIN_VISITS, VISITS_PER_FACT * limit))
