@@ -187,3 +187,22 @@ def test_it_counts_retrievals_in_the_recall_statement_only_for_returned_facts(gr
     with workspace_context(alice_ws), connections["app"].cursor() as cursor:
         cursor.execute("SELECT sum(retrieval_count) FROM graph_edges WHERE workspace_id = %s", [alice_ws])
         assert cursor.fetchone()[0] == 1
+
+
+def test_it_prepares_the_recall_statements_unless_told_not_to(graph, alice_ws, settings):
+    def prepared() -> int:
+        with connections["app"].cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE '%%WITH v0 AS%%'")
+            return cursor.fetchone()[0]
+
+    # The connection may carry statements prepared by earlier tests: count what this test adds.
+    before = prepared()
+    settings.GRAPH_PREPARED_STATEMENTS = False
+    unprepared = recall(alice_ws, query="Alice", max_hops=2, record=False)
+    assert prepared() == before
+    settings.GRAPH_PREPARED_STATEMENTS = True
+    first = recall(alice_ws, query="Alice", max_hops=2, record=False)
+    with_walk = prepared()
+    again = recall(alice_ws, query="Alice", max_hops=2, record=False)
+    assert with_walk in (before, before + 1) and prepared() == with_walk  # prepared at most once, then reused
+    assert unprepared["facts"] == first["facts"] == again["facts"] and first["facts"]
