@@ -33,6 +33,10 @@ MAX_VISITED = 500  # nodes one BFS may visit: bounds the final edge query on hub
 # recall slow; the facts that score highest sit next to the best seeds.
 VISITS_PER_FACT = 4
 MIN_VISITS = 40
+# Retrieval counts are statistics: a transaction that holds nothing else can commit them without waiting for the
+# WAL flush (a crash may lose the last fraction of a second of counts, never corrupt them). Set inside the
+# statement that writes them, so it costs no round trip; only callers that own the transaction ask for it.
+LAZY_COMMIT_SQL = "set_config('synchronous_commit', 'off', true)"
 # Neighbours one node offers per BFS hop, strongest first: a hub with thousands of facts must not flood the hop
 # (the visit budget above takes the best-seeded of what is offered).
 MAX_FANOUT = 100
@@ -434,12 +438,13 @@ def _hop_sql(hop: int, where: str, strength: str) -> str:
 
 
 def bfs(*, reading: Reading, seeds: list[Seed], max_hops: int, max_visited: int = MAX_VISITED,
-        limit: int = 10, record: bool = False) -> Walk:
+        limit: int = 10, record: bool = False, lazy_commit: bool = False) -> Walk:
     """Undirected multi-source BFS and the scoring of the facts among the visited nodes, in one statement whatever
     max_hops and the graph's size. Each node remembers the best seed score that reached it; a fact scores
     seed × 1/(1 + hop) × effective confidence × class weight, deduplicated on (source, relation, target), best
     first, `limit` of them. With `record`, the same statement counts the returned facts as retrieved (a
-    data-modifying CTE: the scores are computed from the counts before this retrieval, as before)."""
+    data-modifying CTE: the scores are computed from the counts before this retrieval, as before); `lazy_commit`
+    lets the caller's transaction commit them without waiting for the WAL flush (LAZY_COMMIT_SQL)."""
     if not seeds:
         return Walk(depth={}, seed_score={}, facts=[])
     where = reading.where()
@@ -447,6 +452,7 @@ def bfs(*, reading: Reading, seeds: list[Seed], max_hops: int, max_visited: int 
     strength = f"{decayed} * {class_weight_sql()}"
     hops = "".join("," + _hop_sql(hop, where, strength) for hop in range(1, max_hops + 1))
     visited = f"v{max_hops}"
+    lazy = f", {LAZY_COMMIT_SQL}" if record and lazy_commit else ""
     bump = """,
     bump AS (
         UPDATE graph_edges g SET retrieval_count = g.retrieval_count + 1, last_retrieved_at = now()
@@ -479,7 +485,7 @@ def bfs(*, reading: Reading, seeds: list[Seed], max_hops: int, max_visited: int 
     ){bump}
     SELECT w.nodes, w.depths, w.seeds, top.id, top.from_node_id, s.label, top.edge_type, top.to_node_id, t.label,
            g.fact, top.edge_class, g.confidence, top.confidence, top.hop, top.score, g.valid_from, g.valid_to
-    FROM (SELECT array_agg(node) AS nodes, array_agg(depth) AS depths, array_agg(seed) AS seeds
+    FROM (SELECT array_agg(node) AS nodes, array_agg(depth) AS depths, array_agg(seed) AS seeds{lazy}
           FROM {visited}) w
     LEFT JOIN top ON true
     LEFT JOIN graph_edges g ON g.workspace_id = %(ws)s AND g.id = top.id
@@ -597,7 +603,8 @@ def _spread(rows: list[tuple[Any, ...]], *, hop: int, activation: dict[int, floa
                                       "score": round(score, 6)}
 
 
-def spreading_details(*, workspace_id: int, kept: list[dict[str, Any]], record: bool) -> list[dict[str, Any]]:
+def spreading_details(*, workspace_id: int, kept: list[dict[str, Any]], record: bool,
+                      lazy_commit: bool = False) -> list[dict[str, Any]]:
     """Names, fact text and validity for the facts spreading activation kept, and (`record`) their retrieval
     counts, in one statement."""
     if not kept:
@@ -607,11 +614,12 @@ def spreading_details(*, workspace_id: int, kept: list[dict[str, Any]], record: 
         UPDATE graph_edges g SET retrieval_count = g.retrieval_count + 1, last_retrieved_at = now()
         WHERE g.workspace_id = %(ws)s AND g.id = ANY(%(ids)s)
     ),""" if record else ""
+    lazy = f", {LAZY_COMMIT_SQL}" if record and lazy_commit else ""
     with prepared_cursor() as cursor:
         cursor.execute(
             f"""
             WITH{bump} ids AS (SELECT unnest(%(ids)s::bigint[]) AS id)
-            SELECT g.id, s.label, t.label, g.fact, g.confidence, g.valid_from, g.valid_to
+            SELECT g.id, s.label, t.label, g.fact, g.confidence, g.valid_from, g.valid_to{lazy}
             FROM ids JOIN graph_edges g ON g.workspace_id = %(ws)s AND g.id = ids.id
             JOIN graph_nodes s ON s.workspace_id = %(ws)s AND s.id = g.from_node_id
             JOIN graph_nodes t ON t.workspace_id = %(ws)s AND t.id = g.to_node_id
@@ -621,7 +629,7 @@ def spreading_details(*, workspace_id: int, kept: list[dict[str, Any]], record: 
         details = {row[0]: row[1:] for row in cursor.fetchall()}
     out = []
     for fact in kept:
-        source, target, text, stored, valid_from, valid_to = details[fact["id"]]
+        source, target, text, stored, valid_from, valid_to = details[fact["id"]][:6]
         out.append({**fact, "source": source, "target": target, "fact": text, "storedConfidence": float(stored),
                     "validFrom": valid_from, "validTo": valid_to})
     return out
@@ -674,9 +682,12 @@ def facts_recall(
     strategy: str | None = None,
     record: bool = True,
     embed: bool = True,
+    lazy_commit: bool = False,
 ) -> dict[str, Any]:
     """Facts about what `query` (or one named `entity`) reaches. The graph is per workspace, so `scope` (user,
-    project) does not narrow it. Unknown `entity` → 404 ENTITY_NOT_FOUND; a query matching nothing → no facts."""
+    project) does not narrow it. Unknown `entity` → 404 ENTITY_NOT_FOUND; a query matching nothing → no facts.
+    `lazy_commit`: the caller's transaction holds nothing but this recall, so the retrieval counts may commit
+    without waiting for the WAL flush."""
     started = time.perf_counter()
     if entity:
         found, stored = entity_lookup_stored(workspace_id=workspace_id, name=entity)
@@ -698,12 +709,12 @@ def facts_recall(
             except SpreadingTimeout:
                 timed_out, facts = True, []
             kept = spreading_details(workspace_id=workspace_id, kept=_finish(facts, limit),
-                                     record=record and at is None)
+                                     record=record and at is None, lazy_commit=lazy_commit)
         else:
             # Scored, deduplicated, limited and (for a reading of the present) counted as retrieved in SQL.
             visits = min(MAX_VISITED, max(MIN_VISITS, VISITS_PER_FACT * limit))
             kept = bfs(reading=reading, seeds=seeds, max_hops=max_hops, max_visited=visits, limit=limit,
-                       record=record and at is None).facts
+                       record=record and at is None, lazy_commit=lazy_commit).facts
     return {
         "facts": [_public(f) for f in kept],
         "seeds": [{"name": clean_fact_text(s.name), "score": round(s.score, 4)} for s in seeds],

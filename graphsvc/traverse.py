@@ -13,6 +13,7 @@ from typing import Any
 
 from config.errors import ApiError
 from graphsvc.facts import (
+    LAZY_COMMIT_SQL,
     MAX_FANOUT,
     boosted_sql,
     clean_fact_text,
@@ -66,7 +67,9 @@ def graph_traverse(
     max_hops: int = 2,
     limit: int = 20,
     at: datetime | None = None,
+    lazy_commit: bool = False,
 ) -> dict[str, Any]:
+    """`lazy_commit`: the caller's transaction holds nothing but this walk (see facts.LAZY_COMMIT_SQL)."""
     if not 1 <= max_hops <= MAX_HOPS:
         raise ApiError(400, "INVALID_REQUEST", f"maxHops must be 1-{MAX_HOPS}; got {max_hops}.")
     if not 1 <= limit <= MAX_LIMIT:
@@ -87,6 +90,7 @@ def graph_traverse(
         UPDATE graph_edges g SET retrieval_count = g.retrieval_count + 1, last_retrieved_at = now()
         WHERE g.workspace_id = %(ws)s AND g.id IN (SELECT edge FROM lineage WHERE edge IS NOT NULL)
     )""" if at is None else ""
+    lazy = f", {LAZY_COMMIT_SQL} AS lazy" if at is None and lazy_commit else ""
     sql = f"""
     WITH RECURSIVE r0 AS (
         SELECT %(start)s::bigint AS node, 0 AS hop, 1.0::float8 AS score, NULL::bigint AS parent, NULL::bigint AS edge
@@ -101,7 +105,7 @@ def graph_traverse(
     ){bump}
     SELECT l.node, l.hop, l.score, l.parent, l.node IN (SELECT node FROM chosen), nd.label,
            g.id, s.label, g.edge_type, t.label, g.fact, g.edge_class,
-           {boosted_sql(reading.decayed("g"), "g.retrieval_count")}
+           {boosted_sql(reading.decayed("g"), "g.retrieval_count")}{lazy}
     FROM lineage l
     JOIN graph_nodes nd ON nd.workspace_id = %(ws)s AND nd.id = l.node
     LEFT JOIN graph_edges g ON g.workspace_id = %(ws)s AND g.id = l.edge
@@ -117,7 +121,7 @@ def graph_traverse(
     names = {start.node_id: start.name}
     chosen = []
     for (node_id, hop, score, parent, is_chosen, name, edge_id, source, relation, target, fact, edge_class,
-         edge_confidence) in rows:
+         edge_confidence, *_) in rows:
         names[node_id] = name
         edge = None if edge_id is None else {
             "id": edge_id, "source": source, "relation": relation, "target": target, "fact": fact,

@@ -206,3 +206,19 @@ def test_it_prepares_the_recall_statements_unless_told_not_to(graph, alice_ws, s
     again = recall(alice_ws, query="Alice", max_hops=2, record=False)
     assert with_walk in (before, before + 1) and prepared() == with_walk  # prepared at most once, then reused
     assert unprepared["facts"] == first["facts"] == again["facts"] and first["facts"]
+
+
+def test_it_commits_retrieval_counts_lazily_only_when_the_caller_owns_the_transaction(graph, alice_ws):
+    def synchronous_commit_after(**kwargs) -> str:
+        with workspace_context(alice_ws):
+            with connections["app"].cursor() as cursor:  # the test's own transaction would carry it over
+                cursor.execute("SET LOCAL synchronous_commit = on")
+            facts.facts_recall(workspace_id=alice_ws, query="Alice", embed=False, **kwargs)
+            with connections["app"].cursor() as cursor:
+                cursor.execute("SHOW synchronous_commit")
+                return cursor.fetchone()[0]
+
+    assert synchronous_commit_after() == "on"  # context/get recalls inside a transaction that may hold more
+    assert synchronous_commit_after(lazy_commit=True) == "off"
+    assert synchronous_commit_after(lazy_commit=True, strategy="spreading") == "off"
+    assert synchronous_commit_after(lazy_commit=True, record=False) == "on"  # nothing written: nothing to relax
