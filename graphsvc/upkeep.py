@@ -204,10 +204,12 @@ def _membership_reconcile(cursor: Any, *, workspace_id: int, groups: list[tuple[
         """,
         [np.repeat(community_of, sizes).tolist(), member_ids.tolist(), workspace_id],
     )
+    # An anti-join with the unnested members (a hash anti join: 0.2 s at 100k); `id <> ALL(array)` compared every
+    # entity with every member (22 s at 100k).
     cursor.execute(
-        "UPDATE graph_nodes SET community_id = NULL WHERE workspace_id = %s AND community_id IS NOT NULL "
-        "AND community_id <> ALL(%s)",
-        [workspace_id, community_of.tolist()],
+        "UPDATE graph_nodes n SET community_id = NULL WHERE n.workspace_id = %s AND n.community_id IS NOT NULL "
+        "AND NOT EXISTS (SELECT 1 FROM unnest(%s::bigint[]) AS m(id) WHERE m.id = n.id)",
+        [workspace_id, member_ids.tolist()],
     )
 
 
@@ -273,12 +275,20 @@ def _communities_write(*, workspace_id: int, groups: list[tuple[np.ndarray, np.n
                 """,
                 [flat_cids.tolist(), flat.tolist(), workspace_id],
             )
-        # Drift check (an import, a manual edit): as many entities point at a community as there are members.
-        # One count on the partial community index; a mismatch reconciles every entity.
-        members_total = int(sum(len(members) for members, _ in groups))
-        cursor.execute("SELECT count(*) FROM graph_nodes WHERE workspace_id = %s AND community_id IS NOT NULL",
-                       [workspace_id])
-        if cursor.fetchone()[0] != members_total:
+        # Drift check (an import, a manual edit, a merge): the entities pointing at a community must be exactly the
+        # members, each at its own. Compared as count, sum of ids and sum of id × community (exact numerics), one
+        # pass over the entities that have a community; a mismatch reconciles every entity.
+        sizes_all = np.asarray([len(members) for members, _ in groups], dtype=np.int64)
+        member_ids = np.concatenate([members for members, _ in groups]) if groups else np.zeros(0, np.int64)
+        member_cids = np.repeat(community_of, sizes_all)
+        expected = (len(member_ids), int(member_ids.astype(object).sum()) if len(member_ids) else 0,
+                    int(np.dot(member_ids.astype(object), member_cids.astype(object))) if len(member_ids) else 0)
+        cursor.execute(
+            "SELECT count(*), coalesce(sum(id), 0), coalesce(sum(id::numeric * community_id), 0) FROM graph_nodes "
+            "WHERE workspace_id = %s AND community_id IS NOT NULL",
+            [workspace_id],
+        )
+        if tuple(int(value) for value in cursor.fetchone()) != expected:
             _membership_reconcile(cursor, workspace_id=workspace_id, groups=groups, community_of=community_of)
     return {"unchanged": len(keep), "written": len(changed), "dissolved": len(dissolved)}
 
