@@ -77,7 +77,7 @@ def graph_facts(request: HttpRequest, payload: FactsIn) -> dict[str, Any]:
     with workspace_context(workspace_id):
         data = facts_recall(workspace_id=workspace_id, scope=scope, query=payload.query, entity=payload.entity,
                             max_hops=payload.maxHops, limit=payload.limit, at=payload.at,
-                            edge_classes=payload.edgeClasses, strategy=payload.strategy)
+                            edge_classes=payload.edgeClasses, strategy=payload.strategy, lazy_commit=True)
     return success_envelope(request, data)
 
 
@@ -89,7 +89,7 @@ def graph_traverse_route(request: HttpRequest, payload: TraverseIn) -> dict[str,
     with workspace_context(workspace_id):
         data = graph_traverse(workspace_id=workspace_id, scope=scope, start_entity=payload.startEntity,
                               edge_types=payload.edgeTypes, max_hops=payload.maxHops, limit=payload.limit,
-                              at=payload.at)
+                              at=payload.at, lazy_commit=True)
     return success_envelope(request, data)
 
 

@@ -33,6 +33,13 @@ MAX_VISITED = 500  # nodes one BFS may visit: bounds the final edge query on hub
 # recall slow; the facts that score highest sit next to the best seeds.
 VISITS_PER_FACT = 4
 MIN_VISITS = 40
+# Retrieval counts are statistics: a transaction that holds nothing else can commit them without waiting for the
+# WAL flush (a crash may lose the last fraction of a second of counts, never corrupt them). Set inside the
+# statement that writes them, so it costs no round trip; only callers that own the transaction ask for it.
+LAZY_COMMIT_SQL = "set_config('synchronous_commit', 'off', true)"
+# Neighbours one node offers per BFS hop, strongest first: a hub with thousands of facts must not flood the hop
+# (the visit budget above takes the best-seeded of what is offered).
+MAX_FANOUT = 100
 SEED_WORDS = 5
 SEED_STRUCTURAL_WEIGHT = 0.4
 SEED_COMMUNITY_CAP = 3
@@ -62,6 +69,7 @@ class Reading:
     edge_types: list[str] | None = None
     rate: float = 0.01
     rates: dict[str, float] = field(default_factory=dict)
+    stored_strategy: str | None = None
 
     def where(self, alias: str = "e") -> str:
         e = alias
@@ -92,12 +100,40 @@ class Reading:
         }
 
 
+@dataclass(frozen=True)
+class Stored:
+    """The workspace's graph settings that reading facts depends on (None: not set)."""
+
+    rate: float | None = None
+    rates: dict[str, float] = field(default_factory=dict)
+    strategy: str | None = None
+
+
+# The same settings as three columns of a statement that runs anyway (the seed or entity lookup): three one-row
+# index lookups evaluated once per statement, instead of a round trip of their own.
+STORED_SQL = """
+    (SELECT gs.decay_rate FROM graph_settings gs WHERE gs.workspace_id = %(ws)s),
+    (SELECT gs.decay_rates FROM graph_settings gs WHERE gs.workspace_id = %(ws)s),
+    (SELECT gs.recall_strategy FROM graph_settings gs WHERE gs.workspace_id = %(ws)s)
+"""
+
+
+def _stored(rate: float | None, rates: Any, strategy: str | None) -> Stored:
+    if isinstance(rates, str | bytes):
+        rates = json.loads(rates)
+    return Stored(rate=rate, rates=rates or {}, strategy=strategy)
+
+
 def reading_for(*, workspace_id: int, at: datetime | None = None, edge_classes: list[str] | None = None,
-                edge_types: list[str] | None = None) -> Reading:
-    row = GraphSettings.objects.filter(workspace_id=workspace_id).values("decay_rate", "decay_rates").first()
-    rate = row["decay_rate"] if row and row["decay_rate"] is not None else settings.GRAPH_DECAY_RATE
+                edge_types: list[str] | None = None, stored: Stored | None = None) -> Reading:
+    """How to read facts now or at `at`; `stored` spares the settings read when a lookup brought them along."""
+    if stored is None:
+        row = GraphSettings.objects.filter(workspace_id=workspace_id).values_list(
+            "decay_rate", "decay_rates", "recall_strategy").first()
+        stored = _stored(*row) if row else Stored()
+    rate = stored.rate if stored.rate is not None else settings.GRAPH_DECAY_RATE
     return Reading(workspace_id=workspace_id, at=at, edge_classes=edge_classes or None,
-                   edge_types=edge_types or None, rate=rate, rates=(row or {}).get("decay_rates") or {})
+                   edge_types=edge_types or None, rate=rate, rates=stored.rates, stored_strategy=stored.strategy)
 
 
 def boosted(decayed: float, retrieval_count: int) -> float:
@@ -108,6 +144,56 @@ def boosted(decayed: float, retrieval_count: int) -> float:
 def clean_fact_text(text: str | None) -> str:
     """One line, no angle brackets: graph text is pasted into prompts and must not open or close a section."""
     return " ".join((text or "").replace("<", " ").replace(">", " ").split())
+
+
+class _PreparingCursor:
+    """Built on first use: Django's server-binding cursor class, told to prepare every statement it runs, and a
+    debug wrapper that logs the statement as written (Django would log None: it reads the text of client-bound
+    statements back from psycopg)."""
+
+    cls: Any = None
+    debug: Any = None
+
+    @classmethod
+    def get(cls) -> tuple[Any, Any]:
+        if cls.cls is None:
+            from django.db.backends.postgresql.base import ServerBindingCursor
+            from django.db.backends.utils import CursorDebugWrapper
+
+            class PreparingCursor(ServerBindingCursor):
+                def execute(self, query: Any, params: Any = None, *, prepare: bool | None = None,
+                            binary: bool | None = None) -> Any:
+                    return super().execute(query, params, prepare=True, binary=binary)
+
+            class DebugWrapper(CursorDebugWrapper):
+                def execute(self, sql: str, params: Any = None) -> Any:
+                    with self.debug_sql(sql, params, use_last_executed_query=False):
+                        return self._execute_with_wrappers(sql, params, many=False, executor=self._execute)
+
+            cls.cls, cls.debug = PreparingCursor, DebugWrapper
+        return cls.cls, cls.debug
+
+
+def prepared_cursor() -> Any:
+    """A cursor on the runtime connection whose statements are bound on the server and prepared.
+
+    Django binds parameters on the client, so PostgreSQL plans every statement afresh; the recall statements are
+    large (a CTE per hop) and planning them cost 2-6 ms, more than running them. Prepared once per connection,
+    they are planned once (PostgreSQL switches to a generic plan after five executions when it is no worse).
+    Django leaves psycopg's prepare_threshold at None, which disables preparing altogether; a threshold no
+    statement reaches lets an explicit prepare through and changes nothing else (Django's client-binding
+    cursors never prepare). GRAPH_PREPARED_STATEMENTS=false turns this off for poolers that cannot keep
+    prepared statements. The cursor is wrapped like Django's own, so query logging and counts still see it."""
+    connection = connections["app"]
+    if not settings.GRAPH_PREPARED_STATEMENTS:
+        return connection.cursor()
+    connection.ensure_connection()
+    if connection.connection.prepare_threshold is None:
+        connection.connection.prepare_threshold = 2**31 - 1
+    cursor_class, debug_wrapper = _PreparingCursor.get()
+    raw = cursor_class(connection.connection)
+    connection.validate_thread_sharing()
+    return debug_wrapper(raw, connection) if connection.queries_logged else connection.make_cursor(raw)
 
 
 # --- seeds --------------------------------------------------------------------------------------------------------
@@ -129,79 +215,120 @@ def _upper(prefix: str) -> str:
 
 def entity_lookup(*, workspace_id: int, name: str) -> Seed | None:
     """One entity by alias or canonical name (any type); None when there is none."""
+    return entity_lookup_stored(workspace_id=workspace_id, name=name)[0]
+
+
+def entity_lookup_stored(*, workspace_id: int, name: str) -> tuple[Seed | None, Stored | None]:
+    """`entity_lookup` and, when the entity exists, the workspace's graph settings from the same statement."""
     canonical = normalise_name(name)
     if canonical is None:
-        return None
-    with connections["app"].cursor() as cursor:
+        return None, None
+    with prepared_cursor() as cursor:
         cursor.execute(
-            """
-            (SELECT n.id, n.label FROM graph_entity_aliases a JOIN graph_nodes n ON n.id = a.node_id
-             WHERE a.workspace_id = %(ws)s AND a.alias = %(name)s AND n.workspace_id = %(ws)s
-             ORDER BY n.mention_count DESC, n.id LIMIT 1)
-            UNION ALL
-            (SELECT id, label FROM graph_nodes
-             WHERE workspace_id = %(ws)s AND node_type = ANY(%(types)s) AND node_key = %(name)s
-             ORDER BY mention_count DESC, id LIMIT 1)
-            LIMIT 1
+            f"""
+            SELECT x.id, x.label, {STORED_SQL} FROM (
+                (SELECT n.id, n.label FROM graph_entity_aliases a JOIN graph_nodes n ON n.id = a.node_id
+                 WHERE a.workspace_id = %(ws)s AND a.alias = %(name)s AND n.workspace_id = %(ws)s
+                 ORDER BY n.mention_count DESC, n.id LIMIT 1)
+                UNION ALL
+                (SELECT id, label FROM graph_nodes
+                 WHERE workspace_id = %(ws)s AND node_type = ANY(%(types)s) AND node_key = %(name)s
+                 ORDER BY mention_count DESC, id LIMIT 1)
+                LIMIT 1
+            ) x
             """,
             {"ws": workspace_id, "name": canonical, "types": list(ENTITY_TYPES)},
         )
         row = cursor.fetchone()
-    return Seed(node_id=row[0], score=1.0, name=row[1]) if row else None
+    if row is None:
+        return None, None
+    return Seed(node_id=row[0], score=1.0, name=row[1]), _stored(*row[2:5])
+
+
+def _candidates(limit: int) -> int:
+    return max(limit + limit // 2, 8)
+
+
+# Structure of a candidate seed: how many current facts it has (up to 50 each way) and how many kinds.
+DEGREE_SQL = """
+    LEFT JOIN LATERAL (
+        SELECT count(*) AS degree, count(DISTINCT x.edge_type) AS kinds FROM (
+            (SELECT e.edge_type FROM graph_edges e WHERE e.workspace_id = %(ws)s AND e.from_node_id = n.id
+               AND e.origin = 'llm_entity' AND e.expired_at IS NULL AND e.valid_to IS NULL LIMIT 50)
+            UNION ALL
+            (SELECT e.edge_type FROM graph_edges e WHERE e.workspace_id = %(ws)s AND e.to_node_id = n.id
+               AND e.origin = 'llm_entity' AND e.expired_at IS NULL AND e.valid_to IS NULL LIMIT 50)
+        ) x
+    ) d ON true
+"""
 
 
 def seeds_find(*, workspace_id: int, query: str, limit: int, embed: bool = True) -> list[Seed]:
+    return seeds_find_stored(workspace_id=workspace_id, query=query, limit=limit, embed=embed)[0]
+
+
+def seeds_find_stored(*, workspace_id: int, query: str, limit: int,
+                      embed: bool = True) -> tuple[list[Seed], Stored | None]:
     """Entities a query names: word and prefix matches on names and aliases (weighted over summaries), near spellings
-    sharing the first three letters, then the query embedding when no word matched. Two queries (three with the
-    embedding fallback), each on an index that leads with the workspace."""
+    sharing the first three letters, then the query embedding when no word matched. One statement finds, scores and
+    re-ranks the word matches by structure (a second, the embedding search, only when no word matched); every
+    lookup is on an index that leads with the workspace. The workspace's graph settings come along when a word
+    matched (None otherwise)."""
     words = _words(query)
-    text_scores: dict[int, float] = {}
     if words:
         prefixes = [w[:3] for w in words]
-        with connections["app"].cursor() as cursor:
+        # Per (word, entity) the best match: the word itself 1, a longer word it starts 0.85, a near spelling
+        # 0.6 × trigram similarity; halved for summary words. An entity matching more of the query's words ranks
+        # higher (the sum); structure then re-ranks the best text matches only, its degree counts being the costly
+        # part of seeding.
+        with prepared_cursor() as cursor:
             cursor.execute(
-                """
-                SELECT q.i, t.node_id, t.term, t.weight, similarity(t.term, q.w)
-                FROM unnest(%(words)s::text[], %(his)s::text[], %(p3)s::text[], %(p3his)s::text[])
-                     WITH ORDINALITY AS q(w, hi, p3, p3hi, i)
-                CROSS JOIN LATERAL (
-                    (SELECT node_id, term, weight FROM graph_entity_terms
-                     WHERE workspace_id = %(ws)s AND term >= (q.w COLLATE "C") AND term < (q.hi COLLATE "C")
-                     ORDER BY term, weight LIMIT 200)
-                    UNION ALL
-                    (SELECT node_id, term, weight FROM graph_entity_terms
-                     WHERE workspace_id = %(ws)s AND term >= (q.p3 COLLATE "C") AND term < (q.p3hi COLLATE "C")
-                       AND length(term) BETWEEN length(q.w) - 2 AND length(q.w) + 2
-                       AND similarity(term, q.w) >= 0.45
-                     LIMIT 100)
-                ) t
+                f"""
+                WITH matched AS (
+                    SELECT q.i, t.node_id,
+                           max(CASE WHEN t.term = q.w THEN 1.0::float8
+                                    WHEN starts_with(t.term, q.w) THEN 0.85::float8
+                                    ELSE 0.6::float8 * similarity(t.term, q.w)::float8 END
+                               * CASE WHEN t.weight = 1 THEN 1.0::float8 ELSE 0.5::float8 END) AS score
+                    FROM unnest(%(words)s::text[], %(his)s::text[], %(p3)s::text[], %(p3his)s::text[])
+                         WITH ORDINALITY AS q(w, hi, p3, p3hi, i)
+                    CROSS JOIN LATERAL (
+                        (SELECT node_id, term, weight FROM graph_entity_terms
+                         WHERE workspace_id = %(ws)s AND term >= (q.w COLLATE "C") AND term < (q.hi COLLATE "C")
+                         ORDER BY term, weight LIMIT 200)
+                        UNION ALL
+                        (SELECT node_id, term, weight FROM graph_entity_terms
+                         WHERE workspace_id = %(ws)s AND term >= (q.p3 COLLATE "C") AND term < (q.p3hi COLLATE "C")
+                           AND length(term) BETWEEN length(q.w) - 2 AND length(q.w) + 2
+                           AND similarity(term, q.w) >= 0.45
+                         LIMIT 100)
+                    ) t
+                    GROUP BY q.i, t.node_id
+                ),
+                text AS (SELECT node_id, sum(score) AS score FROM matched GROUP BY node_id),
+                candidate AS (SELECT node_id, score FROM text ORDER BY score DESC, node_id LIMIT %(candidates)s)
+                SELECT n.id, n.label, n.community_id, coalesce(d.degree, 0), coalesce(d.kinds, 0),
+                       c.score / coalesce(nullif((SELECT max(score) FROM text), 0), 1.0), {STORED_SQL}
+                FROM candidate c JOIN graph_nodes n ON n.workspace_id = %(ws)s AND n.id = c.node_id
+                {DEGREE_SQL}
                 """,
                 {"ws": workspace_id, "words": words, "his": [_upper(w) for w in words], "p3": prefixes,
-                 "p3his": [_upper(p) for p in prefixes]},
+                 "p3his": [_upper(p) for p in prefixes], "candidates": _candidates(limit)},
             )
-            best: dict[tuple[int, int], float] = {}
-            for word_index, node_id, term, weight, similarity in cursor.fetchall():
-                word = words[word_index - 1]
-                if term == word:
-                    match = 1.0
-                elif term.startswith(word):
-                    match = 0.85
-                else:
-                    match = 0.6 * float(similarity)
-                score = match * (1.0 if weight == 1 else 0.5)
-                key = (word_index, node_id)
-                best[key] = max(best.get(key, 0.0), score)
-        # An entity matching more of the query's words ranks higher; scores are relative to the best match.
-        for (_, node_id), score in best.items():
-            text_scores[node_id] = text_scores.get(node_id, 0.0) + score
-    if not text_scores and embed:
-        text_scores = _embedding_seeds(workspace_id=workspace_id, query=query, limit=limit)
+            found = cursor.fetchall()
+        if found:
+            rows = [(node_id, label, community, degree, kinds, min(1.0, text))
+                    for node_id, label, community, degree, kinds, text, *_ in found]
+            return _hybrid(rows=rows, limit=limit), _stored(*found[0][6:9])
+    if not embed:
+        return [], None
+    text_scores = _embedding_seeds(workspace_id=workspace_id, query=query, limit=limit)
     if not text_scores:
-        return []
+        return [], None
     top = max(text_scores.values()) or 1.0
-    # Structure re-ranks the best text matches only: its degree counts are the costly part of seeding.
-    candidates = sorted(text_scores.items(), key=lambda item: (-item[1], item[0]))[: max(limit + limit // 2, 8)]
-    return _hybrid(workspace_id=workspace_id, text={n: min(1.0, s / top) for n, s in candidates}, limit=limit)
+    candidates = sorted(text_scores.items(), key=lambda item: (-item[1], item[0]))[: _candidates(limit)]
+    rows = _structure(workspace_id=workspace_id, text={n: min(1.0, s / top) for n, s in candidates})
+    return _hybrid(rows=rows, limit=limit), None
 
 
 def _embedding_seeds(*, workspace_id: int, query: str, limit: int) -> dict[int, float]:
@@ -225,33 +352,28 @@ def _embedding_seeds(*, workspace_id: int, query: str, limit: int) -> dict[int, 
         return {node_id: float(cosine) for node_id, cosine in cursor.fetchall() if cosine and cosine > 0.3}
 
 
-def _hybrid(*, workspace_id: int, text: dict[int, float], limit: int) -> list[Seed]:
-    """text × 0.6 + structure × 0.4 (degree relative to the candidates, relation variety), at most three seeds per
-    community unless that would leave none."""
+def _structure(*, workspace_id: int, text: dict[int, float]) -> list[tuple[int, str, int | None, int, int, float]]:
+    """Label, community, degree and relation kinds of the embedding-found candidates."""
     with connections["app"].cursor() as cursor:
         cursor.execute(
-            """
+            f"""
             SELECT n.id, n.label, n.community_id, coalesce(d.degree, 0), coalesce(d.kinds, 0)
-            FROM graph_nodes n
-            LEFT JOIN LATERAL (
-                SELECT count(*) AS degree, count(DISTINCT x.edge_type) AS kinds FROM (
-                    (SELECT e.edge_type FROM graph_edges e WHERE e.workspace_id = %(ws)s AND e.from_node_id = n.id
-                       AND e.origin = 'llm_entity' AND e.expired_at IS NULL AND e.valid_to IS NULL LIMIT 50)
-                    UNION ALL
-                    (SELECT e.edge_type FROM graph_edges e WHERE e.workspace_id = %(ws)s AND e.to_node_id = n.id
-                       AND e.origin = 'llm_entity' AND e.expired_at IS NULL AND e.valid_to IS NULL LIMIT 50)
-                ) x
-            ) d ON true
+            FROM graph_nodes n {DEGREE_SQL}
             WHERE n.workspace_id = %(ws)s AND n.id = ANY(%(ids)s)
             """,
             {"ws": workspace_id, "ids": list(text)},
         )
-        rows = cursor.fetchall()
+        return [(*row, text[row[0]]) for row in cursor.fetchall()]
+
+
+def _hybrid(*, rows: list[tuple[int, str, int | None, int, int, float]], limit: int) -> list[Seed]:
+    """text × 0.6 + structure × 0.4 (degree relative to the candidates, relation variety), at most three seeds per
+    community unless that would leave none. Rows: id, label, community, degree, kinds, text score (0-1)."""
     max_degree = max((row[3] for row in rows), default=0) or 1
     ranked = []
-    for node_id, label, community, degree, kinds in rows:
+    for node_id, label, community, degree, kinds, text in rows:
         structural = 0.6 * degree / max_degree + 0.4 * min(kinds / 4, 1.0) if degree else 0.0
-        hybrid = text[node_id] * (1 - SEED_STRUCTURAL_WEIGHT) + structural * SEED_STRUCTURAL_WEIGHT
+        hybrid = text * (1 - SEED_STRUCTURAL_WEIGHT) + structural * SEED_STRUCTURAL_WEIGHT
         ranked.append((hybrid, node_id, label, community))
     ranked.sort(key=lambda item: (-item[0], item[1]))
     per_community: dict[int, int] = {}
@@ -274,78 +396,122 @@ def _hybrid(*, workspace_id: int, text: dict[int, float], limit: int) -> list[Se
 class Walk:
     depth: dict[int, int]
     seed_score: dict[int, float]
-    edges: list[dict[str, Any]]
+    facts: list[dict[str, Any]]
 
 
-EDGE_COLUMNS = """
-    e.id, e.from_node_id, s.label, e.edge_type, e.to_node_id, t.label, e.fact, e.edge_class, e.confidence,
-    {decayed}, e.retrieval_count, e.valid_from, e.valid_to
-"""
+def class_weight_sql(alias: str = "e") -> str:
+    cases = " ".join(f"WHEN '{name}' THEN {weight}" for name, weight in CLASS_WEIGHTS.items())
+    return f"(CASE {alias}.edge_class {cases} ELSE 1.0 END)::float8"
 
 
-def _edge_row(row: tuple[Any, ...]) -> dict[str, Any]:
-    (edge_id, source_id, source, relation, target_id, target, fact, edge_class, confidence, decayed, count,
-     valid_from, valid_to) = row
-    return {
-        "id": edge_id, "sourceId": source_id, "source": source, "relation": relation, "targetId": target_id,
-        "target": target, "fact": fact, "edgeClass": edge_class, "storedConfidence": float(confidence),
-        "confidence": boosted(float(decayed), int(count)), "validFrom": valid_from, "validTo": valid_to,
-    }
+def boosted_sql(decayed: str, count: str) -> str:
+    """`boosted` in SQL, operation for operation, so SQL and Python rank facts alike."""
+    return f"least(1.0::float8, {decayed} * (1.0::float8 + 0.2::float8 * ln(1.0::float8 + greatest({count}, 0))))"
 
 
-def bfs(*, reading: Reading, seeds: list[Seed], max_hops: int, max_visited: int = MAX_VISITED) -> Walk:
-    """Undirected multi-source BFS: one query per hop plus one for the edges among the visited nodes, so at most
-    max_hops + 1 queries whatever the graph's size. Each node remembers the best seed score that reached it."""
-    depth = {seed.node_id: 0 for seed in seeds}
-    seed_score = {seed.node_id: seed.score for seed in seeds}
-    frontier = list(depth)
+def _hop_sql(hop: int, where: str, strength: str) -> str:
+    """One BFS level as two CTEs: h<hop>, the nodes it reaches first (each keeping the best seed score that reached
+    it), and v<hop>, everything visited so far. Every frontier node offers its MAX_FANOUT strongest neighbours
+    (effective confidence × class weight), so a hub costs one index range, not its whole neighbourhood in rows;
+    the visit budget then goes to the best-seeded nodes first, stronger links before weaker, ids last."""
+    frontier = "v0" if hop == 1 else f"h{hop - 1}"
+    seen = f"v{hop - 1}"
+    return f"""
+    h{hop} AS (
+        SELECT x.there AS node, max(f.seed) AS seed
+        FROM {frontier} f CROSS JOIN LATERAL (
+            SELECT n.there, n.strength FROM (
+                SELECT e.to_node_id AS there, {strength} AS strength FROM graph_edges e
+                WHERE {where} AND e.from_node_id = f.node
+                UNION ALL
+                SELECT e.from_node_id, {strength} FROM graph_edges e
+                WHERE {where} AND e.to_node_id = f.node
+            ) n
+            ORDER BY n.strength DESC, n.there LIMIT %(fanout)s
+        ) x
+        WHERE NOT EXISTS (SELECT 1 FROM {seen} p WHERE p.node = x.there)
+        GROUP BY x.there
+        ORDER BY max(f.seed) DESC, max(f.seed * x.strength) DESC, x.there
+        LIMIT greatest(%(visits)s - (SELECT count(*) FROM {seen}), 0)
+    ),
+    v{hop} AS (SELECT node, seed, depth FROM {seen} UNION ALL SELECT node, seed, {hop} FROM h{hop})"""
+
+
+def bfs(*, reading: Reading, seeds: list[Seed], max_hops: int, max_visited: int = MAX_VISITED,
+        limit: int = 10, record: bool = False, lazy_commit: bool = False) -> Walk:
+    """Undirected multi-source BFS and the scoring of the facts among the visited nodes, in one statement whatever
+    max_hops and the graph's size. Each node remembers the best seed score that reached it; a fact scores
+    seed × 1/(1 + hop) × effective confidence × class weight, deduplicated on (source, relation, target), best
+    first, `limit` of them. With `record`, the same statement counts the returned facts as retrieved (a
+    data-modifying CTE: the scores are computed from the counts before this retrieval, as before); `lazy_commit`
+    lets the caller's transaction commit them without waiting for the WAL flush (LAZY_COMMIT_SQL)."""
+    if not seeds:
+        return Walk(depth={}, seed_score={}, facts=[])
     where = reading.where()
-    with connections["app"].cursor() as cursor:
-        for hop in range(max_hops):
-            if not frontier or len(depth) >= max_visited:
-                break
-            cursor.execute(
-                f"""
-                SELECT e.from_node_id, e.to_node_id FROM graph_edges e WHERE {where} AND e.from_node_id = ANY(%(f)s)
-                UNION
-                SELECT e.from_node_id, e.to_node_id FROM graph_edges e WHERE {where} AND e.to_node_id = ANY(%(f)s)
-                """,
-                reading.params(f=frontier),
-            )
-            in_frontier = set(frontier)
-            reached: dict[int, float] = {}
-            for source, target in cursor.fetchall():
-                for here, there in ((source, target), (target, source)):
-                    if here in in_frontier and there not in depth:
-                        reached[there] = max(reached.get(there, 0.0), seed_score[here])
-            frontier = []
-            for node_id, score in sorted(reached.items(), key=lambda item: (-item[1], item[0])):
-                if len(depth) >= max_visited:
-                    break
-                depth[node_id] = hop + 1
-                seed_score[node_id] = score
-                frontier.append(node_id)
-        visited = list(depth)
-        cursor.execute(
-            f"""
-            SELECT {EDGE_COLUMNS.format(decayed=reading.decayed())}
-            FROM graph_edges e JOIN graph_nodes s ON s.id = e.from_node_id JOIN graph_nodes t ON t.id = e.to_node_id
-            WHERE {where} AND e.from_node_id = ANY(%(v)s) AND e.to_node_id = ANY(%(v)s)
-            """,
-            reading.params(v=visited),
-        )
-        edges = [_edge_row(row) for row in cursor.fetchall()]
-    return Walk(depth=depth, seed_score=seed_score, edges=edges)
-
-
-def _score_bfs(walk: Walk) -> list[dict[str, Any]]:
-    facts = []
-    for edge in walk.edges:
-        hop = min(walk.depth[edge["sourceId"]], walk.depth[edge["targetId"]])
-        seed = max(walk.seed_score[edge["sourceId"]], walk.seed_score[edge["targetId"]])
-        score = seed * (1.0 / (1 + hop)) * edge["confidence"] * CLASS_WEIGHTS.get(edge["edgeClass"], 1.0)
-        facts.append({**edge, "hop": hop, "score": round(score, 6)})
-    return facts
+    decayed = reading.decayed()
+    strength = f"{decayed} * {class_weight_sql()}"
+    hops = "".join("," + _hop_sql(hop, where, strength) for hop in range(1, max_hops + 1))
+    visited = f"v{max_hops}"
+    lazy = f", {LAZY_COMMIT_SQL}" if record and lazy_commit else ""
+    bump = """,
+    bump AS (
+        UPDATE graph_edges g SET retrieval_count = g.retrieval_count + 1, last_retrieved_at = now()
+        FROM top WHERE g.workspace_id = %(ws)s AND g.id = top.id
+    )""" if record else ""
+    # Labels, fact text and validity are read for the returned facts only; everything before that is served by
+    # the covering indexes of migration 0010 (index-only scans under the RLS policy).
+    sql = f"""
+    WITH v0 AS (
+        SELECT s.node, s.seed, 0 AS depth FROM unnest(%(seed_ids)s::bigint[], %(seed_scores)s::float8[]) AS s(node, seed)
+    ){hops},
+    found AS (
+        SELECT e.id, e.from_node_id, e.to_node_id, e.edge_type, e.edge_class,
+               {boosted_sql(decayed, "e.retrieval_count")} AS confidence,
+               least(a.depth, b.depth) AS hop, greatest(a.seed, b.seed) AS seed
+        FROM {visited} a
+        JOIN graph_edges e ON e.from_node_id = a.node AND {where}
+        JOIN {visited} b ON b.node = e.to_node_id
+    ),
+    scored AS (
+        SELECT found.*, round((seed * (1.0::float8 / (1 + hop)) * confidence * {class_weight_sql("found")})::numeric,
+                              6)::float8 AS score
+        FROM found
+    ),
+    top AS (
+        SELECT * FROM (
+            SELECT DISTINCT ON (from_node_id, edge_type, to_node_id) * FROM scored
+            ORDER BY from_node_id, edge_type, to_node_id, score DESC, hop, id
+        ) d ORDER BY score DESC, hop, id LIMIT %(limit)s
+    ){bump}
+    SELECT w.nodes, w.depths, w.seeds, top.id, top.from_node_id, s.label, top.edge_type, top.to_node_id, t.label,
+           g.fact, top.edge_class, g.confidence, top.confidence, top.hop, top.score, g.valid_from, g.valid_to
+    FROM (SELECT array_agg(node) AS nodes, array_agg(depth) AS depths, array_agg(seed) AS seeds{lazy}
+          FROM {visited}) w
+    LEFT JOIN top ON true
+    LEFT JOIN graph_edges g ON g.workspace_id = %(ws)s AND g.id = top.id
+    LEFT JOIN graph_nodes s ON s.workspace_id = %(ws)s AND s.id = top.from_node_id
+    LEFT JOIN graph_nodes t ON t.workspace_id = %(ws)s AND t.id = top.to_node_id
+    ORDER BY top.score DESC, top.hop, top.id
+    """
+    params = reading.params(
+        seed_ids=[s.node_id for s in seeds], seed_scores=[float(s.score) for s in seeds],
+        fanout=MAX_FANOUT, visits=max_visited, limit=limit,
+    )
+    with prepared_cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    nodes, depths, seed_scores = rows[0][:3]
+    facts = [
+        {"id": edge_id, "sourceId": source_id, "source": source, "relation": relation, "targetId": target_id,
+         "target": target, "fact": fact, "edgeClass": edge_class, "storedConfidence": float(stored),
+         "confidence": float(confidence), "hop": hop, "score": float(score), "validFrom": valid_from,
+         "validTo": valid_to}
+        for (_, _, _, edge_id, source_id, source, relation, target_id, target, fact, edge_class, stored, confidence,
+             hop, score, valid_from, valid_to) in rows
+        if edge_id is not None
+    ]
+    return Walk(depth=dict(zip(nodes, depths, strict=True)), seed_score=dict(zip(nodes, seed_scores, strict=True)),
+                facts=facts)
 
 
 # --- spreading activation -----------------------------------------------------------------------------------------
@@ -358,77 +524,115 @@ class SpreadingTimeout(Exception):
 def spreading_activation(*, reading: Reading, seeds: list[Seed], timeout_ms: int) -> list[dict[str, Any]]:
     """SYNAPSE: activation spreads from the seeds along active edges, decaying by λ per hop and by the edge's
     effective confidence and class weight; sums are clamped at 1, nodes at or above the inhibition level take no
-    more, at most 50 nodes stay active. Raises SpreadingTimeout past the time limit (the caller answers empty)."""
+    more, at most 50 nodes stay active. Raises SpreadingTimeout past the time limit (the caller answers empty).
+
+    A hop reads ids, ends, relation, class and effective confidence only (covering indexes, prepared statement);
+    `spreading_details` adds names and text to the few facts kept. Returned facts carry no text yet."""
     deadline = time.monotonic() + timeout_ms / 1000
     activation = {s.node_id: s.score for s in seeds if s.score >= SA_THRESHOLD}
     depth = dict.fromkeys(activation, 0)
     collected: dict[int, dict[str, Any]] = {}
     where = reading.where()
-    with connections["app"].cursor() as cursor:
-        for hop in range(SA_HOPS):
-            remaining_ms = int((deadline - time.monotonic()) * 1000)
-            if remaining_ms <= 0:
-                raise SpreadingTimeout
-            active = [n for n, a in activation.items() if a >= SA_THRESHOLD]
-            if not active:
-                break
-            # The statement itself is bounded too: a hub-heavy hop must not outlive the request's time limit.
-            try:
-                with transaction.atomic(using="app"):
-                    cursor.execute("SELECT current_setting('statement_timeout'), "
-                                   "set_config('statement_timeout', %s, true)", [str(max(remaining_ms, 1))])
-                    previous = cursor.fetchone()[0]
-                    cursor.execute(
-                        f"""
-                        SELECT {EDGE_COLUMNS.format(decayed=reading.decayed())}
-                        FROM graph_edges e JOIN graph_nodes s ON s.id = e.from_node_id
-                             JOIN graph_nodes t ON t.id = e.to_node_id
-                        WHERE {where} AND e.from_node_id = ANY(%(a)s)
-                        UNION ALL
-                        SELECT {EDGE_COLUMNS.format(decayed=reading.decayed())}
-                        FROM graph_edges e JOIN graph_nodes s ON s.id = e.from_node_id
-                             JOIN graph_nodes t ON t.id = e.to_node_id
-                        WHERE {where} AND e.to_node_id = ANY(%(a)s) AND NOT (e.from_node_id = ANY(%(a)s))
-                        """,
-                        reading.params(a=active),
-                    )
-                    rows = cursor.fetchall()
-                    cursor.execute("SELECT set_config('statement_timeout', %s, true)", [previous])
-            except DatabaseError as exc:
-                raise SpreadingTimeout from exc
-            edges = [_edge_row(row) for row in rows]
-            incoming: dict[int, float] = {}
-            active_set = set(active)
-            for edge in edges:
-                weight = edge["confidence"] * CLASS_WEIGHTS.get(edge["edgeClass"], 1.0)
-                for here, there in ((edge["sourceId"], edge["targetId"]), (edge["targetId"], edge["sourceId"])):
-                    if here not in active_set:
-                        continue
-                    if activation.get(there, 0.0) >= SA_INHIBITION or incoming.get(there, 0.0) >= SA_INHIBITION:
-                        continue  # lateral inhibition: a saturated node takes no more
-                    spread = activation[here] * SA_DECAY * weight
-                    if spread < SA_THRESHOLD:
-                        continue
-                    before = incoming.get(there, 0.0)
-                    incoming[there] = min(before + spread, 1.0)
-                    if incoming[there] > before and there not in depth:
-                        depth[there] = hop + 1
-            for node_id, value in incoming.items():
-                activation[node_id] = max(activation.get(node_id, 0.0), value)
-            if len(activation) > SA_MAX_NODES:
-                keep = sorted(activation.items(), key=lambda item: (-item[1], item[0]))[:SA_MAX_NODES]
-                activation = dict(keep)
-            for edge in edges:
-                source_act = activation.get(edge["sourceId"], 0.0)
-                target_act = activation.get(edge["targetId"], 0.0)
-                if source_act >= SA_THRESHOLD and target_act >= SA_THRESHOLD:
-                    score = max(source_act, target_act)
-                    hop_of = min(depth.get(edge["sourceId"], hop + 1), depth.get(edge["targetId"], hop + 1))
-                    if edge["id"] not in collected or collected[edge["id"]]["score"] < score:
-                        collected[edge["id"]] = {**edge, "hop": hop_of, "score": round(score, 6)}
+    confidence = boosted_sql(reading.decayed(), "e.retrieval_count")
+    columns = f"e.id, e.from_node_id, e.to_node_id, e.edge_type, e.edge_class, {confidence}"
+    hop_sql = f"""
+        SELECT {columns} FROM graph_edges e WHERE {where} AND e.from_node_id = ANY(%(a)s)
+        UNION ALL
+        SELECT {columns} FROM graph_edges e
+        WHERE {where} AND e.to_node_id = ANY(%(a)s) AND NOT (e.from_node_id = ANY(%(a)s))
+    """
+    try:
+        # One savepoint for the walk: a statement cancelled by its time limit rolls back to it, not the caller's
+        # transaction. Each hop's statement may run for what is left of the budget, no longer.
+        with transaction.atomic(using="app"), connections["app"].cursor() as setting, prepared_cursor() as cursor:
+            setting.execute("SELECT current_setting('statement_timeout')")
+            previous = setting.fetchone()[0]
+            for hop in range(SA_HOPS):
+                remaining_ms = int((deadline - time.monotonic()) * 1000)
+                if remaining_ms <= 0:
+                    raise SpreadingTimeout
+                active = [n for n, a in activation.items() if a >= SA_THRESHOLD]
+                if not active:
+                    break
+                setting.execute("SELECT set_config('statement_timeout', %s, true)", [str(max(remaining_ms, 1))])
+                cursor.execute(hop_sql, reading.params(a=active))
+                rows = cursor.fetchall()
+                _spread(rows, hop=hop, activation=activation, depth=depth, collected=collected,
+                        active_set=set(active))
+            setting.execute("SELECT set_config('statement_timeout', %s, true)", [previous])
+    except DatabaseError as exc:
+        raise SpreadingTimeout from exc
     if time.monotonic() > deadline:
         raise SpreadingTimeout
     return list(collected.values())
+
+
+def _spread(rows: list[tuple[Any, ...]], *, hop: int, activation: dict[int, float], depth: dict[int, int],
+            collected: dict[int, dict[str, Any]], active_set: set[int]) -> None:
+    """One hop of spreading activation over the facts touching the active nodes (updates the dicts in place)."""
+    incoming: dict[int, float] = {}
+    for _, source, target, _, edge_class, confidence in rows:
+        weight = float(confidence) * CLASS_WEIGHTS.get(edge_class, 1.0)
+        for here, there in ((source, target), (target, source)):
+            if here not in active_set:
+                continue
+            if activation.get(there, 0.0) >= SA_INHIBITION or incoming.get(there, 0.0) >= SA_INHIBITION:
+                continue  # lateral inhibition: a saturated node takes no more
+            spread = activation[here] * SA_DECAY * weight
+            if spread < SA_THRESHOLD:
+                continue
+            before = incoming.get(there, 0.0)
+            incoming[there] = min(before + spread, 1.0)
+            if incoming[there] > before and there not in depth:
+                depth[there] = hop + 1
+    for node_id, value in incoming.items():
+        activation[node_id] = max(activation.get(node_id, 0.0), value)
+    if len(activation) > SA_MAX_NODES:
+        keep = sorted(activation.items(), key=lambda item: (-item[1], item[0]))[:SA_MAX_NODES]
+        activation.clear()
+        activation.update(keep)
+    for edge_id, source, target, relation, edge_class, confidence in rows:
+        source_act = activation.get(source, 0.0)
+        target_act = activation.get(target, 0.0)
+        if source_act >= SA_THRESHOLD and target_act >= SA_THRESHOLD:
+            score = max(source_act, target_act)
+            hop_of = min(depth.get(source, hop + 1), depth.get(target, hop + 1))
+            if edge_id not in collected or collected[edge_id]["score"] < score:
+                collected[edge_id] = {"id": edge_id, "sourceId": source, "targetId": target, "relation": relation,
+                                      "edgeClass": edge_class, "confidence": float(confidence), "hop": hop_of,
+                                      "score": round(score, 6)}
+
+
+def spreading_details(*, workspace_id: int, kept: list[dict[str, Any]], record: bool,
+                      lazy_commit: bool = False) -> list[dict[str, Any]]:
+    """Names, fact text and validity for the facts spreading activation kept, and (`record`) their retrieval
+    counts, in one statement."""
+    if not kept:
+        return []
+    bump = """
+    bump AS (
+        UPDATE graph_edges g SET retrieval_count = g.retrieval_count + 1, last_retrieved_at = now()
+        WHERE g.workspace_id = %(ws)s AND g.id = ANY(%(ids)s)
+    ),""" if record else ""
+    lazy = f", {LAZY_COMMIT_SQL}" if record and lazy_commit else ""
+    with prepared_cursor() as cursor:
+        cursor.execute(
+            f"""
+            WITH{bump} ids AS (SELECT unnest(%(ids)s::bigint[]) AS id)
+            SELECT g.id, s.label, t.label, g.fact, g.confidence, g.valid_from, g.valid_to{lazy}
+            FROM ids JOIN graph_edges g ON g.workspace_id = %(ws)s AND g.id = ids.id
+            JOIN graph_nodes s ON s.workspace_id = %(ws)s AND s.id = g.from_node_id
+            JOIN graph_nodes t ON t.workspace_id = %(ws)s AND t.id = g.to_node_id
+            """,
+            {"ws": workspace_id, "ids": [f["id"] for f in kept]},
+        )
+        details = {row[0]: row[1:] for row in cursor.fetchall()}
+    out = []
+    for fact in kept:
+        source, target, text, stored, valid_from, valid_to = details[fact["id"]][:6]
+        out.append({**fact, "source": source, "target": target, "fact": text, "storedConfidence": float(stored),
+                    "validFrom": valid_from, "validTo": valid_to})
+    return out
 
 
 # --- recall -------------------------------------------------------------------------------------------------------
@@ -458,23 +662,11 @@ def _finish(facts: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
     return kept
 
 
-def retrievals_record(*, workspace_id: int, edge_ids: list[int]) -> None:
-    """Atomic increments (concurrent recalls never lose a count)."""
-    if not edge_ids:
-        return
-    with connections["app"].cursor() as cursor:
-        cursor.execute(
-            "UPDATE graph_edges SET retrieval_count = retrieval_count + 1, last_retrieved_at = now() "
-            "WHERE workspace_id = %s AND id = ANY(%s)",
-            [workspace_id, edge_ids],
-        )
-
-
-def recall_strategy(*, workspace_id: int, requested: str | None) -> str:
+def recall_strategy(*, reading: Reading, requested: str | None) -> str:
     if requested:
         return requested
-    stored = GraphSettings.objects.filter(workspace_id=workspace_id).values_list("recall_strategy", flat=True).first()
-    return stored or (settings.GRAPH_RECALL_STRATEGY if settings.GRAPH_RECALL_STRATEGY in STRATEGIES else "bfs")
+    return reading.stored_strategy or (
+        settings.GRAPH_RECALL_STRATEGY if settings.GRAPH_RECALL_STRATEGY in STRATEGIES else "bfs")
 
 
 def facts_recall(
@@ -490,22 +682,25 @@ def facts_recall(
     strategy: str | None = None,
     record: bool = True,
     embed: bool = True,
+    lazy_commit: bool = False,
 ) -> dict[str, Any]:
     """Facts about what `query` (or one named `entity`) reaches. The graph is per workspace, so `scope` (user,
-    project) does not narrow it. Unknown `entity` → 404 ENTITY_NOT_FOUND; a query matching nothing → no facts."""
+    project) does not narrow it. Unknown `entity` → 404 ENTITY_NOT_FOUND; a query matching nothing → no facts.
+    `lazy_commit`: the caller's transaction holds nothing but this recall, so the retrieval counts may commit
+    without waiting for the WAL flush."""
     started = time.perf_counter()
-    chosen = recall_strategy(workspace_id=workspace_id, requested=strategy)
     if entity:
-        found = entity_lookup(workspace_id=workspace_id, name=entity)
+        found, stored = entity_lookup_stored(workspace_id=workspace_id, name=entity)
         if found is None:
             raise ApiError(404, "ENTITY_NOT_FOUND", f"No entity named {entity!r} in this workspace; "
                            "graph/entities with a query lists the names it knows.")
         seeds = [found]
     else:
-        seeds = seeds_find(workspace_id=workspace_id, query=query or "", limit=limit, embed=embed)
-    reading = reading_for(workspace_id=workspace_id, at=at, edge_classes=edge_classes)
+        seeds, stored = seeds_find_stored(workspace_id=workspace_id, query=query or "", limit=limit, embed=embed)
+    reading = reading_for(workspace_id=workspace_id, at=at, edge_classes=edge_classes, stored=stored)
+    chosen = recall_strategy(reading=reading, requested=strategy)
     timed_out = False
-    facts: list[dict[str, Any]] = []
+    kept: list[dict[str, Any]] = []
     if seeds:
         if chosen == "spreading":
             try:
@@ -513,12 +708,13 @@ def facts_recall(
                                              timeout_ms=settings.GRAPH_SPREADING_TIMEOUT_MS)
             except SpreadingTimeout:
                 timed_out, facts = True, []
+            kept = spreading_details(workspace_id=workspace_id, kept=_finish(facts, limit),
+                                     record=record and at is None, lazy_commit=lazy_commit)
         else:
+            # Scored, deduplicated, limited and (for a reading of the present) counted as retrieved in SQL.
             visits = min(MAX_VISITED, max(MIN_VISITS, VISITS_PER_FACT * limit))
-            facts = _score_bfs(bfs(reading=reading, seeds=seeds, max_hops=max_hops, max_visited=visits))
-    kept = _finish(facts, limit)
-    if record and kept and at is None:
-        retrievals_record(workspace_id=workspace_id, edge_ids=[f["id"] for f in kept])
+            kept = bfs(reading=reading, seeds=seeds, max_hops=max_hops, max_visited=visits, limit=limit,
+                       record=record and at is None, lazy_commit=lazy_commit).facts
     return {
         "facts": [_public(f) for f in kept],
         "seeds": [{"name": clean_fact_text(s.name), "score": round(s.score, 4)} for s in seeds],

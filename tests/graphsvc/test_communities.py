@@ -101,3 +101,29 @@ def test_it_places_entities_new_from_extraction_in_their_neighbours_community(al
     with workspace_context(alice_ws):
         ant_four = GraphNode.objects.get(workspace_id=alice_ws, node_key="ant four")
         assert ant_four.community_id == GraphNode.objects.get(id=g.ids["Ant One"]).community_id is not None
+
+
+def test_it_writes_only_new_memberships_and_reconciles_drifted_ones(alice_ws):
+    g = two_clusters(alice_ws)
+    with workspace_context(alice_ws):
+        upkeep.communities_detect(workspace_id=alice_ws)
+        ants = GraphNode.objects.get(id=g.ids["Ant One"]).community_id
+        # Drift the way an import or a manual edit could: one member loses its community, an outsider gains one.
+        GraphNode.objects.filter(id=g.ids["Ant Two"]).update(community=None)
+        GraphNode.objects.filter(id=g.ids["Lonely Node"]).update(community_id=ants)
+        again = upkeep.communities_detect(workspace_id=alice_ws)
+        assert again["written"] == 0 and again["unchanged"] == 2 and set(again["stages"]) == {
+            "load", "partition", "fingerprint", "write"}
+        assert GraphNode.objects.get(id=g.ids["Ant Two"]).community_id == ants
+        assert GraphNode.objects.get(id=g.ids["Lonely Node"]).community_id is None
+
+
+def test_it_builds_the_same_split_whatever_order_the_facts_arrive_in():
+    import numpy as np
+
+    rows = np.array([0, 1, 0, 3, 4, 3, 2], dtype=np.int64)
+    cols = np.array([1, 2, 2, 4, 5, 5, 3], dtype=np.int64)
+    first = upkeep._partition(6, rows, cols, "plp")
+    order = np.array([6, 2, 4, 0, 5, 1, 3])
+    second = upkeep._partition(6, rows[order], cols[order], "plp")
+    assert (first == second).all()
