@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,6 +86,27 @@ def ensure_embedded_postgres() -> EmbeddedServer:
         return _started
 
 
+def _shared_buffers_configure(conn: object) -> None:
+    """Ask for CAIRN_EMBEDDED_SHARED_BUFFERS from the next server start on (it cannot change while running).
+
+    PostgreSQL's default of 128 MB is smaller than the graph's working set at 1M facts (the facts table and its
+    covering indexes): recall and community runs then read from disk. The server restarts whenever the last
+    process using it exits, so the value applies from the next `make run` or test session on.
+    """
+    wanted = os.environ.get("CAIRN_EMBEDDED_SHARED_BUFFERS", "512MB").strip()
+    if not re.fullmatch(r"[1-9][0-9]{0,6}(kB|MB|GB)", wanted):
+        raise ValueError(f"CAIRN_EMBEDDED_SHARED_BUFFERS must look like 512MB or 1GB, not {wanted!r}")
+    pending = conn.execute(  # type: ignore[attr-defined]
+        "SELECT setting FROM pg_file_settings WHERE name = 'shared_buffers' AND applied IS NOT NULL "
+        "ORDER BY seqno DESC LIMIT 1"
+    ).fetchone()
+    current = conn.execute("SELECT pg_size_bytes(current_setting('shared_buffers'))").fetchone()[0]  # type: ignore[attr-defined]
+    wanted_bytes = conn.execute("SELECT pg_size_bytes(%s)", [wanted]).fetchone()[0]  # type: ignore[attr-defined]
+    if current != wanted_bytes and (pending is None or pending[0] != wanted):
+        # ALTER SYSTEM takes no parameters; the value was checked against the pattern above.
+        conn.execute(f"ALTER SYSTEM SET shared_buffers = '{wanted}'")  # type: ignore[attr-defined]
+
+
 def _bootstrap(socket_dir: str, port: int) -> None:
     import psycopg
 
@@ -96,6 +118,7 @@ def _bootstrap(socket_dir: str, port: int) -> None:
             conn.execute(f"CREATE ROLE {APP_ROLE} LOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE")
         if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE_NAME]).fetchone():
             conn.execute(f"CREATE DATABASE {DATABASE_NAME} OWNER {OWNER_ROLE}")
+        _shared_buffers_configure(conn)
     for dbname in ("template1", DATABASE_NAME):
         with psycopg.connect(host=socket_dir, port=port, user=SUPERUSER, dbname=dbname, autocommit=True) as conn:
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
