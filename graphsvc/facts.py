@@ -70,6 +70,10 @@ class Reading:
     rate: float = 0.01
     rates: dict[str, float] = field(default_factory=dict)
     stored_strategy: str | None = None
+    # Where the decay rates come from in SQL: the parameters below, or (seeded_bfs) the settings row read by the
+    # same statement.
+    rate_sql: str = "%(rate)s"
+    rates_sql: str = "%(rates)s::jsonb"
 
     def where(self, alias: str = "e") -> str:
         e = alias
@@ -88,7 +92,7 @@ class Reading:
     def decayed(self, alias: str = "e") -> str:
         e = alias
         return (
-            f"({e}.confidence * exp(-coalesce((%(rates)s::jsonb ->> {e}.edge_type)::float8, %(rate)s) * "
+            f"({e}.confidence * exp(-coalesce(({self.rates_sql} ->> {e}.edge_type)::float8, {self.rate_sql}) * "
             f"greatest(0, extract(epoch FROM (%(ref)s - coalesce({e}.last_observed_at, {e}.created_at))) / 86400.0)))"
         )
 
@@ -267,6 +271,49 @@ def seeds_find(*, workspace_id: int, query: str, limit: int, embed: bool = True)
     return seeds_find_stored(workspace_id=workspace_id, query=query, limit=limit, embed=embed)[0]
 
 
+# Per (word, entity) the best match: the word itself 1, a longer word it starts 0.85, a near spelling 0.6 × trigram
+# similarity; halved for summary words. An entity matching more of the query's words ranks higher (the sum);
+# structure then re-ranks the best text matches only, its degree counts being the costly part of seeding. Shared by
+# seeds_find_stored and seeded_bfs, which must find the same candidates.
+SEED_MATCH_SQL = """
+    matched AS (
+        SELECT q.i, t.node_id,
+               max(CASE WHEN t.term = q.w THEN 1.0::float8
+                        WHEN starts_with(t.term, q.w) THEN 0.85::float8
+                        ELSE 0.6::float8 * similarity(t.term, q.w)::float8 END
+                   * CASE WHEN t.weight = 1 THEN 1.0::float8 ELSE 0.5::float8 END) AS score
+        FROM unnest(%(words)s::text[], %(his)s::text[], %(p3)s::text[], %(p3his)s::text[])
+             WITH ORDINALITY AS q(w, hi, p3, p3hi, i)
+        CROSS JOIN LATERAL (
+            (SELECT node_id, term, weight FROM graph_entity_terms
+             WHERE workspace_id = %(ws)s AND term >= (q.w COLLATE "C") AND term < (q.hi COLLATE "C")
+             ORDER BY term, weight LIMIT 200)
+            UNION ALL
+            (SELECT node_id, term, weight FROM graph_entity_terms
+             WHERE workspace_id = %(ws)s AND term >= (q.p3 COLLATE "C") AND term < (q.p3hi COLLATE "C")
+               AND length(term) BETWEEN length(q.w) - 2 AND length(q.w) + 2
+               AND similarity(term, q.w) >= 0.45
+             LIMIT 100)
+        ) t
+        GROUP BY q.i, t.node_id
+    ),
+    text AS (SELECT node_id, sum(score) AS score FROM matched GROUP BY node_id),
+    candidate AS (SELECT node_id, score FROM text ORDER BY score DESC, node_id LIMIT %(candidates)s)"""
+
+# The candidates' columns as _hybrid takes them: id, label, community, degree, kinds, text score (0-1).
+SEED_CANDIDATE_SQL = f"""
+    SELECT n.id, n.label, n.community_id, coalesce(d.degree, 0) AS degree, coalesce(d.kinds, 0) AS kinds,
+           least(1.0::float8, c.score / coalesce(nullif((SELECT max(score) FROM text), 0), 1.0)) AS text
+    FROM candidate c JOIN graph_nodes n ON n.workspace_id = %(ws)s AND n.id = c.node_id
+    {DEGREE_SQL}"""
+
+
+def _seed_params(*, workspace_id: int, words: list[str], limit: int) -> dict[str, Any]:
+    prefixes = [w[:3] for w in words]
+    return {"ws": workspace_id, "words": words, "his": [_upper(w) for w in words], "p3": prefixes,
+            "p3his": [_upper(p) for p in prefixes], "candidates": _candidates(limit)}
+
+
 def seeds_find_stored(*, workspace_id: int, query: str, limit: int,
                       embed: bool = True) -> tuple[list[Seed], Stored | None]:
     """Entities a query names: word and prefix matches on names and aliases (weighted over summaries), near spellings
@@ -276,59 +323,26 @@ def seeds_find_stored(*, workspace_id: int, query: str, limit: int,
     matched (None otherwise)."""
     words = _words(query)
     if words:
-        prefixes = [w[:3] for w in words]
-        # Per (word, entity) the best match: the word itself 1, a longer word it starts 0.85, a near spelling
-        # 0.6 × trigram similarity; halved for summary words. An entity matching more of the query's words ranks
-        # higher (the sum); structure then re-ranks the best text matches only, its degree counts being the costly
-        # part of seeding.
         with prepared_cursor() as cursor:
-            cursor.execute(
-                f"""
-                WITH matched AS (
-                    SELECT q.i, t.node_id,
-                           max(CASE WHEN t.term = q.w THEN 1.0::float8
-                                    WHEN starts_with(t.term, q.w) THEN 0.85::float8
-                                    ELSE 0.6::float8 * similarity(t.term, q.w)::float8 END
-                               * CASE WHEN t.weight = 1 THEN 1.0::float8 ELSE 0.5::float8 END) AS score
-                    FROM unnest(%(words)s::text[], %(his)s::text[], %(p3)s::text[], %(p3his)s::text[])
-                         WITH ORDINALITY AS q(w, hi, p3, p3hi, i)
-                    CROSS JOIN LATERAL (
-                        (SELECT node_id, term, weight FROM graph_entity_terms
-                         WHERE workspace_id = %(ws)s AND term >= (q.w COLLATE "C") AND term < (q.hi COLLATE "C")
-                         ORDER BY term, weight LIMIT 200)
-                        UNION ALL
-                        (SELECT node_id, term, weight FROM graph_entity_terms
-                         WHERE workspace_id = %(ws)s AND term >= (q.p3 COLLATE "C") AND term < (q.p3hi COLLATE "C")
-                           AND length(term) BETWEEN length(q.w) - 2 AND length(q.w) + 2
-                           AND similarity(term, q.w) >= 0.45
-                         LIMIT 100)
-                    ) t
-                    GROUP BY q.i, t.node_id
-                ),
-                text AS (SELECT node_id, sum(score) AS score FROM matched GROUP BY node_id),
-                candidate AS (SELECT node_id, score FROM text ORDER BY score DESC, node_id LIMIT %(candidates)s)
-                SELECT n.id, n.label, n.community_id, coalesce(d.degree, 0), coalesce(d.kinds, 0),
-                       c.score / coalesce(nullif((SELECT max(score) FROM text), 0), 1.0), {STORED_SQL}
-                FROM candidate c JOIN graph_nodes n ON n.workspace_id = %(ws)s AND n.id = c.node_id
-                {DEGREE_SQL}
-                """,
-                {"ws": workspace_id, "words": words, "his": [_upper(w) for w in words], "p3": prefixes,
-                 "p3his": [_upper(p) for p in prefixes], "candidates": _candidates(limit)},
-            )
+            cursor.execute(f"WITH {SEED_MATCH_SQL} SELECT x.*, {STORED_SQL} FROM ({SEED_CANDIDATE_SQL}) x",
+                           _seed_params(workspace_id=workspace_id, words=words, limit=limit))
             found = cursor.fetchall()
         if found:
-            rows = [(node_id, label, community, degree, kinds, min(1.0, text))
-                    for node_id, label, community, degree, kinds, text, *_ in found]
-            return _hybrid(rows=rows, limit=limit), _stored(*found[0][6:9])
+            return _hybrid(rows=[row[:6] for row in found], limit=limit), _stored(*found[0][6:9])
     if not embed:
         return [], None
+    return embedding_seeds_find(workspace_id=workspace_id, query=query, limit=limit), None
+
+
+def embedding_seeds_find(*, workspace_id: int, query: str, limit: int) -> list[Seed]:
+    """Seeds from the query embedding (no word matched): nearest entities, re-ranked by structure like word seeds."""
     text_scores = _embedding_seeds(workspace_id=workspace_id, query=query, limit=limit)
     if not text_scores:
-        return [], None
+        return []
     top = max(text_scores.values()) or 1.0
     candidates = sorted(text_scores.items(), key=lambda item: (-item[1], item[0]))[: _candidates(limit)]
     rows = _structure(workspace_id=workspace_id, text={n: min(1.0, s / top) for n, s in candidates})
-    return _hybrid(rows=rows, limit=limit), None
+    return _hybrid(rows=rows, limit=limit)
 
 
 def _embedding_seeds(*, workspace_id: int, query: str, limit: int) -> dict[int, float]:
@@ -437,16 +451,42 @@ def _hop_sql(hop: int, where: str, strength: str) -> str:
     v{hop} AS (SELECT node, seed, depth FROM {seen} UNION ALL SELECT node, seed, {hop} FROM h{hop})"""
 
 
-def bfs(*, reading: Reading, seeds: list[Seed], max_hops: int, max_visited: int = MAX_VISITED,
-        limit: int = 10, record: bool = False, lazy_commit: bool = False) -> Walk:
-    """Undirected multi-source BFS and the scoring of the facts among the visited nodes, in one statement whatever
-    max_hops and the graph's size. Each node remembers the best seed score that reached it; a fact scores
-    seed × 1/(1 + hop) × effective confidence × class weight, deduplicated on (source, relation, target), best
-    first, `limit` of them. With `record`, the same statement counts the returned facts as retrieved (a
-    data-modifying CTE: the scores are computed from the counts before this retrieval, as before); `lazy_commit`
-    lets the caller's transaction commit them without waiting for the WAL flush (LAZY_COMMIT_SQL)."""
-    if not seeds:
-        return Walk(depth={}, seed_score={}, facts=[])
+# Seed ranking in SQL, operation for operation as _hybrid does it (so both paths pick the same seeds with the same
+# scores): text × 0.6 + structure × 0.4, at most SEED_COMMUNITY_CAP per community (the best-ranked entity of a
+# community always passes, so the cap never leaves none), best first, `limit` of them, clamped to 0.1-1.
+SEED_RANK_SQL = f"""
+    cand AS MATERIALIZED ({SEED_CANDIDATE_SQL}
+    ),
+    ranked AS (
+        SELECT id, label, community_id,
+               text * {1 - SEED_STRUCTURAL_WEIGHT}::float8
+               + CASE WHEN degree > 0
+                      THEN 0.6::float8 * degree::float8 / (SELECT greatest(max(degree), 1) FROM cand)::float8
+                           + 0.4::float8 * least(kinds::float8 / 4, 1.0::float8)
+                      ELSE 0.0::float8 END * {SEED_STRUCTURAL_WEIGHT}::float8 AS hybrid
+        FROM cand
+    ),
+    seeds AS MATERIALIZED (
+        SELECT id AS node, label, least(1.0::float8, greatest(0.1::float8, hybrid)) AS seed, hybrid
+        FROM (SELECT r.*, row_number() OVER (PARTITION BY community_id ORDER BY hybrid DESC, id) AS nth
+              FROM ranked r) r
+        WHERE community_id IS NULL OR nth <= {SEED_COMMUNITY_CAP}
+        ORDER BY hybrid DESC, id LIMIT %(seed_limit)s
+    )"""
+
+# The workspace's graph settings, one row whether or not it has any; the walk reads its decay rates from here and
+# runs only when the strategy that applies is BFS (the caller runs spreading activation from the returned seeds).
+CFG_SQL = """
+    cfg AS MATERIALIZED (
+        SELECT gs.decay_rate AS rate, gs.decay_rates AS rates,
+               gs.recall_strategy AS stored, coalesce(%(requested)s::text, gs.recall_strategy, %(default)s::text) AS chosen
+        FROM (SELECT 1) one LEFT JOIN graph_settings gs ON gs.workspace_id = %(ws)s
+    )"""
+
+
+def _walk_sql(*, reading: Reading, max_hops: int, record: bool, lazy_commit: bool, seeded: bool) -> str:
+    """The BFS statement: from seeds given as parameters, or (`seeded`) from the seed search and settings read
+    in the same statement, whose seeds and settings then lead every row."""
     where = reading.where()
     decayed = reading.decayed()
     strength = f"{decayed} * {class_weight_sql()}"
@@ -458,12 +498,23 @@ def bfs(*, reading: Reading, seeds: list[Seed], max_hops: int, max_visited: int 
         UPDATE graph_edges g SET retrieval_count = g.retrieval_count + 1, last_retrieved_at = now()
         FROM top WHERE g.workspace_id = %(ws)s AND g.id = top.id
     )""" if record else ""
+    if seeded:
+        head = f"""{CFG_SQL}, {SEED_MATCH_SQL}, {SEED_RANK_SQL},
+    v0 AS (SELECT node, seed, 0 AS depth FROM seeds WHERE (SELECT chosen FROM cfg) = 'bfs')"""
+        lead = "k.ids, k.labels, k.scores, cfg.rate, cfg.rates, cfg.stored, "
+        lead_from = """(SELECT array_agg(node ORDER BY hybrid DESC, node) AS ids,
+                  array_agg(label ORDER BY hybrid DESC, node) AS labels,
+                  array_agg(seed ORDER BY hybrid DESC, node) AS scores FROM seeds) k CROSS JOIN cfg CROSS JOIN """
+    else:
+        head = """
+    v0 AS (
+        SELECT s.node, s.seed, 0 AS depth FROM unnest(%(seed_ids)s::bigint[], %(seed_scores)s::float8[]) AS s(node, seed)
+    )"""
+        lead = lead_from = ""
     # Labels, fact text and validity are read for the returned facts only; everything before that is served by
     # the covering indexes of migration 0010 (index-only scans under the RLS policy).
-    sql = f"""
-    WITH v0 AS (
-        SELECT s.node, s.seed, 0 AS depth FROM unnest(%(seed_ids)s::bigint[], %(seed_scores)s::float8[]) AS s(node, seed)
-    ){hops},
+    return f"""
+    WITH {head}{hops},
     found AS (
         SELECT e.id, e.from_node_id, e.to_node_id, e.edge_type, e.edge_class,
                {boosted_sql(decayed, "e.retrieval_count")} AS confidence,
@@ -483,9 +534,9 @@ def bfs(*, reading: Reading, seeds: list[Seed], max_hops: int, max_visited: int 
             ORDER BY from_node_id, edge_type, to_node_id, score DESC, hop, id
         ) d ORDER BY score DESC, hop, id LIMIT %(limit)s
     ){bump}
-    SELECT w.nodes, w.depths, w.seeds, top.id, top.from_node_id, s.label, top.edge_type, top.to_node_id, t.label,
+    SELECT {lead}w.nodes, w.depths, w.seeds, top.id, top.from_node_id, s.label, top.edge_type, top.to_node_id, t.label,
            g.fact, top.edge_class, g.confidence, top.confidence, top.hop, top.score, g.valid_from, g.valid_to
-    FROM (SELECT array_agg(node) AS nodes, array_agg(depth) AS depths, array_agg(seed) AS seeds{lazy}
+    FROM {lead_from}(SELECT array_agg(node) AS nodes, array_agg(depth) AS depths, array_agg(seed) AS seeds{lazy}
           FROM {visited}) w
     LEFT JOIN top ON true
     LEFT JOIN graph_edges g ON g.workspace_id = %(ws)s AND g.id = top.id
@@ -493,13 +544,10 @@ def bfs(*, reading: Reading, seeds: list[Seed], max_hops: int, max_visited: int 
     LEFT JOIN graph_nodes t ON t.workspace_id = %(ws)s AND t.id = top.to_node_id
     ORDER BY top.score DESC, top.hop, top.id
     """
-    params = reading.params(
-        seed_ids=[s.node_id for s in seeds], seed_scores=[float(s.score) for s in seeds],
-        fanout=MAX_FANOUT, visits=max_visited, limit=limit,
-    )
-    with prepared_cursor() as cursor:
-        cursor.execute(sql, params)
-        rows = cursor.fetchall()
+
+
+def _walk(rows: list[tuple[Any, ...]]) -> Walk:
+    """The walk from the BFS statement's rows (one row with no fact when nothing was found)."""
     nodes, depths, seed_scores = rows[0][:3]
     facts = [
         {"id": edge_id, "sourceId": source_id, "source": source, "relation": relation, "targetId": target_id,
@@ -510,8 +558,67 @@ def bfs(*, reading: Reading, seeds: list[Seed], max_hops: int, max_visited: int 
              hop, score, valid_from, valid_to) in rows
         if edge_id is not None
     ]
-    return Walk(depth=dict(zip(nodes, depths, strict=True)), seed_score=dict(zip(nodes, seed_scores, strict=True)),
-                facts=facts)
+    return Walk(depth=dict(zip(nodes or [], depths or [], strict=True)),
+                seed_score=dict(zip(nodes or [], seed_scores or [], strict=True)), facts=facts)
+
+
+def bfs(*, reading: Reading, seeds: list[Seed], max_hops: int, max_visited: int = MAX_VISITED,
+        limit: int = 10, record: bool = False, lazy_commit: bool = False) -> Walk:
+    """Undirected multi-source BFS and the scoring of the facts among the visited nodes, in one statement whatever
+    max_hops and the graph's size. Each node remembers the best seed score that reached it; a fact scores
+    seed × 1/(1 + hop) × effective confidence × class weight, deduplicated on (source, relation, target), best
+    first, `limit` of them. With `record`, the same statement counts the returned facts as retrieved (a
+    data-modifying CTE: the scores are computed from the counts before this retrieval, as before); `lazy_commit`
+    lets the caller's transaction commit them without waiting for the WAL flush (LAZY_COMMIT_SQL)."""
+    if not seeds:
+        return Walk(depth={}, seed_score={}, facts=[])
+    sql = _walk_sql(reading=reading, max_hops=max_hops, record=record, lazy_commit=lazy_commit, seeded=False)
+    params = reading.params(
+        seed_ids=[s.node_id for s in seeds], seed_scores=[float(s.score) for s in seeds],
+        fanout=MAX_FANOUT, visits=max_visited, limit=limit,
+    )
+    with prepared_cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    return _walk(rows)
+
+
+@dataclass
+class SeededWalk:
+    seeds: list[Seed]
+    stored: Stored
+    walk: Walk | None  # None: the strategy that applies is not BFS (nothing walked, nothing counted)
+
+
+def seeded_bfs(*, workspace_id: int, query: str, requested: str | None, max_hops: int, limit: int,
+               max_visited: int = MAX_VISITED, at: datetime | None = None, edge_classes: list[str] | None = None,
+               record: bool = False, lazy_commit: bool = False) -> SeededWalk | None:
+    """seeds_find_stored + reading_for + bfs in one statement (a round trip and the seed ranking in Python saved):
+    the word seeds ranked in SQL as _hybrid ranks them, the workspace's decay rates and strategy read alongside,
+    then the walk as `bfs` does it, only when the strategy that applies (`requested`, else the workspace's, else
+    GRAPH_RECALL_STRATEGY) is BFS. None when the query has no word to look up; no seeds when no word matched
+    (the caller may then try the embedding)."""
+    words = _words(query)
+    if not words:
+        return None
+    reading = Reading(workspace_id=workspace_id, at=at, edge_classes=edge_classes or None,
+                      rate=settings.GRAPH_DECAY_RATE, rate_sql="coalesce((SELECT rate FROM cfg), %(rate)s)",
+                      rates_sql="coalesce((SELECT rates FROM cfg), '{}'::jsonb)")
+    sql = _walk_sql(reading=reading, max_hops=max_hops, record=record, lazy_commit=lazy_commit, seeded=True)
+    default = settings.GRAPH_RECALL_STRATEGY if settings.GRAPH_RECALL_STRATEGY in STRATEGIES else "bfs"
+    params = reading.params(**_seed_params(workspace_id=workspace_id, words=words, limit=limit),
+                            seed_limit=limit, requested=requested, default=default,
+                            fanout=MAX_FANOUT, visits=max_visited, limit=limit)
+    with prepared_cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    ids, labels, scores, rate, rates, stored_strategy = rows[0][:6]
+    stored = _stored(rate, rates, stored_strategy)
+    seeds = [Seed(node_id=n, score=float(s), name=label)
+             for n, label, s in zip(ids or [], labels or [], scores or [], strict=True)]
+    chosen = requested or stored.strategy or default
+    walk = _walk([row[6:] for row in rows]) if chosen == "bfs" else None
+    return SeededWalk(seeds=seeds, stored=stored, walk=walk)
 
 
 # --- spreading activation -----------------------------------------------------------------------------------------
@@ -689,6 +796,8 @@ def facts_recall(
     `lazy_commit`: the caller's transaction holds nothing but this recall, so the retrieval counts may commit
     without waiting for the WAL flush."""
     started = time.perf_counter()
+    visits = min(MAX_VISITED, max(MIN_VISITS, VISITS_PER_FACT * limit))
+    walked: Walk | None = None
     if entity:
         found, stored = entity_lookup_stored(workspace_id=workspace_id, name=entity)
         if found is None:
@@ -696,12 +805,26 @@ def facts_recall(
                            "graph/entities with a query lists the names it knows.")
         seeds = [found]
     else:
-        seeds, stored = seeds_find_stored(workspace_id=workspace_id, query=query or "", limit=limit, embed=embed)
+        # BFS may apply: the seed search, the settings and the walk in one statement (seeded_bfs).
+        seeded = None
+        if strategy in (None, "bfs"):
+            seeded = seeded_bfs(workspace_id=workspace_id, query=query or "", requested=strategy,
+                                max_hops=max_hops, limit=limit, max_visited=visits, at=at, edge_classes=edge_classes,
+                                record=record and at is None, lazy_commit=lazy_commit)
+        if seeded is None:
+            seeds, stored = seeds_find_stored(workspace_id=workspace_id, query=query or "", limit=limit, embed=embed)
+        else:
+            seeds, stored = seeded.seeds, seeded.stored
+            walked = seeded.walk if seeds else None
+            if not seeds and embed:
+                seeds = embedding_seeds_find(workspace_id=workspace_id, query=query or "", limit=limit)
     reading = reading_for(workspace_id=workspace_id, at=at, edge_classes=edge_classes, stored=stored)
     chosen = recall_strategy(reading=reading, requested=strategy)
     timed_out = False
     kept: list[dict[str, Any]] = []
-    if seeds:
+    if walked is not None:
+        kept = walked.facts
+    elif seeds:
         if chosen == "spreading":
             try:
                 facts = spreading_activation(reading=reading, seeds=seeds,
@@ -712,7 +835,6 @@ def facts_recall(
                                      record=record and at is None, lazy_commit=lazy_commit)
         else:
             # Scored, deduplicated, limited and (for a reading of the present) counted as retrieved in SQL.
-            visits = min(MAX_VISITED, max(MIN_VISITS, VISITS_PER_FACT * limit))
             kept = bfs(reading=reading, seeds=seeds, max_hops=max_hops, max_visited=visits, limit=limit,
                        record=record and at is None, lazy_commit=lazy_commit).facts
     return {
