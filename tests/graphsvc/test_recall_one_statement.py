@@ -131,3 +131,23 @@ def test_it_plans_the_recall_statement_once(graph, alice_ws):
                            "WHERE statement LIKE '%%cfg AS MATERIALIZED%%'")
             plans = cursor.fetchall()
     assert plans and all(generic >= 1 and custom == 0 for generic, custom in plans)
+
+
+def test_it_converts_long_statements_as_psycopg_does_parsing_each_once(alice_ws):
+    from psycopg._queries import PostgresQuery
+    from psycopg.adapt import Transformer
+
+    reading = facts.Reading(workspace_id=alice_ws)
+    sql = facts._walk_sql(reading=reading, max_hops=2, record=True, lazy_commit=True, seeded=False)
+    params = reading.params(seed_ids=[1, 2], seed_scores=[1.0, 0.5], fanout=100, visits=40, limit=10)
+    parsed_class = facts._parsed_query_class()
+    connection = connections["app"]
+    connection.ensure_connection()
+    transformer = Transformer(connection.connection)
+    ours, again, theirs = parsed_class(transformer), parsed_class(transformer), PostgresQuery(transformer)
+    ours.convert(sql, params)
+    again.convert(sql, {**params, "limit": 3})
+    theirs.convert(sql, params)
+    assert len(sql) > 4096
+    assert (ours.query, ours.params, ours.types) == (theirs.query, theirs.params, theirs.types)
+    assert again._parts is ours._parts and again.params != ours.params  # one parse, new parameters
