@@ -24,11 +24,12 @@ def generic_plans_ensure(sender: object, connection: Any, **kwargs: object) -> N
 
     Only graph recall and traversal prepare statements (graphsvc.facts.prepared_cursor; Django binds on the client
     and never prepares). PostgreSQL otherwise keeps planning a statement per call while a plan for the actual
-    parameters looks cheaper than the generic one; the one-statement recall by query (seeded_bfs) always looks so,
-    its word lookups being estimated from the words, and planning it costs more than running it (custom 8.4 ms vs
-    generic 4.9 ms p50 in the #6 bench). Set on connect, in autocommit, so no rollback can undo it; PL/pgSQL
-    triggers on this connection get generic plans too, which their id-keyed statements use anyway. Not set when
-    GRAPH_PREPARED_STATEMENTS is off (a pooler in transaction mode would carry it to other clients)."""
+    parameters looks cheaper than the generic one; the seed search and the one-statement recall by query
+    (seeded_bfs) always look so, and planning costs more than running them (recall by query p50 8.4 ms with
+    custom plans, 4.9 ms generic, in a recall loop on the #6 bench graph). Set on connect, in autocommit, so no
+    rollback can undo it; PL/pgSQL triggers on this connection get generic plans too, which their id-keyed
+    statements use anyway. Not set when GRAPH_PREPARED_STATEMENTS is off (a pooler in transaction mode would
+    carry it to other clients)."""
     from django.conf import settings
 
     if connection.alias != "app" or connection.vendor != "postgresql" or not settings.GRAPH_PREPARED_STATEMENTS:
