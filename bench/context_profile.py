@@ -59,7 +59,6 @@ def main() -> None:
         cpus: list[float] = []
         sql_ms: list[float] = []
         counts: list[int] = []
-        captured = None
         for index in range(args.calls + 5):  # the first 5 warm the caches and the model
             query = context_latency.QUERIES[index % len(context_latency.QUERIES)]
             request = context.ContextRequest(query=query, strategy="hybrid", graph_depth=depth, limit=5, graph_limit=8)
@@ -82,7 +81,7 @@ def main() -> None:
             "sqlMsMedian": round(statistics.median(sql_ms), 1),
             "queriesPerCall": max(counts),
         }
-        if args.show_queries and captured is not None:
+        if args.show_queries:
             for q in captured.captured_queries:
                 print(f"{float(q['time']) * 1000:7.1f} ms  {q['sql'][:160]}", file=sys.stderr)
     report["loadavgAfter"] = os.getloadavg()

@@ -80,7 +80,8 @@ def type_weight(edge_type: str) -> float:
 # linked to every node reached. Every part is tagged with its stage so Python can replay the breadth-first
 # bookkeeping (first seed wins at hop 0, best reason per node) over rows in the order the stages ran. A node joins
 # the next frontier when a hop reaches it for the first time, which SQL expresses as "a neighbour of this hop
-# that no earlier stage reached".
+# that no earlier stage reached". Each frontier is handed to its hop as an array (an InitPlan), so the edges are
+# found by index lookups as with a literal array, whatever the planner guesses the frontier's size to be.
 _HOP0_SQL = """
 hop0 AS (
     SELECT l.node_id, n.node_type || ':' || n.node_key AS ref, l.memory_id AS seed, l.id AS ord
@@ -99,13 +100,13 @@ hop{k} AS (
                    e.confidence, e.id AS edge_id,
                    {weight} * e.weight * least(1, greatest(0, e.confidence)) AS score
             FROM graph_edges e
-            WHERE e.workspace_id = %(ws)s AND e.from_node_id IN (SELECT node_id FROM frontier{k})
+            WHERE e.workspace_id = %(ws)s AND e.from_node_id = ANY((SELECT array_agg(node_id) FROM frontier{k})::bigint[])
               AND e.expired_at IS NULL AND (e.expires_at IS NULL OR e.expires_at > now())
             UNION ALL
             SELECT e.to_node_id, e.from_node_id, e.edge_type, e.weight, e.confidence, e.id,
                    {weight} * e.weight * least(1, greatest(0, e.confidence))
             FROM graph_edges e
-            WHERE e.workspace_id = %(ws)s AND e.to_node_id IN (SELECT node_id FROM frontier{k})
+            WHERE e.workspace_id = %(ws)s AND e.to_node_id = ANY((SELECT array_agg(node_id) FROM frontier{k})::bigint[])
               AND e.expired_at IS NULL AND (e.expires_at IS NULL OR e.expires_at > now())
         ) s JOIN graph_nodes n ON n.id = s.neighbour AND n.workspace_id = %(ws)s
     ) ranked

@@ -125,26 +125,37 @@ class Tier:
     outcome: search.SearchOutcome | None
 
 
-def _rank_tier(
-    *, workspace_id: int, scope: MemoryScope, request: ContextRequest, strategy: Strategy, layer: str, limit: int,
+def _rank_tiers(
+    *, workspace_id: int, scope: MemoryScope, request: ContextRequest, strategy: Strategy, limits: dict[str, int],
     query_vector: Any, importance_weight: float = 0.0,
-) -> Tier:
+) -> dict[str, Tier]:
+    """Rank each tier (layer → limit). With a query, one candidate search serves every tier (see
+    search.memory_search_tiers); each tier is still ranked on its own candidates."""
     if not request.query:
-        return Tier(_recent(workspace_id=workspace_id, scope=scope, layer=layer, limit=limit), None)
+        return {layer: Tier(_recent(workspace_id=workspace_id, scope=scope, layer=layer, limit=limit), None)
+                for layer, limit in limits.items()}
     reranking = request.half_life_days is not None or request.mmr_lambda is not None
-    pool = limit * 4 if reranking else limit
-    outcome = search.memory_search(
-        workspace_id=workspace_id, scope=scope, query=request.query, layer=layer, limit=pool,
-        strategy=strategy.ranking, query_vector=query_vector, exclude_rules=layer == Memory.Layer.LONG_TERM,
+    outcomes = search.memory_search_tiers(
+        workspace_id=workspace_id, scope=scope, query=request.query, strategy=strategy.ranking,
+        query_vector=query_vector,
+        tiers=[search.TierQuery(layer=layer, limit=limit * 4 if reranking else limit,
+                                exclude_rules=layer == Memory.Layer.LONG_TERM) for layer, limit in limits.items()],
     )
-    memories = outcome.memories
-    if reranking:
-        memories = _rerank(workspace_id=workspace_id, memories=memories, outcome=outcome, request=request,
-                           limit=limit, query_vector=query_vector)
-    memories = memories[:limit]
-    if importance_weight > 0:
-        memories = search.importance_rerank(memories=memories, scores=outcome.scores, weight=importance_weight)
-    return Tier(memories, outcome)
+    tiers = {}
+    for (layer, limit), outcome in zip(limits.items(), outcomes, strict=True):
+        memories = outcome.memories
+        if reranking:
+            memories = _rerank(workspace_id=workspace_id, memories=memories, outcome=outcome, request=request,
+                               limit=limit, query_vector=query_vector)
+        tiers[layer] = Tier(memories[:limit], outcome)
+    return tiers
+
+
+def _weighted(tier: Tier, *, limit: int, importance_weight: float) -> Tier:
+    memories = tier.memories[:limit]
+    if importance_weight > 0 and tier.outcome is not None:
+        memories = search.importance_rerank(memories=memories, scores=tier.outcome.scores, weight=importance_weight)
+    return Tier(memories, tier.outcome)
 
 
 def _rerank(
@@ -284,17 +295,9 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
         query_vector = search.embed_query(request.query)
 
     rules = _rules(workspace_id=workspace_id, scope=scope) if request.include_rules else []
-    working = Tier([], None)
-    long_term = Tier([], None)
-    if request.mode in ("all", "working"):
-        working = _rank_tier(workspace_id=workspace_id, scope=scope, request=request, strategy=strategy,
-                             layer=Memory.Layer.WORKING, limit=max(1, min(request.limit, WORKING_TIER_MAX)),
-                             query_vector=query_vector, importance_weight=importance_weight)
-    if request.mode in ("all", "long_term"):
-        long_limit = max(1, request.limit - len(working.memories)) if request.mode == "all" else request.limit
-        long_term = _rank_tier(workspace_id=workspace_id, scope=scope, request=request, strategy=strategy,
-                               layer=Memory.Layer.LONG_TERM, limit=long_limit, query_vector=query_vector,
-                               importance_weight=importance_weight)
+    working, long_term = _baseline_tiers(workspace_id=workspace_id, scope=scope, request=request,
+                                         strategy=strategy, query_vector=query_vector,
+                                         importance_weight=importance_weight)
     baseline = working.memories + long_term.memories
 
     # The rollout decision (memories-sh.md §4.2).
@@ -418,6 +421,33 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
             "longTermIds": [str(m.id) for m in long_term.memories],
         },
     }
+
+
+def _baseline_tiers(
+    *, workspace_id: int, scope: MemoryScope, request: ContextRequest, strategy: Strategy, query_vector: Any,
+    importance_weight: float,
+) -> tuple[Tier, Tier]:
+    """Working ≤ 3, long-term for the rest of the limit. Both tiers are ranked together; the long-term one with
+    the whole limit, then cut to what the working tier left (its candidate depth is max(4 × limit, 40) of the
+    request's limit, which only differs from the cut limit's above a limit of 10)."""
+    limits: dict[str, int] = {}
+    if request.mode in ("all", "working"):
+        limits[Memory.Layer.WORKING] = max(1, min(request.limit, WORKING_TIER_MAX))
+    if request.mode in ("all", "long_term"):
+        limits[Memory.Layer.LONG_TERM] = request.limit
+    if not limits:
+        return Tier([], None), Tier([], None)
+    ranked = _rank_tiers(workspace_id=workspace_id, scope=scope, request=request, strategy=strategy, limits=limits,
+                         query_vector=query_vector)
+    working = Tier([], None)
+    if Memory.Layer.WORKING in ranked:
+        working = _weighted(ranked[Memory.Layer.WORKING], limit=limits[Memory.Layer.WORKING],
+                            importance_weight=importance_weight)
+    long_term = Tier([], None)
+    if Memory.Layer.LONG_TERM in ranked:
+        long_limit = max(1, request.limit - len(working.memories)) if request.mode == "all" else request.limit
+        long_term = _weighted(ranked[Memory.Layer.LONG_TERM], limit=long_limit, importance_weight=importance_weight)
+    return working, long_term
 
 
 def _expand(

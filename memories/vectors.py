@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -159,6 +160,26 @@ def hnsw_index_ready(*, workspace_id: int, dimension: int) -> bool:
         return cursor.fetchone()[0] == len(names)
 
 
+# (workspace, dimension) → monotonic time until which searches trust "the indexes are built" without asking the
+# catalogue again. Only the positive answer is remembered: a workspace whose index is still building switches to
+# it as soon as it is valid. Trusting a dropped index for a while costs speed (the same query then scans), never
+# results. The builder (pipeline, hnsw_index_ensure) keeps asking the catalogue.
+_INDEX_READY: dict[tuple[int, int], float] = {}
+INDEX_READY_SECONDS = 60.0
+
+
+def _hnsw_index_ready_for_search(*, workspace_id: int, dimension: int) -> bool:
+    key = (workspace_id, dimension)
+    if _INDEX_READY.get(key, 0.0) > time.monotonic():
+        return True
+    ready = hnsw_index_ready(workspace_id=workspace_id, dimension=dimension)
+    if ready:
+        if len(_INDEX_READY) > 100_000:
+            _INDEX_READY.clear()
+        _INDEX_READY[key] = time.monotonic() + INDEX_READY_SECONDS
+    return ready
+
+
 def _user_conditions(scope: VectorScope) -> list[str]:
     """The read rule on users, one condition per user_id value (shared rows, then the user's own, with %(user)s)."""
     return ["e.user_id IS NULL"] + (["e.user_id = %(user)s"] if scope.user_id else [])
@@ -242,7 +263,7 @@ def nearest(
     scope_filter = _scope_filter(scope, exclude=exclude is not None)
     distance = "e.embedding <=> %(query)s::vector"
     with connections["app"].cursor() as cursor:
-        indexed = hnsw_index_ready(workspace_id=workspace_id, dimension=dimension)
+        indexed = _hnsw_index_ready_for_search(workspace_id=workspace_id, dimension=dimension)
         visible = (
             _indexed_search_setup(cursor, workspace_id=workspace_id, dimension=dimension, scope=scope)
             if indexed
