@@ -316,6 +316,10 @@ VECTOR_INDEX_BUILD_MEMORY_MB = env_int("VECTOR_INDEX_BUILD_MEMORY_MB", 512)
 
 # --- Context (context/get) ------------------------------------------------------------------------------------
 CONTEXT_MAX_RULES = env_int("CONTEXT_MAX_RULES", 100)
+# Issue 4 latency: the workspace settings context/get reads on every call (memories/settings, graph/settings) are
+# kept this long per process (seconds; 0 = read on every call). A change through the API is seen at once by the
+# process that made it and within this time by the others (docs/read-path-latency.md).
+CONTEXT_SETTINGS_CACHE_SECONDS = env_float("CONTEXT_SETTINGS_CACHE_SECONDS", 5.0, minimum=0.0, maximum=300.0)
 
 # --- Issue 4 (read path): lexical and hybrid ranking (tuned on LoCoMo dev, bench/README.md) ---
 # BM25 over memory_lexemes: term saturation k1 and length normalisation b (short chat turns: little damping).

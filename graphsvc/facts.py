@@ -92,12 +92,50 @@ class Reading:
         }
 
 
+@dataclass(frozen=True)
+class StoredSettings:
+    """The workspace's graph_settings row as recall reads it (None: the server default applies)."""
+
+    recall_strategy: str | None = None
+    decay_rate: float | None = None
+    decay_rates: dict[str, float] = field(default_factory=dict)
+
+
+# workspace → (monotonic expiry, row) for callers that accept a few seconds of staleness (context/get).
+_STORED_CACHE: dict[int, tuple[float, StoredSettings]] = {}
+
+
+def stored_settings(*, workspace_id: int, max_age: float = 0.0) -> StoredSettings:
+    """One read of what recall needs from graph_settings; with max_age > 0 a copy this recent may answer
+    (graph_reasoning_settings_update and relation_decay_set forget this process's copy)."""
+    cached = _STORED_CACHE.get(workspace_id)
+    if max_age > 0 and cached is not None and cached[0] > time.monotonic():
+        return cached[1]
+    row = GraphSettings.objects.filter(workspace_id=workspace_id).values_list(
+        "recall_strategy", "decay_rate", "decay_rates").first()
+    value = StoredSettings(row[0], row[1], row[2] or {}) if row else StoredSettings()
+    if max_age > 0:
+        if len(_STORED_CACHE) >= 10_000:
+            _STORED_CACHE.clear()
+        _STORED_CACHE[workspace_id] = (time.monotonic() + max_age, value)
+    return value
+
+
+def stored_settings_forget(*, workspace_id: int | None = None) -> None:
+    if workspace_id is None:
+        _STORED_CACHE.clear()
+    else:
+        _STORED_CACHE.pop(workspace_id, None)
+
+
 def reading_for(*, workspace_id: int, at: datetime | None = None, edge_classes: list[str] | None = None,
-                edge_types: list[str] | None = None) -> Reading:
-    row = GraphSettings.objects.filter(workspace_id=workspace_id).values("decay_rate", "decay_rates").first()
-    rate = row["decay_rate"] if row and row["decay_rate"] is not None else settings.GRAPH_DECAY_RATE
+                edge_types: list[str] | None = None, stored: StoredSettings | None = None) -> Reading:
+    if stored is None:
+        row = GraphSettings.objects.filter(workspace_id=workspace_id).values("decay_rate", "decay_rates").first()
+        stored = StoredSettings(None, row["decay_rate"], row["decay_rates"] or {}) if row else StoredSettings()
+    rate = stored.decay_rate if stored.decay_rate is not None else settings.GRAPH_DECAY_RATE
     return Reading(workspace_id=workspace_id, at=at, edge_classes=edge_classes or None,
-                   edge_types=edge_types or None, rate=rate, rates=(row or {}).get("decay_rates") or {})
+                   edge_types=edge_types or None, rate=rate, rates=stored.decay_rates or {})
 
 
 def boosted(decayed: float, retrieval_count: int) -> float:
@@ -470,11 +508,15 @@ def retrievals_record(*, workspace_id: int, edge_ids: list[int]) -> None:
         )
 
 
-def recall_strategy(*, workspace_id: int, requested: str | None) -> str:
+def recall_strategy(*, workspace_id: int, requested: str | None, stored: StoredSettings | None = None) -> str:
     if requested:
         return requested
-    stored = GraphSettings.objects.filter(workspace_id=workspace_id).values_list("recall_strategy", flat=True).first()
-    return stored or (settings.GRAPH_RECALL_STRATEGY if settings.GRAPH_RECALL_STRATEGY in STRATEGIES else "bfs")
+    if stored is None:
+        chosen = GraphSettings.objects.filter(workspace_id=workspace_id).values_list(
+            "recall_strategy", flat=True).first()
+    else:
+        chosen = stored.recall_strategy
+    return chosen or (settings.GRAPH_RECALL_STRATEGY if settings.GRAPH_RECALL_STRATEGY in STRATEGIES else "bfs")
 
 
 def facts_recall(
@@ -490,11 +532,14 @@ def facts_recall(
     strategy: str | None = None,
     record: bool = True,
     embed: bool = True,
+    settings_max_age: float = 0.0,
 ) -> dict[str, Any]:
     """Facts about what `query` (or one named `entity`) reaches. The graph is per workspace, so `scope` (user,
     project) does not narrow it. Unknown `entity` → 404 ENTITY_NOT_FOUND; a query matching nothing → no facts."""
     started = time.perf_counter()
-    chosen = recall_strategy(workspace_id=workspace_id, requested=strategy)
+    # One read of graph_settings for both the strategy and the decay (context/get lets it be a few seconds old).
+    stored = stored_settings(workspace_id=workspace_id, max_age=settings_max_age)
+    chosen = recall_strategy(workspace_id=workspace_id, requested=strategy, stored=stored)
     if entity:
         found = entity_lookup(workspace_id=workspace_id, name=entity)
         if found is None:
@@ -503,7 +548,7 @@ def facts_recall(
         seeds = [found]
     else:
         seeds = seeds_find(workspace_id=workspace_id, query=query or "", limit=limit, embed=embed)
-    reading = reading_for(workspace_id=workspace_id, at=at, edge_classes=edge_classes)
+    reading = reading_for(workspace_id=workspace_id, at=at, edge_classes=edge_classes, stored=stored)
     timed_out = False
     facts: list[dict[str, Any]] = []
     if seeds:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from django.db import connections
+from django.db import connections, transaction
 
 from graphsvc.models import GraphSettings
 
@@ -59,7 +59,17 @@ def graph_reasoning_settings_update(*, workspace_id: int, changes: dict[str, obj
     settings_row, _ = GraphSettings.objects.update_or_create(
         workspace_id=workspace_id, defaults={k: v for k, v in changes.items() if k in allowed}
     )
+    _forget_stored_settings(workspace_id)
     return settings_row
+
+
+def _forget_stored_settings(workspace_id: int) -> None:
+    """context/get's copy of graph_settings in this process: now, and at commit (a read in between would
+    remember the old row)."""
+    from graphsvc.facts import stored_settings_forget
+
+    stored_settings_forget(workspace_id=workspace_id)
+    transaction.on_commit(lambda: stored_settings_forget(workspace_id=workspace_id), using="app")
 
 
 def relation_decay_set(*, workspace_id: int, edge_type: str | None, rate: float | None) -> GraphSettings:
@@ -75,4 +85,5 @@ def relation_decay_set(*, workspace_id: int, edge_type: str | None, rate: float 
             rates[edge_type] = rate
         settings_row.decay_rates = rates
     settings_row.save()
+    _forget_stored_settings(workspace_id)
     return settings_row

@@ -258,7 +258,8 @@ def _known_facts(*, workspace_id: int, query: str | None) -> list[dict[str, Any]
 
     try:
         with transaction.atomic(using="app"):
-            return facts_recall(workspace_id=workspace_id, query=query, limit=CONTEXT_FACTS, embed=False)["facts"]
+            return facts_recall(workspace_id=workspace_id, query=query, limit=CONTEXT_FACTS, embed=False,
+                                settings_max_age=settings.CONTEXT_SETTINGS_CACHE_SECONDS)["facts"]
     except Exception:  # noqa: BLE001 - the graph is an addition to the context, never a reason to fail it
         import logging
 
@@ -284,7 +285,7 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
 
     started = time.perf_counter()
     rollout = rollout_services.rollout_state_get(workspace_id=workspace_id)
-    hygiene_settings = selectors.memory_settings_get(workspace_id=workspace_id)
+    hygiene_settings = selectors.memory_settings_cached(workspace_id=workspace_id)
     importance_weight = (hygiene_settings.importance_weight if request.importance_weight is None
                          else request.importance_weight)
     if request.include_superseded:

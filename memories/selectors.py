@@ -8,6 +8,7 @@ import binascii
 import json
 import math
 import re
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -647,6 +648,32 @@ def memory_settings_get(*, workspace_id: int) -> HygieneSettings:
         importance_weight=(row.importance_weight if row and row.importance_weight is not None
                            else settings.MEMORY_IMPORTANCE_WEIGHT),
     )
+
+
+# workspace → (monotonic expiry, settings), for context/get (CONTEXT_SETTINGS_CACHE_SECONDS).
+_SETTINGS_CACHE: dict[int, tuple[float, HygieneSettings]] = {}
+
+
+def memory_settings_cached(*, workspace_id: int) -> HygieneSettings:
+    """memory_settings_get, remembered per process for CONTEXT_SETTINGS_CACHE_SECONDS: context/get reads them on
+    every call. memory_settings_update forgets this process's copy; other processes see a change within the TTL."""
+    ttl = settings.CONTEXT_SETTINGS_CACHE_SECONDS
+    cached = _SETTINGS_CACHE.get(workspace_id)
+    if ttl > 0 and cached is not None and cached[0] > time.monotonic():
+        return cached[1]
+    value = memory_settings_get(workspace_id=workspace_id)
+    if ttl > 0:
+        if len(_SETTINGS_CACHE) >= _STATS_CACHE_MAX:
+            _SETTINGS_CACHE.clear()
+        _SETTINGS_CACHE[workspace_id] = (time.monotonic() + ttl, value)
+    return value
+
+
+def memory_settings_forget(*, workspace_id: int | None = None) -> None:
+    if workspace_id is None:
+        _SETTINGS_CACHE.clear()
+    else:
+        _SETTINGS_CACHE.pop(workspace_id, None)
 
 
 def memory_settings_payload(*, workspace_id: int) -> dict[str, Any]:
