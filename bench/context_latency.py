@@ -32,6 +32,9 @@ os.environ["CAIRN_DATABASE_NAME"] = api_latency.BENCH_DATABASE
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 NEIGHBOURS = 5
+# The server this bench runs (bench/README.md, context_latency: why these): 4 sync workers.
+GUNICORN_WORKERS = 4
+GUNICORN_THREADS = 1
 CLUSTERS = 400
 
 
@@ -41,6 +44,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--seconds", type=float, default=30.0, help="measurement time per configuration")
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "context_latency.json")
+    parser.add_argument("--workers", type=int, default=GUNICORN_WORKERS, help="gunicorn worker processes")
+    parser.add_argument("--threads", type=int, default=GUNICORN_THREADS,
+                        help="threads per worker (gthread); 1 = sync workers")
+    parser.add_argument("--depths", type=int, nargs="+", default=[1, 2])
     return parser.parse_args()
 
 
@@ -186,6 +193,7 @@ def run_for(port: int, key: str, workload: api_latency.Workload, clients: int, s
             client.close()
 
     threads = [threading.Thread(target=loop, args=(i,), daemon=True) for i in range(clients)]
+    load_before = os.getloadavg()[0]
     began = time.perf_counter()
     for thread in threads:
         thread.start()
@@ -196,6 +204,7 @@ def run_for(port: int, key: str, workload: api_latency.Workload, clients: int, s
     wall = time.perf_counter() - began
     ok = [s for s in samples if s.ok]
     return {
+        "loadavg1m": [round(load_before, 2), round(os.getloadavg()[0], 2)],  # before, after
         "requests": len(samples),
         "errors": len(samples) - len(ok),
         "firstError": next((s.error for s in samples if not s.ok), None),
@@ -230,12 +239,16 @@ def main() -> None:
     connections.close_all()
     port = api_latency.free_port()
     results: dict[str, Any] = {}
-    with api_latency.gunicorn(port, args.out.with_suffix(".gunicorn.log")):
+    options = ["--workers", str(args.workers)]
+    if args.threads > 1:
+        options += ["--worker-class", "gthread", "--threads", str(args.threads)]
+    with api_latency.gunicorn(port, args.out.with_suffix(".gunicorn.log"), options):
         warm_up(port, seed.api_key)
-        for depth in (1, 2):
+        for depth in args.depths:
             print(f"context/get graphDepth={depth}, {args.clients} clients, {args.seconds:.0f}s…", file=sys.stderr)
             results[f"depth{depth}"] = run_for(port, seed.api_key, context_workload(depth), args.clients, args.seconds)
     report = {"memories": args.memories, "graph": graph, "clients": args.clients, "results": results,
+              "server": {"workers": args.workers, "threads": args.threads},
               "machine": {"nproc": os.cpu_count(), "loadavg": os.getloadavg()}}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2))
