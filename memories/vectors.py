@@ -160,23 +160,23 @@ def hnsw_index_ready(*, workspace_id: int, dimension: int) -> bool:
         return cursor.fetchone()[0] == len(names)
 
 
-# (workspace, dimension) → monotonic time until which searches trust "the indexes are built" without asking the
-# catalogue again. Only the positive answer is remembered: a workspace whose index is still building switches to
-# it as soon as it is valid. Trusting a dropped index for a while costs speed (the same query then scans), never
-# results. The builder (pipeline, hnsw_index_ensure) keeps asking the catalogue.
-_INDEX_READY: dict[tuple[int, int], float] = {}
+# (workspace, dimension) → (monotonic expiry, ready): searches trust the catalogue's answer this long. Either way a
+# stale answer costs speed, never results: a search planned for a dropped index scans, and a workspace whose index
+# was just built keeps its exact scan up to a minute longer. The builder (pipeline, hnsw_index_ensure) always asks
+# the catalogue.
+_INDEX_READY: dict[tuple[int, int], tuple[float, bool]] = {}
 INDEX_READY_SECONDS = 60.0
 
 
 def _hnsw_index_ready_for_search(*, workspace_id: int, dimension: int) -> bool:
     key = (workspace_id, dimension)
-    if _INDEX_READY.get(key, 0.0) > time.monotonic():
-        return True
+    cached = _INDEX_READY.get(key)
+    if cached is not None and cached[0] > time.monotonic():
+        return cached[1]
     ready = hnsw_index_ready(workspace_id=workspace_id, dimension=dimension)
-    if ready:
-        if len(_INDEX_READY) > 100_000:
-            _INDEX_READY.clear()
-        _INDEX_READY[key] = time.monotonic() + INDEX_READY_SECONDS
+    if len(_INDEX_READY) > 100_000:
+        _INDEX_READY.clear()
+    _INDEX_READY[key] = (time.monotonic() + INDEX_READY_SECONDS, ready)
     return ready
 
 
