@@ -214,19 +214,39 @@ def run_for(port: int, key: str, workload: api_latency.Workload, clients: int, s
     }
 
 
-def warm_up(port: int, key: str) -> None:
-    """Until both workers have loaded the model and answer hybrid (each loads it on first use)."""
-    client = api_latency.Client(port, key)
-    workload = context_workload(1)
-    deadline = time.time() + 180
-    hybrid_answers = 0
-    while time.time() < deadline and hybrid_answers < 20:
-        _, data = client.call(workload, workload.body(random.Random(), None))
-        if data and data["trace"]["semanticStrategyApplied"] == "hybrid" and data["trace"]["strategy"] == "hybrid_graph":
-            hybrid_answers += 1
-        else:
-            time.sleep(0.5)
-    client.close()
+def warm_up(port: int, key: str, workers: int) -> None:
+    """Until every worker has loaded the model and answers hybrid with graph expansion (each loads it in the
+    background after it starts, answering lexical meanwhile). Clients run in parallel so every worker gets
+    requests; done when the last 10 answers per worker were all hybrid (a worker still loading would show)."""
+    deadline = time.time() + 240
+    recent: list[bool] = []
+    lock = threading.Lock()
+    done = threading.Event()
+
+    def loop(index: int) -> None:
+        client = api_latency.Client(port, key)
+        workload = context_workload(1)
+        rng = random.Random(1000 + index)
+        try:
+            while not done.is_set() and time.time() < deadline:
+                _, data = client.call(workload, workload.body(rng, None))
+                hybrid = bool(data and data["trace"]["semanticStrategyApplied"] == "hybrid"
+                              and data["trace"]["strategy"] == "hybrid_graph")
+                with lock:
+                    recent.append(hybrid)
+                    del recent[:-10 * workers]
+                    if len(recent) == 10 * workers and all(recent):
+                        done.set()
+                if not hybrid:
+                    time.sleep(0.5)
+        finally:
+            client.close()
+
+    threads = [threading.Thread(target=loop, args=(i,), daemon=True) for i in range(2 * workers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
 
 
 def main() -> None:
@@ -243,7 +263,7 @@ def main() -> None:
     if args.threads > 1:
         options += ["--worker-class", "gthread", "--threads", str(args.threads)]
     with api_latency.gunicorn(port, args.out.with_suffix(".gunicorn.log"), options):
-        warm_up(port, seed.api_key)
+        warm_up(port, seed.api_key, args.workers)
         for depth in args.depths:
             print(f"context/get graphDepth={depth}, {args.clients} clients, {args.seconds:.0f}s…", file=sys.stderr)
             results[f"depth{depth}"] = run_for(port, seed.api_key, context_workload(depth), args.clients, args.seconds)
