@@ -32,8 +32,8 @@ os.environ["CAIRN_DATABASE_NAME"] = api_latency.BENCH_DATABASE
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 NEIGHBOURS = 5
-# The server this bench runs (bench/README.md, context_latency: why these): 4 sync workers.
-GUNICORN_WORKERS = 4
+# The server this bench runs: 2 sync workers (bench/README.md, context_latency: 3, 4 and gthread did worse).
+GUNICORN_WORKERS = 2
 GUNICORN_THREADS = 1
 CLUSTERS = 400
 

@@ -285,7 +285,8 @@ def test_it_uses_the_policy_default_when_no_strategy(alice_api):
 # --- round trips (issue 4 latency): the bound a context/get may not exceed once its caches are warm -----------
 
 # Counted inside a test's transaction: workspace_context's SAVEPOINT / RELEASE and its closing set_config stand
-# for BEGIN / COMMIT. Before issue 4's latency work: 31 (two hybrid searches, depth + 2 expansion queries, ...).
+# for BEGIN / COMMIT. Before the latency work one call took 45 on the 100k bench (bench/context_profile.py): a
+# hybrid search per tier, depth + 2 expansion queries, settings reads, a savepoint around the metric.
 CONTEXT_QUERIES_WARM = {1: 17, 2: 17}
 
 
