@@ -367,3 +367,20 @@ def test_it_sees_a_settings_change_at_once_in_this_process(alice_api):
                                       HTTP_AUTHORIZATION=f"Bearer {alice_api.key}")
     assert response.status_code == 200, response.content
     assert "hunter2hunter2" in ctx(alice_api, query="staging password")["context"]
+
+
+def test_it_commits_the_metric_without_waiting_for_the_disk_unless_asked(alice_api, ws, settings):
+    from memories import context as context_module
+    from memories.selectors import MemoryScope
+
+    alice_api.add("alpha")
+    request = context_module.ContextRequest(query="alpha", strategy="lexical")
+    # Asked first: inside the test's transaction a relaxed commit would stay set for the rest of it.
+    for sync, expected in ((True, "on"), (False, "off")):
+        settings.RETRIEVAL_METRIC_SYNC_COMMIT = sync
+        with workspace_context(ws), connections["app"].cursor() as cursor:
+            context_module.context_get(workspace_id=ws, scope=MemoryScope(), request=request)
+            cursor.execute("SHOW synchronous_commit")
+            assert cursor.fetchone()[0] == expected
+    with workspace_context(ws):
+        assert RetrievalMetric.objects.count() == 2
