@@ -130,7 +130,7 @@ class Tier:
 
 def _rank_tiers(
     *, workspace_id: int, scope: MemoryScope, request: ContextRequest, strategy: Strategy, limits: dict[str, int],
-    query_vector: Any, importance_weight: float = 0.0,
+    query_vector: Any,
 ) -> dict[str, Tier]:
     """Rank each tier (layer → limit). With a query, one candidate search serves every tier (see
     search.memory_search_tiers); each tier is still ranked on its own candidates."""

@@ -420,10 +420,16 @@ _BM25_LAYER_BRANCH = """
  WHERE m.workspace_id = %(workspace_id)s AND m.layer = %(layer_{i})s
    AND m.deleted_at IS NULL
    AND (m.expires_at IS NULL OR m.expires_at > now())
-   AND {user_rule} AND {project_rule}
+   AND {user_rule} AND {project_rule} {narrow}
  ORDER BY s.score DESC, m.created_at DESC, m.id DESC
  LIMIT %(limit_{i})s)
 """
+# A small layer's branch starts from that layer's memories (memories_ws_user_layer finds them), handed over as an
+# array so the planner looks them up by id and hashes the scored candidates, instead of looking up every scored
+# candidate (thousands for common words) to keep the few of that layer.
+_SMALL_LAYER_NARROW = """
+   AND m.id = ANY(ARRAY(SELECT m.id FROM memories m WHERE m.workspace_id = %(workspace_id)s
+                        AND m.layer = %(layer_{i})s AND m.deleted_at IS NULL AND {user_rule}))"""
 # Layers whose branch scores every candidate instead of the pool (see _BM25_LAYERS_SQL).
 SMALL_LAYERS = frozenset({"working"})
 
@@ -443,8 +449,10 @@ def _bm25_layers(
         branches = []
         for i, layer in enumerate(layers):
             params[f"layer_{i}"], params[f"limit_{i}"] = layer, depths[layer]
-            source = "pool" if bounded and layer not in SMALL_LAYERS else "scored"
-            branches.append(_BM25_LAYER_BRANCH.format(source=source, i=i, **parts))
+            small = layer in SMALL_LAYERS
+            source = "pool" if bounded and not small else "scored"
+            narrow = _SMALL_LAYER_NARROW.format(i=i, **parts) if small else ""
+            branches.append(_BM25_LAYER_BRANCH.format(source=source, i=i, narrow=narrow, **parts))
         sql = _BM25_LAYERS_SQL.format(weights=_WEIGHTS_SQL, branches=" UNION ALL ".join(branches))
         rows = Memory.objects.raw(sql, params)
         for layer in layers:
