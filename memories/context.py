@@ -107,12 +107,38 @@ def resolve_strategy(requested: str | None, *, policy_default: str, query: str |
 # --- baseline tiers -------------------------------------------------------------------------------------------
 
 
-def _rules(*, workspace_id: int, scope: MemoryScope) -> list[Memory]:
+@dataclass(frozen=True)
+class Rules:
+    memories: list[Memory]
+    payloads: list[dict[str, Any]]
+
+
+# (workspace, scope) → (fingerprint, rules). The fingerprint is the (id, updated_at) list of the rules the query
+# selects: every change that matters to the list (a rule added, edited, forgotten, expired, superseded, re-scoped)
+# changes it, so a process never serves a stale list, however the change was made.
+_RULES_CACHE: dict[tuple[int, MemoryScope], tuple[tuple[tuple[uuid.UUID, datetime], ...], Rules]] = {}
+_RULES_CACHE_MAX = 10_000
+
+
+def _rules(*, workspace_id: int, scope: MemoryScope) -> Rules:
     rules = selectors.memories_readable(workspace_id=workspace_id, scope=scope).filter(
         Q(layer=Memory.Layer.RULE) | Q(type=Memory.Type.RULE)
     )
     # Project rules first, then global; newest first. Capped: a context is not the place for thousands of rules.
-    return list(rules.order_by("-scope", "-created_at", "-id")[: settings.CONTEXT_MAX_RULES])
+    ordered = rules.order_by("-scope", "-created_at", "-id")[: settings.CONTEXT_MAX_RULES]
+    # The same statement with two columns: building 100 models and their payloads on every call cost more than it.
+    fingerprint = tuple(ordered.values_list("id", "updated_at"))
+    key = (workspace_id, scope)
+    cached = _RULES_CACHE.get(key)
+    if cached is not None and cached[0] == fingerprint:
+        return cached[1]
+    found = {m.id: m for m in rules.filter(pk__in=[memory_id for memory_id, _ in fingerprint])}
+    memories = [found[memory_id] for memory_id, _ in fingerprint if memory_id in found]
+    value = Rules(memories, [memory_json(m) for m in memories])
+    if len(_RULES_CACHE) >= _RULES_CACHE_MAX:
+        _RULES_CACHE.clear()
+    _RULES_CACHE[key] = (fingerprint, value)
+    return value
 
 
 def _recent(*, workspace_id: int, scope: MemoryScope, layer: str, limit: int) -> list[Memory]:
@@ -307,7 +333,8 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
     if request.query and strategy.ranking != "lexical":
         query_vector = search.embed_query(request.query)
 
-    rules = _rules(workspace_id=workspace_id, scope=scope) if request.include_rules else []
+    rules_found = _rules(workspace_id=workspace_id, scope=scope) if request.include_rules else Rules([], [])
+    rules = rules_found.memories
     working, long_term = _baseline_tiers(workspace_id=workspace_id, scope=scope, request=request,
                                          strategy=strategy, query_vector=query_vector,
                                          importance_weight=importance_weight)
@@ -418,7 +445,7 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
     return {
         "mode": request.mode,
         "query": request.query,
-        "rules": [memory_json(m) for m in rules],
+        "rules": [dict(payload) for payload in rules_found.payloads],
         "memories": [memory_json(m, graph_by_id.get(m.id)) for m in returned],
         "workingMemories": [memory_json(m, graph_by_id.get(m.id)) for m in working.memories],
         "longTermMemories": [memory_json(m, graph_by_id.get(m.id)) for m in long_term.memories],

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from django.db import connections
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from graphsvc import expansion
 from graphsvc.models import GraphEdge, GraphNode
@@ -384,3 +385,21 @@ def test_it_commits_the_metric_without_waiting_for_the_disk_unless_asked(alice_a
             assert cursor.fetchone()[0] == expected
     with workspace_context(ws):
         assert RetrievalMetric.objects.count() == 2
+
+
+def test_it_never_serves_a_stale_rule_list(alice_api, ws):
+    first = alice_api.add("Always write tests first", type="rule")
+    assert [r["content"] for r in ctx(alice_api)["rules"]] == ["Always write tests first"]
+    alice_api.ok("memories/edit", {"id": first["id"], "content": "Always write the test first"})
+    assert [r["content"] for r in ctx(alice_api)["rules"]] == ["Always write the test first"]
+    second = alice_api.add("Never push on Fridays", type="rule")
+    assert ids(ctx(alice_api)["rules"]) == [second["id"], first["id"]]
+    alice_api.ok("memories/forget", {"id": first["id"]})
+    assert ids(ctx(alice_api)["rules"]) == [second["id"]]
+    # A change behind the process's back (another process, a direct write) shows as well.
+    with workspace_context(ws):
+        from memories.models import Memory
+
+        Memory.objects.filter(pk=second["id"]).update(content="Never deploy on Fridays", updated_at=timezone.now())
+    assert [r["content"] for r in ctx(alice_api)["rules"]] == ["Never deploy on Fridays"]
+    assert "Never deploy on Fridays" in ctx(alice_api)["context"]
