@@ -683,11 +683,13 @@ def facts_recall(
     record: bool = True,
     embed: bool = True,
     lazy_commit: bool = False,
+    report_strategy: bool = True,
 ) -> dict[str, Any]:
     """Facts about what `query` (or one named `entity`) reaches. The graph is per workspace, so `scope` (user,
     project) does not narrow it. Unknown `entity` → 404 ENTITY_NOT_FOUND; a query matching nothing → no facts.
     `lazy_commit`: the caller's transaction holds nothing but this recall, so the retrieval counts may commit
-    without waiting for the WAL flush."""
+    without waiting for the WAL flush. `report_strategy=False`: the caller ignores `strategy` when nothing
+    matched, so a query naming no entity costs no settings read (context/get asks this on every call)."""
     started = time.perf_counter()
     if entity:
         found, stored = entity_lookup_stored(workspace_id=workspace_id, name=entity)
@@ -697,6 +699,9 @@ def facts_recall(
         seeds = [found]
     else:
         seeds, stored = seeds_find_stored(workspace_id=workspace_id, query=query or "", limit=limit, embed=embed)
+    if not seeds and not report_strategy:
+        return {"facts": [], "seeds": [], "strategy": strategy, "timedOut": False,
+                "durationMs": round((time.perf_counter() - started) * 1000, 2)}
     reading = reading_for(workspace_id=workspace_id, at=at, edge_classes=edge_classes, stored=stored)
     chosen = recall_strategy(reading=reading, requested=strategy)
     timed_out = False

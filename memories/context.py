@@ -297,7 +297,8 @@ def _known_facts(*, workspace_id: int, query: str | None) -> list[dict[str, Any]
     try:
         with transaction.atomic(using="app"):
             # Recall reads graph_settings inside its seed lookup: no separate settings read to cache here.
-            return facts_recall(workspace_id=workspace_id, query=query, limit=CONTEXT_FACTS, embed=False)["facts"]
+            return facts_recall(workspace_id=workspace_id, query=query, limit=CONTEXT_FACTS, embed=False,
+                                report_strategy=False)["facts"]
     except Exception:  # noqa: BLE001 - the graph is an addition to the context, never a reason to fail it
         import logging
 
