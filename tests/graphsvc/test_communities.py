@@ -147,10 +147,10 @@ def test_it_keeps_memberships_inside_their_workspace(alice_ws, personas):
     # Row-level security: charlie's workspace can neither read alice's rows nor write one into her workspace.
     with workspace_context(personas.globex.id):
         assert GraphCommunityMember.objects.count() == 0
-    with pytest.raises(DatabaseError, match="row-level security"), workspace_context(personas.globex.id):
-        with connections["app"].cursor() as cursor:
-            cursor.execute("INSERT INTO graph_community_members (workspace_id, node_id, community_id) "
-                           "VALUES (%s, 1, %s)", [alice_ws, community.id])
+    with (pytest.raises(DatabaseError, match="row-level security"), workspace_context(personas.globex.id),
+          connections["app"].cursor() as cursor):
+        cursor.execute("INSERT INTO graph_community_members (workspace_id, node_id, community_id) "
+                       "VALUES (%s, 1, %s)", [alice_ws, community.id])
 
 
 def test_it_builds_the_same_split_whatever_order_the_facts_arrive_in():
