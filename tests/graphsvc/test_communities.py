@@ -124,6 +124,30 @@ def test_it_writes_only_new_memberships_and_reconciles_drifted_ones(alice_ws):
         assert GraphCommunityMember.objects.count() == 7
 
 
+def test_it_moves_a_drifted_member_into_its_new_community(alice_ws):
+    g = two_clusters(alice_ws)
+    with workspace_context(alice_ws):
+        upkeep.communities_detect(workspace_id=alice_ws)
+        ants, bees = community_of(g.ids["Ant One"]), community_of(g.ids["Bee One"])
+        g.fact("Bee Four", "depends_on", "Bee Five")
+        # Bee Five is filed under the ants (kept by the next run) before the run puts it with the bees: the
+        # plain insert of the new bee community's members conflicts and the upsert moves it.
+        GraphCommunityMember.objects.create(workspace_id=alice_ws, node_id=g.ids["Bee Five"], community_id=ants)
+        statements: list[str] = []
+
+        def spy(execute, sql, params, many, context):
+            statements.append(sql)
+            return execute(sql, params, many, context)
+
+        with connections["app"].execute_wrapper(spy):
+            again = upkeep.communities_detect(workspace_id=alice_ws)
+        assert again["written"] == 1 and again["dissolved"] == 1 and again["unchanged"] == 1
+        assert sum("INTO graph_community_members" in sql for sql in statements) == 2  # insert, then upsert
+        new_bees = community_of(g.ids["Bee One"])
+        assert new_bees not in (None, bees) and community_of(g.ids["Bee Five"]) == new_bees
+        assert GraphCommunityMember.objects.filter(community_id=ants).count() == 3
+
+
 def test_it_deletes_memberships_with_their_entity_or_community(alice_ws):
     g = two_clusters(alice_ws)
     with workspace_context(alice_ws), connections["app"].cursor() as cursor:
