@@ -79,6 +79,16 @@ BEGIN
 END $$
 """
 
+# Going back re-adds the column as 0006 left it: ON DELETE SET NULL (dissolving a community clears its members'
+# column), which the code before this migration relies on, under the name Django gave the constraint.
+DROP_COLUMN = ["DROP INDEX IF EXISTS graph_nodes_community", "ALTER TABLE graph_nodes DROP COLUMN community_id"]
+ADD_COLUMN_BACK = [
+    "ALTER TABLE graph_nodes ADD COLUMN community_id bigint NULL "
+    "CONSTRAINT graph_nodes_community_id_890f9b8d_fk_graph_communities_id REFERENCES graph_communities(id) "
+    "ON DELETE SET NULL DEFERRABLE INITIALLY DEFERRED",
+    "CREATE INDEX graph_nodes_community ON graph_nodes (workspace_id, community_id) WHERE community_id IS NOT NULL",
+]
+
 
 class Migration(migrations.Migration):
     dependencies = [
@@ -110,6 +120,11 @@ class Migration(migrations.Migration):
         enable_workspace_rls("graph_community_members"),
         migrations.RunSQL(sql=TRIGGERS_SQL, reverse_sql=TRIGGERS_REVERSE),
         migrations.RunSQL(sql=COPY_SQL, reverse_sql=COPY_BACK_SQL),
-        migrations.RemoveIndex(model_name="graphnode", name="graph_nodes_community"),
-        migrations.RemoveField(model_name="graphnode", name="community"),
+        migrations.SeparateDatabaseAndState(
+            state_operations=[
+                migrations.RemoveIndex(model_name="graphnode", name="graph_nodes_community"),
+                migrations.RemoveField(model_name="graphnode", name="community"),
+            ],
+            database_operations=[migrations.RunSQL(sql=DROP_COLUMN, reverse_sql=ADD_COLUMN_BACK)],
+        ),
     ]

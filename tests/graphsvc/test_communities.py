@@ -186,3 +186,22 @@ def test_it_builds_the_same_split_whatever_order_the_facts_arrive_in():
     order = np.array([6, 2, 4, 0, 5, 1, 3])
     second = upkeep._partition(6, rows[order], cols[order], "plp")
     assert (first == second).all()
+
+
+def test_it_reads_memberships_for_entities_and_seed_caps(alice_ws, personas):
+    from graphsvc.facts import SEED_COMMUNITY_CAP, seeds_find
+
+    g = GraphBuilder(alice_ws)
+    for i in range(1, 5):
+        g.fact("Ant Hub", "works_with", f"Ant Worker {i}")
+    with workspace_context(alice_ws):
+        assert len(seeds_find(workspace_id=alice_ws, query="ant", limit=10, embed=False)) == 5
+        upkeep.communities_detect(workspace_id=alice_ws)
+        # All five are one community now: seed search takes at most three of them.
+        assert len(seeds_find(workspace_id=alice_ws, query="ant", limit=10, embed=False)) == SEED_COMMUNITY_CAP
+        name = GraphCommunity.objects.get().name
+    detail = personas.alice_api.ok("graph/entities", {"entity": "Ant Hub"})["entities"][0]
+    assert detail["community"] == name
+    listed = personas.alice_api.ok("graph/entities", {"query": "worker"})["entities"]
+    assert {e["community"] for e in listed} == {name}
+    personas.charlie_api.error("graph/entities", {"entity": "Ant Hub"}, status=404, code="ENTITY_NOT_FOUND")
