@@ -249,6 +249,9 @@ def _candidates(limit: int) -> int:
     return max(limit + limit // 2, 8)
 
 
+# A candidate's community (issue 6: a row of its own, at most one per entity), by primary key. A join: as a
+# correlated subquery the lookup cost 3× as much server time over 50 candidates (0.34 against 0.12 ms).
+COMMUNITY_JOIN = "LEFT JOIN graph_community_members cm ON cm.workspace_id = %(ws)s AND cm.node_id = n.id"
 # Structure of a candidate seed: how many current facts it has (up to 50 each way) and how many kinds.
 DEGREE_SQL = """
     LEFT JOIN LATERAL (
@@ -307,10 +310,10 @@ def seeds_find_stored(*, workspace_id: int, query: str, limit: int,
                 ),
                 text AS (SELECT node_id, sum(score) AS score FROM matched GROUP BY node_id),
                 candidate AS (SELECT node_id, score FROM text ORDER BY score DESC, node_id LIMIT %(candidates)s)
-                SELECT n.id, n.label, n.community_id, coalesce(d.degree, 0), coalesce(d.kinds, 0),
+                SELECT n.id, n.label, cm.community_id, coalesce(d.degree, 0), coalesce(d.kinds, 0),
                        c.score / coalesce(nullif((SELECT max(score) FROM text), 0), 1.0), {STORED_SQL}
                 FROM candidate c JOIN graph_nodes n ON n.workspace_id = %(ws)s AND n.id = c.node_id
-                {DEGREE_SQL}
+                {COMMUNITY_JOIN} {DEGREE_SQL}
                 """,
                 {"ws": workspace_id, "words": words, "his": [_upper(w) for w in words], "p3": prefixes,
                  "p3his": [_upper(p) for p in prefixes], "candidates": _candidates(limit)},
@@ -357,8 +360,8 @@ def _structure(*, workspace_id: int, text: dict[int, float]) -> list[tuple[int, 
     with connections["app"].cursor() as cursor:
         cursor.execute(
             f"""
-            SELECT n.id, n.label, n.community_id, coalesce(d.degree, 0), coalesce(d.kinds, 0)
-            FROM graph_nodes n {DEGREE_SQL}
+            SELECT n.id, n.label, cm.community_id, coalesce(d.degree, 0), coalesce(d.kinds, 0)
+            FROM graph_nodes n {COMMUNITY_JOIN} {DEGREE_SQL}
             WHERE n.workspace_id = %(ws)s AND n.id = ANY(%(ids)s)
             """,
             {"ws": workspace_id, "ids": list(text)},
