@@ -334,8 +334,9 @@ def free_port() -> int:
 
 
 @contextmanager
-def gunicorn(port: int, log_path: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """Run gunicorn for the duration of the block and stop it however the block ends."""
+def gunicorn(port: int, log_path: Path, options: list[str] | None = None) -> Iterator[subprocess.Popen[bytes]]:
+    """Run gunicorn for the duration of the block and stop it however the block ends. `options` replace the
+    default worker options (2 sync workers)."""
     executable = Path(sys.executable).with_name("gunicorn")
     if not executable.exists():
         executable = ROOT / ".venv" / "bin" / "gunicorn"
@@ -346,7 +347,8 @@ def gunicorn(port: int, log_path: Path) -> Iterator[subprocess.Popen[bytes]]:
         "DJANGO_SETTINGS_MODULE": "config.settings",
     }
     bind = f"127.0.0.1:{port}"
-    command = [str(executable), "config.wsgi", "--workers", str(GUNICORN_WORKERS), "--bind", bind]
+    workers = options if options is not None else ["--workers", str(GUNICORN_WORKERS)]
+    command = [str(executable), "config.wsgi", *workers, "--bind", bind]
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("wb") as log:
         # Own session: a Ctrl-C in the terminal reaches only this script, which then stops gunicorn in order.

@@ -32,6 +32,9 @@ os.environ["CAIRN_DATABASE_NAME"] = api_latency.BENCH_DATABASE
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 NEIGHBOURS = 5
+# The server this bench runs: 2 sync workers (bench/README.md, context_latency: 3, 4 and gthread did worse).
+GUNICORN_WORKERS = 2
+GUNICORN_THREADS = 1
 CLUSTERS = 400
 
 
@@ -41,6 +44,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--seconds", type=float, default=30.0, help="measurement time per configuration")
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "context_latency.json")
+    parser.add_argument("--workers", type=int, default=GUNICORN_WORKERS, help="gunicorn worker processes")
+    parser.add_argument("--threads", type=int, default=GUNICORN_THREADS,
+                        help="threads per worker (gthread); 1 = sync workers")
+    parser.add_argument("--depths", type=int, nargs="+", default=[1, 2])
     return parser.parse_args()
 
 
@@ -149,6 +156,10 @@ def set_canary(workspace_id: int) -> None:
 
     with workspace_context(workspace_id):
         RolloutConfig.objects.update_or_create(workspace_id=workspace_id, defaults={"mode": "canary"})
+    # Metrics of earlier runs (an interrupted one, a run on another seed) would feed the quality gate and may block
+    # the canary; every run starts from an empty window.
+    with superuser_connection() as conn:
+        conn.execute("DELETE FROM retrieval_metrics WHERE workspace_id = %s", [workspace_id])
 
 
 QUERIES = [
@@ -182,6 +193,7 @@ def run_for(port: int, key: str, workload: api_latency.Workload, clients: int, s
             client.close()
 
     threads = [threading.Thread(target=loop, args=(i,), daemon=True) for i in range(clients)]
+    load_before = os.getloadavg()[0]
     began = time.perf_counter()
     for thread in threads:
         thread.start()
@@ -192,6 +204,7 @@ def run_for(port: int, key: str, workload: api_latency.Workload, clients: int, s
     wall = time.perf_counter() - began
     ok = [s for s in samples if s.ok]
     return {
+        "loadavg1m": [round(load_before, 2), round(os.getloadavg()[0], 2)],  # before, after
         "requests": len(samples),
         "errors": len(samples) - len(ok),
         "firstError": next((s.error for s in samples if not s.ok), None),
@@ -201,19 +214,39 @@ def run_for(port: int, key: str, workload: api_latency.Workload, clients: int, s
     }
 
 
-def warm_up(port: int, key: str) -> None:
-    """Until both workers have loaded the model and answer hybrid (each loads it on first use)."""
-    client = api_latency.Client(port, key)
-    workload = context_workload(1)
-    deadline = time.time() + 180
-    hybrid_answers = 0
-    while time.time() < deadline and hybrid_answers < 20:
-        _, data = client.call(workload, workload.body(random.Random(), None))
-        if data and data["trace"]["semanticStrategyApplied"] == "hybrid" and data["trace"]["strategy"] == "hybrid_graph":
-            hybrid_answers += 1
-        else:
-            time.sleep(0.5)
-    client.close()
+def warm_up(port: int, key: str, workers: int) -> None:
+    """Until every worker has loaded the model and answers hybrid with graph expansion (each loads it in the
+    background after it starts, answering lexical meanwhile). Clients run in parallel so every worker gets
+    requests; done when the last 10 answers per worker were all hybrid (a worker still loading would show)."""
+    deadline = time.time() + 240
+    recent: list[bool] = []
+    lock = threading.Lock()
+    done = threading.Event()
+
+    def loop(index: int) -> None:
+        client = api_latency.Client(port, key)
+        workload = context_workload(1)
+        rng = random.Random(1000 + index)
+        try:
+            while not done.is_set() and time.time() < deadline:
+                _, data = client.call(workload, workload.body(rng, None))
+                hybrid = bool(data and data["trace"]["semanticStrategyApplied"] == "hybrid"
+                              and data["trace"]["strategy"] == "hybrid_graph")
+                with lock:
+                    recent.append(hybrid)
+                    del recent[:-10 * workers]
+                    if len(recent) == 10 * workers and all(recent):
+                        done.set()
+                if not hybrid:
+                    time.sleep(0.5)
+        finally:
+            client.close()
+
+    threads = [threading.Thread(target=loop, args=(i,), daemon=True) for i in range(2 * workers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
 
 
 def main() -> None:
@@ -226,12 +259,16 @@ def main() -> None:
     connections.close_all()
     port = api_latency.free_port()
     results: dict[str, Any] = {}
-    with api_latency.gunicorn(port, args.out.with_suffix(".gunicorn.log")):
-        warm_up(port, seed.api_key)
-        for depth in (1, 2):
+    options = ["--workers", str(args.workers)]
+    if args.threads > 1:
+        options += ["--worker-class", "gthread", "--threads", str(args.threads)]
+    with api_latency.gunicorn(port, args.out.with_suffix(".gunicorn.log"), options):
+        warm_up(port, seed.api_key, args.workers)
+        for depth in args.depths:
             print(f"context/get graphDepth={depth}, {args.clients} clients, {args.seconds:.0f}s…", file=sys.stderr)
             results[f"depth{depth}"] = run_for(port, seed.api_key, context_workload(depth), args.clients, args.seconds)
     report = {"memories": args.memories, "graph": graph, "clients": args.clients, "results": results,
+              "server": {"workers": args.workers, "threads": args.threads},
               "machine": {"nproc": os.cpu_count(), "loadavg": os.getloadavg()}}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2))

@@ -127,7 +127,8 @@ def _vacuum() -> None:
     from django.db import connections
 
     with connections["default"].cursor() as cursor:
-        for table in ("graph_nodes", "graph_edges", "graph_entity_terms", "graph_entity_aliases"):
+        for table in ("graph_nodes", "graph_edges", "graph_entity_terms", "graph_entity_aliases",
+                      "graph_community_members"):
             cursor.execute(f"VACUUM (ANALYZE) {table}")
 
 

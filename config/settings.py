@@ -316,6 +316,14 @@ VECTOR_INDEX_BUILD_MEMORY_MB = env_int("VECTOR_INDEX_BUILD_MEMORY_MB", 512)
 
 # --- Context (context/get) ------------------------------------------------------------------------------------
 CONTEXT_MAX_RULES = env_int("CONTEXT_MAX_RULES", 100)
+# Issue 4 latency: the workspace settings context/get reads on every call (memories/settings, graph/settings) are
+# kept this long per process (seconds; 0 = read on every call). A change through the API is seen at once by the
+# process that made it and within this time by the others (docs/read-path-latency.md).
+CONTEXT_SETTINGS_CACHE_SECONDS = env_float("CONTEXT_SETTINGS_CACHE_SECONDS", 5.0, minimum=0.0, maximum=300.0)
+# The retrieval metric commits with context/get's transaction, before the answer is sent. false: that commit does not
+# wait for the WAL flush (a PostgreSQL crash may lose the last ~0.6 s of metric rows; an app crash loses none).
+# true: every context/get waits for a disk flush.
+RETRIEVAL_METRIC_SYNC_COMMIT = env_bool("RETRIEVAL_METRIC_SYNC_COMMIT", False)
 
 # --- Issue 4 (read path): lexical and hybrid ranking (tuned on LoCoMo dev, bench/README.md) ---
 # BM25 over memory_lexemes: term saturation k1 and length normalisation b (short chat turns: little damping).

@@ -8,7 +8,7 @@ Improvements on the anchor:
 - type nodes (memory_type:note …) are not hop-0 nodes: sharing a type is not a relation;
 - the score the final order uses includes the edge weight, as the anchor's docs say
   (type weight × edge weight × confidence / max(1, hop)).
-At most depth + 2 queries, whatever the graph's size.
+One query, whatever the graph's size and the depth.
 """
 
 from __future__ import annotations
@@ -76,99 +76,114 @@ def type_weight(edge_type: str) -> float:
     return EDGE_TYPE_WEIGHTS.get(edge_type, DEFAULT_EDGE_WEIGHT)
 
 
+# One statement for the whole traversal: hop 0, each hop's best edges per frontier node, and the newest memories
+# linked to every node reached. Every part is tagged with its stage so Python can replay the breadth-first
+# bookkeeping (first seed wins at hop 0, best reason per node) over rows in the order the stages ran. A node joins
+# the next frontier when a hop reaches it for the first time, which SQL expresses as "a neighbour of this hop
+# that no earlier stage reached". Each frontier is handed to its hop as an array (an InitPlan), so the edges are
+# found by index lookups as with a literal array, whatever the planner guesses the frontier's size to be.
+_HOP0_SQL = """
+hop0 AS (
+    SELECT l.node_id, n.node_type || ':' || n.node_key AS ref, l.memory_id AS seed, l.id AS ord
+    FROM memory_node_links l JOIN graph_nodes n ON n.id = l.node_id AND n.workspace_id = l.workspace_id
+    WHERE l.workspace_id = %(ws)s AND l.memory_id = ANY(%(seeds)s) AND n.node_type <> 'memory_type'
+), seen0 AS (SELECT DISTINCT node_id FROM hop0)"""
+
+_HOP_SQL = """
+hop{k} AS (
+    SELECT via, neighbour, neighbour_ref, edge_type, weight, confidence FROM (
+        SELECT s.via, s.neighbour, n.node_type || ':' || n.node_key AS neighbour_ref, s.edge_type,
+               s.weight, s.confidence,
+               row_number() OVER (PARTITION BY s.via ORDER BY s.score DESC, s.edge_id) AS rank
+        FROM (
+            SELECT e.from_node_id AS via, e.to_node_id AS neighbour, e.edge_type, e.weight,
+                   e.confidence, e.id AS edge_id,
+                   {weight} * e.weight * least(1, greatest(0, e.confidence)) AS score
+            FROM graph_edges e
+            WHERE e.workspace_id = %(ws)s AND e.from_node_id = ANY((SELECT array_agg(node_id) FROM frontier{k})::bigint[])
+              AND e.expired_at IS NULL AND (e.expires_at IS NULL OR e.expires_at > now())
+            UNION ALL
+            SELECT e.to_node_id, e.from_node_id, e.edge_type, e.weight, e.confidence, e.id,
+                   {weight} * e.weight * least(1, greatest(0, e.confidence))
+            FROM graph_edges e
+            WHERE e.workspace_id = %(ws)s AND e.to_node_id = ANY((SELECT array_agg(node_id) FROM frontier{k})::bigint[])
+              AND e.expired_at IS NULL AND (e.expires_at IS NULL OR e.expires_at > now())
+        ) s JOIN graph_nodes n ON n.id = s.neighbour AND n.workspace_id = %(ws)s
+    ) ranked
+    WHERE rank <= %(fanout)s
+), seen{k} AS (SELECT node_id FROM seen{prev} UNION SELECT neighbour FROM hop{k})"""
+
+_LINKS_SQL = """
+SELECT 0 AS stage, NULL::bigint AS via, node_id AS node, ref, NULL::text AS edge_type, NULL::float8 AS weight,
+       NULL::float8 AS confidence, seed AS memory_id, ord
+FROM hop0
+{hops}
+UNION ALL
+SELECT {last}, NULL, t.node_id, NULL, NULL, NULL, NULL, l.memory_id, 0
+FROM seen{depth} t CROSS JOIN LATERAL (
+    SELECT memory_id FROM memory_node_links
+    WHERE workspace_id = %(ws)s AND node_id = t.node_id AND memory_id <> ALL(%(seeds)s)
+    ORDER BY id DESC
+    LIMIT %(links)s
+) l
+ORDER BY stage, ord
+"""
+
+
+def _expansion_sql(depth: int) -> str:
+    ctes = [_HOP0_SQL]
+    for k in range(1, depth + 1):
+        # Hop 1 starts from every hop-0 node; hop k > 1 from the nodes hop k - 1 reached first.
+        frontier = (f"frontier{k} AS (SELECT node_id FROM seen0)" if k == 1 else
+                    f"frontier{k} AS (SELECT neighbour AS node_id FROM hop{k - 1} "
+                    f"EXCEPT SELECT node_id FROM seen{k - 2})")
+        ctes.append(frontier + "," + _HOP_SQL.format(k=k, prev=k - 1, weight=_TYPE_WEIGHT_SQL))
+    hops = "".join(
+        f"UNION ALL SELECT {k}, via, neighbour, neighbour_ref, edge_type, weight, confidence, NULL, 0 FROM hop{k}\n"
+        for k in range(1, depth + 1)
+    )
+    return "WITH " + ",".join(ctes) + _LINKS_SQL.format(hops=hops, last=depth + 1, depth=depth)
+
+
 def expand(*, workspace_id: int, seed_memory_ids: list[uuid.UUID], depth: int, limit: int) -> Expansion:
     """Memories reachable from the seeds within `depth` hops, best first, at most `limit` (before scope checks,
-    which the caller applies when it reloads them — so ask for a few more than you will show)."""
+    which the caller applies when it reloads them — so ask for a few more than you will show). One query."""
     if not seed_memory_ids or depth < 1 or limit < 1:
         return Expansion(memory_ids=[], reasons={}, total_candidates=0)
-    node_reason: dict[int, Reason] = {}
-    node_ref: dict[int, str] = {}
     with connections["app"].cursor() as cursor:
-        # Hop 0: every node a seed links to (its own memory node, repo, user, category, topics). Type nodes are
-        # left out: every note shares "memory_type:note", which relates nothing to anything.
         cursor.execute(
-            """
-            SELECT l.node_id, n.node_type || ':' || n.node_key, l.memory_id
-            FROM memory_node_links l JOIN graph_nodes n ON n.id = l.node_id AND n.workspace_id = l.workspace_id
-            WHERE l.workspace_id = %s AND l.memory_id = ANY(%s) AND n.node_type <> 'memory_type'
-            ORDER BY l.id
-            """,
-            [workspace_id, seed_memory_ids],
+            _expansion_sql(depth),
+            {"ws": workspace_id, "seeds": list(seed_memory_ids), "fanout": EDGE_FANOUT, "links": LINK_FANOUT},
         )
-        for node_id, ref, seed in cursor.fetchall():
-            node_ref[node_id] = ref
-            node_reason.setdefault(node_id, Reason(ref, "seed", 0, 1.0, 1.0, str(seed)))
-
-        frontier = list(node_reason)
-        for hop in range(1, depth + 1):
-            if not frontier:
-                break
-            cursor.execute(
-                f"""
-                SELECT via, neighbour, neighbour_ref, edge_type, weight, confidence FROM (
-                    SELECT s.via, s.neighbour, n.node_type || ':' || n.node_key AS neighbour_ref, s.edge_type,
-                           s.weight, s.confidence,
-                           row_number() OVER (PARTITION BY s.via ORDER BY s.score DESC, s.edge_id) AS rank
-                    FROM (
-                        SELECT e.from_node_id AS via, e.to_node_id AS neighbour, e.edge_type, e.weight,
-                               e.confidence, e.id AS edge_id,
-                               {_TYPE_WEIGHT_SQL} * e.weight * least(1, greatest(0, e.confidence)) AS score
-                        FROM graph_edges e
-                        WHERE e.workspace_id = %(ws)s AND e.from_node_id = ANY(%(frontier)s)
-                          AND e.expired_at IS NULL AND (e.expires_at IS NULL OR e.expires_at > now())
-                        UNION ALL
-                        SELECT e.to_node_id, e.from_node_id, e.edge_type, e.weight, e.confidence, e.id,
-                               {_TYPE_WEIGHT_SQL} * e.weight * least(1, greatest(0, e.confidence))
-                        FROM graph_edges e
-                        WHERE e.workspace_id = %(ws)s AND e.to_node_id = ANY(%(frontier)s)
-                          AND e.expired_at IS NULL AND (e.expires_at IS NULL OR e.expires_at > now())
-                    ) s JOIN graph_nodes n ON n.id = s.neighbour AND n.workspace_id = %(ws)s
-                ) ranked
-                WHERE rank <= %(fanout)s
-                """,
-                {"ws": workspace_id, "frontier": frontier, "fanout": EDGE_FANOUT},
-            )
-            next_frontier = []
-            for via, neighbour, ref, edge_type, weight, confidence in cursor.fetchall():
-                confidence = min(1.0, max(0.0, float(confidence)))
-                score = type_weight(edge_type) * float(weight) * confidence / max(1, hop)
-                reason = Reason(ref, edge_type, hop, confidence, score, node_reason[via].seed_memory_id)
-                node_ref[neighbour] = ref
-                if reason.better_than(node_reason.get(neighbour)):
-                    is_new = neighbour not in node_reason
-                    node_reason[neighbour] = reason
-                    if is_new and hop < depth:
-                        next_frontier.append(neighbour)
-            frontier = next_frontier
-
-        # Candidates: the newest memories linked to each traversed node, seeds excluded.
-        cursor.execute(
-            """
-            SELECT t.node_id, l.memory_id
-            FROM unnest(%(nodes)s::bigint[]) AS t(node_id)
-            CROSS JOIN LATERAL (
-                SELECT memory_id FROM memory_node_links
-                WHERE workspace_id = %(ws)s AND node_id = t.node_id AND memory_id <> ALL(%(seeds)s)
-                ORDER BY id DESC
-                LIMIT %(fanout)s
-            ) l
-            """,
-            {"ws": workspace_id, "nodes": list(node_reason), "seeds": seed_memory_ids, "fanout": LINK_FANOUT},
-        )
-        links = cursor.fetchall()
-
+        rows = cursor.fetchall()
+    node_reason: dict[int, Reason] = {}
     reasons: dict[uuid.UUID, Reason] = {}
-    for node_id, memory_id in links:
-        via = node_reason[node_id]
-        if via.hop == 0:
-            # Reached through a node the seed itself links to (a shared tag, repo, type …).
-            candidate = Reason(via.node_ref, "shared_node", 1, 1.0, type_weight("shared_node"), via.seed_memory_id)
+    for stage, via, node, ref, edge_type, weight, confidence, memory_id, _ in rows:
+        if stage == 0:
+            # Hop 0: every node a seed links to (its own memory node, repo, user, category, topics). Type nodes
+            # are left out: every note shares "memory_type:note", which relates nothing to anything.
+            node_reason.setdefault(node, Reason(ref, "seed", 0, 1.0, 1.0, str(memory_id)))
+        elif stage <= depth:
+            confidence = min(1.0, max(0.0, float(confidence)))
+            score = type_weight(edge_type) * float(weight) * confidence / max(1, stage)
+            reason = Reason(ref, edge_type, stage, confidence, score, node_reason[via].seed_memory_id)
+            if reason.better_than(node_reason.get(node)):
+                node_reason[node] = reason
         else:
-            candidate = via
-        if candidate.better_than(reasons.get(memory_id)):
-            reasons[memory_id] = candidate
+            _link_reason(reasons, node_reason[node], memory_id)
     ordered = sorted(reasons, key=lambda m: (-reasons[m].score, reasons[m].hop, str(m)))
     return Expansion(memory_ids=ordered[:limit], reasons=reasons, total_candidates=len(reasons))
+
+
+def _link_reason(reasons: dict[uuid.UUID, Reason], via: Reason, memory_id: uuid.UUID) -> None:
+    """The newest memories linked to each traversed node are the candidates (seeds excluded)."""
+    if via.hop == 0:
+        # Reached through a node the seed itself links to (a shared tag, repo, type …).
+        candidate = Reason(via.node_ref, "shared_node", 1, 1.0, type_weight("shared_node"), via.seed_memory_id)
+    else:
+        candidate = via
+    if candidate.better_than(reasons.get(memory_id)):
+        reasons[memory_id] = candidate
 
 
 def contradictions(*, workspace_id: int, memory_ids: list[uuid.UUID]) -> list[dict[str, object]]:

@@ -25,17 +25,12 @@ class GraphNode(models.Model):
     first_seen_at = models.DateTimeField(null=True, blank=True)
     last_seen_at = models.DateTimeField(null=True, blank=True)
     mention_count = models.IntegerField(default=0, db_default=0)
-    community = models.ForeignKey("GraphCommunity", null=True, blank=True, on_delete=models.SET_NULL,
-                                  related_name="+", db_index=False)
+    # An entity's community is a row of GraphCommunityMember, not a column here (issue 6, migration 0011).
 
     class Meta:
         db_table = "graph_nodes"
         constraints = [
             models.UniqueConstraint(fields=["workspace", "node_type", "node_key"], name="graph_nodes_unique_key")
-        ]
-        indexes = [
-            models.Index(fields=["workspace", "community"], name="graph_nodes_community",
-                         condition=Q(community__isnull=False)),
         ]
 
     @property
@@ -181,6 +176,29 @@ class GraphCommunity(models.Model):
     class Meta:
         db_table = "graph_communities"
         constraints = [models.UniqueConstraint(fields=["workspace", "name"], name="graph_communities_unique_name")]
+
+
+class GraphCommunityMember(models.Model):
+    """Which community an entity is in (at most one). A narrow table of its own: a community run that regroups
+    every entity writes 100k three-integer rows here instead of updating 100k wide graph_nodes rows (each
+    update rewrote the row and added entries to all of graph_nodes' indexes, two of them GIN).
+
+    No foreign-key constraints in the database: a run inserts up to every entity in one statement, and a
+    per-row RI check (locking each entity's and community's row) cost more than the insert. Deleting an entity
+    or a community deletes its memberships through statement-level triggers (migration 0011), which the raw-SQL
+    deletes fire as well; on_delete covers ORM deletes."""
+
+    pk = models.CompositePrimaryKey("workspace", "node")
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, db_index=False, db_constraint=False,
+                                  related_name="+")
+    node = models.ForeignKey(GraphNode, on_delete=models.CASCADE, db_index=False, db_constraint=False,
+                             related_name="+")
+    community = models.ForeignKey(GraphCommunity, on_delete=models.CASCADE, db_index=False, db_constraint=False,
+                                  related_name="+")
+
+    class Meta:
+        db_table = "graph_community_members"
+        indexes = [models.Index(fields=["community"], name="graph_community_members_cid")]
 
 
 class GraphSettings(models.Model):

@@ -159,7 +159,9 @@ def _entity_json(row: tuple[Any, ...]) -> dict[str, Any]:
 
 ENTITY_SELECT = """
     SELECT n.id, n.label, n.node_type, n.summary, n.mention_count, c.name, n.last_seen_at
-    FROM graph_nodes n LEFT JOIN graph_communities c ON c.id = n.community_id
+    FROM graph_nodes n
+    LEFT JOIN graph_community_members m ON m.workspace_id = n.workspace_id AND m.node_id = n.id
+    LEFT JOIN graph_communities c ON c.id = m.community_id
 """
 
 

@@ -6,6 +6,7 @@ Call inside tenancy.rls.workspace_context.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import time
@@ -31,6 +32,8 @@ EXPANSION_OVERFETCH = 3
 CONTEXT_LINE_CHARS = 80
 # Facts from the entity graph in context/get (the "Known facts" section).
 CONTEXT_FACTS = 5
+# Texts up to this long have their scrubbed line remembered (4,096 of them: at most ~16 MB per process).
+CLEAN_CACHE_MAX_CHARS = 4000
 
 
 @dataclass(frozen=True)
@@ -104,12 +107,38 @@ def resolve_strategy(requested: str | None, *, policy_default: str, query: str |
 # --- baseline tiers -------------------------------------------------------------------------------------------
 
 
-def _rules(*, workspace_id: int, scope: MemoryScope) -> list[Memory]:
+@dataclass(frozen=True)
+class Rules:
+    memories: list[Memory]
+    payloads: list[dict[str, Any]]
+
+
+# (workspace, scope) → (fingerprint, rules). The fingerprint is the (id, updated_at) list of the rules the query
+# selects: every change that matters to the list (a rule added, edited, forgotten, expired, superseded, re-scoped)
+# changes it, so a process never serves a stale list, however the change was made.
+_RULES_CACHE: dict[tuple[int, MemoryScope], tuple[tuple[tuple[uuid.UUID, datetime], ...], Rules]] = {}
+_RULES_CACHE_MAX = 10_000
+
+
+def _rules(*, workspace_id: int, scope: MemoryScope) -> Rules:
     rules = selectors.memories_readable(workspace_id=workspace_id, scope=scope).filter(
         Q(layer=Memory.Layer.RULE) | Q(type=Memory.Type.RULE)
     )
     # Project rules first, then global; newest first. Capped: a context is not the place for thousands of rules.
-    return list(rules.order_by("-scope", "-created_at", "-id")[: settings.CONTEXT_MAX_RULES])
+    ordered = rules.order_by("-scope", "-created_at", "-id")[: settings.CONTEXT_MAX_RULES]
+    # The same statement with two columns: building 100 models and their payloads on every call cost more than it.
+    fingerprint = tuple(ordered.values_list("id", "updated_at"))
+    key = (workspace_id, scope)
+    cached = _RULES_CACHE.get(key)
+    if cached is not None and cached[0] == fingerprint:
+        return cached[1]
+    found = {m.id: m for m in rules.filter(pk__in=[memory_id for memory_id, _ in fingerprint])}
+    memories = [found[memory_id] for memory_id, _ in fingerprint if memory_id in found]
+    value = Rules(memories, [memory_json(m) for m in memories])
+    if len(_RULES_CACHE) >= _RULES_CACHE_MAX:
+        _RULES_CACHE.clear()
+    _RULES_CACHE[key] = (fingerprint, value)
+    return value
 
 
 def _recent(*, workspace_id: int, scope: MemoryScope, layer: str, limit: int) -> list[Memory]:
@@ -125,26 +154,37 @@ class Tier:
     outcome: search.SearchOutcome | None
 
 
-def _rank_tier(
-    *, workspace_id: int, scope: MemoryScope, request: ContextRequest, strategy: Strategy, layer: str, limit: int,
-    query_vector: Any, importance_weight: float = 0.0,
-) -> Tier:
+def _rank_tiers(
+    *, workspace_id: int, scope: MemoryScope, request: ContextRequest, strategy: Strategy, limits: dict[str, int],
+    query_vector: Any,
+) -> dict[str, Tier]:
+    """Rank each tier (layer → limit). With a query, one candidate search serves every tier (see
+    search.memory_search_tiers); each tier is still ranked on its own candidates."""
     if not request.query:
-        return Tier(_recent(workspace_id=workspace_id, scope=scope, layer=layer, limit=limit), None)
+        return {layer: Tier(_recent(workspace_id=workspace_id, scope=scope, layer=layer, limit=limit), None)
+                for layer, limit in limits.items()}
     reranking = request.half_life_days is not None or request.mmr_lambda is not None
-    pool = limit * 4 if reranking else limit
-    outcome = search.memory_search(
-        workspace_id=workspace_id, scope=scope, query=request.query, layer=layer, limit=pool,
-        strategy=strategy.ranking, query_vector=query_vector, exclude_rules=layer == Memory.Layer.LONG_TERM,
+    outcomes = search.memory_search_tiers(
+        workspace_id=workspace_id, scope=scope, query=request.query, strategy=strategy.ranking,
+        query_vector=query_vector,
+        tiers=[search.TierQuery(layer=layer, limit=limit * 4 if reranking else limit,
+                                exclude_rules=layer == Memory.Layer.LONG_TERM) for layer, limit in limits.items()],
     )
-    memories = outcome.memories
-    if reranking:
-        memories = _rerank(workspace_id=workspace_id, memories=memories, outcome=outcome, request=request,
-                           limit=limit, query_vector=query_vector)
-    memories = memories[:limit]
-    if importance_weight > 0:
-        memories = search.importance_rerank(memories=memories, scores=outcome.scores, weight=importance_weight)
-    return Tier(memories, outcome)
+    tiers = {}
+    for (layer, limit), outcome in zip(limits.items(), outcomes, strict=True):
+        memories = outcome.memories
+        if reranking:
+            memories = _rerank(workspace_id=workspace_id, memories=memories, outcome=outcome, request=request,
+                               limit=limit, query_vector=query_vector)
+        tiers[layer] = Tier(memories[:limit], outcome)
+    return tiers
+
+
+def _weighted(tier: Tier, *, limit: int, importance_weight: float) -> Tier:
+    memories = tier.memories[:limit]
+    if importance_weight > 0 and tier.outcome is not None:
+        memories = search.importance_rerank(memories=memories, scores=tier.outcome.scores, weight=importance_weight)
+    return Tier(memories, tier.outcome)
 
 
 def _rerank(
@@ -199,6 +239,13 @@ def _one_line(text: str) -> str:
     return " ".join(text.replace("<", " ").replace(">", " ").split())
 
 
+@functools.lru_cache(maxsize=4096)
+def _clean_line(text: str) -> str:
+    """Scrubbed and on one line. Remembered per text: the same rules and memories come back call after call, and
+    the secret patterns cost ~0.1 ms per text (100 rules: most of a context's Python time)."""
+    return _one_line(scrub_secrets(text))
+
+
 def context_text(
     *, rules: list[Memory], memories: list[Memory], conflicts: list[dict[str, Any]],
     facts: list[dict[str, Any]] | None = None, redact: bool = True,
@@ -207,7 +254,9 @@ def context_text(
     placeholders before the line is cut, so a key is never half-shown."""
 
     def clean(text: str) -> str:
-        return _one_line(scrub_secrets(text) if redact else text)
+        if not redact:
+            return _one_line(text)
+        return _clean_line(text) if len(text) <= CLEAN_CACHE_MAX_CHARS else _one_line(scrub_secrets(text))
 
     sections: list[str] = []
     project_rules = [r for r in rules if r.scope == Memory.Scope.PROJECT]
@@ -247,7 +296,9 @@ def _known_facts(*, workspace_id: int, query: str | None) -> list[dict[str, Any]
 
     try:
         with transaction.atomic(using="app"):
-            return facts_recall(workspace_id=workspace_id, query=query, limit=CONTEXT_FACTS, embed=False)["facts"]
+            # Recall reads graph_settings inside its seed lookup: no separate settings read to cache here.
+            return facts_recall(workspace_id=workspace_id, query=query, limit=CONTEXT_FACTS, embed=False,
+                                report_strategy=False)["facts"]
     except Exception:  # noqa: BLE001 - the graph is an addition to the context, never a reason to fail it
         import logging
 
@@ -273,7 +324,7 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
 
     started = time.perf_counter()
     rollout = rollout_services.rollout_state_get(workspace_id=workspace_id)
-    hygiene_settings = selectors.memory_settings_get(workspace_id=workspace_id)
+    hygiene_settings = selectors.memory_settings_cached(workspace_id=workspace_id)
     importance_weight = (hygiene_settings.importance_weight if request.importance_weight is None
                          else request.importance_weight)
     if request.include_superseded:
@@ -283,18 +334,11 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
     if request.query and strategy.ranking != "lexical":
         query_vector = search.embed_query(request.query)
 
-    rules = _rules(workspace_id=workspace_id, scope=scope) if request.include_rules else []
-    working = Tier([], None)
-    long_term = Tier([], None)
-    if request.mode in ("all", "working"):
-        working = _rank_tier(workspace_id=workspace_id, scope=scope, request=request, strategy=strategy,
-                             layer=Memory.Layer.WORKING, limit=max(1, min(request.limit, WORKING_TIER_MAX)),
-                             query_vector=query_vector, importance_weight=importance_weight)
-    if request.mode in ("all", "long_term"):
-        long_limit = max(1, request.limit - len(working.memories)) if request.mode == "all" else request.limit
-        long_term = _rank_tier(workspace_id=workspace_id, scope=scope, request=request, strategy=strategy,
-                               layer=Memory.Layer.LONG_TERM, limit=long_limit, query_vector=query_vector,
-                               importance_weight=importance_weight)
+    rules_found = _rules(workspace_id=workspace_id, scope=scope) if request.include_rules else Rules([], [])
+    rules = rules_found.memories
+    working, long_term = _baseline_tiers(workspace_id=workspace_id, scope=scope, request=request,
+                                         strategy=strategy, query_vector=query_vector,
+                                         importance_weight=importance_weight)
     baseline = working.memories + long_term.memories
 
     # The rollout decision (memories-sh.md §4.2).
@@ -402,7 +446,7 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
     return {
         "mode": request.mode,
         "query": request.query,
-        "rules": [memory_json(m) for m in rules],
+        "rules": [dict(payload) for payload in rules_found.payloads],
         "memories": [memory_json(m, graph_by_id.get(m.id)) for m in returned],
         "workingMemories": [memory_json(m, graph_by_id.get(m.id)) for m in working.memories],
         "longTermMemories": [memory_json(m, graph_by_id.get(m.id)) for m in long_term.memories],
@@ -418,6 +462,33 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
             "longTermIds": [str(m.id) for m in long_term.memories],
         },
     }
+
+
+def _baseline_tiers(
+    *, workspace_id: int, scope: MemoryScope, request: ContextRequest, strategy: Strategy, query_vector: Any,
+    importance_weight: float,
+) -> tuple[Tier, Tier]:
+    """Working ≤ 3, long-term for the rest of the limit. Both tiers are ranked together; the long-term one with
+    the whole limit, then cut to what the working tier left (its candidate depth is max(4 × limit, 40) of the
+    request's limit, which only differs from the cut limit's above a limit of 10)."""
+    limits: dict[str, int] = {}
+    if request.mode in ("all", "working"):
+        limits[Memory.Layer.WORKING] = max(1, min(request.limit, WORKING_TIER_MAX))
+    if request.mode in ("all", "long_term"):
+        limits[Memory.Layer.LONG_TERM] = request.limit
+    if not limits:
+        return Tier([], None), Tier([], None)
+    ranked = _rank_tiers(workspace_id=workspace_id, scope=scope, request=request, strategy=strategy, limits=limits,
+                         query_vector=query_vector)
+    working = Tier([], None)
+    if Memory.Layer.WORKING in ranked:
+        working = _weighted(ranked[Memory.Layer.WORKING], limit=limits[Memory.Layer.WORKING],
+                            importance_weight=importance_weight)
+    long_term = Tier([], None)
+    if Memory.Layer.LONG_TERM in ranked:
+        long_limit = max(1, request.limit - len(working.memories)) if request.mode == "all" else request.limit
+        long_term = _weighted(ranked[Memory.Layer.LONG_TERM], limit=long_limit, importance_weight=importance_weight)
+    return working, long_term
 
 
 def _expand(

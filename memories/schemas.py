@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from django.conf import settings
 from ninja import Schema
-from pydantic import Field, field_validator
+from pydantic import BaseModel, Field, field_validator
 
 from config.schemas import NUL_MESSAGE, ScopeIn, ScopeQuery, StrictIn, scope_field, trimmed
 from graphsvc.schemas import FactOut
@@ -42,20 +42,26 @@ def _check_metadata(value: dict[str, Any] | None) -> dict[str, Any] | None:
     return value
 
 
-class PipelineStepOut(Schema):
+class DictOut(BaseModel):
+    """An answer built from dicts (selectors.memory_payload and friends): plain pydantic. ninja's Schema wraps
+    every nested object in an attribute getter so it can read ORM instances; for a context/get with 100 rules that
+    wrapping was a third of the request's CPU (bench/README.md, context_latency)."""
+
+
+class PipelineStepOut(DictOut):
     status: Literal["queued", "processing", "succeeded", "dead_letter"] = Field(description="State of this step.")
     attempts: int = Field(description="Attempts so far (at most 5, then dead_letter).")
     lastErrorCode: str | None = Field(description="Code of the last failure, e.g. EMBEDDING_FAILED.")
 
 
-class PipelineOut(Schema):
+class PipelineOut(DictOut):
     status: Literal["queued", "processing", "succeeded", "dead_letter"] = Field(
         description="Overall: dead_letter if any step is, else processing, else queued, else succeeded."
     )
     steps: dict[str, PipelineStepOut] = Field(description="Per step: embed, similarity.")
 
 
-class MemoryOut(Schema):
+class MemoryOut(DictOut):
     id: str = Field(description="Memory id.")
     content: str = Field(description="The memory text as stored.")
     type: MemoryType = Field(description="rule, decision, fact, note or skill.")
@@ -279,7 +285,7 @@ class ContextIn(StrictIn):
     scope: ScopeIn = scope_field()
 
 
-class GraphReasonOut(Schema):
+class GraphReasonOut(DictOut):
     whyIncluded: Literal["graph_expansion"] = Field(description="Always graph_expansion.")
     linkedViaNode: str = Field(description="The node it was reached through, as <node_type>:<node_key>.")
     edgeType: str = Field(description="Edge type of the last step, or shared_node for a shared tag/repo/type.")
@@ -292,7 +298,7 @@ class ContextMemoryOut(MemoryOut):
     graph: GraphReasonOut | None = Field(None, description="Present on memories added by graph expansion.")
 
 
-class ConflictOut(Schema):
+class ConflictOut(DictOut):
     memoryAId: str = Field(description="One memory of the pair (the smaller id).")
     memoryBId: str = Field(description="The other.")
     edgeType: Literal["contradicts"] = Field(description="Always contradicts.")
@@ -302,7 +308,7 @@ class ConflictOut(Schema):
     suggestion: str = Field(description="What an agent may do about it.")
 
 
-class ContextTraceOut(Schema):
+class ContextTraceOut(DictOut):
     requestedStrategy: str = Field(description="Strategy asked for (or the policy default, or auto).")
     strategy: Literal["baseline", "hybrid_graph"] = Field(description="Whether graph expansion was applied.")
     semanticStrategyRequested: str = Field(description="Ranking asked for: lexical, semantic or hybrid.")
@@ -337,7 +343,7 @@ class ContextTraceOut(Schema):
     durationMs: float = Field(description="Server time spent assembling the context.")
 
 
-class ContextOut(Schema):
+class ContextOut(DictOut):
     mode: ContextMode = Field(description="The mode used.")
     query: str | None = Field(description="The query used.")
     rules: list[ContextMemoryOut] = Field(description="Active rules in scope (empty with includeRules false).")

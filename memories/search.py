@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
+from django.db.models import Exists, QuerySet
 
 from memories import selectors, vectors
 from memories.embeddings import get_embedder
@@ -126,6 +127,78 @@ def importance_rerank(*, memories: list[Memory], scores: dict[uuid.UUID, float],
     return sorted(memories, key=lambda m: -blended[m.id])
 
 
+@dataclass(frozen=True)
+class TierQuery:
+    """One tier of context/get: its layer, how many memories it ranks, and whether rules are left out."""
+
+    layer: str
+    limit: int
+    exclude_rules: bool
+
+
+def memory_search_tiers(
+    *, workspace_id: int, scope: MemoryScope, query: str, tiers: list[TierQuery], strategy: str | None,
+    query_vector: Any,
+) -> list[SearchOutcome]:
+    """memory_search(layer=…) for each tier, ranked exactly as one call per tier would rank it, from candidates
+    fetched once: one BM25 statement for all layers, one vector search, one load of the vector candidates and one
+    check for unembedded memories, instead of one of each per tier."""
+    requested = normalise_strategy(strategy)
+    depths = {tier.layer: _depth(requested, tier.limit) for tier in tiers}
+    lexical = selectors.memory_search_lexical_layers(workspace_id=workspace_id, scope=scope, query=query,
+                                                     depths=depths)
+    semantic: Candidates | None = None
+    if requested != "lexical":
+        if query_vector is None:
+            query_vector = embed_query(query)
+        semantic = _semantic_candidates(workspace_id=workspace_id, scope=scope, query_vector=query_vector,
+                                        depths=depths)
+    return [
+        _rank(workspace_id=workspace_id, scope=scope, query=query, requested=requested, limit=tier.limit,
+              type=None, layer=tier.layer, lexical=lexical[tier.layer], semantic=semantic,
+              exclude_rules=tier.exclude_rules)
+        for tier in tiers
+    ]
+
+
+@dataclass
+class Candidates:
+    """What the vector side found: (memory id, cosine) best first, the memories loaded in that order (every
+    layer asked for), and whether some memories still wait for their vector. `neighbours` is None when the
+    query could not be embedded."""
+
+    neighbours: list[tuple[uuid.UUID, float]] | None
+    memories: list[Memory]
+    partial: bool
+
+
+def _depth(requested: str, limit: int) -> int:
+    return limit if requested == "lexical" else max(limit * 4, 40)
+
+
+def _semantic_candidates(
+    *, workspace_id: int, scope: MemoryScope, query_vector: Any, depths: dict[str, int], type: str | None = None,
+) -> Candidates:
+    if query_vector is None:
+        return Candidates(None, [], False)
+    neighbours = vectors.nearest(
+        workspace_id=workspace_id,
+        model=settings.EMBEDDING_MODEL,
+        query=query_vector,
+        scope=vectors.VectorScope(user_id=scope.user_id, project_id=scope.project_id),
+        limit=max(depths.values()),
+    )
+    if not neighbours:
+        return Candidates([], [], False)
+    layers = [layer for layer in depths if layer]
+    memories = _load_in_order(workspace_id=workspace_id, scope=scope, ids=[mid for mid, _ in neighbours],
+                              type=type, layers=layers)
+    # The load answers the unembedded-memories question on every row (an uncorrelated EXISTS, evaluated once);
+    # only when it loaded nothing does that take a query of its own.
+    partial = memories[0].embed_pending if memories else _has_unembedded_memories(workspace_id)
+    return Candidates(neighbours, memories, partial)
+
+
 def _ranked(
     *,
     workspace_id: int,
@@ -139,48 +212,56 @@ def _ranked(
     exclude_rules: bool,
 ) -> SearchOutcome:
     requested = normalise_strategy(strategy)
-    depth = limit if requested == "lexical" else max(limit * 4, 40)
+    depth = _depth(requested, limit)
     lexical = selectors.memory_search_lexical(
         workspace_id=workspace_id, scope=scope, query=query, type=type, layer=layer, limit=depth
     )
+    semantic: Candidates | None = None
+    if requested != "lexical":
+        if query_vector is None:
+            query_vector = embed_query(query)
+        semantic = _semantic_candidates(workspace_id=workspace_id, scope=scope, query_vector=query_vector,
+                                        depths={layer: depth}, type=type)
+    return _rank(workspace_id=workspace_id, scope=scope, query=query, requested=requested, limit=limit, type=type,
+                 layer=layer, lexical=lexical, semantic=semantic, exclude_rules=exclude_rules)
+
+
+def _rank(
+    *, workspace_id: int, scope: MemoryScope, query: str, requested: str, limit: int, type: str | None,
+    layer: str | None, lexical: list[Memory], semantic: Candidates | None, exclude_rules: bool,
+) -> SearchOutcome:
+    """One ranking from fetched candidates. With several tiers, `semantic` holds every tier's vector candidates:
+    this tier takes the first `depth` neighbours, as a search with its own limit would have found them."""
+    lexical = lexical[:_depth(requested, limit)]
     if exclude_rules:
         lexical = [memory for memory in lexical if memory.type != Memory.Type.RULE]
     outcome = SearchOutcome(memories=lexical[:limit], requested=requested, applied="lexical",
                             lexical_candidates=len(lexical))
-    if requested == "lexical":
+    if semantic is None:
         return outcome
 
     def fall_back(reason: str) -> SearchOutcome:
         outcome.fallback_reason, outcome.fallback_triggered = reason, True
         return outcome
 
-    if query_vector is None:
-        query_vector = embed_query(query)
-    if query_vector is None:
+    if semantic.neighbours is None:
         return fall_back("query_embedding_unavailable")
-    neighbours = vectors.nearest(
-        workspace_id=workspace_id,
-        model=settings.EMBEDDING_MODEL,
-        query=query_vector,
-        scope=vectors.VectorScope(user_id=scope.user_id, project_id=scope.project_id),
-        limit=depth,
-    )
-    if not neighbours:
+    if not semantic.neighbours:
         return fall_back("vectors_unavailable")
-    semantic = _load_in_order(workspace_id=workspace_id, scope=scope, ids=[mid for mid, _ in neighbours],
-                              type=type, layer=layer)
+    in_depth = {mid for mid, _ in semantic.neighbours[:_depth(requested, limit)]}
+    semantic_memories = [m for m in semantic.memories if m.id in in_depth and (layer is None or m.layer == layer)]
     if exclude_rules:
-        semantic = [memory for memory in semantic if memory.type != Memory.Type.RULE]
-    outcome.semantic_candidates = len(semantic)
-    cosine = dict(neighbours)
-    partial = _has_unembedded_memories(workspace_id)
+        semantic_memories = [memory for memory in semantic_memories if memory.type != Memory.Type.RULE]
+    outcome.semantic_candidates = len(semantic_memories)
+    cosine = dict(semantic.neighbours)
+    partial = semantic.partial
 
     if requested == "semantic" and not partial:
-        outcome.memories, outcome.applied = semantic[:limit], "semantic"
+        outcome.memories, outcome.applied = semantic_memories[:limit], "semantic"
         outcome.scores = {memory.id: cosine[memory.id] for memory in outcome.memories}
         return outcome
 
-    fused = hybrid_fusion(lexical=lexical, semantic=semantic, cosine=cosine)
+    fused = hybrid_fusion(lexical=lexical, semantic=semantic_memories, cosine=cosine)
     fused = session_neighbour_lift(
         fused, workspace_id=workspace_id, scope=scope, type=type, layer=layer, exclude_rules=exclude_rules
     )
@@ -245,10 +326,15 @@ def session_neighbour_lift(
     weights = settings.SEARCH_SESSION_NEIGHBOUR_WEIGHTS if weights is None else weights
     if not fused or not any(w > 0 for w in weights):
         return fused
+    # Only memories with a session have neighbours (the query's own condition): without any, no round trip, and
+    # `fused` is already in the order _ordered would give it.
+    anchors = [m.id for m, _ in fused if isinstance(m.metadata, dict) and "sessionId" in m.metadata]
+    if not anchors:
+        return fused
     scores = {memory.id: score for memory, score in fused}
     by_id = {memory.id: memory for memory, _ in fused}
     found = selectors.session_neighbours(
-        workspace_id=workspace_id, scope=scope, memory_ids=list(scores), type=type, layer=layer, span=len(weights),
+        workspace_id=workspace_id, scope=scope, memory_ids=anchors, type=type, layer=layer, span=len(weights),
     )
     reply = settings.SEARCH_REPLY_LIFT if reply_weight is None else reply_weight
     # best[(memory, d)]: the best weighted candidate score d turns away. Adjacency is symmetric, and every candidate
@@ -349,18 +435,24 @@ def reciprocal_rank_fusion(rankings: list[list[Memory]], k: int = RRF_K) -> list
 
 
 def _load_in_order(
-    *, workspace_id: int, scope: MemoryScope, ids: list[uuid.UUID], type: str | None, layer: str | None
+    *, workspace_id: int, scope: MemoryScope, ids: list[uuid.UUID], type: str | None, layers: list[str]
 ) -> list[Memory]:
-    queryset = selectors.memories_readable(workspace_id=workspace_id, scope=scope).filter(pk__in=ids)
+    queryset = selectors.memories_readable(workspace_id=workspace_id, scope=scope).filter(pk__in=ids).annotate(
+        embed_pending=Exists(_unembedded(workspace_id))
+    )
     if type:
         queryset = queryset.filter(type=type)
-    if layer:
-        queryset = queryset.filter(layer=layer)
+    if layers:
+        queryset = queryset.filter(layer__in=layers)
     found = {memory.id: memory for memory in queryset}
     return [found[memory_id] for memory_id in ids if memory_id in found]
 
 
-def _has_unembedded_memories(workspace_id: int) -> bool:
+def _unembedded(workspace_id: int) -> QuerySet[PipelineJob]:
     return PipelineJob.objects.filter(
         workspace_id=workspace_id, kind="embed", status__in=["queued", "processing", "dead_letter"]
-    ).exists()
+    )
+
+
+def _has_unembedded_memories(workspace_id: int) -> bool:
+    return _unembedded(workspace_id).exists()

@@ -8,6 +8,7 @@ import binascii
 import json
 import math
 import re
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -204,6 +205,27 @@ def memory_search_lexical(
     return list(Memory.objects.raw(_SUBSTRING_SQL.format(**parts), params))
 
 
+def memory_search_lexical_layers(
+    *, workspace_id: int, scope: MemoryScope, query: str, depths: dict[str, int]
+) -> dict[str, list[Memory]]:
+    """memory_search_lexical for several layers (layer → limit) in one BM25 statement; the same rows per layer
+    as one call per layer would give. context/get ranks its working and long-term tiers this way."""
+    if _uses_search_syntax(query) or len(depths) < 2:
+        return {
+            layer: memory_search_lexical(workspace_id=workspace_id, scope=scope, query=query, type=None,
+                                         layer=layer, limit=limit)
+            for layer, limit in depths.items()
+        }
+    found = _bm25_layers(workspace_id=workspace_id, scope=scope, query=query, depths=depths)
+    if any(found.values()) or _has_search_terms(query):
+        return found
+    return {
+        layer: memory_search_lexical(workspace_id=workspace_id, scope=scope, query=query, type=None, layer=layer,
+                                     limit=limit)
+        for layer, limit in depths.items()
+    }
+
+
 # BM25 over the postings, in two steps. First the document frequency of each query lexeme (index-only counts on
 # (workspace_id, lexeme, ...), cached per process like the workspace statistics); then the score of the memories in
 # the head of each lexeme's postings: the SEARCH_BM25_POSTINGS_PER_TERM postings with the most occurrences in the
@@ -217,10 +239,21 @@ WHERE p.workspace_id = %(workspace_id)s AND p.lexeme = ANY(%(lexemes)s::text[])
 GROUP BY p.lexeme
 """
 
-_BM25_SQL = """
-WITH weights AS (
+# The query's words with their IDF: the known frequencies from Python, plus the words last counted at zero,
+# counted here (an index-only probe that finds nothing, unless a memory brought the word since).
+_WEIGHTS_SQL = """weights AS (
     SELECT * FROM unnest(%(lexemes)s::text[], %(idfs)s::float8[]) AS w(lexeme, idf)
-), scored AS (
+    UNION ALL
+    SELECT r.lexeme, ln(1 + (greatest(%(count)s, c.df) - c.df + 0.5) / (c.df + 0.5))
+    FROM unnest(%(recheck)s::text[]) AS r(lexeme)
+    CROSS JOIN LATERAL (
+        SELECT count(*) AS df FROM memory_lexemes p WHERE p.workspace_id = %(workspace_id)s AND p.lexeme = r.lexeme
+    ) c
+    WHERE c.df > 0
+)"""
+
+_BM25_SQL = """
+WITH {weights}, scored AS (
     SELECT p.memory_id,
            sum(w.idf * p.tf * (%(k1)s + 1) / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.doc_len / %(avgdl)s))) AS score
     FROM weights w CROSS JOIN LATERAL (
@@ -271,7 +304,19 @@ def _lexical_stats(workspace_id: int) -> tuple[float, float]:
 _DF_CACHE: dict[tuple[int, str], tuple[float, int]] = {}  # (workspace, lexeme) → (valid until, frequency)
 
 
-def _document_frequencies(workspace_id: int, lexemes: list[str]) -> list[tuple[str, int]]:
+@dataclass(frozen=True)
+class Frequencies:
+    """Document frequencies of a query's lexemes: the known ones (> 0), and the lexemes last counted at zero,
+    which the BM25 statement counts again itself (a word a new memory brought must be found at once)."""
+
+    known: list[tuple[str, int]]
+    recheck: list[str]
+
+    def __bool__(self) -> bool:
+        return bool(self.known or self.recheck)
+
+
+def _document_frequencies(workspace_id: int, lexemes: list[str]) -> Frequencies:
     now = timezone.now().timestamp()
     known: dict[str, int] = {}
     for lexeme in lexemes:
@@ -287,41 +332,140 @@ def _document_frequencies(workspace_id: int, lexemes: list[str]) -> list[tuple[s
             _DF_CACHE.clear()
         for lexeme in missing:
             known[lexeme] = int(counted.get(lexeme, 0))
-            # A stale count only shifts a word's weight; a cached zero would hide a new memory's word, so no.
-            if known[lexeme]:
-                _DF_CACHE[(workspace_id, lexeme)] = (now + settings.SEARCH_BM25_STATS_SECONDS, known[lexeme])
-    return [(lexeme, known[lexeme]) for lexeme in lexemes if known[lexeme] > 0]
+            # A stale count only shifts a word's weight. A zero is remembered too, but only to skip this round
+            # trip: the BM25 statement counts it again (see _WEIGHTS_SQL), so a new memory's word is never hidden.
+            _DF_CACHE[(workspace_id, lexeme)] = (now + settings.SEARCH_BM25_STATS_SECONDS, known[lexeme])
+    return Frequencies(known=[(lexeme, known[lexeme]) for lexeme in lexemes if known[lexeme] > 0],
+                       recheck=[lexeme for lexeme in lexemes if known[lexeme] == 0])
+
+
+# The lexemes of a query text and whether it has search terms depend on the text alone (the 'english'
+# configuration is fixed), so they are remembered per process: an agent asks the same questions again and again,
+# and each answer cost a round trip per tier.
+_TEXT_CACHE_MAX = 2048
+_LEXEMES_CACHE: dict[str, list[str]] = {}
+_TERMS_CACHE: dict[str, bool] = {}
+
+
+def _remember(cache: dict[str, Any], key: str, value: Any) -> Any:
+    if len(cache) >= _TEXT_CACHE_MAX:
+        cache.clear()  # a crude bound; refilling costs one round trip per distinct query
+    cache[key] = value
+    return value
 
 
 def _query_lexemes(query: str) -> list[str]:
+    cached = _LEXEMES_CACHE.get(query)
+    if cached is not None:
+        return cached
     with connections["app"].cursor() as cursor:
         cursor.execute("SELECT tsvector_to_array(to_tsvector('english', %s))", [query])
-        return list(dict.fromkeys(cursor.fetchone()[0] or []))[:MAX_OR_WORDS]
+        lexemes = list(dict.fromkeys(cursor.fetchone()[0] or []))[:MAX_OR_WORDS]
+    return _remember(_LEXEMES_CACHE, query, lexemes)
+
+
+def _bm25_params(*, workspace_id: int, frequencies: Frequencies, limit: int) -> dict[str, Any]:
+    count, mean_length = _lexical_stats(workspace_id)
+    count = max(count, max((frequency for _, frequency in frequencies.known), default=0), 1.0)
+    return {
+        "lexemes": [lexeme for lexeme, _ in frequencies.known],
+        "idfs": [math.log(1 + (count - frequency + 0.5) / (frequency + 0.5)) for _, frequency in frequencies.known],
+        "recheck": frequencies.recheck,
+        "count": count,
+        "avgdl": max(mean_length, 1.0),
+        "k1": settings.SEARCH_BM25_K1,
+        "b": settings.SEARCH_BM25_B,
+        "per_term": settings.SEARCH_BM25_POSTINGS_PER_TERM,
+        "pool": max(limit * BM25_POOL_FACTOR, BM25_POOL_MIN),
+    }
 
 
 def _bm25(*, workspace_id: int, params: dict[str, Any], parts: dict[str, str]) -> list[Memory]:
     frequencies = _document_frequencies(workspace_id, _query_lexemes(params["query"]))
     if not frequencies:
         return []
-    count, mean_length = _lexical_stats(workspace_id)
-    count = max(count, max(frequency for _, frequency in frequencies), 1.0)
-    params = {
-        **params,
-        "lexemes": [lexeme for lexeme, _ in frequencies],
-        "idfs": [math.log(1 + (count - frequency + 0.5) / (frequency + 0.5)) for _, frequency in frequencies],
-        "avgdl": max(mean_length, 1.0),
-        "k1": settings.SEARCH_BM25_K1,
-        "b": settings.SEARCH_BM25_B,
-        "per_term": settings.SEARCH_BM25_POSTINGS_PER_TERM,
-        "pool": max(params["limit"] * BM25_POOL_FACTOR, BM25_POOL_MIN),
-    }
-    sql = _BM25_SQL.format(**parts)
+    params = {**params, **_bm25_params(workspace_id=workspace_id, frequencies=frequencies, limit=params["limit"])}
+    sql = _BM25_SQL.format(**parts, weights=_WEIGHTS_SQL)
     rows = list(Memory.objects.raw(sql, params))
-    if len(rows) < params["limit"] and sum(frequency for _, frequency in frequencies) > params["pool"]:
+    if len(rows) < params["limit"] and sum(frequency for _, frequency in frequencies.known) > params["pool"]:
         # The scope filter removed too many of the best-scored memories (another user's, another project's):
         # score them all.
         rows = list(Memory.objects.raw(sql, {**params, "pool": None}))
     return rows
+
+
+# Several layers at once. The long-term branch reads the best `pool` scored memories, as _BM25_SQL does. The
+# working branch reads every scored memory: working memories are few (a TTL and a per-user cap keep them so), so
+# the planner starts from them, and the answer is the one _BM25_SQL gives after its unbounded retry — which a
+# layer holding a small share of the workspace would need on almost every call.
+_BM25_LAYERS_SQL = """
+WITH {weights}, scored AS MATERIALIZED (
+    SELECT p.memory_id,
+           sum(w.idf * p.tf * (%(k1)s + 1) / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.doc_len / %(avgdl)s))) AS score
+    FROM weights w CROSS JOIN LATERAL (
+        SELECT l.memory_id, l.tf, l.doc_len FROM memory_lexemes l
+        WHERE l.workspace_id = %(workspace_id)s AND l.lexeme = w.lexeme
+        ORDER BY l.tf DESC, l.doc_len
+        LIMIT %(per_term)s
+    ) p
+    GROUP BY p.memory_id
+), pool AS (
+    SELECT * FROM scored ORDER BY score DESC LIMIT %(pool)s
+)
+{branches}
+"""
+_BM25_LAYER_BRANCH = """
+(SELECT m.*, s.score AS lexical_rank
+ FROM {source} s JOIN memories m ON m.id = s.memory_id
+ WHERE m.workspace_id = %(workspace_id)s AND m.layer = %(layer_{i})s
+   AND m.deleted_at IS NULL
+   AND (m.expires_at IS NULL OR m.expires_at > now())
+   AND {user_rule} AND {project_rule} {narrow}
+ ORDER BY s.score DESC, m.created_at DESC, m.id DESC
+ LIMIT %(limit_{i})s)
+"""
+# A small layer's branch starts from that layer's memories (memories_ws_user_layer finds them), handed over as an
+# array so the planner looks them up by id and hashes the scored candidates, instead of looking up every scored
+# candidate (thousands for common words) to keep the few of that layer.
+_SMALL_LAYER_NARROW = """
+   AND m.id = ANY(ARRAY(SELECT m.id FROM memories m WHERE m.workspace_id = %(workspace_id)s
+                        AND m.layer = %(layer_{i})s AND m.deleted_at IS NULL AND {user_rule}))"""
+# Layers whose branch scores every candidate instead of the pool (see _BM25_LAYERS_SQL).
+SMALL_LAYERS = frozenset({"working"})
+
+
+def _bm25_layers(
+    *, workspace_id: int, scope: MemoryScope, query: str, depths: dict[str, int]
+) -> dict[str, list[Memory]]:
+    found: dict[str, list[Memory]] = {layer: [] for layer in depths}
+    frequencies = _document_frequencies(workspace_id, _query_lexemes(query))
+    if not frequencies:
+        return found
+    params = _bm25_params(workspace_id=workspace_id, frequencies=frequencies, limit=max(depths.values()))
+    params["workspace_id"] = workspace_id
+    parts = _scope_sql(scope, params)
+
+    def run(layers: list[str], *, bounded: bool) -> None:
+        branches = []
+        for i, layer in enumerate(layers):
+            params[f"layer_{i}"], params[f"limit_{i}"] = layer, depths[layer]
+            small = layer in SMALL_LAYERS
+            source = "pool" if bounded and not small else "scored"
+            narrow = _SMALL_LAYER_NARROW.format(i=i, **parts) if small else ""
+            branches.append(_BM25_LAYER_BRANCH.format(source=source, i=i, narrow=narrow, **parts))
+        sql = _BM25_LAYERS_SQL.format(weights=_WEIGHTS_SQL, branches=" UNION ALL ".join(branches))
+        rows = Memory.objects.raw(sql, params)
+        for layer in layers:
+            found[layer] = []
+        for row in rows:
+            found[row.layer].append(row)
+
+    run(list(depths), bounded=True)
+    # As _bm25: the scope filter removed too many of the best-scored memories; score them all.
+    short = [layer for layer in depths if layer not in SMALL_LAYERS and len(found[layer]) < depths[layer]]
+    if short and sum(frequency for _, frequency in frequencies.known) > params["pool"]:
+        run(short, bounded=False)
+    return found
 
 
 _SEARCH_SYNTAX = re.compile(r'"|(^|\s)-\w|\bor\b', re.IGNORECASE)
@@ -333,9 +477,12 @@ def _uses_search_syntax(query: str) -> bool:
 
 
 def _has_search_terms(query: str) -> bool:
+    cached = _TERMS_CACHE.get(query)
+    if cached is not None:
+        return cached
     with connections["app"].cursor() as cursor:
         cursor.execute("SELECT numnode(websearch_to_tsquery('english', %s)) > 0", [query])
-        return bool(cursor.fetchone()[0])
+        return _remember(_TERMS_CACHE, query, bool(cursor.fetchone()[0]))
 
 
 _STATUS_ORDER = ("dead_letter", "processing", "queued", "succeeded")
@@ -509,6 +656,32 @@ def memory_settings_get(*, workspace_id: int) -> HygieneSettings:
         importance_weight=(row.importance_weight if row and row.importance_weight is not None
                            else settings.MEMORY_IMPORTANCE_WEIGHT),
     )
+
+
+# workspace → (monotonic expiry, settings), for context/get (CONTEXT_SETTINGS_CACHE_SECONDS).
+_SETTINGS_CACHE: dict[int, tuple[float, HygieneSettings]] = {}
+
+
+def memory_settings_cached(*, workspace_id: int) -> HygieneSettings:
+    """memory_settings_get, remembered per process for CONTEXT_SETTINGS_CACHE_SECONDS: context/get reads them on
+    every call. memory_settings_update forgets this process's copy; other processes see a change within the TTL."""
+    ttl = settings.CONTEXT_SETTINGS_CACHE_SECONDS
+    cached = _SETTINGS_CACHE.get(workspace_id)
+    if ttl > 0 and cached is not None and cached[0] > time.monotonic():
+        return cached[1]
+    value = memory_settings_get(workspace_id=workspace_id)
+    if ttl > 0:
+        if len(_SETTINGS_CACHE) >= _STATS_CACHE_MAX:
+            _SETTINGS_CACHE.clear()
+        _SETTINGS_CACHE[workspace_id] = (time.monotonic() + ttl, value)
+    return value
+
+
+def memory_settings_forget(*, workspace_id: int | None = None) -> None:
+    if workspace_id is None:
+        _SETTINGS_CACHE.clear()
+    else:
+        _SETTINGS_CACHE.pop(workspace_id, None)
 
 
 def memory_settings_payload(*, workspace_id: int) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import connections
+from django.db import connections, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -337,6 +337,9 @@ def memory_settings_update(*, workspace_id: int, changes: dict[str, Any]) -> Mem
         setattr(row, field, value)
     row.updated_at = timezone.now()
     row.save()
+    # Now, and again at commit: a request of this process reading between the two would cache the old row.
+    selectors.memory_settings_forget(workspace_id=workspace_id)
+    transaction.on_commit(lambda: selectors.memory_settings_forget(workspace_id=workspace_id), using="app")
     return row
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -159,6 +160,26 @@ def hnsw_index_ready(*, workspace_id: int, dimension: int) -> bool:
         return cursor.fetchone()[0] == len(names)
 
 
+# (workspace, dimension) → (monotonic expiry, ready): searches trust the catalogue's answer this long. Either way a
+# stale answer costs speed, never results: a search planned for a dropped index scans, and a workspace whose index
+# was just built keeps its exact scan up to a minute longer. The builder (pipeline, hnsw_index_ensure) always asks
+# the catalogue.
+_INDEX_READY: dict[tuple[int, int], tuple[float, bool]] = {}
+INDEX_READY_SECONDS = 60.0
+
+
+def _hnsw_index_ready_for_search(*, workspace_id: int, dimension: int) -> bool:
+    key = (workspace_id, dimension)
+    cached = _INDEX_READY.get(key)
+    if cached is not None and cached[0] > time.monotonic():
+        return cached[1]
+    ready = hnsw_index_ready(workspace_id=workspace_id, dimension=dimension)
+    if len(_INDEX_READY) > 100_000:
+        _INDEX_READY.clear()
+    _INDEX_READY[key] = (time.monotonic() + INDEX_READY_SECONDS, ready)
+    return ready
+
+
 def _user_conditions(scope: VectorScope) -> list[str]:
     """The read rule on users, one condition per user_id value (shared rows, then the user's own, with %(user)s)."""
     return ["e.user_id IS NULL"] + (["e.user_id = %(user)s"] if scope.user_id else [])
@@ -242,7 +263,7 @@ def nearest(
     scope_filter = _scope_filter(scope, exclude=exclude is not None)
     distance = "e.embedding <=> %(query)s::vector"
     with connections["app"].cursor() as cursor:
-        indexed = hnsw_index_ready(workspace_id=workspace_id, dimension=dimension)
+        indexed = _hnsw_index_ready_for_search(workspace_id=workspace_id, dimension=dimension)
         visible = (
             _indexed_search_setup(cursor, workspace_id=workspace_id, dimension=dimension, scope=scope)
             if indexed

@@ -134,8 +134,10 @@ def workspace_export_records(*, workspace_id: int, include_embeddings: bool) -> 
             embedding_column = "embedding::text" if include_embeddings else "NULL::text"
             for row in _rows(
                 f"""SELECT id, node_type, node_key, label, metadata, summary, {embedding_column} AS v,
-                           embedding_model, first_seen_at, last_seen_at, mention_count, community_id
-                    FROM graph_nodes WHERE workspace_id = %s ORDER BY id""", ws):
+                           embedding_model, first_seen_at, last_seen_at, mention_count, m.community_id
+                    FROM graph_nodes n
+                    LEFT JOIN graph_community_members m ON m.workspace_id = n.workspace_id AND m.node_id = n.id
+                    WHERE n.workspace_id = %s ORDER BY id""", ws):
                 yield emit("node", {
                     "id": row["id"], "nodeType": row["node_type"], "nodeKey": row["node_key"], "label": row["label"],
                     "metadata": row["metadata"], "summary": row["summary"],

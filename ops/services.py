@@ -407,15 +407,15 @@ def _import_node(cursor: Any, state: _State, record: dict[str, Any], line: int) 
     cursor.execute(
         """
         INSERT INTO graph_nodes (workspace_id, node_type, node_key, label, metadata, summary, embedding,
-                                 embedding_model, first_seen_at, last_seen_at, mention_count, community_id,
-                                 created_at, updated_at)
-        VALUES (%s, %s, %s, %s, %s::jsonb, %s, %s::vector, %s, %s, %s, %s, %s, now(), now())
+                                 embedding_model, first_seen_at, last_seen_at, mention_count, created_at,
+                                 updated_at)
+        VALUES (%s, %s, %s, %s, %s::jsonb, %s, %s::vector, %s, %s, %s, %s, now(), now())
         ON CONFLICT (workspace_id, node_type, node_key) DO NOTHING RETURNING id
         """,
         [state.workspace_id, node_type, key, _str(record, "label", line, max_len=300), _json(metadata),
          _str(record, "summary", line, max_len=100_000, optional=True), _vector(record, "embedding", line),
          _str(record, "embeddingModel", line, max_len=160, optional=True), _time(record, "firstSeenAt", line),
-         _time(record, "lastSeenAt", line), mention_count, community],
+         _time(record, "lastSeenAt", line), mention_count],
     )
     row = cursor.fetchone()
     if row is None:
@@ -424,6 +424,10 @@ def _import_node(cursor: Any, state: _State, record: dict[str, Any], line: int) 
         state.nodes[source] = cursor.fetchone()[0]
         return False
     state.nodes[source] = row[0]
+    if community is not None:
+        # Membership is a row of its own (issue 6); an entity that was already here keeps its community.
+        cursor.execute("INSERT INTO graph_community_members (workspace_id, node_id, community_id) VALUES (%s, %s, %s)",
+                       [state.workspace_id, row[0], community])
     return True
 
 

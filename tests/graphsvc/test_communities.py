@@ -4,10 +4,10 @@ communities their LLM summary, neighbour-majority joins between runs, graph/comm
 from __future__ import annotations
 
 import pytest
-from django.db import connections
+from django.db import DatabaseError, connections
 
 from graphsvc import upkeep
-from graphsvc.models import GraphCommunity, GraphNode
+from graphsvc.models import GraphCommunity, GraphCommunityMember, GraphNode
 from tenancy.rls import workspace_context
 from tests.graphsvc.graph_builder import GraphBuilder
 
@@ -21,6 +21,11 @@ def two_clusters(workspace_id: int) -> GraphBuilder:
         g.fact(a, "depends_on", b)
     g.entity("Lonely Node")
     return g
+
+
+def community_of(node_id: int) -> int | None:
+    """The entity's community (its membership row), inside the caller's workspace context."""
+    return GraphCommunityMember.objects.filter(node_id=node_id).values_list("community_id", flat=True).first()
 
 
 def detect(workspace_id: int, **kwargs):
@@ -39,7 +44,7 @@ def test_it_groups_entities_and_skips_the_llm_for_unchanged_communities(alice_ws
         communities = {frozenset(c.member_node_ids): c for c in GraphCommunity.objects.all()}
         ants = frozenset(g.ids[n] for n in ("Ant One", "Ant Two", "Ant Three"))
         assert ants in communities and communities[ants].summary.startswith("A team of ants")
-        assert GraphNode.objects.get(id=g.ids["Lonely Node"]).community_id is None
+        assert community_of(g.ids["Lonely Node"]) is None
 
     second = detect(alice_ws)
     assert second["unchanged"] == 2 and second["written"] == 0
@@ -58,7 +63,7 @@ def test_it_joins_a_new_entity_by_neighbour_majority(alice_ws):
     g.fact("Ant Four", "works_with", "Ant Two")
     g.fact("Ant Four", "knows", "Bee One")
     with workspace_context(alice_ws):
-        ant_community = GraphNode.objects.get(id=g.ids["Ant One"]).community_id
+        ant_community = community_of(g.ids["Ant One"])
         assert upkeep.community_assign(workspace_id=alice_ws, node_id=g.ids["Ant Four"]) == ant_community
         community = GraphCommunity.objects.get(id=ant_community)
         assert g.ids["Ant Four"] in community.member_node_ids and community.fingerprint == ""
@@ -100,22 +105,76 @@ def test_it_places_entities_new_from_extraction_in_their_neighbours_community(al
     pipeline.jobs_run_pending(workspace_id=alice_ws)
     with workspace_context(alice_ws):
         ant_four = GraphNode.objects.get(workspace_id=alice_ws, node_key="ant four")
-        assert ant_four.community_id == GraphNode.objects.get(id=g.ids["Ant One"]).community_id is not None
+        assert community_of(ant_four.id) == community_of(g.ids["Ant One"]) is not None
 
 
 def test_it_writes_only_new_memberships_and_reconciles_drifted_ones(alice_ws):
     g = two_clusters(alice_ws)
     with workspace_context(alice_ws):
         upkeep.communities_detect(workspace_id=alice_ws)
-        ants = GraphNode.objects.get(id=g.ids["Ant One"]).community_id
+        ants = community_of(g.ids["Ant One"])
         # Drift the way an import or a manual edit could: one member loses its community, an outsider gains one.
-        GraphNode.objects.filter(id=g.ids["Ant Two"]).update(community=None)
-        GraphNode.objects.filter(id=g.ids["Lonely Node"]).update(community_id=ants)
+        GraphCommunityMember.objects.filter(node_id=g.ids["Ant Two"]).delete()
+        GraphCommunityMember.objects.create(workspace_id=alice_ws, node_id=g.ids["Lonely Node"], community_id=ants)
         again = upkeep.communities_detect(workspace_id=alice_ws)
         assert again["written"] == 0 and again["unchanged"] == 2 and set(again["stages"]) == {
             "load", "partition", "fingerprint", "write"}
-        assert GraphNode.objects.get(id=g.ids["Ant Two"]).community_id == ants
-        assert GraphNode.objects.get(id=g.ids["Lonely Node"]).community_id is None
+        assert community_of(g.ids["Ant Two"]) == ants
+        assert community_of(g.ids["Lonely Node"]) is None
+        assert GraphCommunityMember.objects.count() == 7
+
+
+def test_it_moves_a_drifted_member_into_its_new_community(alice_ws):
+    g = two_clusters(alice_ws)
+    with workspace_context(alice_ws):
+        upkeep.communities_detect(workspace_id=alice_ws)
+        ants, bees = community_of(g.ids["Ant One"]), community_of(g.ids["Bee One"])
+        g.fact("Bee Four", "depends_on", "Bee Five")
+        # Bee Five is filed under the ants (kept by the next run) before the run puts it with the bees: the
+        # plain insert of the new bee community's members conflicts and the upsert moves it.
+        GraphCommunityMember.objects.create(workspace_id=alice_ws, node_id=g.ids["Bee Five"], community_id=ants)
+        statements: list[str] = []
+
+        def spy(execute, sql, params, many, context):
+            statements.append(sql)
+            return execute(sql, params, many, context)
+
+        with connections["app"].execute_wrapper(spy):
+            again = upkeep.communities_detect(workspace_id=alice_ws)
+        assert again["written"] == 1 and again["dissolved"] == 1 and again["unchanged"] == 1
+        assert sum("INTO graph_community_members" in sql for sql in statements) == 2  # insert, then upsert
+        new_bees = community_of(g.ids["Bee One"])
+        assert new_bees not in (None, bees) and community_of(g.ids["Bee Five"]) == new_bees
+        assert GraphCommunityMember.objects.filter(community_id=ants).count() == 3
+
+
+def test_it_deletes_memberships_with_their_entity_or_community(alice_ws):
+    g = two_clusters(alice_ws)
+    with workspace_context(alice_ws), connections["app"].cursor() as cursor:
+        upkeep.communities_detect(workspace_id=alice_ws)
+        bees = community_of(g.ids["Bee One"])
+        # Raw-SQL deletes, as eviction and graph clearing issue them: the triggers of migration 0011 follow.
+        cursor.execute("DELETE FROM graph_edges WHERE %s IN (from_node_id, to_node_id)", [g.ids["Ant One"]])
+        cursor.execute("DELETE FROM graph_nodes WHERE id = %s", [g.ids["Ant One"]])
+        assert community_of(g.ids["Ant One"]) is None and community_of(g.ids["Ant Two"]) is not None
+        cursor.execute("DELETE FROM graph_communities WHERE id = %s", [bees])
+        assert GraphCommunityMember.objects.filter(community_id=bees).count() == 0
+        assert GraphCommunityMember.objects.count() == 2  # Ant Two and Ant Three
+
+
+def test_it_keeps_memberships_inside_their_workspace(alice_ws, personas):
+    two_clusters(alice_ws)
+    with workspace_context(alice_ws):
+        upkeep.communities_detect(workspace_id=alice_ws)
+        assert GraphCommunityMember.objects.count() == 7
+        community = GraphCommunity.objects.first()
+    # Row-level security: charlie's workspace can neither read alice's rows nor write one into her workspace.
+    with workspace_context(personas.globex.id):
+        assert GraphCommunityMember.objects.count() == 0
+    with (pytest.raises(DatabaseError, match="row-level security"), workspace_context(personas.globex.id),
+          connections["app"].cursor() as cursor):
+        cursor.execute("INSERT INTO graph_community_members (workspace_id, node_id, community_id) "
+                       "VALUES (%s, 1, %s)", [alice_ws, community.id])
 
 
 def test_it_builds_the_same_split_whatever_order_the_facts_arrive_in():
@@ -127,3 +186,22 @@ def test_it_builds_the_same_split_whatever_order_the_facts_arrive_in():
     order = np.array([6, 2, 4, 0, 5, 1, 3])
     second = upkeep._partition(6, rows[order], cols[order], "plp")
     assert (first == second).all()
+
+
+def test_it_reads_memberships_for_entities_and_seed_caps(alice_ws, personas):
+    from graphsvc.facts import SEED_COMMUNITY_CAP, seeds_find
+
+    g = GraphBuilder(alice_ws)
+    for i in range(1, 5):
+        g.fact("Ant Hub", "works_with", f"Ant Worker {i}")
+    with workspace_context(alice_ws):
+        assert len(seeds_find(workspace_id=alice_ws, query="ant", limit=10, embed=False)) == 5
+        upkeep.communities_detect(workspace_id=alice_ws)
+        # All five are one community now: seed search takes at most three of them.
+        assert len(seeds_find(workspace_id=alice_ws, query="ant", limit=10, embed=False)) == SEED_COMMUNITY_CAP
+        name = GraphCommunity.objects.get().name
+    detail = personas.alice_api.ok("graph/entities", {"entity": "Ant Hub"})["entities"][0]
+    assert detail["community"] == name
+    listed = personas.alice_api.ok("graph/entities", {"query": "worker"})["entities"]
+    assert {e["community"] for e in listed} == {name}
+    personas.charlie_api.error("graph/entities", {"entity": "Ant Hub"}, status=404, code="ENTITY_NOT_FOUND")

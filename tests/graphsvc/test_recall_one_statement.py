@@ -9,7 +9,7 @@ from django.db import connections
 from django.test.utils import CaptureQueriesContext
 
 from graphsvc import facts
-from graphsvc.models import GraphCommunity, GraphNode, GraphSettings
+from graphsvc.models import GraphCommunity, GraphCommunityMember, GraphSettings
 from tenancy.rls import workspace_context
 from tests.graphsvc.graph_builder import GraphBuilder
 
@@ -33,8 +33,9 @@ def graph(alice_ws) -> GraphBuilder:
     g.fact("Invoice Outage", "preceded_by", "Alpha Five", edge_class="temporal")
     with workspace_context(alice_ws):
         community = GraphCommunity.objects.create(workspace_id=alice_ws, name="alphas", fingerprint="x")
-        GraphNode.objects.filter(id__in=[g.ids[n] for n in g.ids if n.startswith("Alpha")]).update(
-            community_id=community.id)
+        GraphCommunityMember.objects.bulk_create(
+            GraphCommunityMember(workspace_id=alice_ws, node_id=g.ids[n], community_id=community.id)
+            for n in g.ids if n.startswith("Alpha"))
     return g
 
 

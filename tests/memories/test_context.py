@@ -6,9 +6,11 @@ from __future__ import annotations
 import pytest
 from django.db import connections
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from graphsvc import expansion
 from graphsvc.models import GraphEdge, GraphNode
+from memories import pipeline
 from memories.context import route_query
 from rollout.models import RetrievalMetric
 from tenancy.rls import workspace_context
@@ -279,3 +281,125 @@ def test_it_uses_the_policy_default_when_no_strategy(alice_api):
     trace = ctx(alice_api, query="anything")["trace"]
     assert trace["retrievalPolicySelection"] == "policy_default"
     assert trace["retrievalPolicyDefaultStrategy"] == "lexical"
+
+
+# --- round trips (issue 4 latency): the bound a context/get may not exceed once its caches are warm -----------
+
+# Counted inside a test's transaction: workspace_context's SAVEPOINT / RELEASE and its closing set_config stand
+# for BEGIN / COMMIT. Before the latency work one call took 45 on the 100k bench (bench/context_profile.py): a
+# hybrid search per tier, depth + 2 expansion queries, settings reads, a savepoint around the metric.
+CONTEXT_QUERIES_WARM = {1: 17, 2: 17}
+
+
+def context_queries(api, ws: int, *, depth: int) -> list[str]:
+    from memories import context as context_module
+    from memories.selectors import MemoryScope
+
+    request = context_module.ContextRequest(query="billing nightly", strategy="hybrid", graph_depth=depth, limit=5)
+    with workspace_context(ws):
+        context_module.context_get(workspace_id=ws, scope=MemoryScope(), request=request)  # warms the caches
+    with CaptureQueriesContext(connections["app"]) as queries, workspace_context(ws):
+        data = context_module.context_get(workspace_id=ws, scope=MemoryScope(), request=request)
+    assert data["trace"]["strategy"] == "hybrid_graph" and data["trace"]["graphExpandedCount"] > 0
+    assert data["trace"]["semanticStrategyApplied"] == "hybrid"
+    assert data["workingMemories"] and data["longTermMemories"] and data["rules"]
+    return [q["sql"] for q in queries.captured_queries]
+
+
+@pytest.mark.parametrize("depth", [1, 2])
+def test_it_answers_in_a_bounded_number_of_queries(alice_api, ws, depth, local_embedder):
+    alice_api.add("Always page the billing owner", type="rule")
+    alice_api.add("billing alert fired nightly", layer="working", tags=["billing"])
+    for i in range(6):
+        alice_api.add(f"billing nightly run {i}", tags=["billing", f"run{i}"])
+    alice_api.add("invoices are in euros", tags=["billing"])
+    pipeline.jobs_run_pending(workspace_id=ws)  # vectors, so hybrid runs its vector side too
+    set_mode(alice_api, "canary")
+    sql = context_queries(alice_api, ws, depth=depth)
+    assert len(sql) <= CONTEXT_QUERIES_WARM[depth], "\n".join(s[:100] for s in sql)
+    # One lexical statement and one expansion statement serve both tiers and every hop.
+    assert sum("memory_lexemes" in s for s in sql) == 1
+    assert sum("graph_edges e" in s and "hop1" in s for s in sql) == 1
+    assert not any(s.lstrip().upper().startswith("SAVEPOINT") and "retrieval_metrics" in s for s in sql)
+
+
+def test_it_ranks_each_tier_as_a_search_of_its_layer_would(alice_api, ws, local_embedder):
+    from memories import search
+    from memories.selectors import MemoryScope
+
+    for i in range(3):
+        alice_api.add(f"deploy note {i} about the deploy pipeline", layer="working")
+    for i in range(8):
+        alice_api.add(f"deploy runbook {i}: the pipeline deploys nightly" + " deploy" * (i % 3))
+    alice_api.add("Deploy only on weekdays", type="rule")
+    pipeline.jobs_run_pending(workspace_id=ws)
+    with workspace_context(ws):
+        tiers = search.memory_search_tiers(
+            workspace_id=ws, scope=MemoryScope(), query="deploy pipeline", strategy="hybrid", query_vector=None,
+            tiers=[search.TierQuery("working", 3, False), search.TierQuery("long_term", 5, True)],
+        )
+        alone = [
+            search.memory_search(workspace_id=ws, scope=MemoryScope(), query="deploy pipeline", layer=layer,
+                                 limit=limit, strategy="hybrid", exclude_rules=exclude)
+            for layer, limit, exclude in (("working", 3, False), ("long_term", 5, True))
+        ]
+    for together, single in zip(tiers, alone, strict=True):
+        assert ids_of(together.memories) == ids_of(single.memories)
+        assert together.scores == single.scores and together.applied == single.applied
+    assert len(tiers[0].memories) == 3 and len(tiers[1].memories) == 5
+    assert {t.applied for t in tiers} == {"hybrid"}
+
+
+def ids_of(memories) -> list[str]:
+    return [str(m.id) for m in memories]
+
+
+def test_it_finds_a_word_that_was_nowhere_a_moment_ago(alice_api):
+    assert ctx(alice_api, query="zanzibar", strategy="lexical")["memories"] == []
+    added = alice_api.add("shipping to zanzibar needs a customs form")
+    assert ids(ctx(alice_api, query="zanzibar", strategy="lexical")["memories"]) == [added["id"]]
+
+
+def test_it_sees_a_settings_change_at_once_in_this_process(alice_api):
+    alice_api.add("the staging password=hunter2hunter2 is rotated weekly")
+    assert "hunter2hunter2" not in ctx(alice_api, query="staging password")["context"]
+    response = alice_api.client.patch("/api/sdk/v1/memories/settings", data={"redactCredentials": False},
+                                      content_type="application/json",
+                                      HTTP_AUTHORIZATION=f"Bearer {alice_api.key}")
+    assert response.status_code == 200, response.content
+    assert "hunter2hunter2" in ctx(alice_api, query="staging password")["context"]
+
+
+def test_it_commits_the_metric_without_waiting_for_the_disk_unless_asked(alice_api, ws, settings):
+    from memories import context as context_module
+    from memories.selectors import MemoryScope
+
+    alice_api.add("alpha")
+    request = context_module.ContextRequest(query="alpha", strategy="lexical")
+    # Asked first: inside the test's transaction a relaxed commit would stay set for the rest of it.
+    for sync, expected in ((True, "on"), (False, "off")):
+        settings.RETRIEVAL_METRIC_SYNC_COMMIT = sync
+        with workspace_context(ws), connections["app"].cursor() as cursor:
+            context_module.context_get(workspace_id=ws, scope=MemoryScope(), request=request)
+            cursor.execute("SHOW synchronous_commit")
+            assert cursor.fetchone()[0] == expected
+    with workspace_context(ws):
+        assert RetrievalMetric.objects.count() == 2
+
+
+def test_it_never_serves_a_stale_rule_list(alice_api, ws):
+    first = alice_api.add("Always write tests first", type="rule")
+    assert [r["content"] for r in ctx(alice_api)["rules"]] == ["Always write tests first"]
+    alice_api.ok("memories/edit", {"id": first["id"], "content": "Always write the test first"})
+    assert [r["content"] for r in ctx(alice_api)["rules"]] == ["Always write the test first"]
+    second = alice_api.add("Never push on Fridays", type="rule")
+    assert ids(ctx(alice_api)["rules"]) == [second["id"], first["id"]]
+    alice_api.ok("memories/forget", {"id": first["id"]})
+    assert ids(ctx(alice_api)["rules"]) == [second["id"]]
+    # A change behind the process's back (another process, a direct write) shows as well.
+    with workspace_context(ws):
+        from memories.models import Memory
+
+        Memory.objects.filter(pk=second["id"]).update(content="Never deploy on Fridays", updated_at=timezone.now())
+    assert [r["content"] for r in ctx(alice_api)["rules"]] == ["Never deploy on Fridays"]
+    assert "Never deploy on Fridays" in ctx(alice_api)["context"]

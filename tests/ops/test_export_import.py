@@ -54,9 +54,11 @@ def add_entity_graph(workspace_id: int, memory_id: str) -> None:
         for key in ("ada", "postgres"):
             cursor.execute(
                 "INSERT INTO graph_nodes (workspace_id, node_type, node_key, label, created_at, updated_at, "
-                "mention_count, community_id, embedding) VALUES (%s, %s, %s, %s, now(), now(), 2, %s, '[1,0,0]') "
-                "RETURNING id", [workspace_id, "person" if key == "ada" else "tool", key, key.title(), community])
+                "mention_count, embedding) VALUES (%s, %s, %s, %s, now(), now(), 2, '[1,0,0]') "
+                "RETURNING id", [workspace_id, "person" if key == "ada" else "tool", key, key.title()])
             ids.append(cursor.fetchone()[0])
+            cursor.execute("INSERT INTO graph_community_members (workspace_id, node_id, community_id) "
+                           "VALUES (%s, %s, %s)", [workspace_id, ids[-1], community])
         cursor.execute("UPDATE graph_communities SET member_node_ids = %s WHERE id = %s", [ids, community])
         cursor.execute("INSERT INTO graph_entity_aliases (workspace_id, node_id, alias, created_at) "
                        "VALUES (%s, %s, 'ada l.', now())", [workspace_id, ids[0]])
@@ -119,7 +121,8 @@ def test_it_imports_into_another_workspace_remapping_ids_and_twice_changes_nothi
         cursor.execute("SELECT node_key FROM graph_nodes WHERE workspace_id = %s AND node_type = 'memory'", [target])
         assert new_memory in {row[0] for row in cursor.fetchall()}
         cursor.execute("SELECT c.member_node_ids, array_agg(n.id ORDER BY n.id) FROM graph_communities c "
-                       "JOIN graph_nodes n ON n.community_id = c.id WHERE c.workspace_id = %s GROUP BY c.id", [target])
+                       "JOIN graph_community_members m ON m.community_id = c.id "
+                       "JOIN graph_nodes n ON n.id = m.node_id WHERE c.workspace_id = %s GROUP BY c.id", [target])
         members, nodes = cursor.fetchone()
         assert sorted(members) == nodes
         cursor.execute("SELECT e.edge_key, e.evidence_memory_id::text, s.edge_type FROM graph_edges e "

@@ -1,0 +1,92 @@
+"""One context/get in-process on the seeded 100k bench workspace: wall ms, CPU ms, SQL round trips and SQL ms.
+
+Reuses cairn_bench as seeded by context_latency.py (run that first). No server, no HTTP: the numbers say what
+one call costs in this process, which the machine's load inflates far less than a loaded HTTP benchmark.
+
+    .venv/bin/python bench/context_profile.py [--calls 40] [--depth 1 2] [--show-queries]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import context_latency  # noqa: E402 - queries and the bench database name
+
+os.environ["CAIRN_DATABASE_NAME"] = "cairn_bench"
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--calls", type=int, default=40)
+    parser.add_argument("--depth", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--show-queries", action="store_true", help="print the SQL of the last call")
+    args = parser.parse_args()
+
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from django.db import connections
+    from django.test.utils import CaptureQueriesContext
+
+    from memories import context
+    from memories.selectors import MemoryScope
+    from tenancy import services as tenancy_services
+    from tenancy.rls import workspace_context
+
+    user = get_user_model().objects.get(username="bench")
+    workspace_id = tenancy_services.personal_workspace_ensure(user=user).id
+    context_latency.set_canary(workspace_id)
+    from memories.embeddings import get_embedder
+
+    embedder = get_embedder()
+    if hasattr(embedder, "warm"):
+        embedder.warm()  # load the model now rather than answering lexical while it loads
+    report: dict[str, object] = {"loadavg": os.getloadavg()}
+    for depth in args.depth:
+        walls: list[float] = []
+        cpus: list[float] = []
+        sql_ms: list[float] = []
+        counts: list[int] = []
+        for index in range(args.calls + 5):  # the first 5 warm the caches and the model
+            query = context_latency.QUERIES[index % len(context_latency.QUERIES)]
+            request = context.ContextRequest(query=query, strategy="hybrid", graph_depth=depth, limit=5, graph_limit=8)
+            with CaptureQueriesContext(connections["app"]) as captured:
+                wall, cpu = time.perf_counter(), time.process_time()
+                with workspace_context(workspace_id):
+                    data = context.context_get(workspace_id=workspace_id, scope=MemoryScope(), request=request)
+                wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            if index < 5:
+                continue
+            assert data["trace"]["strategy"] == "hybrid_graph", data["trace"]
+            walls.append(wall * 1000)
+            cpus.append(cpu * 1000)
+            counts.append(len(captured.captured_queries))
+            sql_ms.append(sum(float(q["time"]) for q in captured.captured_queries) * 1000)
+        report[f"depth{depth}"] = {
+            "wallMsMedian": round(statistics.median(walls), 1),
+            "wallMsP90": round(sorted(walls)[int(len(walls) * 0.9) - 1], 1),
+            "cpuMsMedian": round(statistics.median(cpus), 1),
+            "sqlMsMedian": round(statistics.median(sql_ms), 1),
+            "queriesPerCall": max(counts),
+        }
+        if args.show_queries:
+            for q in captured.captured_queries:
+                print(f"{float(q['time']) * 1000:7.1f} ms  {q['sql'][:160]}", file=sys.stderr)
+    report["loadavgAfter"] = os.getloadavg()
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
