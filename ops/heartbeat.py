@@ -32,15 +32,9 @@ def heartbeat_beat(*, started_at: datetime, worker: str | None = None) -> None:
 
 
 def _loop() -> None:
-    from django.apps import apps
-
     started_at = timezone.now()
     interval = settings.OPS_HEARTBEAT_SECONDS
     stop = threading.Event()
-    # The thread starts inside AppConfig.ready(): beating before every app is ready would query the database
-    # during app initialisation (Django warns about it, and a half-loaded registry is no place for a query).
-    while not apps.ready:
-        stop.wait(0.05)
     while not stop.wait(0 if not _started.is_set() else interval):
         _started.set()
         try:
