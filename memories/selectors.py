@@ -252,8 +252,9 @@ _WEIGHTS_SQL = """weights AS (
     WHERE c.df > 0
 )"""
 
-_BM25_SQL = """
-WITH {weights}, scored AS (
+# BM25 over the head of each query word's posting list (impact order), shared by the one-layer and the
+# all-layers statements.
+_BM25_SCORED = """
     SELECT p.memory_id,
            sum(w.idf * p.tf * (%(k1)s + 1) / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.doc_len / %(avgdl)s))) AS score
     FROM weights w CROSS JOIN LATERAL (
@@ -263,7 +264,11 @@ WITH {weights}, scored AS (
         LIMIT %(per_term)s
     ) p
     GROUP BY p.memory_id
-    ORDER BY score DESC
+"""
+
+_BM25_SQL = """
+WITH {weights}, scored AS (
+{scored}    ORDER BY score DESC
     LIMIT %(pool)s
 )
 SELECT m.*, s.score AS lexical_rank
@@ -274,7 +279,7 @@ WHERE m.workspace_id = %(workspace_id)s
   AND {user_rule} AND {project_rule} {extra}
 ORDER BY s.score DESC, m.created_at DESC, m.id DESC
 LIMIT %(limit)s
-"""
+""".replace("{scored}", _BM25_SCORED)
 BM25_POOL_FACTOR = 5  # memories scored per wanted result before the scope filter (retried unbounded if short)
 BM25_POOL_MIN = 200
 
@@ -400,20 +405,11 @@ def _bm25(*, workspace_id: int, params: dict[str, Any], parts: dict[str, str]) -
 # layer holding a small share of the workspace would need on almost every call.
 _BM25_LAYERS_SQL = """
 WITH {weights}, scored AS MATERIALIZED (
-    SELECT p.memory_id,
-           sum(w.idf * p.tf * (%(k1)s + 1) / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.doc_len / %(avgdl)s))) AS score
-    FROM weights w CROSS JOIN LATERAL (
-        SELECT l.memory_id, l.tf, l.doc_len FROM memory_lexemes l
-        WHERE l.workspace_id = %(workspace_id)s AND l.lexeme = w.lexeme
-        ORDER BY l.tf DESC, l.doc_len
-        LIMIT %(per_term)s
-    ) p
-    GROUP BY p.memory_id
-), pool AS (
+{scored}), pool AS (
     SELECT * FROM scored ORDER BY score DESC LIMIT %(pool)s
 )
 {branches}
-"""
+""".replace("{scored}", _BM25_SCORED)
 _BM25_LAYER_BRANCH = """
 (SELECT m.*, s.score AS lexical_rank
  FROM {source} s JOIN memories m ON m.id = s.memory_id
