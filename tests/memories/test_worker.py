@@ -96,6 +96,12 @@ def test_it_runs_jobs_in_a_real_cluster(cluster, provider):
     with workspace_context(workspace_id):
         stored = MemoryEmbedding.objects.get(memory_id=memory["id"])
     assert (stored.model, stored.dimension) == ("openai/fake-embed", 8)
+    # The cluster beats for /readyz from its main process, and only once the apps are loaded: a beat during app
+    # initialisation makes Django warn on stderr, and a beat during django-q2's fork used to hang the sentinel.
+    with connections["default"].cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM ops_worker_heartbeats WHERE worker LIKE %s", [f"%:{cluster.pid}"])
+        assert cursor.fetchone()[0] == 1
+    assert "during app initialization" not in cluster.log_path.read_text()
 
 
 def test_it_survives_kill_9_of_the_worker_mid_job(cluster, provider):
