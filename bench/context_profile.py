@@ -31,6 +31,8 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=40)
     parser.add_argument("--depth", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--show-queries", action="store_true", help="print the SQL of the last call")
+    parser.add_argument("--per-statement", action="store_true",
+                        help="print each statement's median ms over the calls (by position in the call)")
     args = parser.parse_args()
 
     import django
@@ -59,6 +61,8 @@ def main() -> None:
         cpus: list[float] = []
         sql_ms: list[float] = []
         counts: list[int] = []
+        by_position: dict[int, list[float]] = {}
+        labels: dict[int, str] = {}
         for index in range(args.calls + 5):  # the first 5 warm the caches and the model
             query = context_latency.QUERIES[index % len(context_latency.QUERIES)]
             request = context.ContextRequest(query=query, strategy="hybrid", graph_depth=depth, limit=5, graph_limit=8)
@@ -74,6 +78,9 @@ def main() -> None:
             cpus.append(cpu * 1000)
             counts.append(len(captured.captured_queries))
             sql_ms.append(sum(float(q["time"]) for q in captured.captured_queries) * 1000)
+            for position, q in enumerate(captured.captured_queries):
+                by_position.setdefault(position, []).append(float(q["time"]) * 1000)
+                labels[position] = " ".join(q["sql"].split())[:110]
         report[f"depth{depth}"] = {
             "wallMsMedian": round(statistics.median(walls), 1),
             "wallMsP90": round(sorted(walls)[int(len(walls) * 0.9) - 1], 1),
@@ -81,6 +88,9 @@ def main() -> None:
             "sqlMsMedian": round(statistics.median(sql_ms), 1),
             "queriesPerCall": max(counts),
         }
+        if args.per_statement:
+            for position, times in sorted(by_position.items()):
+                print(f"{statistics.median(times):7.2f} ms  (n={len(times):3d})  {labels[position]}", file=sys.stderr)
         if args.show_queries:
             for q in captured.captured_queries:
                 print(f"{float(q['time']) * 1000:7.1f} ms  {q['sql'][:160]}", file=sys.stderr)
