@@ -7,12 +7,14 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, F, Q, QuerySet, Window
+from django.db.models.functions import RowNumber
 from django.utils import timezone
 
 from graphsvc.models import (
     ENTITY_TYPES,
     GraphCommunity,
+    GraphCommunityMember,
     GraphEdge,
     GraphEntityAlias,
     GraphNode,
@@ -250,13 +252,20 @@ def fact_list(
 
 def community_list(*, workspace_id: int, limit: int, member_limit: int) -> list[dict[str, Any]]:
     communities = list(GraphCommunity.objects.filter(workspace_id=workspace_id).order_by("name")[:limit])
-    wanted = {node_id for community in communities for node_id in community.member_node_ids[:member_limit]}
-    labels = dict(GraphNode.objects.filter(workspace_id=workspace_id, id__in=wanted).values_list("id", "label"))
+    ids = [community.id for community in communities]
+    members = GraphCommunityMember.objects.filter(workspace_id=workspace_id, community_id__in=ids)
+    sizes = dict(members.values("community_id").annotate(size=Count("*")).values_list("community_id", "size"))
+    # The first members by id of each community, labels joined in: one statement however large the communities.
+    firsts = (
+        members.annotate(rank=Window(RowNumber(), partition_by=F("community_id"), order_by=F("node_id").asc()))
+        .filter(rank__lte=member_limit)
+        .order_by("community_id", "node_id")
+        .values_list("community_id", "node__label")
+    )
+    labels: dict[int, list[str]] = {}
+    for community_id, label in firsts:
+        labels.setdefault(community_id, []).append(label)
     return [
-        {
-            "community": community,
-            "size": len(community.member_node_ids),
-            "members": [labels[node_id] for node_id in community.member_node_ids[:member_limit] if node_id in labels],
-        }
+        {"community": community, "size": sizes.get(community.id, 0), "members": labels.get(community.id, [])}
         for community in communities
     ]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Q
 from pgvector.django import VectorField
@@ -168,7 +167,6 @@ class GraphCommunity(models.Model):
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, db_index=False, related_name="+")
     name = models.CharField(max_length=300)
     summary = models.TextField(default="", blank=True)
-    member_node_ids = ArrayField(models.BigIntegerField(), default=list)
     fingerprint = models.CharField(max_length=64)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

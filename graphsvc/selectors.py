@@ -227,13 +227,17 @@ def communities_list(*, workspace_id: int, limit: int) -> dict[str, Any]:
     with connections["app"].cursor() as cursor:
         cursor.execute(
             """
-            SELECT c.id, c.name, c.summary, cardinality(c.member_node_ids),
-                   ARRAY(SELECT n.label FROM graph_nodes n WHERE n.workspace_id = c.workspace_id
-                         AND n.id = ANY(c.member_node_ids[1:20]) ORDER BY n.id)
-            FROM graph_communities c WHERE c.workspace_id = %s
-            ORDER BY cardinality(c.member_node_ids) DESC, c.id LIMIT %s
+            SELECT c.id, c.name, c.summary, coalesce(s.size, 0),
+                   ARRAY(SELECT n.label FROM graph_community_members m
+                         JOIN graph_nodes n ON n.workspace_id = m.workspace_id AND n.id = m.node_id
+                         WHERE m.workspace_id = c.workspace_id AND m.community_id = c.id ORDER BY m.node_id LIMIT 20)
+            FROM graph_communities c
+            LEFT JOIN (SELECT community_id, count(*) AS size FROM graph_community_members
+                       WHERE workspace_id = %(ws)s GROUP BY community_id) s ON s.community_id = c.id
+            WHERE c.workspace_id = %(ws)s
+            ORDER BY coalesce(s.size, 0) DESC, c.id LIMIT %(limit)s
             """,
-            [workspace_id, limit],
+            {"ws": workspace_id, "limit": limit},
         )
         rows = cursor.fetchall()
     last = GraphSettings.objects.filter(workspace_id=workspace_id).values_list("communities_run_at", flat=True).first()

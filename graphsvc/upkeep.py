@@ -262,18 +262,11 @@ def _communities_write(*, workspace_id: int, groups: list[tuple[np.ndarray, np.n
             flat = np.concatenate([groups[index][0] for index in changed])
             cursor.execute(
                 """
-                INSERT INTO graph_communities (workspace_id, name, summary, member_node_ids, fingerprint,
-                                               created_at, updated_at)
-                SELECT %(ws)s, c.name, '', m.members, c.fp, now(), now()
-                FROM unnest(%(names)s::text[], %(fps)s::text[]) WITH ORDINALITY AS c(name, fp, ord)
-                JOIN (SELECT x.ord, array_agg(x.member ORDER BY x.member) AS members
-                      FROM unnest(%(members)s::bigint[], %(ords)s::bigint[]) AS x(member, ord) GROUP BY x.ord) m
-                  ON m.ord = c.ord
+                INSERT INTO graph_communities (workspace_id, name, summary, fingerprint, created_at, updated_at)
+                SELECT %(ws)s, c.name, '', c.fp, now(), now() FROM unnest(%(names)s::text[], %(fps)s::text[]) AS c(name, fp)
                 RETURNING fingerprint, id
                 """,
-                {"ws": workspace_id, "names": names, "fps": [fingerprints[i] for i in changed],
-                 "members": flat.tolist(),
-                 "ords": np.repeat(np.arange(1, len(changed) + 1, dtype=np.int64), sizes).tolist()},
+                {"ws": workspace_id, "names": names, "fps": [fingerprints[i] for i in changed]},
             )
             created = dict(cursor.fetchall())
             for index in changed:
@@ -370,11 +363,9 @@ def community_assign(*, workspace_id: int, node_id: int) -> int | None:
         cursor.execute("INSERT INTO graph_community_members (workspace_id, node_id, community_id) "
                        "VALUES (%s, %s, %s) ON CONFLICT (workspace_id, node_id) DO NOTHING",
                        [workspace_id, node_id, row[0]])
-        cursor.execute(
-            "UPDATE graph_communities SET member_node_ids = array_append(member_node_ids, %s), fingerprint = '', "
-            "updated_at = now() WHERE id = %s AND NOT (%s = ANY(member_node_ids))",
-            [node_id, row[0], node_id],
-        )
+        if cursor.rowcount == 1:
+            cursor.execute("UPDATE graph_communities SET fingerprint = '', updated_at = now() "
+                           "WHERE workspace_id = %s AND id = %s", [workspace_id, row[0]])
         return row[0]
 
 
@@ -534,8 +525,12 @@ def communities_summarize(*, workspace_id: int) -> int:
     if not llm.llm_enabled():
         return 0
     with workspace_context(workspace_id), connections["app"].cursor() as cursor:
-        cursor.execute("SELECT id, member_node_ids FROM graph_communities WHERE workspace_id = %s AND summary = '' "
-                       "ORDER BY id LIMIT 200", [workspace_id])
+        cursor.execute(
+            "SELECT c.id, ARRAY(SELECT m.node_id FROM graph_community_members m WHERE m.workspace_id = c.workspace_id "
+            "AND m.community_id = c.id ORDER BY m.node_id) FROM graph_communities c "
+            "WHERE c.workspace_id = %s AND c.summary = '' ORDER BY c.id LIMIT 200",
+            [workspace_id],
+        )
         pending = []
         for cid, members in cursor.fetchall():
             cursor.execute(

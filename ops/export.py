@@ -127,8 +127,10 @@ def workspace_export_records(*, workspace_id: int, include_embeddings: bool) -> 
                     yield emit("embedding", {"memoryId": str(row["memory_id"]), "model": row["model"],
                                              "dimension": row["dimension"], "vector": json.loads(row["v"]),
                                              "contentSha256": row["content_sha256"]})
-            for row in _rows("SELECT id, name, summary, member_node_ids, fingerprint FROM graph_communities "
-                             "WHERE workspace_id = %s ORDER BY id", ws):
+            for row in _rows("SELECT c.id, c.name, c.summary, c.fingerprint, ARRAY(SELECT m.node_id "
+                             "FROM graph_community_members m WHERE m.workspace_id = c.workspace_id "
+                             "AND m.community_id = c.id ORDER BY m.node_id) AS member_node_ids "
+                             "FROM graph_communities c WHERE c.workspace_id = %s ORDER BY c.id", ws):
                 yield emit("community", {"id": row["id"], "name": row["name"], "summary": row["summary"],
                                          "memberNodeIds": row["member_node_ids"], "fingerprint": row["fingerprint"]})
             embedding_column = "embedding::text" if include_embeddings else "NULL::text"

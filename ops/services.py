@@ -65,7 +65,6 @@ class _State:
     embedded: set[uuid.UUID] = field(default_factory=set)
     nodes: dict[int, int] = field(default_factory=dict)
     communities: dict[int, int] = field(default_factory=dict)
-    new_communities: dict[int, list[int]] = field(default_factory=dict)  # new id → source member ids
     edges: dict[int, int] = field(default_factory=dict)
     supersessions: list[tuple[int, int]] = field(default_factory=list)  # (new edge id, source superseding id)
     # (new memory id, source id of the memory that superseded it: consolidation, issue 10)
@@ -231,9 +230,6 @@ def workspace_import(*, workspace_id: int, lines: Iterable[bytes | str]) -> Impo
 
 
 def _finish(cursor: Any, state: _State) -> None:
-    for community_id, members in state.new_communities.items():
-        cursor.execute("UPDATE graph_communities SET member_node_ids = %s WHERE id = %s",
-                       [[state.nodes[m] for m in members if m in state.nodes], community_id])
     for edge_id, source_superseding in state.supersessions:
         target = state.edges.get(source_superseding)
         if target is not None:
@@ -374,9 +370,8 @@ def _import_community(cursor: Any, state: _State, record: dict[str, Any], line: 
     name = _str(record, "name", line, max_len=300)
     cursor.execute(
         """
-        INSERT INTO graph_communities (workspace_id, name, summary, member_node_ids, fingerprint, created_at,
-                                       updated_at)
-        VALUES (%s, %s, %s, '{}', %s, now(), now()) ON CONFLICT (workspace_id, name) DO NOTHING RETURNING id
+        INSERT INTO graph_communities (workspace_id, name, summary, fingerprint, created_at, updated_at)
+        VALUES (%s, %s, %s, %s, now(), now()) ON CONFLICT (workspace_id, name) DO NOTHING RETURNING id
         """,
         [state.workspace_id, name, _str(record, "summary", line, max_len=100_000, optional=True) or "",
          _str(record, "fingerprint", line, max_len=64)],
@@ -388,7 +383,6 @@ def _import_community(cursor: Any, state: _State, record: dict[str, Any], line: 
         state.communities[source] = cursor.fetchone()[0]
         return False
     state.communities[source] = row[0]
-    state.new_communities[row[0]] = members
     return True
 
 

@@ -11,7 +11,14 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from graphsvc.models import GraphCommunity, GraphEdge, GraphEntityAlias, GraphNode, MemoryNodeLink
+from graphsvc.models import (
+    GraphCommunity,
+    GraphCommunityMember,
+    GraphEdge,
+    GraphEntityAlias,
+    GraphNode,
+    MemoryNodeLink,
+)
 from memories.models import Memory
 from tenancy.rls import workspace_context
 
@@ -89,8 +96,9 @@ def seed_graph(workspace_id: int) -> SeededGraph:
         for target, role in ((memory_node, "self"), (ada, "mentions"), (python, "mentions"), (topic, "tag")):
             MemoryNodeLink.objects.create(workspace_id=workspace_id, memory_id=memory.id, node=target, role=role)
         community = GraphCommunity.objects.create(workspace_id=workspace_id, name="billing people",
-                                                  summary="Who works on billing", member_node_ids=[ada.id, python.id],
-                                                  fingerprint="f" * 64)
+                                                  summary="Who works on billing", fingerprint="f" * 64)
+        for member in (ada, python):
+            GraphCommunityMember.objects.create(workspace_id=workspace_id, node=member, community=community)
     return SeededGraph(workspace_id, memory, ada, python, topic, memory_node, fact, old_fact, topic_edge, community)
 
 

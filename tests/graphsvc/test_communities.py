@@ -28,6 +28,10 @@ def community_of(node_id: int) -> int | None:
     return GraphCommunityMember.objects.filter(node_id=node_id).values_list("community_id", flat=True).first()
 
 
+def members_of(community_id: int) -> list[int]:
+    return list(GraphCommunityMember.objects.filter(community_id=community_id).values_list("node_id", flat=True))
+
+
 def detect(workspace_id: int, **kwargs):
     return upkeep.communities_refresh(workspace_id=workspace_id, **kwargs)
 
@@ -41,7 +45,7 @@ def test_it_groups_entities_and_skips_the_llm_for_unchanged_communities(alice_ws
     assert first["communities"] == 2 and first["written"] == 2 and first["summarized"] == 2
     assert len(fake_llm.calls_for("community_summary")) == 2
     with workspace_context(alice_ws):
-        communities = {frozenset(c.member_node_ids): c for c in GraphCommunity.objects.all()}
+        communities = {frozenset(members_of(c.id)): c for c in GraphCommunity.objects.all()}
         ants = frozenset(g.ids[n] for n in ("Ant One", "Ant Two", "Ant Three"))
         assert ants in communities and communities[ants].summary.startswith("A team of ants")
         assert community_of(g.ids["Lonely Node"]) is None
@@ -66,7 +70,7 @@ def test_it_joins_a_new_entity_by_neighbour_majority(alice_ws):
         ant_community = community_of(g.ids["Ant One"])
         assert upkeep.community_assign(workspace_id=alice_ws, node_id=g.ids["Ant Four"]) == ant_community
         community = GraphCommunity.objects.get(id=ant_community)
-        assert g.ids["Ant Four"] in community.member_node_ids and community.fingerprint == ""
+        assert g.ids["Ant Four"] in members_of(ant_community) and community.fingerprint == ""
 
 
 def test_it_streams_edges_and_supports_louvain(alice_ws, settings, monkeypatch):
@@ -85,6 +89,18 @@ def test_it_lists_communities_over_http_per_tenant(alice_ws, personas):
     with workspace_context(alice_ws), connections["app"].cursor() as cursor:
         cursor.execute("SELECT count(*) FROM graph_communities")
         assert cursor.fetchone()[0] == 2
+
+
+def test_it_counts_only_entities_that_still_exist(alice_ws, personas):
+    # Sizes and member lists come from the membership rows, which go with a deleted entity: an evicted or
+    # forgotten entity no longer counts, as it did while communities also kept a copy of their member ids.
+    g = two_clusters(alice_ws)
+    detect(alice_ws)
+    with workspace_context(alice_ws):
+        GraphNode.objects.filter(id=g.ids["Bee Four"]).delete()
+    data = personas.alice_api.ok("graph/communities", {})
+    assert [c["size"] for c in data["communities"]] == [3, 3]
+    assert all("Bee Four" not in c["members"] for c in data["communities"])
 
 
 def test_it_places_entities_new_from_extraction_in_their_neighbours_community(alice_ws, alice_api, fake_llm):

@@ -46,9 +46,9 @@ def counts(workspace_id: int) -> dict[str, int]:
 def add_entity_graph(workspace_id: int, memory_id: str) -> None:
     """Entities, an alias, a community and a fact that superseded an older one, as #5's extraction writes them."""
     with workspace_context(workspace_id), connections["app"].cursor() as cursor:
-        cursor.execute("INSERT INTO graph_communities (workspace_id, name, summary, member_node_ids, fingerprint, "
-                       "created_at, updated_at) VALUES (%s, 'databases', 'db people', '{}', 'fp1', now(), now()) "
-                       "RETURNING id", [workspace_id])
+        cursor.execute("INSERT INTO graph_communities (workspace_id, name, summary, fingerprint, created_at, "
+                       "updated_at) VALUES (%s, 'databases', 'db people', 'fp1', now(), now()) RETURNING id",
+                       [workspace_id])
         community = cursor.fetchone()[0]
         ids = []
         for key in ("ada", "postgres"):
@@ -59,7 +59,6 @@ def add_entity_graph(workspace_id: int, memory_id: str) -> None:
             ids.append(cursor.fetchone()[0])
             cursor.execute("INSERT INTO graph_community_members (workspace_id, node_id, community_id) "
                            "VALUES (%s, %s, %s)", [workspace_id, ids[-1], community])
-        cursor.execute("UPDATE graph_communities SET member_node_ids = %s WHERE id = %s", [ids, community])
         cursor.execute("INSERT INTO graph_entity_aliases (workspace_id, node_id, alias, created_at) "
                        "VALUES (%s, %s, 'ada l.', now())", [workspace_id, ids[0]])
         edge_ids = []
@@ -99,6 +98,9 @@ def test_it_exports_a_versioned_stream_with_every_kind(personas, alice_graph):
     assert {"memory", "embedding", "node", "edge", "link", "alias", "community", "rollout"} <= kinds
     assert sum(trailer["counts"].values()) == len(lines) - 2
     assert trailer["counts"]["memory"] == 2  # the forgotten one too, as a tombstone
+    (community,) = [line for line in lines if line["kind"] == "community"]
+    members = {line["id"] for line in lines if line["kind"] == "node" and line["communityId"] == community["id"]}
+    assert len(members) == 2 and sorted(community["memberNodeIds"]) == sorted(members)
 
 
 def test_it_imports_into_another_workspace_remapping_ids_and_twice_changes_nothing(personas, alice_graph):
@@ -120,11 +122,13 @@ def test_it_imports_into_another_workspace_remapping_ids_and_twice_changes_nothi
         assert new_memory != alice_graph["first"]
         cursor.execute("SELECT node_key FROM graph_nodes WHERE workspace_id = %s AND node_type = 'memory'", [target])
         assert new_memory in {row[0] for row in cursor.fetchall()}
-        cursor.execute("SELECT c.member_node_ids, array_agg(n.id ORDER BY n.id) FROM graph_communities c "
+        cursor.execute("SELECT n.node_key, n.id FROM graph_communities c "
                        "JOIN graph_community_members m ON m.community_id = c.id "
-                       "JOIN graph_nodes n ON n.id = m.node_id WHERE c.workspace_id = %s GROUP BY c.id", [target])
-        members, nodes = cursor.fetchone()
-        assert sorted(members) == nodes
+                       "JOIN graph_nodes n ON n.id = m.node_id WHERE c.workspace_id = %s ORDER BY n.node_key",
+                       [target])
+        members = cursor.fetchall()
+        assert [key for key, _ in members] == ["ada", "postgres"]
+        nodes = [node_id for _, node_id in members]
         cursor.execute("SELECT e.edge_key, e.evidence_memory_id::text, s.edge_type FROM graph_edges e "
                        "JOIN graph_edges s ON s.id = e.superseded_by_id WHERE e.workspace_id = %s", [target])
         key, evidence, superseding = cursor.fetchone()
