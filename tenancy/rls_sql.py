@@ -21,3 +21,20 @@ def enable_workspace_rls(table: str) -> migrations.RunSQL:
             f"ALTER TABLE {table} DISABLE ROW LEVEL SECURITY",
         ],
     )
+
+
+def for_each_workspace_sql(statement: str) -> str:
+    """A DO block that runs `statement` once per workspace, inside that workspace's RLS context: FORCE RLS applies
+    to the owner running a migration too, so a data migration must visit the workspaces one by one. The
+    statement names the workspace `ws`; the workspaces table has no RLS, so it says which ones there are."""
+    return f"""
+DO $$
+DECLARE ws bigint;
+BEGIN
+    FOR ws IN SELECT id FROM workspaces LOOP
+        PERFORM set_config('app.workspace_id', ws::text, true);
+        {statement};
+    END LOOP;
+    PERFORM set_config('app.workspace_id', '', true);
+END $$
+"""

@@ -18,7 +18,7 @@ reads it any more).
 import django.db.models.deletion
 from django.db import migrations, models
 
-from tenancy.rls_sql import enable_workspace_rls
+from tenancy.rls_sql import enable_workspace_rls, for_each_workspace_sql
 
 TRIGGERS_SQL = [
     """
@@ -49,35 +49,17 @@ TRIGGERS_REVERSE = [
     "DROP FUNCTION IF EXISTS graph_community_members_node_gone()",
 ]
 
-# One workspace at a time: FORCE RLS applies to the owner running the migration too. The workspaces table has
-# no RLS, so it says which workspaces to visit.
-COPY_SQL = """
-DO $$
-DECLARE ws bigint;
-BEGIN
-    FOR ws IN SELECT id FROM workspaces LOOP
-        PERFORM set_config('app.workspace_id', ws::text, true);
-        INSERT INTO graph_community_members (workspace_id, node_id, community_id)
+COPY_SQL = for_each_workspace_sql(
+    """INSERT INTO graph_community_members (workspace_id, node_id, community_id)
             SELECT n.workspace_id, n.id, n.community_id FROM graph_nodes n
             JOIN graph_communities c ON c.id = n.community_id AND c.workspace_id = n.workspace_id
-            WHERE n.workspace_id = ws AND n.community_id IS NOT NULL;
-    END LOOP;
-    PERFORM set_config('app.workspace_id', '', true);
-END $$
-"""
+            WHERE n.workspace_id = ws AND n.community_id IS NOT NULL"""
+)
 
-COPY_BACK_SQL = """
-DO $$
-DECLARE ws bigint;
-BEGIN
-    FOR ws IN SELECT id FROM workspaces LOOP
-        PERFORM set_config('app.workspace_id', ws::text, true);
-        UPDATE graph_nodes n SET community_id = m.community_id FROM graph_community_members m
-            WHERE m.workspace_id = ws AND n.workspace_id = ws AND n.id = m.node_id;
-    END LOOP;
-    PERFORM set_config('app.workspace_id', '', true);
-END $$
-"""
+COPY_BACK_SQL = for_each_workspace_sql(
+    """UPDATE graph_nodes n SET community_id = m.community_id FROM graph_community_members m
+            WHERE m.workspace_id = ws AND n.workspace_id = ws AND n.id = m.node_id"""
+)
 
 # Going back re-adds the column as 0006 left it: ON DELETE SET NULL (dissolving a community clears its members'
 # column), which the code before this migration relies on, under the name Django gave the constraint.

@@ -7,21 +7,14 @@ lists are now read from the membership table. Going back re-adds the column and 
 
 from django.db import migrations
 
-# One workspace at a time: FORCE RLS applies to the owner running the migration too.
-FILL_BACK_SQL = """
-DO $$
-DECLARE ws bigint;
-BEGIN
-    FOR ws IN SELECT id FROM workspaces LOOP
-        PERFORM set_config('app.workspace_id', ws::text, true);
-        UPDATE graph_communities c SET member_node_ids = ARRAY(
+from tenancy.rls_sql import for_each_workspace_sql
+
+FILL_BACK_SQL = for_each_workspace_sql(
+    """UPDATE graph_communities c SET member_node_ids = ARRAY(
             SELECT m.node_id FROM graph_community_members m
             WHERE m.workspace_id = ws AND m.community_id = c.id ORDER BY m.node_id)
-        WHERE c.workspace_id = ws;
-    END LOOP;
-    PERFORM set_config('app.workspace_id', '', true);
-END $$
-"""
+        WHERE c.workspace_id = ws"""
+)
 
 
 class Migration(migrations.Migration):
