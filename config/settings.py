@@ -349,7 +349,9 @@ SEARCH_SESSION_NEIGHBOUR_WEIGHTS = tuple(
 # Issue 4, multi-hop recall: hybrid multiplies the score of a memory ending with "?" by (1 − damping), and adds
 # the boost to memories whose metadata.speaker the query names (0 turns either off).
 SEARCH_QUESTION_DAMPING = env_float("SEARCH_QUESTION_DAMPING", 0.4, minimum=0.0, maximum=1.0)
-SEARCH_SPEAKER_BOOST = env_float("SEARCH_SPEAKER_BOOST", 0.3, minimum=0.0, maximum=1.0)
+SEARCH_SPEAKER_BOOST = env_float("SEARCH_SPEAKER_BOOST", 0.4, minimum=0.0, maximum=1.0)
+# hybrid embeds the query without the names of the speakers it names (the boost above and BM25 match the name).
+SEARCH_EMBED_WITHOUT_SPEAKERS = env_bool("SEARCH_EMBED_WITHOUT_SPEAKERS", True)
 # The turn right after a memory ending with "?" (its likely answer) is lifted by this instead of the first
 # SEARCH_SESSION_NEIGHBOUR_WEIGHTS entry, when larger (0 = no special case).
 SEARCH_REPLY_LIFT = env_float("SEARCH_REPLY_LIFT", 0.8, minimum=0.0, maximum=1.0)

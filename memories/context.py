@@ -330,9 +330,9 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
     if request.include_superseded:
         scope = MemoryScope(user_id=scope.user_id, project_id=scope.project_id, include_superseded=True)
     strategy = resolve_strategy(request.strategy, policy_default=rollout.default_strategy, query=request.query)
+    # The search embeds the query itself, once its lexical candidates have shown which speakers the query names
+    # (hybrid embeds it without their names: search.query_without_speakers).
     query_vector = None
-    if request.query and strategy.ranking != "lexical":
-        query_vector = search.embed_query(request.query)
 
     rules_found = _rules(workspace_id=workspace_id, scope=scope) if request.include_rules else Rules([], [])
     rules = rules_found.memories

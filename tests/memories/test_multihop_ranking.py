@@ -95,6 +95,8 @@ def test_it_ranks_what_the_named_person_said_first(personas, local_embedder, set
         api.add(f"Invoice {n} for the quarterly office supplies was paid", metadata={"speaker": "Melanie"})
     _embedded(personas)
     query = "What does Melanie paint?"
+    # The boost alone decides here: with the name out of the query vector, "paint" would already win.
+    settings.SEARCH_EMBED_WITHOUT_SPEAKERS = False
 
     settings.SEARCH_SPEAKER_BOOST = 0.0
     assert ids(hybrid(api, query)["memories"])[:2] == [about["id"], own["id"]]
@@ -129,3 +131,78 @@ def test_it_lifts_the_turn_after_a_question_more(personas):
     assert lift(asked["id"], 0.0)[reply["id"]] == 0.4
     # A statement's next turn is a plain neighbour.
     assert lift(statement["id"], 0.8) == {statement["id"]: 1.0, after_statement["id"]: 0.4}
+
+
+# --- the query vector without the speakers' names --------------------------------------------------------------
+
+
+def test_it_finds_the_speakers_a_query_names_among_the_candidates(personas):
+    workspace_id = personal_workspace_id(personas.alice)
+    api = personas.alice_api
+    memories = [
+        _memory(workspace_id, api.add(text, metadata=metadata)["id"])
+        for text, metadata in (
+            ("hi", {"speaker": "Melanie"}), ("hey", {"speaker": "Mary Ann"}), ("yo", {"speaker": "Caroline"}),
+            ("again", {"speaker": "melanie"}), ("none", {}), ("odd", {"speaker": 7}),
+        )
+    ]
+    assert search.named_speakers("What do Melanie's and Mary Ann's kids like?", memories) == ["mary ann", "melanie"]
+    assert search.named_speakers("What does Ann like?", memories) == []
+
+
+def test_it_takes_the_named_speakers_out_of_the_query_text():
+    strip = search.query_without_speakers
+    assert strip("What do Melanie's kids like?", speakers=["melanie"]) == "What do kids like?"
+    assert strip("Did MARY  ANN\u2019s dog meet Melanie?", speakers=["mary ann", "melanie"]) == "Did dog meet ?"
+    # Whole words only, and nothing else goes: "Melanies" and other names stay.
+    assert strip("Melanies and Caroline", speakers=["melanie"]) == "Melanies and Caroline"
+    # A query that is only the name stays whole: there would be nothing to embed.
+    assert strip("Melanie?", speakers=["melanie"]) == "Melanie?"
+    assert strip("What does Melanie paint?", speakers=[]) == "What does Melanie paint?"
+
+
+def _speaker_workspace(personas) -> tuple[dict, dict]:
+    # With the name in the query vector, a short turn that is mostly the name ("Melanie said, "Haha, yes!"") sits
+    # closer to the question than the turn that answers it; the name also gives the short turn the better BM25.
+    api = personas.alice_api
+    said = {"speaker": "Melanie"}
+    generic = api.add('Melanie said, "Haha, yes!"', metadata=said)
+    answer = api.add('Melanie said, "I go running along the river; it clears my head after a long week at work."',
+                     metadata=said)
+    api.add('Melanie said, "The quarterly report for the regional office supplies contract went out to the '
+            'finance team on Monday morning, with the vendor list, the delivery schedule, the warehouse inventory '
+            'counts, the audit notes from March, the new pricing tables and the signed purchase orders attached."',
+            metadata=said)
+    for n in range(5):
+        api.add(f'Caroline said, "Invoice {n} for the quarterly office supplies was paid."',
+                metadata={"speaker": "Caroline"})
+    _embedded(personas)
+    return generic, answer
+
+
+def test_it_embeds_the_query_without_the_named_speaker(personas, local_embedder, settings):
+    api = personas.alice_api
+    generic, answer = _speaker_workspace(personas)
+    query = "What does Melanie do to destress?"
+
+    settings.SEARCH_EMBED_WITHOUT_SPEAKERS = False
+    assert ids(hybrid(api, query)["memories"])[:2] == [generic["id"], answer["id"]]
+    settings.SEARCH_EMBED_WITHOUT_SPEAKERS = True
+    assert ids(hybrid(api, query)["memories"])[:2] == [answer["id"], generic["id"]]
+    # Semantic alone has no speaker boost to match the name with: its query keeps the name.
+    semantic = api.ok("memories/search", {"query": query, "strategy": "semantic", "limit": 2})
+    assert ids(semantic["memories"]) == [generic["id"], answer["id"]]
+    assert hybrid(personas.charlie_api, query)["memories"] == []
+
+
+def test_it_embeds_context_get_queries_without_the_named_speaker(personas, local_embedder, settings):
+    api = personas.alice_api
+    generic, answer = _speaker_workspace(personas)
+    body = {"query": "What does Melanie do to destress?", "strategy": "hybrid", "limit": 2, "mode": "long_term",
+            "includeRules": False, "importanceWeight": 0}
+
+    settings.SEARCH_EMBED_WITHOUT_SPEAKERS = False
+    assert ids(api.ok("context/get", body)["memories"]) == [generic["id"], answer["id"]]
+    settings.SEARCH_EMBED_WITHOUT_SPEAKERS = True
+    assert ids(api.ok("context/get", body)["memories"]) == [answer["id"], generic["id"]]
+    assert personas.charlie_api.ok("context/get", body)["memories"] == []
