@@ -113,19 +113,21 @@ def jobs_enqueue(
 
         # `covered`: a queued, due job of the same kind that this call can ride on. Reading it under FOR KEY SHARE
         # re-checks its newest committed version (not the statement's snapshot), and the shared advisory lock is
-        # taken in the row's filter, so before that re-check: a claim that took the job has committed by then
+        # taken once (an InitPlan) before any row reaches that re-check: a claim that took the job has committed by then
         # and the row no longer matches, and a claim still to come must wait for this transaction (it takes the
         # lock exclusively), so it sees these jobs. `try`: while a claim holds the lock, add a message instead
-        # of waiting. Only recent jobs count, so a job whose message was lost (purged, dropped after django-q2's
-        # own retries) cannot hold back every later add; the next message's batch takes it along.
+        # of waiting. Only jobs due within the broker's retry window count (newest first, a short backward scan
+        # of pipeline_jobs_ws_status even behind a large backlog), so a job whose message was lost (purged,
+        # dropped after django-q2's own retries) cannot hold back every later add; the next batch takes it along.
         sql = f"""
             WITH job AS ({upsert}),
             covered AS (
                 SELECT id FROM pipeline_jobs
-                WHERE workspace_id = %(ws)s AND kind = %(kind)s AND status = 'queued' AND run_after <= now()
-                  AND updated_at > now() - make_interval(secs => %(fresh)s)
-                  AND NOT (memory_id = ANY(%(memories)s::uuid[]))
-                  AND pg_try_advisory_xact_lock_shared(hashtextextended(%(lock)s, 0))
+                WHERE workspace_id = %(ws)s AND status = 'queued'
+                  AND run_after <= now() AND run_after > now() - make_interval(secs => %(fresh)s)
+                  AND kind = %(kind)s AND NOT (memory_id = ANY(%(memories)s::uuid[]))
+                  AND (SELECT pg_try_advisory_xact_lock_shared(hashtextextended(%(lock)s, 0)))
+                ORDER BY run_after DESC
                 LIMIT 1
                 FOR KEY SHARE
             ),

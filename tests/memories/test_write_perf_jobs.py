@@ -91,7 +91,7 @@ def test_it_does_not_ride_on_a_job_whose_message_was_lost(alice_api, personas, l
     OrmQ.objects.using("app").all().delete()
     with workspace_context(workspace_id):
         PipelineJob.objects.filter(memory_id=orphan["id"]).update(
-            updated_at=timezone.now() - timedelta(seconds=settings.Q_CLUSTER["retry"] + 1))
+            run_after=timezone.now() - timedelta(seconds=settings.Q_CLUSTER["retry"] + 1))
     fresh = alice_api.add("Written after the purge.")
     [task] = messages()
     assert run_message(task) == 2
