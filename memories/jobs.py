@@ -1,7 +1,8 @@
 """Pipeline jobs: one row per (memory, kind) holding the status agents see, plus the django-q2 message that runs it.
 
 The job row and its broker message are written in the caller's transaction (the ORM broker lives in the same
-database), so a committed memory always has its job and a rolled-back one never does. Workers claim rows with
+database), so a committed memory always has its job and a rolled-back one never does. Embedding jobs share their
+messages: one per batch rather than one per memory (jobs_enqueue, jobs_claim_lock, docs/write-performance.md). Workers claim rows with
 FOR UPDATE SKIP LOCKED and a claim token; a retry is a new broker message whose `lock` lies in the future, which
 is how the ORM broker expresses "not before" — exponential backoff without a scheduler.
 """

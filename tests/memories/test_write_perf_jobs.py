@@ -159,3 +159,23 @@ def test_it_keeps_one_message_per_memory_for_llm_steps(alice_api, personas):
     with workspace_context(workspace_id):
         jobs.jobs_enqueue(workspace_id=workspace_id, memory_ids=[first["id"], second["id"]], kind=jobs.Kind.RELATE)
     assert sorted(task["args"][1] for task in messages()) == sorted([first["id"], second["id"]])
+
+
+def test_it_loads_the_local_model_when_a_qcluster_worker_starts(settings, monkeypatch):
+    # In `manage.py qcluster` with a local model, each new worker (django-q2's post_spawn, after the fork) loads the
+    # weights before its first job, instead of inside it.
+    from django.apps import apps
+    from django_q.signals import post_spawn
+
+    from memories import embeddings
+
+    settings.EMBEDDING_MODEL = "local/all-MiniLM-L6-v2"
+    monkeypatch.setattr("sys.argv", ["manage.py", "qcluster"])
+    loaded: list[str] = []
+    monkeypatch.setattr(embeddings.LocalEmbedder, "embed", lambda self, texts: loaded.append(self.model))
+    try:
+        apps.get_app_config("memories").ready()
+        post_spawn.send(sender="django_q", proc_name="Process-test")
+    finally:
+        post_spawn.disconnect(dispatch_uid="cairn-embedder-warm")
+    assert loaded == ["local/all-MiniLM-L6-v2"]
