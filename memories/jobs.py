@@ -179,8 +179,16 @@ def jobs_claim_lock(*, workspace_id: int, kind: str) -> None:
     sees every job that relied on a job it can claim, and a message is never consumed by a claim that misses one.
     """
     with connections["app"].cursor() as cursor:
+        # Bounded: behind a write that holds its transaction open for long, the task fails (LockNotAvailable) and
+        # the broker re-delivers its message after JOB_RETRY_SECONDS, instead of the worker sitting there until
+        # django-q2 kills it at JOB_TIMEOUT_SECONDS. The jobs stay queued either way. Transaction-local.
+        cursor.execute("SELECT set_config('lock_timeout', %s, true)", [f"{claim_lock_timeout_ms()}ms"])
         cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
                        [_claim_lock_key(workspace_id=workspace_id, kind=kind)])
+
+
+def claim_lock_timeout_ms() -> int:
+    return int(settings.Q_CLUSTER["timeout"] * 1000 / 2)
 
 
 def jobs_push_follow_up(*, workspace_id: int, kind: str) -> bool:

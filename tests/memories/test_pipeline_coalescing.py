@@ -118,3 +118,31 @@ def test_it_lets_an_add_bring_its_own_message_while_a_claim_runs(personas, local
 def _add(ws: int, content: str) -> None:
     with workspace_context(ws):
         pipeline.memory_add_flow(workspace_id=ws, scope=MemoryScope(), content=content)
+
+
+def test_it_gives_up_a_claim_behind_a_long_open_add_and_runs_it_later(personas, local_embedder, monkeypatch):
+    # A write that keeps its transaction open must not pin a worker until django-q2 kills it: the claim's wait is
+    # bounded, the task fails, and the re-delivered message (here: the same call, later) claims both jobs.
+    from django.db.utils import OperationalError
+
+    monkeypatch.setattr(jobs, "claim_lock_timeout_ms", lambda: 300)
+    ws = personal_workspace_id(personas.alice)
+    _add(ws, "first, with the message")
+    wrote, commit = threading.Event(), threading.Event()
+
+    def add_and_hold() -> None:
+        with workspace_context(ws):
+            pipeline.memory_add_flow(workspace_id=ws, scope=MemoryScope(), content="second, held open")
+            wrote.set()
+            assert commit.wait(timeout=30)
+
+    writer_results: list[object] = []
+    writer = in_thread(add_and_hold, writer_results)
+    assert wrote.wait(timeout=30)
+    with pytest.raises(OperationalError):
+        pipeline.job_run(workspace_id=ws, kind=jobs.Kind.EMBED)
+    assert embed_status(ws, "first, with the message") == "queued"
+    commit.set()
+    writer.join(timeout=30)
+    assert writer_results == [None]
+    assert pipeline.job_run(workspace_id=ws, kind=jobs.Kind.EMBED) == 2
