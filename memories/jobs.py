@@ -1,7 +1,8 @@
 """Pipeline jobs: one row per (memory, kind) holding the status agents see, plus the django-q2 message that runs it.
 
 The job row and its broker message are written in the caller's transaction (the ORM broker lives in the same
-database), so a committed memory always has its job and a rolled-back one never does. Workers claim rows with
+database), so a committed memory always has its job and a rolled-back one never does. Embedding jobs share their
+messages: one per batch rather than one per memory (jobs_enqueue, jobs_claim_lock, docs/write-performance.md). Workers claim rows with
 FOR UPDATE SKIP LOCKED and a claim token; a retry is a new broker message whose `lock` lies in the future, which
 is how the ORM broker expresses "not before" — exponential backoff without a scheduler.
 """
@@ -23,6 +24,8 @@ BACKOFF_CAP_SECONDS = 60.0
 TASK_FUNC = "memories.tasks.pipeline_job_run"
 # Messages written in the same statement as their job name the job by (memory, kind): its id is not known yet.
 MEMORY_TASK_FUNC = "memories.tasks.pipeline_memory_job_run"
+# Coalesced messages of batchable kinds name only the workspace and the kind: they claim its due jobs.
+KIND_TASK_FUNC = "memories.tasks.pipeline_kind_jobs_run"
 
 
 class Kind:
@@ -31,6 +34,10 @@ class Kind:
     # LLM steps (only with GRAPH_LLM_MODEL): memory relationships (memories.sh) and entities + facts (Zeph).
     RELATE = "relate"
     EXTRACT = "extract"
+
+
+# Kinds whose claim takes a batch of the workspace's due jobs, and whose messages are coalesced (jobs_enqueue).
+BATCHABLE_KINDS = [Kind.EMBED]
 
 
 class Status:
@@ -72,12 +79,20 @@ def broker_push(*, workspace_id: int, job_ids: list[int], delay_seconds: float =
     OrmQ.objects.using("app").bulk_create(messages)
 
 
+def _claim_lock_key(*, workspace_id: int, kind: str) -> str:
+    return f"cairn.pipeline.claim:{workspace_id}:{kind}"
+
+
 def jobs_enqueue(
     *, workspace_id: int, memory_ids: list[uuid.UUID], kind: str, model: str | None = None, push: bool = True
 ) -> list[int]:
     """(Re)queue `kind` for the memories, resetting attempts; returns job ids. Call inside the write transaction.
 
     `push=False` queues a follow-up step that the current task runs itself (see jobs_claim_followups).
+
+    Batchable kinds (embedding) coalesce their broker messages: the statement adds one message for the whole call,
+    and none at all when another job of the kind is already queued, due and recent, because whichever message
+    claims that job takes this one in the same batch (see jobs_claim_lock for why that holds under concurrency).
     """
     if not memory_ids:
         return []
@@ -92,7 +107,46 @@ def jobs_enqueue(
         RETURNING id, memory_id
     """
     params: dict[str, Any] = {"ws": workspace_id, "kind": kind, "model": model, "memories": memory_ids}
-    if push:
+    if not push:
+        sql = f"WITH job AS ({upsert}) SELECT id FROM job"
+    elif kind in BATCHABLE_KINDS:
+        from django_q.conf import Conf
+
+        # `covered`: a queued, due job of the same kind that this call can ride on. Reading it under FOR KEY SHARE
+        # re-checks its newest committed version (not the statement's snapshot), and the shared advisory lock is
+        # taken once (an InitPlan) before any row reaches that re-check: a claim that took the job has committed by then
+        # and the row no longer matches, and a claim still to come must wait for this transaction (it takes the
+        # lock exclusively), so it sees these jobs. `try`: while a claim holds the lock, add a message instead
+        # of waiting. Only jobs due within the broker's retry window count (newest first, a short backward scan
+        # of pipeline_jobs_ws_status even behind a large backlog), so a job whose message was lost (purged,
+        # dropped after django-q2's own retries) cannot hold back every later add; the next batch takes it along.
+        sql = f"""
+            WITH job AS ({upsert}),
+            covered AS (
+                SELECT id FROM pipeline_jobs
+                WHERE workspace_id = %(ws)s AND status = 'queued'
+                  AND run_after <= now() AND run_after > now() - make_interval(secs => %(fresh)s)
+                  AND kind = %(kind)s AND NOT (memory_id = ANY(%(memories)s::uuid[]))
+                  AND (SELECT pg_try_advisory_xact_lock_shared(hashtextextended(%(lock)s, 0)))
+                ORDER BY run_after DESC
+                LIMIT 1
+                FOR KEY SHARE
+            ),
+            message AS (
+                INSERT INTO django_q_ormq (key, payload, lock)
+                SELECT %(queue)s, %(payload)s, %(visible)s
+                WHERE NOT EXISTS (SELECT 1 FROM covered)
+            )
+            SELECT id FROM job
+        """
+        params |= {
+            "queue": Conf.CLUSTER_NAME,
+            "visible": timezone.now(),
+            "payload": _broker_payload(KIND_TASK_FUNC, (workspace_id, kind)),
+            "fresh": float(settings.Q_CLUSTER["retry"]),
+            "lock": _claim_lock_key(workspace_id=workspace_id, kind=kind),
+        }
+    else:
         from django_q.conf import Conf
 
         # The job rows and their broker messages in one statement (one round trip less on every add): the
@@ -112,11 +166,50 @@ def jobs_enqueue(
             "visible": timezone.now(),
             "payloads": [_broker_payload(MEMORY_TASK_FUNC, (workspace_id, str(m), kind)) for m in memory_ids],
         }
-    else:
-        sql = f"WITH job AS ({upsert}) SELECT id FROM job"
     with connections["app"].cursor() as cursor:
         cursor.execute(sql, params)
         return [row[0] for row in cursor.fetchall()]
+
+
+def jobs_claim_lock(*, workspace_id: int, kind: str) -> None:
+    """Wait for the writes that queued jobs of `kind` without a message of their own; call before claiming.
+
+    Such a write (jobs_enqueue) holds this lock shared from the moment it relied on another queued job until it
+    commits; a claim holds it exclusively for its own short transaction. So a claim's statement, run after this,
+    sees every job that relied on a job it can claim, and a message is never consumed by a claim that misses one.
+    """
+    with connections["app"].cursor() as cursor:
+        # Bounded: behind a write that holds its transaction open for long, the task fails (LockNotAvailable) and
+        # the broker re-delivers its message after JOB_RETRY_SECONDS, instead of the worker sitting there until
+        # django-q2 kills it at JOB_TIMEOUT_SECONDS. The jobs stay queued either way. Transaction-local.
+        cursor.execute("SELECT set_config('lock_timeout', %s, true)", [f"{claim_lock_timeout_ms()}ms"])
+        cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                       [_claim_lock_key(workspace_id=workspace_id, kind=kind)])
+
+
+def claim_lock_timeout_ms() -> int:
+    return int(settings.Q_CLUSTER["timeout"] * 1000 / 2)
+
+
+def jobs_push_follow_up(*, workspace_id: int, kind: str) -> bool:
+    """After a full batch was claimed (under jobs_claim_lock): one more message for the kind if due jobs are left.
+
+    Those jobs may have no message of their own (coalesced); this one takes the next batch, on another worker if
+    one is free, while this worker runs the batch it has."""
+    from django_q.conf import Conf
+
+    with connections["app"].cursor() as cursor:
+        cursor.execute(
+            """
+            INSERT INTO django_q_ormq (key, payload, lock)
+            SELECT %s, %s, %s
+            WHERE EXISTS (SELECT 1 FROM pipeline_jobs WHERE workspace_id = %s AND kind = %s AND status = 'queued'
+                                                      AND run_after <= now())
+            """,
+            [Conf.CLUSTER_NAME, _broker_payload(KIND_TASK_FUNC, (workspace_id, kind)), timezone.now(),
+             workspace_id, kind],
+        )
+        return cursor.rowcount > 0
 
 
 @dataclass(frozen=True)
@@ -133,9 +226,6 @@ def _stale_before() -> datetime:
     # django-q2 kills a task at its timeout, so a job still "processing" after it belongs to a dead worker
     # (kill -9, OOM, timeout); the broker re-delivers its message only after `retry` > timeout.
     return timezone.now() - timedelta(seconds=settings.Q_CLUSTER["timeout"] + 1)
-
-
-BATCHABLE_KINDS = [Kind.EMBED]
 
 
 WORKER_LOST = "JOB_WORKER_LOST"
@@ -167,14 +257,20 @@ def jobs_claim(
     kind: str | None = None, batch_size: int = 1,
 ) -> list[ClaimedJob]:
     """Claim the job (by id, or by memory and kind) and, for batchable kinds (embedding), other due jobs of its
-    kind in the workspace.
+    kind in the workspace; with only `kind` (a coalesced message), up to `batch_size` due jobs of that kind.
 
-    Runs in the caller's workspace transaction; returns nothing when the job is done, dead or claimed elsewhere.
+    Runs in the caller's workspace transaction (after jobs_claim_lock for batchable kinds); returns nothing when
+    the job is done, dead or claimed elsewhere and, for a batchable kind, no other job of it is due.
     """
-    if job_id is None and (memory_id is None or kind is None):
-        raise ValueError("jobs_claim needs job_id, or memory_id and kind")
+    if job_id is None and kind is None:
+        raise ValueError("jobs_claim needs job_id, or memory_id and kind, or kind")
     # Two spellings rather than an OR, so each uses its unique index (the key, or memory_id + kind).
-    target = "id = %(job)s" if job_id is not None else "memory_id = %(memory)s::uuid AND kind = %(kind)s"
+    if job_id is not None:
+        target = "id = %(job)s"
+    elif memory_id is not None:
+        target = "memory_id = %(memory)s::uuid AND kind = %(kind)s"
+    else:
+        target = "false"
     token = uuid.uuid4()
     with connections["app"].cursor() as cursor:
         cursor.execute(
@@ -188,12 +284,13 @@ def jobs_claim(
             ),
             batch AS (
                 -- Stale "processing" rows too: they belong to a worker that died holding a batch, and this
-                -- message may be the only one left to bring them back.
+                -- message may be the only one left to bring them back. A message whose own job is gone still
+                -- takes due jobs of its kind: coalesced jobs may be counting on it.
                 SELECT id FROM pipeline_jobs
                 WHERE workspace_id = %(ws)s AND id NOT IN (SELECT id FROM wanted)
                   AND ((status = 'queued' AND run_after <= now())
                        OR (status = 'processing' AND started_at < %(stale)s AND attempts < %(max)s))
-                  AND kind = (SELECT kind FROM wanted WHERE kind = ANY(%(batchable)s))
+                  AND kind = COALESCE((SELECT kind FROM wanted), %(kind)s) AND kind = ANY(%(batchable)s)
                 ORDER BY run_after, id
                 LIMIT %(extra)s
                 FOR UPDATE SKIP LOCKED
@@ -211,7 +308,7 @@ def jobs_claim(
                 "kind": kind,
                 "stale": _stale_before(),
                 "batchable": BATCHABLE_KINDS,
-                "extra": max(0, batch_size - 1),
+                "extra": batch_size if target == "false" else max(0, batch_size - 1),
                 "token": token,
                 "max": MAX_ATTEMPTS,
             },

@@ -324,13 +324,23 @@ def job_run(
 ) -> int:
     """Entry point of the worker (memories.tasks): claim, run, record; returns how many jobs it ran.
 
-    The message names its job by id, or by memory and kind (messages written with their job, jobs_enqueue).
-    Failures of the work itself are recorded on the job rows, never raised. A message whose job another live
-    worker holds (in a batch) is simply acknowledged: that worker's own message covers the job if it dies.
+    The message names its job by id, or by memory and kind (messages written with their job, jobs_enqueue), or
+    only the kind (coalesced messages: a batch of the workspace's due jobs). Failures of the work itself are
+    recorded on the job rows, never raised. A message whose job another live worker holds (in a batch) is simply
+    acknowledged: that worker's own message covers the job if it dies.
     """
     with workspace_context(workspace_id):
+        # A message by job id may be an embedding job: its claim must wait like any batch claim.
+        batchable = kind in jobs.BATCHABLE_KINDS or (kind is None and job_id is not None)
+        if batchable:
+            jobs.jobs_claim_lock(workspace_id=workspace_id, kind=kind or jobs.Kind.EMBED)
         claimed = jobs.jobs_claim(workspace_id=workspace_id, job_id=job_id, memory_id=memory_id, kind=kind,
                                   batch_size=EMBED_BATCH_SIZE)
+        embed_claimed = sum(1 for job in claimed if job.kind in jobs.BATCHABLE_KINDS)
+        if batchable and embed_claimed >= EMBED_BATCH_SIZE:
+            # More may be waiting, some with no message of their own: the next batch gets one now, so another
+            # worker can take it while this one embeds.
+            jobs.jobs_push_follow_up(workspace_id=workspace_id, kind=claimed[0].kind)
         if not claimed:
             # Nothing to run for this message: a job whose worker died on every attempt ends here, visibly.
             jobs.jobs_dead_letter_lost(workspace_id=workspace_id)

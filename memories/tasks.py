@@ -15,3 +15,7 @@ def pipeline_memory_job_run(workspace_id: int, memory_id: str, kind: str) -> int
 
 def vector_index_build(workspace_id: int, dimension: int) -> bool:
     return vectors.hnsw_index_ensure(workspace_id=workspace_id, dimension=dimension)
+
+
+def pipeline_kind_jobs_run(workspace_id: int, kind: str) -> int:
+    return pipeline.job_run(workspace_id=workspace_id, kind=kind)
