@@ -91,9 +91,9 @@ hop0 AS (
 
 _HOP_SQL = """
 hop{k} AS (
-    SELECT via, neighbour, neighbour_ref, edge_type, weight, confidence FROM (
-        SELECT s.via, s.neighbour, n.node_type || ':' || n.node_key AS neighbour_ref, s.edge_type,
-               s.weight, s.confidence,
+    SELECT ranked.via, ranked.neighbour, n.node_type || ':' || n.node_key AS neighbour_ref, ranked.edge_type,
+           ranked.weight, ranked.confidence FROM (
+        SELECT s.via, s.neighbour, s.edge_type, s.weight, s.confidence,
                row_number() OVER (PARTITION BY s.via ORDER BY s.score DESC, s.edge_id) AS rank
         FROM (
             SELECT e.from_node_id AS via, e.to_node_id AS neighbour, e.edge_type, e.weight,
@@ -108,9 +108,12 @@ hop{k} AS (
             FROM graph_edges e
             WHERE e.workspace_id = %(ws)s AND e.to_node_id = ANY((SELECT array_agg(node_id) FROM frontier{k})::bigint[])
               AND e.expired_at IS NULL AND (e.expires_at IS NULL OR e.expires_at > now())
-        ) s JOIN graph_nodes n ON n.id = s.neighbour AND n.workspace_id = %(ws)s
+        ) s
     ) ranked
-    WHERE rank <= %(fanout)s
+    -- Labels only for the edges kept: a hub in the frontier brings thousands of edges, and looking up the node
+    -- at the far end of each before ranking cost more than reading them.
+    JOIN graph_nodes n ON n.id = ranked.neighbour AND n.workspace_id = %(ws)s
+    WHERE ranked.rank <= %(fanout)s
 ), seen{k} AS (SELECT node_id FROM seen{prev} UNION SELECT neighbour FROM hop{k})"""
 
 _LINKS_SQL = """
