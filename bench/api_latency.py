@@ -226,11 +226,17 @@ def seed_memories(workspace_id: int, target: int) -> tuple[int, int]:
     from django.db import connections
 
     from memories.models import Memory
+    from memories.pipeline import forget_side_effects
     from tenancy.rls import workspace_context
 
     deleted = 0
     # FORCE row-level security: without the workspace context these statements would see (and write) nothing.
     with workspace_context(workspace_id), connections["app"].cursor() as cursor:
+        # The previous run's adds leave the graph the way a forget does (their nodes, links and the edges they
+        # are evidence for): left behind, the writer's user node gathered ~10k edges over many runs, a hub that
+        # context_latency.py's depth-2 expansion then walked on every call.
+        cursor.execute("SELECT id FROM memories WHERE workspace_id = %s AND user_id IS NOT NULL", [workspace_id])
+        forget_side_effects(workspace_id=workspace_id, memory_ids=[row[0] for row in cursor.fetchall()])
         # A worker (pipeline_throughput.py's qcluster shares this database) may have embedded the previous
         # run's adds; their jobs and vectors reference them without ON DELETE CASCADE.
         for table in ("pipeline_jobs", "memory_embeddings"):
