@@ -2,9 +2,10 @@
 
 Seeds are the baseline memories; the nodes they link to are hop 0; breadth-first over active edges, undirected.
 Improvements on the anchor:
-- no arbitrary LIMIT at hubs: each frontier node keeps its best `EDGE_FANOUT` edges by score, and each traversed
-  node contributes at most `LINK_FANOUT` linked memories (the newest), so a type or topic node linked to 100k
-  memories costs a bounded, indexed read instead of truncating somewhere random;
+- no arbitrary LIMIT at hubs: each frontier node keeps its best `EDGE_FANOUT` edges by score among its
+  `EDGE_READ_CAP` heaviest (read in weight order from an index, so a hub with 100k edges costs a bounded read),
+  and each traversed node contributes at most `LINK_FANOUT` linked memories (the newest), so a type or topic node
+  linked to 100k memories costs a bounded, indexed read instead of truncating somewhere random;
 - type nodes (memory_type:note …) are not hop-0 nodes: sharing a type is not a relation;
 - the score the final order uses includes the edge weight, as the anchor's docs say
   (type weight × edge weight × confidence / max(1, hop)).
@@ -32,6 +33,10 @@ EDGE_TYPE_WEIGHTS = {
 DEFAULT_EDGE_WEIGHT = 0.5
 EDGE_FANOUT = 50
 LINK_FANOUT = 25
+# Edges read per frontier node and direction, heaviest first (an index in that order, migration 0014): a user or
+# repo node gets a mapping edge per memory written (100k for a busy user), and reading all of them on every call
+# made expansion cost grow with the workspace. A node with fewer edges than this is ranked exactly as before.
+EDGE_READ_CAP = 500
 
 _TYPE_WEIGHT_SQL = (
     "CASE e.edge_type "
@@ -80,8 +85,8 @@ def type_weight(edge_type: str) -> float:
 # linked to every node reached. Every part is tagged with its stage so Python can replay the breadth-first
 # bookkeeping (first seed wins at hop 0, best reason per node) over rows in the order the stages ran. A node joins
 # the next frontier when a hop reaches it for the first time, which SQL expresses as "a neighbour of this hop
-# that no earlier stage reached". Each frontier is handed to its hop as an array (an InitPlan), so the edges are
-# found by index lookups as with a literal array, whatever the planner guesses the frontier's size to be.
+# that no earlier stage reached". Each frontier node reads its edges in its own index scan (a LATERAL subquery per
+# direction, heaviest first, at most EDGE_READ_CAP), whatever the planner guesses the frontier's size to be.
 _HOP0_SQL = """
 hop0 AS (
     SELECT l.node_id, n.node_type || ':' || n.node_key AS ref, l.memory_id AS seed, l.id AS ord
@@ -91,28 +96,31 @@ hop0 AS (
 
 _HOP_SQL = """
 hop{k} AS (
-    SELECT ranked.via, ranked.neighbour, n.node_type || ':' || n.node_key AS neighbour_ref, ranked.edge_type,
-           ranked.weight, ranked.confidence FROM (
+    SELECT ranked.via, ranked.neighbour,
+           (SELECT n.node_type || ':' || n.node_key FROM graph_nodes n
+            WHERE n.id = ranked.neighbour AND n.workspace_id = %(ws)s) AS neighbour_ref,
+           ranked.edge_type, ranked.weight, ranked.confidence FROM (
         SELECT s.via, s.neighbour, s.edge_type, s.weight, s.confidence,
                row_number() OVER (PARTITION BY s.via ORDER BY s.score DESC, s.edge_id) AS rank
-        FROM (
-            SELECT e.from_node_id AS via, e.to_node_id AS neighbour, e.edge_type, e.weight,
-                   e.confidence, e.id AS edge_id,
-                   {weight} * e.weight * least(1, greatest(0, e.confidence)) AS score
-            FROM graph_edges e
-            WHERE e.workspace_id = %(ws)s AND e.from_node_id = ANY((SELECT array_agg(node_id) FROM frontier{k})::bigint[])
-              AND e.expired_at IS NULL AND (e.expires_at IS NULL OR e.expires_at > now())
+        FROM frontier{k} f CROSS JOIN LATERAL (
+            (SELECT f.node_id AS via, e.to_node_id AS neighbour, e.edge_type, e.weight, e.confidence,
+                    e.id AS edge_id, {weight} * e.weight * least(1, greatest(0, e.confidence)) AS score
+             FROM graph_edges e
+             WHERE e.workspace_id = %(ws)s AND e.from_node_id = f.node_id
+               AND e.expired_at IS NULL AND (e.expires_at IS NULL OR e.expires_at > now())
+             ORDER BY e.weight DESC, e.id
+             LIMIT %(read_cap)s)
             UNION ALL
-            SELECT e.to_node_id, e.from_node_id, e.edge_type, e.weight, e.confidence, e.id,
-                   {weight} * e.weight * least(1, greatest(0, e.confidence))
-            FROM graph_edges e
-            WHERE e.workspace_id = %(ws)s AND e.to_node_id = ANY((SELECT array_agg(node_id) FROM frontier{k})::bigint[])
-              AND e.expired_at IS NULL AND (e.expires_at IS NULL OR e.expires_at > now())
+            (SELECT f.node_id, e.from_node_id, e.edge_type, e.weight, e.confidence, e.id,
+                    {weight} * e.weight * least(1, greatest(0, e.confidence))
+             FROM graph_edges e
+             WHERE e.workspace_id = %(ws)s AND e.to_node_id = f.node_id
+               AND e.expired_at IS NULL AND (e.expires_at IS NULL OR e.expires_at > now())
+             ORDER BY e.weight DESC, e.id
+             LIMIT %(read_cap)s)
         ) s
     ) ranked
-    -- Labels only for the edges kept: a hub in the frontier brings thousands of edges, and looking up the node
-    -- at the far end of each before ranking cost more than reading them.
-    JOIN graph_nodes n ON n.id = ranked.neighbour AND n.workspace_id = %(ws)s
+    -- Labels only for the edges kept, one key lookup each (a join let the planner scan all of graph_nodes).
     WHERE ranked.rank <= %(fanout)s
 ), seen{k} AS (SELECT node_id FROM seen{prev} UNION SELECT neighbour FROM hop{k})"""
 
@@ -156,7 +164,8 @@ def expand(*, workspace_id: int, seed_memory_ids: list[uuid.UUID], depth: int, l
     with connections["app"].cursor() as cursor:
         cursor.execute(
             _expansion_sql(depth),
-            {"ws": workspace_id, "seeds": list(seed_memory_ids), "fanout": EDGE_FANOUT, "links": LINK_FANOUT},
+            {"ws": workspace_id, "seeds": list(seed_memory_ids), "fanout": EDGE_FANOUT, "links": LINK_FANOUT,
+             "read_cap": EDGE_READ_CAP},
         )
         rows = cursor.fetchall()
     node_reason: dict[int, Reason] = {}

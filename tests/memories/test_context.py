@@ -160,6 +160,23 @@ def test_it_uses_edge_weight_confidence_and_hops(alice_api, ws):
     assert two["memories"][-1]["graph"]["hopCount"] == 2
 
 
+def test_it_reads_a_hubs_heaviest_edges_first(alice_api, ws, monkeypatch):
+    # A node with more edges than the read cap (a busy user's node carries one mapping edge per memory) is read
+    # heaviest first, so the edges that would rank best are among those read.
+    monkeypatch.setattr(expansion, "EDGE_READ_CAP", 3)
+    seed = alice_api.add("alpha seed")
+    others = [alice_api.add(f"neighbour {i}") for i in range(6)]
+    for i, other in enumerate(others):
+        link(ws, seed["id"], other["id"], "similar_to", weight=0.5 + i / 20)
+    with workspace_context(ws):
+        found = expansion.expand(workspace_id=ws, seed_memory_ids=[seed["id"]], depth=1, limit=10)
+    assert [str(m) for m in found.memory_ids] == [other["id"] for other in reversed(others[3:])]
+    monkeypatch.setattr(expansion, "EDGE_READ_CAP", 500)
+    with workspace_context(ws):
+        found = expansion.expand(workspace_id=ws, seed_memory_ids=[seed["id"]], depth=1, limit=10)
+    assert [str(m) for m in found.memory_ids] == [other["id"] for other in reversed(others)]
+
+
 def test_it_finds_nothing_from_a_lone_seed(alice_api):
     alice_api.add("alpha lonely")
     set_mode(alice_api, "canary")
