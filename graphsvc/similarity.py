@@ -18,10 +18,13 @@ class SimilarityUpdate:
 
 
 def similarity_edges_replace(*, workspace_id: int, updates: list[SimilarityUpdate]) -> int:
-    """Replace the similar_to edges each memory is evidence for; return the number of directed edges written.
+    """Replace the similar_to edges of each memory with its current neighbours; return the directed edges written.
 
-    One round of queries for the whole batch. Running it twice with the same neighbours leaves the same rows
-    (keys are per directed pair; a pair found from both ends keeps one edge each way, the last writer's evidence).
+    Every similar_to edge touching an updated memory goes, not only those it is evidence for: an edge another
+    memory found was measured against this memory's previous vector (its old content or model), and which end of a
+    pair is the evidence depended on the order of a batch. One round of queries for the whole batch. Running it
+    twice with the same neighbours leaves the same rows (keys are per directed pair; a pair found from both ends
+    keeps one edge each way, the last writer's evidence).
     """
     if not updates:
         return 0
@@ -32,12 +35,14 @@ def similarity_edges_replace(*, workspace_id: int, updates: list[SimilarityUpdat
             [workspace_id, list(keys)],
         )
         node_by_memory = dict(cursor.fetchall())
+        updated_nodes = [node_by_memory[str(u.memory_id)] for u in updates if str(u.memory_id) in node_by_memory]
         cursor.execute(
             """
             DELETE FROM graph_edges
-            WHERE workspace_id = %s AND edge_type = 'similar_to' AND evidence_memory_id = ANY(%s)
+            WHERE workspace_id = %s AND edge_type = 'similar_to'
+              AND (evidence_memory_id = ANY(%s) OR from_node_id = ANY(%s) OR to_node_id = ANY(%s))
             """,
-            [workspace_id, [u.memory_id for u in updates]],
+            [workspace_id, [u.memory_id for u in updates], updated_nodes, updated_nodes],
         )
         rows: dict[str, tuple[int, int, float, uuid.UUID, datetime | None]] = {}
         for update in updates:

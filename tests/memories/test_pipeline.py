@@ -4,6 +4,7 @@ the write. Jobs run synchronously here with the real job code (memories.pipeline
 
 from __future__ import annotations
 
+import uuid
 from datetime import timedelta
 
 import pytest
@@ -11,7 +12,7 @@ from django.db import connections
 from django.utils import timezone
 from django_q.models import OrmQ
 
-from graphsvc import mapping
+from graphsvc import mapping, similarity
 from graphsvc.models import GraphEdge, GraphNode
 from memories import jobs, pipeline
 from memories.embeddings import reset_embedders
@@ -73,7 +74,7 @@ def test_it_embeds_with_the_local_model_and_links_paraphrases(alice_api, alice_w
     with workspace_context(alice_ws):
         stored = {str(e.memory_id): e for e in MemoryEmbedding.objects.filter(workspace_id=alice_ws)}
         assert set(stored) == {first["id"], second["id"], unrelated["id"]}
-        assert {(e.model, e.dimension) for e in stored.values()} == {("local/all-MiniLM-L6-v2", 384)}
+        assert {(e.model, e.dimension) for e in stored.values()} == {("local/all-MiniLM-L6-v2-int8-onnx", 384)}
         edges = list(GraphEdge.objects.filter(workspace_id=alice_ws, edge_type="similar_to"))
     pairs = similar_pairs(alice_ws)
     assert pairs == {(first["id"], second["id"]), (second["id"], first["id"])}
@@ -160,6 +161,23 @@ def test_it_recomputes_edges_when_content_changes(alice_api, alice_ws, local_emb
     assert edited["memory"]["pipeline"]["steps"]["embed"]["status"] == "queued"
     run_jobs(alice_ws)
     assert (second["id"], first["id"]) not in similar_pairs(alice_ws)
+
+
+def test_it_drops_a_changed_memorys_edges_whichever_end_found_them(alice_api, alice_ws, local_embedder):
+    first = alice_api.add(PARAPHRASE_A)
+    second = alice_api.add(PARAPHRASE_B)
+    run_jobs(alice_ws)
+    # Make `first` the evidence of the pair, as a batch that listed it last would have (the order is not fixed).
+    with workspace_context(alice_ws):
+        similarity.similarity_edges_replace(workspace_id=alice_ws, updates=[
+            similarity.SimilarityUpdate(memory_id=uuid.UUID(first["id"]),
+                                        neighbours=[(uuid.UUID(second["id"]), 0.9)], expires_at=None),
+        ])
+        assert set(GraphEdge.objects.filter(edge_type="similar_to").values_list("evidence_memory_id", flat=True)) \
+            == {uuid.UUID(first["id"])}
+    alice_api.ok("memories/edit", {"id": second["id"], "content": UNRELATED})
+    run_jobs(alice_ws)
+    assert similar_pairs(alice_ws) == set()
 
 
 def test_it_drops_vectors_and_edges_on_forget(alice_api, alice_ws, local_embedder):
