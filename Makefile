@@ -21,6 +21,9 @@ migrate: install
 
 demo: migrate
 	$(PY) manage.py cairn_demo
+	@# Memories without a vector of the configured EMBEDDING_MODEL (it changed since they were written) are queued
+	@# for the workers; semantic search covers them as they finish.
+	$(PY) manage.py reembed --enqueue
 
 run: demo
 	$(PY) scripts/serve.py

@@ -63,11 +63,23 @@ def superuser_connection() -> Any:
 
 def seed_graph(workspace_id: int, memories: int) -> dict[str, Any]:
     """Idempotent: re-seeds only when the edge count does not match the memories."""
+    from django.conf import settings
+
+    model = settings.EMBEDDING_MODEL
     started = time.perf_counter()
     with superuser_connection() as conn:
         edges = conn.execute("SELECT count(*) FROM graph_edges WHERE workspace_id = %s", [workspace_id]).fetchone()[0]
-        vectors = conn.execute("SELECT count(*) FROM memory_embeddings WHERE workspace_id = %s",
-                               [workspace_id]).fetchone()[0]
+        vectors = conn.execute("SELECT count(*) FROM memory_embeddings WHERE workspace_id = %s AND model = %s",
+                               [workspace_id, model]).fetchone()[0]
+        if edges >= memories * NEIGHBOURS * 2 * 0.95 and vectors < memories:
+            # Seeded under an earlier default model: the vectors are synthetic, so only their label must follow
+            # (search compares a query only with vectors of the model it was embedded by).
+            relabelled = conn.execute(
+                "UPDATE memory_embeddings SET model = %s WHERE workspace_id = %s AND model <> %s",
+                [model, workspace_id, model],
+            ).rowcount
+            conn.execute("VACUUM ANALYZE memory_embeddings")
+            vectors += relabelled
         if edges >= memories * NEIGHBOURS * 2 * 0.95 and vectors >= memories:
             return {"seeded": False, "edges": edges, "vectors": vectors, "seconds": 0.0}
         print("seeding graph and vectors (a few minutes)…", file=sys.stderr)
@@ -129,13 +141,13 @@ def seed_graph(workspace_id: int, memories: int) -> dict[str, Any]:
             )
             INSERT INTO memory_embeddings (workspace_id, memory_id, model, dimension, embedding, content_sha256,
                 user_id, scope, project_id, expires_at, created_at, updated_at)
-            SELECT %(ws)s, m.id, 'local/all-MiniLM-L6-v2', 384,
+            SELECT %(ws)s, m.id, %(model)s, 384,
                    (SELECT array_agg(x + (random() - 0.5) * 0.3) FROM unnest(ce.v) AS x)::vector,
                    '', m.user_id, m.scope, m.project_id, m.expires_at, now(), now()
             FROM memories m JOIN centres ce ON ce.c = abs(hashtext(m.id::text)) %% %(clusters)s
             WHERE m.workspace_id = %(ws)s AND m.deleted_at IS NULL
             """,
-            {"ws": workspace_id, "clusters": CLUSTERS},
+            {"ws": workspace_id, "clusters": CLUSTERS, "model": model},
         )
         conn.execute("VACUUM ANALYZE graph_edges")
         conn.execute("VACUUM ANALYZE memory_node_links")

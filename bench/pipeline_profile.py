@@ -7,7 +7,7 @@ CPU time between the local model's `embed`, time waiting on SQL (client side of 
 own CPU shows up here too) and everything else. No qcluster: its process supervision adds a fixed cost per
 message on top, which `pipeline_throughput.py` includes.
 
-    .venv/bin/python bench/pipeline_profile.py [--memories 512] [--model local/all-MiniLM-L6-v2] [--threads 1]
+    .venv/bin/python bench/pipeline_profile.py [--memories 512] [--model local/all-MiniLM-L6-v2-int8-onnx] [--threads 1]
 """
 
 from __future__ import annotations
@@ -81,10 +81,11 @@ def backend_pids() -> list[int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--memories", type=int, default=512)
-    parser.add_argument("--model", default="local/all-MiniLM-L6-v2")
+    parser.add_argument("--model", default=None, help="embedding model (default EMBEDDING_MODEL or the product's)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "pipeline_profile.json")
     args = parser.parse_args()
-    os.environ["EMBEDDING_MODEL"] = args.model
+    if args.model:
+        os.environ["EMBEDDING_MODEL"] = args.model
     api_latency.ensure_bench_database()
     api_latency.setup_django_and_migrate()
 
@@ -95,7 +96,7 @@ def main() -> None:
 
     from memories import embeddings, tasks
 
-    embedder = embeddings.get_embedder(args.model)
+    embedder = embeddings.get_embedder()
     rng = random.Random(5)
     embedder.embed([api_latency.memory_fields(rng)["content"] for _ in range(64)])  # load + warm up, not timed
 
@@ -136,7 +137,7 @@ def main() -> None:
     n = args.memories
     result = {
         "memories": n,
-        "model": args.model,
+        "model": embedder.model,
         "backend": getattr(embedder, "backend", None),
         "messages": messages,
         "write": {"msPerMemoryWall": round(write["wallSeconds"] / n * 1000, 2),

@@ -165,7 +165,7 @@ def own_cpu() -> float:
 def raw_embedding_rate(texts: list[str]) -> float:
     from memories.embeddings import get_embedder
 
-    embedder = get_embedder("local/all-MiniLM-L6-v2")
+    embedder = get_embedder()  # EMBEDDING_MODEL, as the workers use
     embedder.embed(texts[:64])  # warm up
     started = time.perf_counter()
     embedder.embed(texts)

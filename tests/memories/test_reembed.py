@@ -45,7 +45,7 @@ def test_it_reembeds_with_a_new_model_and_never_mixes_models(alice_api, personas
     assert f"workspace {workspace_id}" in err.getvalue() and "2/2" in err.getvalue()
     with workspace_context(workspace_id):
         models = sorted(MemoryEmbedding.objects.values_list("model", "dimension"))
-    assert models == [("local/all-MiniLM-L6-v2", 384)] * 2 + [("openai/fake-embed", 8)] * 2
+    assert models == [("local/all-MiniLM-L6-v2-int8-onnx", 384)] * 2 + [("openai/fake-embed", 8)] * 2
 
     found = alice_api.ok("memories/search", {"query": "database", "strategy": "semantic"})
     assert found["trace"]["appliedStrategy"] == "semantic"

@@ -30,6 +30,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         model = options["model"] or settings.EMBEDDING_MODEL
         workspace_ids = options["workspace"] or list(Workspace.objects.order_by("id").values_list("id", flat=True))
+        total = 0
         for workspace_id in workspace_ids:
             with workspace_context(workspace_id):
                 missing = list(
@@ -39,6 +40,7 @@ class Command(BaseCommand):
                 )
             if not missing:
                 continue
+            total += len(missing)
             bar = ProgressBar(len(missing), f"workspace {workspace_id}", stream=self.stderr)
             for start in range(0, len(missing), BATCH):
                 batch = missing[start : start + BATCH]
@@ -54,4 +56,7 @@ class Command(BaseCommand):
             if options["drop_other_models"] and not options["enqueue"]:
                 with workspace_context(workspace_id):
                     MemoryEmbedding.objects.filter(workspace_id=workspace_id).exclude(model=model).delete()
-        self.stdout.write(f"done: model {model}")
+        if options["enqueue"]:
+            self.stdout.write(f"model {model}: {total} memories queued for the workers")
+        else:
+            self.stdout.write(f"done: model {model}, {total} memories embedded")
