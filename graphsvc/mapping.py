@@ -192,88 +192,55 @@ def memory_node_id(*, memory: MemorySnapshot) -> int:
         return cursor.fetchone()[0]
 
 
-_INSERT_FRESH_MAPPING = """
-WITH input(node_type, node_key, label, metadata) AS (
-    SELECT * FROM unnest(%(types)s::text[], %(keys)s::text[], %(labels)s::text[], %(metadata)s::jsonb[])
-),
-inserted AS (
-    INSERT INTO graph_nodes (workspace_id, node_type, node_key, label, metadata, created_at, updated_at)
-    SELECT %(ws)s, node_type, node_key, label, metadata, now(), now() FROM input
-    ON CONFLICT (workspace_id, node_type, node_key) DO NOTHING
-    RETURNING id, node_type, node_key
-),
-nodes AS (
-    SELECT id, node_type, node_key FROM inserted
-    UNION ALL
-    SELECT g.id, g.node_type, g.node_key FROM graph_nodes g JOIN input i USING (node_type, node_key)
-    WHERE g.workspace_id = %(ws)s
-),
-links AS (
-    INSERT INTO memory_node_links (workspace_id, memory_id, node_id, role, created_at)
-    SELECT %(ws)s, %(memory)s, n.id, l.role, now()
-    FROM unnest(%(link_types)s::text[], %(link_keys)s::text[], %(link_roles)s::text[]) AS l(node_type, node_key, role)
-    JOIN nodes n USING (node_type, node_key)
-    ON CONFLICT DO NOTHING
-    RETURNING 1
-),
-edges AS (
-    INSERT INTO graph_edges (workspace_id, edge_key, from_node_id, to_node_id, edge_type, edge_class,
-        weight, confidence, evidence_memory_id, origin, created_at, updated_at, expires_at, last_observed_at,
-        retrieval_count)
-    SELECT %(ws)s, 'm:' || %(memory)s::text || ':' || e.edge_type || ':' || f.id || ':' || t.id, f.id, t.id,
-        e.edge_type, 'semantic', 1.0, 1.0, %(memory)s, 'mapping', now(), now(), %(expires)s, now(), 0
-    FROM unnest(%(edge_types)s::text[], %(from_types)s::text[], %(from_keys)s::text[], %(to_types)s::text[],
-                %(to_keys)s::text[]) AS e(edge_type, from_type, from_key, to_type, to_key)
-    JOIN nodes f ON f.node_type = e.from_type AND f.node_key = e.from_key
-    JOIN nodes t ON t.node_type = e.to_type AND t.node_key = e.to_key
-    ON CONFLICT (workspace_id, edge_key) WHERE expired_at IS NULL DO UPDATE
-        SET expires_at = EXCLUDED.expires_at, updated_at = now(), last_observed_at = now()
-    RETURNING 1
-)
-SELECT (SELECT count(*) FROM nodes), (SELECT count(*) FROM links), (SELECT count(*) FROM edges)
-"""
+@dataclass(frozen=True)
+class FreshMappingOutcome:
+    complete: bool  # every node of the mapping was seen: links and edges are all written
+    error: str | None  # the statement failed (and wrote nothing): SQLSTATE and message
 
 
-def _mapping_insert_fresh(*, memory: MemorySnapshot, graph: DeterministicGraph) -> bool:
-    """The whole mapping of a memory that has none yet in one statement; False if it could not be complete.
+def mapping_insert_fresh(*, memory: MemorySnapshot) -> FreshMappingOutcome:
+    """The whole mapping of a memory that has none yet (created in this transaction), in one round trip.
 
-    The statement's snapshot cannot see a shared node (a tag, a type) that a concurrent transaction committed
-    while this one waited on its insert; the node then has no id here, so its links and edges are missing.
-    That is rare (two first uses of one tag at once) and the caller then redoes the mapping the long way.
-    """
-    unique = list({(n[0], n[1]): n for n in graph.nodes}.values())
-    params = {
-        "ws": memory.workspace_id,
-        "memory": memory.id,
-        "types": [n[0] for n in unique],
-        "keys": [n[1] for n in unique],
-        "labels": [n[2][:300] for n in unique],
-        "metadata": [json.dumps(n[3]) if n[3] is not None else None for n in unique],
-        "link_types": [link[0] for link in graph.links],
-        "link_keys": [link[1] for link in graph.links],
-        "link_roles": [link[2] for link in graph.links],
-        "edge_types": [edge[0] for edge in graph.edges],
-        "from_types": [edge[1][0] for edge in graph.edges],
-        "from_keys": [edge[1][1] for edge in graph.edges],
-        "to_types": [edge[2][0] for edge in graph.edges],
-        "to_keys": [edge[2][1] for edge in graph.edges],
-        "expires": memory.expires_at if memory.layer == "working" else None,
-    }
-    with connections["app"].cursor() as cursor:
-        cursor.execute(_INSERT_FRESH_MAPPING, params)
-        node_count, _, _ = cursor.fetchone()
-    return node_count == len(unique)
-
-
-def mapping_sync(*, memory: MemorySnapshot, fresh: bool = False) -> None:
-    """Replace the memory's deterministic mapping. Call inside a savepoint (see memories.pipeline).
-
-    `fresh`: the memory was created in this transaction, so it has no mapping to replace and nothing can be
-    orphaned — one statement instead of six on the add path.
+    The database function `graph_mapping_insert_fresh` (migration graphsvc 0015) runs the one statement inside its
+    own EXCEPTION block, so a failure rolls back only the mapping and comes back as `error`, and the caller needs
+    no savepoint. The statement's snapshot cannot see a shared node (a tag, a type) that a concurrent transaction
+    committed while this one waited on its insert; the node then has no id here, its links and edges are missing
+    and `complete` is False. That is rare (two first uses of one tag at once); the caller then redoes the mapping
+    the long way (mapping_sync).
     """
     graph = extract_deterministic_graph(memory)
-    if fresh and _mapping_insert_fresh(memory=memory, graph=graph):
-        return
+    unique = list({(n[0], n[1]): n for n in graph.nodes}.values())
+    with connections["app"].cursor() as cursor:
+        cursor.execute(
+            "SELECT node_count, error FROM graph_mapping_insert_fresh(%s, %s, %s::text[], %s::text[], %s::text[], "
+            "%s::jsonb[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], "
+            "%s::text[], %s::timestamptz)",
+            [
+                memory.workspace_id,
+                memory.id,
+                [n[0] for n in unique],
+                [n[1] for n in unique],
+                [n[2][:300] for n in unique],
+                [json.dumps(n[3]) if n[3] is not None else None for n in unique],
+                [link[0] for link in graph.links],
+                [link[1] for link in graph.links],
+                [link[2] for link in graph.links],
+                [edge[0] for edge in graph.edges],
+                [edge[1][0] for edge in graph.edges],
+                [edge[1][1] for edge in graph.edges],
+                [edge[2][0] for edge in graph.edges],
+                [edge[2][1] for edge in graph.edges],
+                memory.expires_at if memory.layer == "working" else None,
+            ],
+        )
+        node_count, error = cursor.fetchone()
+    return FreshMappingOutcome(complete=error is None and node_count == len(unique), error=error)
+
+
+def mapping_sync(*, memory: MemorySnapshot) -> None:
+    """Replace the memory's deterministic mapping. Call inside a savepoint (see memories.pipeline). A memory
+    created in this transaction takes mapping_insert_fresh instead: one round trip, no savepoint."""
+    graph = extract_deterministic_graph(memory)
     workspace_id = memory.workspace_id
     orphan_candidates = _remove_own_mapping(workspace_id=workspace_id, memory_ids=[memory.id], keep_mentions=True)
     ids = node_ids(workspace_id=workspace_id, nodes=graph.nodes[1:])

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db import connections, transaction
+from django.db import DatabaseError, connections, transaction
 from pydantic import BaseModel, Field
 
 from graphsvc import entities, llm, mapping, relationships, similarity
@@ -97,12 +97,30 @@ def memory_add_flow(
     memory = services.memory_add(
         workspace_id=workspace_id, scope=scope, scrub_at_rest=hygiene_settings.scrub_at_rest, **fields
     )
-    graph_step(workspace_id=workspace_id, memory_id=memory.id,
-               action=lambda: mapping.mapping_sync(memory=snapshot(memory), fresh=True))
+    _map_fresh(workspace_id=workspace_id, memory=memory)
     jobs.jobs_enqueue(workspace_id=workspace_id, memory_ids=[memory.id], kind=jobs.Kind.EMBED,
                       model=embedding_model_for(memory))
     _compact_working(workspace_id=workspace_id, memory=memory)
     return memory
+
+
+def _map_fresh(*, workspace_id: int, memory: Memory) -> None:
+    """A new memory's mapping in one round trip; the database function catches its own failure, so no savepoint
+    is needed. A failure is recorded like graph_step's and the write goes on; an incomplete mapping (a node a
+    concurrent transaction committed) is redone the long way, in a savepoint."""
+    try:
+        outcome = mapping.mapping_insert_fresh(memory=snapshot(memory))
+    except DatabaseError:
+        raise  # outside the function's own guard (a lost connection): the transaction cannot go on anyway
+    except Exception as exc:  # noqa: BLE001 - building the mapping failed before any SQL ran: nothing to undo
+        outcome = mapping.FreshMappingOutcome(complete=False, error=f"{type(exc).__name__}: {exc}")
+    if outcome.error is not None:
+        logger.error("graph mapping failed for memory %s: %s", memory.id, outcome.error)
+        pipeline_error_record(workspace_id=workspace_id, memory_id=memory.id, stage="mapping",
+                              code=GRAPH_MAPPING_SYNC_FAILED, message=outcome.error)
+    elif not outcome.complete:
+        graph_step(workspace_id=workspace_id, memory_id=memory.id,
+                   action=lambda: mapping.mapping_sync(memory=snapshot(memory)))
 
 
 def _compact_working(*, workspace_id: int, memory: Memory) -> None:

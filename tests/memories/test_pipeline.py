@@ -236,6 +236,29 @@ def test_it_retries_with_backoff_then_dead_letters(alice_api, alice_ws, settings
 
 
 def test_it_keeps_the_write_when_the_graph_fails(alice_api, alice_ws, monkeypatch):
+    real = mapping.extract_deterministic_graph
+
+    def broken(memory):
+        graph = real(memory)
+        graph.nodes.append(("topic", None, "no key", None))  # NOT NULL violation inside the mapping statement
+        return graph
+
+    monkeypatch.setattr(mapping, "extract_deterministic_graph", broken)
+    memory = alice_api.add("the graph will fail for this one", tags=["ops"])
+    assert alice_api.ok("memories/list", {})["memories"][0]["id"] == memory["id"]
+    with workspace_context(alice_ws):
+        # The mapping function's own exception block rolled the graph write back; the job was still queued.
+        assert not GraphNode.objects.exists()
+        assert PipelineJob.objects.filter(memory_id=memory["id"]).exists()
+    status = alice_api.ok("graph/status", {})
+    assert status["recentErrors"][0]["code"] == "GRAPH_MAPPING_SYNC_FAILED"
+    assert status["recentErrors"][0]["memoryId"] == memory["id"]
+    assert "23502" in status["recentErrors"][0]["message"]  # not_null_violation, as PostgreSQL reported it
+
+
+def test_it_keeps_an_edit_when_the_graph_fails(alice_api, alice_ws, monkeypatch):
+    memory = alice_api.add("the graph is fine for this one", tags=["ops"])
+
     def broken(**kwargs):
         with connections["app"].cursor() as cursor:
             cursor.execute(
@@ -246,15 +269,14 @@ def test_it_keeps_the_write_when_the_graph_fails(alice_api, alice_ws, monkeypatc
         raise RuntimeError("injected graph failure")
 
     monkeypatch.setattr(mapping, "mapping_sync", broken)
-    memory = alice_api.add("the graph will fail for this one", tags=["ops"])
-    assert alice_api.ok("memories/list", {})["memories"][0]["id"] == memory["id"]
+    alice_api.ok("memories/edit", {"id": memory["id"], "tags": ["ops", "later"]})
+    assert alice_api.ok("memories/list", {})["memories"][0]["tags"] == ["ops", "later"]
     with workspace_context(alice_ws):
-        # The savepoint rolled the partial graph write back; the job was still queued.
-        assert not GraphNode.objects.exists()
-        assert PipelineJob.objects.filter(memory_id=memory["id"]).exists()
+        # The savepoint rolled the partial graph write back.
+        assert not GraphNode.objects.filter(node_key="half-written").exists()
     status = alice_api.ok("graph/status", {})
     assert status["recentErrors"][0]["code"] == "GRAPH_MAPPING_SYNC_FAILED"
-    assert status["recentErrors"][0]["memoryId"] == memory["id"]
+    assert "injected graph failure" in status["recentErrors"][0]["message"]
 
 
 def test_it_reports_partial_vector_coverage(alice_api, alice_ws, local_embedder):

@@ -74,27 +74,30 @@ def test_it_maps_in_one_statement(alice_api, ws):
     with CaptureQueriesContext(connections["app"]) as queries:
         # A GitHub projectId would add the owner-routing reads; this measures the write itself.
         alice_api.add("Use pooling", tags=["db"], category="ops", scope={"userId": "dana", "projectId": "api"})
-    graph = [q["sql"] for q in queries.captured_queries if "graph_nodes" in q["sql"] or "memory_node_links" in q["sql"]]
-    assert len(graph) == 1, graph
-    # auth, BEGIN, RLS setting, the workspace's hygiene settings (issue 10), memory, savepoint, mapping, release,
-    # job with its broker message (one statement), COMMIT; in a test the BEGIN is a savepoint and the RLS setting
-    # is cleared at the end (tenancy.rls), hence 11.
-    assert len(queries.captured_queries) <= 11, "\n".join(" ".join(q["sql"].split())[:90] for q in queries.captured_queries)
+    graph = [q["sql"] for q in queries.captured_queries if "graph_" in q["sql"] or "memory_node_links" in q["sql"]]
+    assert len(graph) == 1 and "graph_mapping_insert_fresh" in graph[0], graph
+    # auth, BEGIN, RLS setting, the workspace's hygiene settings (issue 10), memory, mapping (a function guarding
+    # itself: no savepoint), job with its broker message (one statement), COMMIT; in a test the BEGIN is a
+    # savepoint and the RLS setting is cleared at the end (tenancy.rls), hence 9.
+    savepoints = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("SAVEPOINT")]
+    assert len(savepoints) == 1, savepoints  # the request's transaction (a savepoint inside the test's)
+    assert len(queries.captured_queries) <= 9, "\n".join(" ".join(q["sql"].split())[:90] for q in queries.captured_queries)
 
 
 def test_it_falls_back_to_the_full_sync_when_the_statement_misses_a_node(alice_api, ws, monkeypatch):
     reference = alice_api.add("Use connection pooling for Postgres", **FULL)
     expected = graph_state(ws)
-    real = mapping._mapping_insert_fresh
+    real = mapping.mapping_insert_fresh
     calls = []
 
     def partial(**kwargs):
         calls.append(real(**kwargs))
-        return False  # as if a concurrent transaction's node had been invisible
+        # As if a concurrent transaction's node had been invisible.
+        return mapping.FreshMappingOutcome(complete=False, error=None)
 
-    monkeypatch.setattr(mapping, "_mapping_insert_fresh", partial)
+    monkeypatch.setattr(mapping, "mapping_insert_fresh", partial)
     again = alice_api.add("Use connection pooling for Postgres", **FULL)
-    assert calls == [True]
+    assert calls == [mapping.FreshMappingOutcome(complete=True, error=None)]
     state = graph_state(ws)
     ours = {row for row in state["links"] if str(row[0]) == again["id"]}
     assert {row[1:] for row in ours} == {
@@ -120,8 +123,8 @@ def test_it_sees_a_tag_node_a_concurrent_write_committed(personas):
                 "VALUES (%s, 'topic', 'race', 'race', now(), now())",
                 [ws],
             )
-        results: list[bool] = []
-        real = mapping._mapping_insert_fresh
+        results: list[mapping.FreshMappingOutcome] = []
+        real = mapping.mapping_insert_fresh
 
         def spy(**kwargs):
             results.append(real(**kwargs))
@@ -134,8 +137,8 @@ def test_it_sees_a_tag_node_a_concurrent_write_committed(personas):
             finally:
                 connections.close_all()
 
-        original = mapping._mapping_insert_fresh
-        mapping._mapping_insert_fresh = spy
+        original = mapping.mapping_insert_fresh
+        mapping.mapping_insert_fresh = spy
         try:
             writer = threading.Thread(target=write)
             writer.start()
@@ -144,8 +147,8 @@ def test_it_sees_a_tag_node_a_concurrent_write_committed(personas):
             other.commit()
             writer.join(timeout=30)
         finally:
-            mapping._mapping_insert_fresh = original
-        assert results == [False]
+            mapping.mapping_insert_fresh = original
+        assert results == [mapping.FreshMappingOutcome(complete=False, error=None)]
         with workspace_context(ws):
             memory = Memory.objects.get(content="racing")
             roles = set(MemoryNodeLink.objects.filter(memory_id=memory.id).values_list("node__node_key", "role"))
