@@ -10,7 +10,8 @@ What it does, in order (bench/README.md explains the numbers):
   2. one SDK-tenant workspace per conversation (tenantId locomo-<sample_id> under the user `locomo`); each dialog
      turn becomes one memory, written with the real write flow (memories.pipeline.memory_add_flow), dated at its
      session's time and carrying {"dia_id": …} in metadata; then the real embed + similarity jobs run in-process
-     (jobs_run_pending, model local/all-MiniLM-L6-v2). A workspace that already holds all its turns is reused;
+     (jobs_run_pending, the product's default model or --model). A workspace that already holds all its turns is
+     reused (and re-embedded if its vectors are of another model);
   3. asks every question through the SDK API (django.test.Client, a real key): memories/search with limit 20 for
      lexical / semantic / hybrid, and context/get (hybrid, graph expansion, the workspace's rollout in canary)
      for hybrid_graph — skipped with a note while context/get or graph/rollout is not there;
