@@ -22,8 +22,8 @@ migrate: install
 demo: migrate
 	$(PY) manage.py cairn_demo
 	@# Memories without a vector of the configured EMBEDDING_MODEL (it changed since they were written) are queued
-	@# for the workers; semantic search covers them as they finish.
-	$(PY) manage.py reembed --enqueue
+	@# for the workers; semantic search covers them as they finish. A memory's own embeddingModel is left alone.
+	$(PY) manage.py reembed --enqueue --default-only
 
 run: demo
 	$(PY) scripts/serve.py

@@ -56,3 +56,24 @@ def test_it_reembeds_with_a_new_model_and_never_mixes_models(alice_api, personas
     with workspace_context(workspace_id):
         # Nothing was missing, so nothing ran and the old vectors are still there until a run with work.
         assert MemoryEmbedding.objects.filter(model="openai/fake-embed").count() == 2
+
+
+def test_it_queues_only_default_following_memories_for_make_run(alice_api, personas, settings, provider):
+    # `make run` runs `reembed --enqueue --default-only`: after a change of EMBEDDING_MODEL the workers re-embed
+    # what follows the default, and a memory's own embeddingModel is never overridden.
+    fake, base = provider
+    workspace_id = personal_workspace_id(personas.alice)
+    follows = alice_api.add("Deploys happen on Fridays.")
+    pinned = alice_api.add("Pinned to its own model.", embeddingModel="local/all-MiniLM-L6-v2")
+    settings.EMBEDDING_MODEL = "openai/fake-embed"
+    settings.EMBEDDING_API_BASE, settings.EMBEDDING_API_KEY, settings.EMBEDDING_DIMENSION = base, "k", 8
+    reset_embedders()
+
+    out = StringIO()
+    call_command("reembed", "--enqueue", "--default-only", "--workspace", str(workspace_id), stdout=out,
+                 stderr=StringIO())
+    assert "openai/fake-embed: 1 memories queued for the workers" in out.getvalue()
+    pipeline.jobs_run_pending(workspace_id=workspace_id)
+    with workspace_context(workspace_id):
+        models = {str(m): model for m, model in MemoryEmbedding.objects.values_list("memory_id", "model")}
+    assert models == {follows["id"]: "openai/fake-embed", pinned["id"]: "local/all-MiniLM-L6-v2"}

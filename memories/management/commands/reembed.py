@@ -24,6 +24,9 @@ class Command(BaseCommand):
         parser.add_argument("--workspace", type=int, action="append", help="Workspace id (repeatable); default all.")
         parser.add_argument("--model", default=None, help="Model to embed with (default EMBEDDING_MODEL).")
         parser.add_argument("--enqueue", action="store_true", help="Queue jobs for the workers instead of running here.")
+        parser.add_argument("--default-only", action="store_true",
+                            help="Only memories that follow the configured model (no embeddingModel of their own); "
+                            "what `make run` uses, so an explicit per-memory choice is never overridden.")
         parser.add_argument("--drop-other-models", action="store_true",
                             help="Afterwards delete vectors of other models in these workspaces.")
 
@@ -33,11 +36,10 @@ class Command(BaseCommand):
         total = 0
         for workspace_id in workspace_ids:
             with workspace_context(workspace_id):
-                missing = list(
-                    Memory.objects.filter(workspace_id=workspace_id, deleted_at__isnull=True)
-                    .exclude(embeddings__model=model)
-                    .values_list("id", flat=True)
-                )
+                candidates = Memory.objects.filter(workspace_id=workspace_id, deleted_at__isnull=True)
+                if options["default_only"]:
+                    candidates = candidates.filter(embedding_model__isnull=True)
+                missing = list(candidates.exclude(embeddings__model=model).values_list("id", flat=True))
             if not missing:
                 continue
             total += len(missing)
