@@ -6,7 +6,8 @@ trips. The EXCEPTION block of this function is the same subtransaction taken on 
 round trip for its mapping instead of three, and PL/pgSQL keeps the statement's plan for the session instead of
 planning the CTE on every add. SECURITY INVOKER (the default): the caller's row-level security applies.
 
-It returns the number of nodes it saw (the caller compares it with the nodes it asked for: a node committed
+A statement timeout inside the mapping is caught as well
+(OTHERS alone would leave it out), as the savepoint did. It returns the number of nodes it saw (the caller compares it with the nodes it asked for: a node committed
 concurrently by another transaction is invisible to this statement, and the caller then maps the long way) and,
 when the statement failed, the error instead; nothing of a failed mapping is left behind.
 """
@@ -62,7 +63,9 @@ BEGIN
     -- links and edges run to completion whether or not the outer query reads them (data-modifying CTEs).
     SELECT count(*) INTO node_count FROM nodes;
     error := NULL;
-EXCEPTION WHEN OTHERS THEN
+-- OTHERS leaves out a cancelled statement; the client savepoint this replaces caught that too (a statement_timeout
+-- that fires inside the mapping), so it is named here: the mapping rolls back and the memory write goes on.
+EXCEPTION WHEN OTHERS OR query_canceled THEN
     node_count := NULL;
     error := SQLSTATE || ': ' || SQLERRM;
 END

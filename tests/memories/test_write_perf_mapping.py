@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from graphsvc import mapping
 from graphsvc.models import GraphEdge, GraphNode, MemoryNodeLink
 from memories import pipeline
-from memories.models import Memory
+from memories.models import Memory, PipelineError, PipelineJob
 from memories.selectors import MemoryScope
 from tenancy.rls import workspace_context
 from tests.memories.helpers import personal_workspace_id
@@ -155,3 +155,39 @@ def test_it_sees_a_tag_node_a_concurrent_write_committed(personas):
         assert ("race", "tag") in roles
     finally:
         other.close()
+
+
+@pytest.mark.django_db(transaction=True, databases="__all__")
+def test_it_keeps_the_write_when_the_mapping_times_out(personas, monkeypatch):
+    """A statement_timeout inside the mapping function is caught there, as the client savepoint caught it."""
+    ws = personal_workspace_id(personas.alice)
+    with connections["default"].cursor() as cursor:
+        cursor.execute("CREATE FUNCTION test_slow_node() RETURNS trigger LANGUAGE plpgsql AS "
+                       "$$ BEGIN PERFORM pg_sleep(0.5); RETURN NEW; END $$")
+        cursor.execute("CREATE TRIGGER test_slow_node BEFORE INSERT ON graph_nodes FOR EACH ROW "
+                       "EXECUTE FUNCTION test_slow_node()")
+    real = mapping.mapping_insert_fresh
+
+    def with_timeout(**kwargs):
+        with connections["app"].cursor() as cursor:
+            cursor.execute("SET LOCAL statement_timeout = 100")
+        try:
+            return real(**kwargs)
+        finally:
+            with connections["app"].cursor() as cursor:
+                cursor.execute("SET LOCAL statement_timeout = 0")
+
+    monkeypatch.setattr(mapping, "mapping_insert_fresh", with_timeout)
+    try:
+        with workspace_context(ws):
+            memory = pipeline.memory_add_flow(workspace_id=ws, scope=MemoryScope(), content="slow graph", tags=["x"])
+        with workspace_context(ws):
+            assert Memory.objects.filter(pk=memory.id).exists()
+            assert not GraphNode.objects.exists()
+            assert PipelineJob.objects.filter(memory_id=memory.id, kind="embed").exists()
+            error = PipelineError.objects.get(memory_id=memory.id)
+        assert error.code == "GRAPH_MAPPING_SYNC_FAILED" and error.message.startswith("57014")  # query_canceled
+    finally:
+        with connections["default"].cursor() as cursor:
+            cursor.execute("DROP TRIGGER test_slow_node ON graph_nodes")
+            cursor.execute("DROP FUNCTION test_slow_node()")
