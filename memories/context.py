@@ -156,7 +156,6 @@ class Tier:
 
 def _rank_tiers(
     *, workspace_id: int, scope: MemoryScope, request: ContextRequest, strategy: Strategy, limits: dict[str, int],
-    query_vector: Any,
 ) -> dict[str, Tier]:
     """Rank each tier (layer → limit). With a query, one candidate search serves every tier (see
     search.memory_search_tiers); each tier is still ranked on its own candidates."""
@@ -166,7 +165,6 @@ def _rank_tiers(
     reranking = request.half_life_days is not None or request.mmr_lambda is not None
     outcomes = search.memory_search_tiers(
         workspace_id=workspace_id, scope=scope, query=request.query, strategy=strategy.ranking,
-        query_vector=query_vector,
         tiers=[search.TierQuery(layer=layer, limit=limit * 4 if reranking else limit,
                                 exclude_rules=layer == Memory.Layer.LONG_TERM) for layer, limit in limits.items()],
     )
@@ -175,7 +173,7 @@ def _rank_tiers(
         memories = outcome.memories
         if reranking:
             memories = _rerank(workspace_id=workspace_id, memories=memories, outcome=outcome, request=request,
-                               limit=limit, query_vector=query_vector)
+                               limit=limit)
         tiers[layer] = Tier(memories[:limit], outcome)
     return tiers
 
@@ -189,7 +187,7 @@ def _weighted(tier: Tier, *, limit: int, importance_weight: float) -> Tier:
 
 def _rerank(
     *, workspace_id: int, memories: list[Memory], outcome: search.SearchOutcome, request: ContextRequest,
-    limit: int, query_vector: Any,
+    limit: int,
 ) -> list[Memory]:
     """Zeph's options on the baseline: temporal decay of relevance, then MMR for diversity."""
     now = timezone.now()
@@ -332,13 +330,10 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
     strategy = resolve_strategy(request.strategy, policy_default=rollout.default_strategy, query=request.query)
     # The search embeds the query itself, once its lexical candidates have shown which speakers the query names
     # (hybrid embeds it without their names: search.query_without_speakers).
-    query_vector = None
-
     rules_found = _rules(workspace_id=workspace_id, scope=scope) if request.include_rules else Rules([], [])
     rules = rules_found.memories
     working, long_term = _baseline_tiers(workspace_id=workspace_id, scope=scope, request=request,
-                                         strategy=strategy, query_vector=query_vector,
-                                         importance_weight=importance_weight)
+                                         strategy=strategy, importance_weight=importance_weight)
     baseline = working.memories + long_term.memories
 
     # The rollout decision (memories-sh.md §4.2).
@@ -465,8 +460,7 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
 
 
 def _baseline_tiers(
-    *, workspace_id: int, scope: MemoryScope, request: ContextRequest, strategy: Strategy, query_vector: Any,
-    importance_weight: float,
+    *, workspace_id: int, scope: MemoryScope, request: ContextRequest, strategy: Strategy, importance_weight: float,
 ) -> tuple[Tier, Tier]:
     """Working ≤ 3, long-term for the rest of the limit. Both tiers are ranked together; the long-term one with
     the whole limit, then cut to what the working tier left (its candidate depth is max(4 × limit, 40) of the
@@ -478,8 +472,7 @@ def _baseline_tiers(
         limits[Memory.Layer.LONG_TERM] = request.limit
     if not limits:
         return Tier([], None), Tier([], None)
-    ranked = _rank_tiers(workspace_id=workspace_id, scope=scope, request=request, strategy=strategy, limits=limits,
-                         query_vector=query_vector)
+    ranked = _rank_tiers(workspace_id=workspace_id, scope=scope, request=request, strategy=strategy, limits=limits)
     working = Tier([], None)
     if Memory.Layer.WORKING in ranked:
         working = _weighted(ranked[Memory.Layer.WORKING], limit=limits[Memory.Layer.WORKING],

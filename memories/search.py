@@ -99,16 +99,15 @@ def memory_search(
     layer: str | None = None,
     limit: int = 10,
     strategy: str | None = None,
-    query_vector: Any = None,
     exclude_rules: bool = False,
     importance_weight: float = 0.0,
 ) -> SearchOutcome:
-    """Rank memories for `query`. `query_vector` lets a caller ranking several tiers embed the query once.
+    """Rank memories for `query`.
 
     `importance_weight` > 0 re-orders the top `limit` by relevance (max-normalised) + weight · importance, as Zeph
     does after MMR: importance changes the order of what was found, never what is found."""
     outcome = _ranked(workspace_id=workspace_id, scope=scope, query=query, type=type, layer=layer, limit=limit,
-                      strategy=strategy, query_vector=query_vector, exclude_rules=exclude_rules)
+                      strategy=strategy, exclude_rules=exclude_rules)
     if importance_weight > 0:
         outcome.memories = importance_rerank(memories=outcome.memories, scores=outcome.scores,
                                              weight=importance_weight)
@@ -138,7 +137,6 @@ class TierQuery:
 
 def memory_search_tiers(
     *, workspace_id: int, scope: MemoryScope, query: str, tiers: list[TierQuery], strategy: str | None,
-    query_vector: Any,
 ) -> list[SearchOutcome]:
     """memory_search(layer=…) for each tier, ranked exactly as one call per tier would rank it, from candidates
     fetched once: one BM25 statement for all layers, one vector search, one load of the vector candidates and one
@@ -149,8 +147,7 @@ def memory_search_tiers(
                                                      depths=depths)
     semantic: Candidates | None = None
     if requested != "lexical":
-        query_vector = _vector_for(query=query, requested=requested, lexical=_flatten(lexical.values()),
-                                   query_vector=query_vector)
+        query_vector = _vector_for(query=query, requested=requested, lexical=_flatten(lexical.values()))
         semantic = _semantic_candidates(workspace_id=workspace_id, scope=scope, query_vector=query_vector,
                                         depths=depths)
     return [
@@ -165,15 +162,12 @@ def _flatten(groups: Any) -> list[Memory]:
     return [memory for group in groups for memory in group]
 
 
-def _vector_for(*, query: str, requested: str, lexical: list[Memory], query_vector: Any) -> Any:
-    """The vector the semantic side searches with: the caller's (or the query's) own, unless hybrid drops the
-    names of speakers from it (query_without_speakers), when the shorter text is embedded instead."""
-    text = query
+def _vector_for(*, query: str, requested: str, lexical: list[Memory]) -> Any:
+    """The vector the semantic side searches with: the query's, or for hybrid the query's without the names of
+    the speakers it names (query_without_speakers). embed_query caches either per process."""
     if requested == "hybrid" and settings.SEARCH_EMBED_WITHOUT_SPEAKERS:
-        text = query_without_speakers(query, speakers=named_speakers(query, lexical))
-    if text != query:
-        return embed_query(text)
-    return embed_query(query) if query_vector is None else query_vector
+        return embed_query(query_without_speakers(query, speakers=named_speakers(query, lexical)))
+    return embed_query(query)
 
 
 @dataclass
@@ -223,7 +217,6 @@ def _ranked(
     layer: str | None,
     limit: int,
     strategy: str | None,
-    query_vector: Any,
     exclude_rules: bool,
 ) -> SearchOutcome:
     requested = normalise_strategy(strategy)
@@ -233,7 +226,7 @@ def _ranked(
     )
     semantic: Candidates | None = None
     if requested != "lexical":
-        query_vector = _vector_for(query=query, requested=requested, lexical=lexical, query_vector=query_vector)
+        query_vector = _vector_for(query=query, requested=requested, lexical=lexical)
         semantic = _semantic_candidates(workspace_id=workspace_id, scope=scope, query_vector=query_vector,
                                         depths={layer: depth}, type=type)
     return _rank(workspace_id=workspace_id, scope=scope, query=query, requested=requested, limit=limit, type=type,

@@ -352,7 +352,7 @@ def test_it_ranks_each_tier_as_a_search_of_its_layer_would(alice_api, ws, local_
     pipeline.jobs_run_pending(workspace_id=ws)
     with workspace_context(ws):
         tiers = search.memory_search_tiers(
-            workspace_id=ws, scope=MemoryScope(), query="deploy pipeline", strategy="hybrid", query_vector=None,
+            workspace_id=ws, scope=MemoryScope(), query="deploy pipeline", strategy="hybrid",
             tiers=[search.TierQuery("working", 3, False), search.TierQuery("long_term", 5, True)],
         )
         alone = [
