@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any, Generic, TypeVar
 
+from django.core.serializers.json import DjangoJSONEncoder
 from ninja import Schema
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    StringConstraints,
+    WithJsonSchema,
+)
 
 T = TypeVar("T")
 NUL_MESSAGE = "must not contain NUL (\\u0000) characters"
@@ -15,6 +25,20 @@ def _refuse_nul(value: str) -> str:
     if "\x00" in value:
         raise ValueError(NUL_MESSAGE)
     return value
+
+
+def _api_datetime(value: datetime) -> Any:
+    return _DJANGO_JSON.default(value)
+
+
+_DJANGO_JSON = DjangoJSONEncoder()
+# A datetime in an answer: ISO 8601, milliseconds, "Z" for UTC: what ninja's renderer writes (through Django's
+# encoder), also when an answer is serialised by pydantic itself (config.api.envelope_response).
+ApiDateTime = Annotated[
+    datetime,
+    PlainSerializer(_api_datetime, when_used="json"),
+    WithJsonSchema({"type": "string", "format": "date-time"}),
+]
 
 
 def trimmed(max_length: int, min_length: int = 1) -> Any:

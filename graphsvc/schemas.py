@@ -8,7 +8,7 @@ from typing import Any, Literal
 from ninja import Schema
 from pydantic import Field, model_validator
 
-from config.schemas import ScopeIn, ScopeQuery, StrictIn, scope_field, trimmed
+from config.schemas import ApiDateTime, ScopeIn, ScopeQuery, StrictIn, scope_field, trimmed
 
 
 class LlmUsageOut(Schema):
@@ -95,8 +95,8 @@ class FactOut(Schema):
     confidence: float = Field(description="Effective confidence: decayed since last observed, boosted by use.")
     score: float = Field(description="Seed match x 1/(1+hop) x confidence x class weight (bfs) or activation.")
     hop: int = Field(description="Hops from the nearest seed entity.")
-    validFrom: datetime | None = Field(description="When the fact became true.")
-    validTo: datetime | None = Field(description="When it stopped being true (null: still true).")
+    validFrom: ApiDateTime | None = Field(description="When the fact became true.")
+    validTo: ApiDateTime | None = Field(description="When it stopped being true (null: still true).")
 
 
 class SeedOut(Schema):

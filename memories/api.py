@@ -10,7 +10,7 @@ from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from ninja import Query, Router, Status
 
-from config.errors import ApiError, success_envelope
+from config.errors import ApiError, envelope_response, success_envelope
 from config.schemas import Envelope, ScopeIn
 from memories import context, pipeline, search, selectors, services
 from memories.schemas import (
@@ -387,7 +387,7 @@ def _context_request(payload: ContextIn, *, endpoint: str) -> context.ContextReq
     "rollout in canary, graph expansion appends memories reached through the graph, each with its provenance in "
     "`graph`. Every call records one retrieval metric for the rollout quality gate.",
 )
-def context_get(request: HttpRequest, payload: ContextIn) -> dict[str, Any]:
+def context_get(request: HttpRequest, payload: ContextIn) -> HttpResponse:
     workspace_id, scope = resolve_scope(request, payload.scope)
     with workspace_context(workspace_id):
         data = context.context_get(
@@ -395,7 +395,7 @@ def context_get(request: HttpRequest, payload: ContextIn) -> dict[str, Any]:
         )
     data.pop("_graph_ids")
     data.pop("_tiers")
-    return success_envelope(request, data)
+    return envelope_response(request, data, ContextOut)
 
 
 @router.post(
@@ -404,7 +404,7 @@ def context_get(request: HttpRequest, payload: ContextIn) -> dict[str, Any]:
     tags=["graph"],
     summary="context/get with a per-memory account of where each result came from",
 )
-def graph_trace(request: HttpRequest, payload: TraceIn) -> dict[str, Any]:
+def graph_trace(request: HttpRequest, payload: TraceIn) -> HttpResponse:
     workspace_id, scope = resolve_scope(request, payload.scope)
     with workspace_context(workspace_id):
         data = context.context_get(
@@ -424,7 +424,7 @@ def graph_trace(request: HttpRequest, payload: TraceIn) -> dict[str, Any]:
         }
         for rank, memory in enumerate(data["memories"], start=1)
     ]
-    return success_envelope(
+    return envelope_response(
         request,
         {
             "mode": data["mode"],
@@ -437,4 +437,5 @@ def graph_trace(request: HttpRequest, payload: TraceIn) -> dict[str, Any]:
             "rules": data["rules"],
             "memories": data["memories"],
         },
+        TraceOut,
     )

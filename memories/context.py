@@ -17,8 +17,7 @@ from typing import Any
 
 import numpy as np
 from django.conf import settings
-from django.db import transaction
-from django.db.models import Q
+from django.db import connections, transaction
 from django.utils import timezone
 
 from graphsvc import expansion
@@ -113,27 +112,41 @@ class Rules:
     payloads: list[dict[str, Any]]
 
 
-# (workspace, scope) → (fingerprint, rules). The fingerprint is the (id, updated_at) list of the rules the query
+# (workspace, scope) → (fingerprint, rules). The fingerprint is the id@updated_at list of the rules the query
 # selects: every change that matters to the list (a rule added, edited, forgotten, expired, superseded, re-scoped)
 # changes it, so a process never serves a stale list, however the change was made.
-_RULES_CACHE: dict[tuple[int, MemoryScope], tuple[tuple[tuple[uuid.UUID, datetime], ...], Rules]] = {}
+_RULES_CACHE: dict[tuple[int, MemoryScope], tuple[str, Rules]] = {}
 _RULES_CACHE_MAX = 10_000
 
 
+# The rules of a scope, project rules first, then global; newest first; capped (a context is not the place for
+# thousands of rules). The partial index memories_ws_rules serves it. One row: the "id@updated_at" list, which is
+# both the fingerprint and, when it changed, the ids to load (100 parsed ids and timestamps per call cost more
+# CPU than the statement).
+_RULES_FINGERPRINT_SQL = """
+SELECT string_agg(r.id::text || '@' || r.updated_at::text, ',' ORDER BY r.scope DESC, r.created_at DESC, r.id DESC)
+FROM (
+    SELECT m.id, m.updated_at, m.scope, m.created_at FROM memories m
+    WHERE {readable} AND (m.layer = 'rule' OR m.type = 'rule')
+    ORDER BY m.scope DESC, m.created_at DESC, m.id DESC
+    LIMIT %(max_rules)s
+) r
+"""
+
+
 def _rules(*, workspace_id: int, scope: MemoryScope) -> Rules:
-    rules = selectors.memories_readable(workspace_id=workspace_id, scope=scope).filter(
-        Q(layer=Memory.Layer.RULE) | Q(type=Memory.Type.RULE)
-    )
-    # Project rules first, then global; newest first. Capped: a context is not the place for thousands of rules.
-    ordered = rules.order_by("-scope", "-created_at", "-id")[: settings.CONTEXT_MAX_RULES]
-    # The same statement with two columns: building 100 models and their payloads on every call cost more than it.
-    fingerprint = tuple(ordered.values_list("id", "updated_at"))
+    params: dict[str, Any] = {"workspace_id": workspace_id, "max_rules": settings.CONTEXT_MAX_RULES}
+    with connections["app"].cursor() as cursor:
+        cursor.execute(_RULES_FINGERPRINT_SQL.format(readable=selectors.readable_sql(scope, params)), params)
+        fingerprint = cursor.fetchone()[0] or ""
     key = (workspace_id, scope)
     cached = _RULES_CACHE.get(key)
     if cached is not None and cached[0] == fingerprint:
         return cached[1]
-    found = {m.id: m for m in rules.filter(pk__in=[memory_id for memory_id, _ in fingerprint])}
-    memories = [found[memory_id] for memory_id, _ in fingerprint if memory_id in found]
+    ids = [uuid.UUID(entry.partition("@")[0]) for entry in fingerprint.split(",")] if fingerprint else []
+    found = selectors.memories_readable_by_ids(workspace_id=workspace_id, scope=scope, ids=ids,
+                                               condition=" AND (m.layer = 'rule' OR m.type = 'rule')")
+    memories = [found[memory_id] for memory_id in ids if memory_id in found]
     value = Rules(memories, [memory_json(m) for m in memories])
     if len(_RULES_CACHE) >= _RULES_CACHE_MAX:
         _RULES_CACHE.clear()
@@ -496,12 +509,10 @@ def _expand(
     if not found.memory_ids:
         return [], found.total_candidates
     # Reload through the scope filters: never a rule, never another user's or project's memory, nothing expired.
-    allowed = {
-        memory.id: memory
-        for memory in selectors.memories_readable(workspace_id=workspace_id, scope=scope)
-        .filter(pk__in=found.memory_ids, layer__in=[Memory.Layer.WORKING, Memory.Layer.LONG_TERM])
-        .exclude(type=Memory.Type.RULE)
-    }
+    allowed = selectors.memories_readable_by_ids(
+        workspace_id=workspace_id, scope=scope, ids=found.memory_ids,
+        condition=" AND m.layer IN ('working', 'long_term') AND m.type <> 'rule'",
+    )
     baseline_ids = {m.id for m in baseline}
     ranked = sorted(
         (memory_id for memory_id in found.memory_ids if memory_id in allowed and memory_id not in baseline_ids),

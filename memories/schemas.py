@@ -10,7 +10,7 @@ from django.conf import settings
 from ninja import Schema
 from pydantic import BaseModel, Field, field_validator
 
-from config.schemas import NUL_MESSAGE, ScopeIn, ScopeQuery, StrictIn, scope_field, trimmed
+from config.schemas import NUL_MESSAGE, ApiDateTime, ScopeIn, ScopeQuery, StrictIn, scope_field, trimmed
 from graphsvc.schemas import FactOut
 
 MemoryType = Literal["rule", "decision", "fact", "note", "skill"]
@@ -66,15 +66,15 @@ class MemoryOut(DictOut):
     content: str = Field(description="The memory text as stored.")
     type: MemoryType = Field(description="rule, decision, fact, note or skill.")
     layer: MemoryLayer = Field(description="rule, working (expires) or long_term.")
-    expiresAt: datetime | None = Field(description="When a working memory expires; null otherwise.")
+    expiresAt: ApiDateTime | None = Field(description="When a working memory expires; null otherwise.")
     scope: Literal["global", "project"] = Field(description="project when written with a projectId.")
     projectId: str | None = Field(description="The project the memory belongs to, if any.")
     tags: list[str] = Field(description="Tags.")
     paths: list[str] = Field(description="File paths the memory is about.")
     category: str | None = Field(description="Category.")
     metadata: dict[str, Any] | None = Field(description="Caller's metadata object.")
-    createdAt: datetime = Field(description="When it was written (or the time given in metadata on import).")
-    updatedAt: datetime = Field(description="Last change.")
+    createdAt: ApiDateTime = Field(description="When it was written (or the time given in metadata on import).")
+    updatedAt: ApiDateTime = Field(description="Last change.")
     injectionFlags: list[str] = Field(
         description="Prompt-injection patterns found in the content; flagged memories are kept and searchable but "
         "skipped by LLM extraction."

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Exists, QuerySet
+from django.db.models import QuerySet
 
 from memories import selectors, vectors
 from memories.embeddings import get_embedder
@@ -478,15 +478,22 @@ def reciprocal_rank_fusion(rankings: list[list[Memory]], k: int = RRF_K) -> list
 def _load_in_order(
     *, workspace_id: int, scope: MemoryScope, ids: list[uuid.UUID], type: str | None, layers: list[str]
 ) -> list[Memory]:
-    queryset = selectors.memories_readable(workspace_id=workspace_id, scope=scope).filter(pk__in=ids).annotate(
-        embed_pending=Exists(_unembedded(workspace_id))
-    )
+    condition, params = "", {}
     if type:
-        queryset = queryset.filter(type=type)
+        condition, params["type"] = condition + " AND m.type = %(type)s", type
     if layers:
-        queryset = queryset.filter(layer__in=layers)
-    found = {memory.id: memory for memory in queryset}
+        condition, params["layers"] = condition + " AND m.layer = ANY(%(layers)s::text[])", list(layers)
+    found = selectors.memories_readable_by_ids(
+        workspace_id=workspace_id, scope=scope, ids=ids, condition=condition, condition_params=params,
+        annotation=f"EXISTS ({_UNEMBEDDED_SQL}) AS embed_pending",
+    )
     return [found[memory_id] for memory_id in ids if memory_id in found]
+
+
+# Memories still waiting for their vector (or whose embedding failed): _unembedded as SQL, uncorrelated, so the
+# planner evaluates it once per statement.
+_UNEMBEDDED_SQL = ("SELECT 1 FROM pipeline_jobs j WHERE j.workspace_id = %(workspace_id)s AND j.kind = 'embed' "
+                   "AND j.status IN ('queued', 'processing', 'dead_letter')")
 
 
 def _unembedded(workspace_id: int) -> QuerySet[PipelineJob]:

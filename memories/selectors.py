@@ -22,6 +22,10 @@ from django.utils import timezone
 from config.errors import ApiError
 from memories.models import Memory, PipelineJob
 
+# The model's columns on alias m, for reads that build models from raw rows. Never `m.*`: that would also carry
+# search_tsv (the generated lexemes, kilobytes per memory) into every row.
+MEMORY_COLUMNS = ", ".join(f"m.{field.column}" for field in Memory._meta.concrete_fields)
+
 
 @dataclass(frozen=True)
 class MemoryScope:
@@ -128,7 +132,7 @@ def _like_escape(text: str) -> str:
 
 MAX_OR_WORDS = 32
 _LEXICAL_SQL = """
-SELECT m.*, ts_rank_cd(m.search_tsv, q.query) AS lexical_rank
+SELECT {MEMORY_COLUMNS}, ts_rank_cd(m.search_tsv, q.query) AS lexical_rank
 FROM memories m, {tsquery} AS q(query)
 WHERE m.workspace_id = %(workspace_id)s
   AND m.search_tsv @@ q.query {exclude}
@@ -137,10 +141,10 @@ WHERE m.workspace_id = %(workspace_id)s
   AND {user_rule} AND {project_rule} {extra}
 ORDER BY lexical_rank DESC, m.created_at DESC, m.id DESC
 LIMIT %(limit)s
-"""
+""".replace("{MEMORY_COLUMNS}", MEMORY_COLUMNS)
 
 _SUBSTRING_SQL = """
-SELECT m.*, 0.0 AS lexical_rank
+SELECT {MEMORY_COLUMNS}, 0.0 AS lexical_rank
 FROM memories m
 WHERE m.workspace_id = %(workspace_id)s
   AND m.content ILIKE %(pattern)s
@@ -149,7 +153,7 @@ WHERE m.workspace_id = %(workspace_id)s
   AND {user_rule} AND {project_rule} {extra}
 ORDER BY m.created_at DESC, m.id DESC
 LIMIT %(limit)s
-"""
+""".replace("{MEMORY_COLUMNS}", MEMORY_COLUMNS)
 
 
 def _type_layer_sql(params: dict[str, Any], *, type: str | None, layer: str | None) -> str:
@@ -178,6 +182,30 @@ def _scope_sql(scope: MemoryScope, params: dict[str, Any]) -> dict[str, str]:
     if not scope.include_superseded:
         project_rule = f"{project_rule} AND m.superseded_by IS NULL"
     return {"user_rule": user_rule, "project_rule": project_rule}
+
+
+def readable_sql(scope: MemoryScope, params: dict[str, Any]) -> str:
+    """readable_q as SQL on alias m (its values put into params; the workspace is %(workspace_id)s). The hot
+    reads of context/get use it: building and compiling the ORM's filter cost more CPU than the statements."""
+    parts = _scope_sql(scope, params)
+    return ("m.workspace_id = %(workspace_id)s AND m.deleted_at IS NULL "
+            "AND (m.expires_at IS NULL OR m.expires_at > now()) "
+            f"AND {parts['user_rule']} AND {parts['project_rule']}")
+
+
+def memories_readable_by_ids(
+    *, workspace_id: int, scope: MemoryScope, ids: list[uuid.UUID], condition: str = "",
+    condition_params: dict[str, Any] | None = None, annotation: str = "",
+) -> dict[uuid.UUID, Memory]:
+    """The readable memories among `ids`, by id. `condition` adds SQL on m (`AND …`, its values named in
+    `condition_params`); `annotation` adds one select expression (`<sql> AS <name>`), read back as an attribute."""
+    if not ids:
+        return {}
+    params: dict[str, Any] = {**(condition_params or {}), "workspace_id": workspace_id, "ids": list(ids)}
+    extra = f", {annotation}" if annotation else ""
+    sql = (f"SELECT {MEMORY_COLUMNS}{extra} FROM memories m "
+           f"WHERE m.id = ANY(%(ids)s::uuid[]) AND {readable_sql(scope, params)} {condition}")
+    return {memory.id: memory for memory in Memory.objects.raw(sql, params)}
 
 
 def memory_search_lexical(
@@ -271,7 +299,7 @@ WITH {weights}, scored AS (
 {scored}    ORDER BY score DESC
     LIMIT %(pool)s
 )
-SELECT m.*, s.score AS lexical_rank
+SELECT {MEMORY_COLUMNS}, s.score AS lexical_rank
 FROM scored s JOIN memories m ON m.id = s.memory_id
 WHERE m.workspace_id = %(workspace_id)s
   AND m.deleted_at IS NULL
@@ -279,7 +307,7 @@ WHERE m.workspace_id = %(workspace_id)s
   AND {user_rule} AND {project_rule} {extra}
 ORDER BY s.score DESC, m.created_at DESC, m.id DESC
 LIMIT %(limit)s
-""".replace("{scored}", _BM25_SCORED)
+""".replace("{scored}", _BM25_SCORED).replace("{MEMORY_COLUMNS}", MEMORY_COLUMNS)
 BM25_POOL_FACTOR = 5  # memories scored per wanted result before the scope filter (retried unbounded if short)
 BM25_POOL_MIN = 200
 
@@ -411,7 +439,7 @@ WITH {weights}, scored AS MATERIALIZED (
 {branches}
 """.replace("{scored}", _BM25_SCORED)
 _BM25_LAYER_BRANCH = """
-(SELECT m.*, s.score AS lexical_rank
+(SELECT {MEMORY_COLUMNS}, s.score AS lexical_rank
  FROM {source} s JOIN memories m ON m.id = s.memory_id
  WHERE m.workspace_id = %(workspace_id)s AND m.layer = %(layer_{i})s
    AND m.deleted_at IS NULL
@@ -419,7 +447,7 @@ _BM25_LAYER_BRANCH = """
    AND {user_rule} AND {project_rule} {narrow}
  ORDER BY s.score DESC, m.created_at DESC, m.id DESC
  LIMIT %(limit_{i})s)
-"""
+""".replace("{MEMORY_COLUMNS}", MEMORY_COLUMNS)
 # A small layer's branch starts from that layer's memories (memories_ws_user_layer finds them), handed over as an
 # array so the planner looks them up by id and hashes the scored candidates, instead of looking up every scored
 # candidate (thousands for common words) to keep the few of that layer.
@@ -592,7 +620,7 @@ _SESSION_NEIGHBOURS_SQL = """
 SELECT n.*, a.id AS anchor_id
 FROM memories a
 CROSS JOIN LATERAL (
-    (SELECT m.*, row_number() OVER (ORDER BY m.created_at DESC, m.id DESC) AS distance FROM memories m
+    (SELECT {MEMORY_COLUMNS}, row_number() OVER (ORDER BY m.created_at DESC, m.id DESC) AS distance FROM memories m
      WHERE m.workspace_id = a.workspace_id AND m.metadata ? 'sessionId' AND m.deleted_at IS NULL
        AND m.metadata ->> 'sessionId' = a.metadata ->> 'sessionId'
        AND (m.created_at, m.id) < (a.created_at, a.id)
@@ -600,7 +628,7 @@ CROSS JOIN LATERAL (
        AND {user_rule} AND {project_rule} {extra}
      ORDER BY m.created_at DESC, m.id DESC LIMIT %(span)s)
     UNION ALL
-    (SELECT m.*, row_number() OVER (ORDER BY m.created_at, m.id) AS distance FROM memories m
+    (SELECT {MEMORY_COLUMNS}, row_number() OVER (ORDER BY m.created_at, m.id) AS distance FROM memories m
      WHERE m.workspace_id = a.workspace_id AND m.metadata ? 'sessionId' AND m.deleted_at IS NULL
        AND m.metadata ->> 'sessionId' = a.metadata ->> 'sessionId'
        AND (m.created_at, m.id) > (a.created_at, a.id)
@@ -609,7 +637,7 @@ CROSS JOIN LATERAL (
      ORDER BY m.created_at, m.id LIMIT %(span)s)
 ) n
 WHERE a.workspace_id = %(workspace_id)s AND a.id = ANY(%(ids)s) AND a.metadata ? 'sessionId'
-"""
+""".replace("{MEMORY_COLUMNS}", MEMORY_COLUMNS)
 
 
 def session_neighbours(
