@@ -420,3 +420,24 @@ def test_it_never_serves_a_stale_rule_list(alice_api, ws):
         Memory.objects.filter(pk=second["id"]).update(content="Never deploy on Fridays", updated_at=timezone.now())
     assert [r["content"] for r in ctx(alice_api)["rules"]] == ["Never deploy on Fridays"]
     assert "Never deploy on Fridays" in ctx(alice_api)["context"]
+
+
+def test_it_answers_in_the_same_json_as_the_rest_of_the_api(alice_api, ws):
+    """context/get and graph/trace are serialised by pydantic directly (config.errors.envelope_response); a memory
+    must read the same there as in memories/list, which goes through ninja's renderer."""
+    rule = alice_api.add("Review every migration", type="rule")
+    alice_api.add("Migrations run at night", layer="working", tags=["db"],
+                  metadata={"café": "crème", "nested": {"n": [1, 2.5, None]}})
+    listed = {m["id"]: m for m in alice_api.ok("memories/list", {"limit": 10})["memories"]}
+    for path in ("context/get", "graph/trace"):
+        response = alice_api.post(path, {"query": "migration", "strategy": "lexical"})
+        assert response.status_code == 200 and response["Content-Type"] == "application/json; charset=utf-8"
+        envelope = response.json()
+        assert envelope["ok"] is True and envelope["error"] is None and envelope["meta"]["endpoint"]
+        returned = envelope["data"]["memories"] + envelope["data"]["rules"]
+        assert {m["id"] for m in returned} == set(listed)
+        for memory in returned:
+            expected = {key: value for key, value in listed[memory["id"]].items() if key != "pipeline"}
+            assert {key: value for key, value in memory.items() if key not in ("graph", "pipeline")} == expected
+            assert memory["createdAt"].endswith("Z") and len(memory["createdAt"]) == len("2026-01-01T00:00:00.000Z")
+    assert rule["id"] in {m["id"] for m in ctx(alice_api, query="migration")["rules"]}
