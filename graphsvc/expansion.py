@@ -15,7 +15,7 @@ One query, whatever the graph's size and the depth.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from django.db import connections
 
@@ -55,6 +55,7 @@ class Reason:
     confidence: float
     score: float
     seed_memory_id: str
+    node_id: int | None = None  # the graph node of node_ref, for a node reached through a hop
 
     def better_than(self, other: Reason | None) -> bool:
         return other is None or (self.hop, -self.score) < (other.hop, -other.score)
@@ -96,10 +97,7 @@ hop0 AS (
 
 _HOP_SQL = """
 hop{k} AS (
-    SELECT ranked.via, ranked.neighbour,
-           (SELECT n.node_type || ':' || n.node_key FROM graph_nodes n
-            WHERE n.id = ranked.neighbour AND n.workspace_id = %(ws)s) AS neighbour_ref,
-           ranked.edge_type, ranked.weight, ranked.confidence FROM (
+    SELECT ranked.via, ranked.neighbour, ranked.edge_type, ranked.weight, ranked.confidence FROM (
         SELECT s.via, s.neighbour, s.edge_type, s.weight, s.confidence,
                row_number() OVER (PARTITION BY s.via ORDER BY s.score DESC, s.edge_id) AS rank
         FROM frontier{k} f CROSS JOIN LATERAL (
@@ -120,7 +118,6 @@ hop{k} AS (
              LIMIT %(read_cap)s)
         ) s
     ) ranked
-    -- Labels only for the edges kept, one key lookup each (a join let the planner scan all of graph_nodes).
     WHERE ranked.rank <= %(fanout)s
 ), seen{k} AS (SELECT node_id FROM seen{prev} UNION SELECT neighbour FROM hop{k})"""
 
@@ -150,7 +147,7 @@ def _expansion_sql(depth: int) -> str:
                     f"EXCEPT SELECT node_id FROM seen{k - 2})")
         ctes.append(frontier + "," + _HOP_SQL.format(k=k, prev=k - 1, weight=_TYPE_WEIGHT_SQL))
     hops = "".join(
-        f"UNION ALL SELECT {k}, via, neighbour, neighbour_ref, edge_type, weight, confidence, NULL, 0 FROM hop{k}\n"
+        f"UNION ALL SELECT {k}, via, neighbour, NULL, edge_type, weight, confidence, NULL, 0 FROM hop{k}\n"
         for k in range(1, depth + 1)
     )
     return "WITH " + ",".join(ctes) + _LINKS_SQL.format(hops=hops, last=depth + 1, depth=depth)
@@ -178,13 +175,32 @@ def expand(*, workspace_id: int, seed_memory_ids: list[uuid.UUID], depth: int, l
         elif stage <= depth:
             confidence = min(1.0, max(0.0, float(confidence)))
             score = type_weight(edge_type) * float(weight) * confidence / max(1, stage)
-            reason = Reason(ref, edge_type, stage, confidence, score, node_reason[via].seed_memory_id)
+            # Labelled below, for the memories returned only (a depth-2 traversal keeps ~1,000 edges).
+            reason = Reason("", edge_type, stage, confidence, score, node_reason[via].seed_memory_id, node)
             if reason.better_than(node_reason.get(node)):
                 node_reason[node] = reason
         else:
             _link_reason(reasons, node_reason[node], memory_id)
-    ordered = sorted(reasons, key=lambda m: (-reasons[m].score, reasons[m].hop, str(m)))
-    return Expansion(memory_ids=ordered[:limit], reasons=reasons, total_candidates=len(reasons))
+    ordered = sorted(reasons, key=lambda m: (-reasons[m].score, reasons[m].hop, str(m)))[:limit]
+    _label(workspace_id, reasons, ordered)
+    return Expansion(memory_ids=ordered, reasons=reasons, total_candidates=len(reasons))
+
+
+def _label(workspace_id: int, reasons: dict[uuid.UUID, Reason], memory_ids: list[uuid.UUID]) -> None:
+    """The node_ref of the reasons of `memory_ids` reached through a hop (hop 0 nodes come labelled)."""
+    unlabelled = {reasons[m].node_id for m in memory_ids if reasons[m].node_id is not None and not reasons[m].node_ref}
+    if not unlabelled:
+        return
+    with connections["app"].cursor() as cursor:
+        cursor.execute(
+            "SELECT id, node_type || ':' || node_key FROM graph_nodes WHERE workspace_id = %s AND id = ANY(%s)",
+            [workspace_id, list(unlabelled)],
+        )
+        labels = dict(cursor.fetchall())
+    for memory_id in memory_ids:
+        reason = reasons[memory_id]
+        if reason.node_id in labels and not reason.node_ref:
+            reasons[memory_id] = replace(reason, node_ref=labels[reason.node_id])
 
 
 def _link_reason(reasons: dict[uuid.UUID, Reason], via: Reason, memory_id: uuid.UUID) -> None:
