@@ -15,6 +15,7 @@ join. Every vector records its model and dimension; searches filter on the model
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import time
@@ -40,6 +41,13 @@ class VectorScope:
 
 def vector_literal(vector: np.ndarray) -> str:
     return "[" + ",".join(repr(float(x)) for x in vector) + "]"
+
+
+@functools.lru_cache(maxsize=512)
+def _query_literal(data: bytes, dtype: str) -> str:
+    """vector_literal of a query vector, remembered: search caches query vectors per text (an agent repeats its
+    questions), and formatting 384 floats costs more than the lookup."""
+    return vector_literal(np.frombuffer(data, dtype=np.dtype(dtype)))
 
 
 def content_hash(content: str) -> str:
@@ -265,7 +273,7 @@ def nearest(
     """
     dimension = int(query.shape[0])
     params = {
-        "query": vector_literal(query),
+        "query": _query_literal(query.tobytes(), query.dtype.str),
         "model": model,
         "user": scope.user_id,
         "project": scope.project_id,
