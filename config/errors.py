@@ -91,6 +91,26 @@ def envelope_response(request: HttpRequest, data: Any, schema: type) -> HttpResp
     return response
 
 
+def envelope_response_spliced(
+    request: HttpRequest, data: dict[str, Any], schema: type, *, field: str, rendered: bytes, before: str,
+) -> HttpResponse:
+    """envelope_response, with `data[field]` (a list) taken as already validated and serialised: `rendered` is its
+    JSON. The rest is validated and dumped with that field empty, then `rendered` takes the place of the first
+    `"<field>":[]`. It must come before `"<before>":`, the first field that can hold caller content (memory
+    metadata may contain a key named like `field`); everything ahead of it is the envelope's own structure and
+    JSON strings, in which a quote is always escaped. Anything else falls back to the plain path."""
+    adapter = _envelope_adapter(schema)
+    body = adapter.dump_json(adapter.validate_python(success_envelope(request, {**data, field: []})))
+    marker = f'"{field}":[]'.encode()
+    at, limit = body.find(marker), body.find(f'"{before}":'.encode())
+    if not 0 <= at < limit:
+        return envelope_response(request, data, schema)
+    body = body[:at] + f'"{field}":'.encode() + rendered + body[at + len(marker):]
+    response = HttpResponse(body, content_type="application/json; charset=utf-8")
+    response.cairn_envelope = True  # type: ignore[attr-defined] - as config.middleware.mark
+    return response
+
+
 def error_body(request: HttpRequest, error: ApiError) -> dict[str, Any]:
     payload: dict[str, Any] = {
         "type": error.error_type,

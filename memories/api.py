@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -9,8 +10,9 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from ninja import Query, Router, Status
+from pydantic import TypeAdapter
 
-from config.errors import ApiError, envelope_response, success_envelope
+from config.errors import ApiError, envelope_response, envelope_response_spliced, success_envelope
 from config.schemas import Envelope, ScopeIn
 from memories import context, pipeline, search, selectors, services
 from memories.schemas import (
@@ -21,6 +23,7 @@ from memories.schemas import (
     ConsolidateIn,
     ConsolidateOut,
     ContextIn,
+    ContextMemoryOut,
     ContextOut,
     EditIn,
     EditOut,
@@ -395,7 +398,17 @@ def context_get(request: HttpRequest, payload: ContextIn) -> HttpResponse:
         )
     data.pop("_graph_ids")
     data.pop("_tiers")
-    return envelope_response(request, data, ContextOut)
+    rules: context.Rules = data.pop("_rules")
+    if rules.rendered is None:
+        adapter = _rules_adapter()
+        rules.rendered = adapter.dump_json(adapter.validate_python(rules.payloads))
+    return envelope_response_spliced(request, data, ContextOut, field="rules", rendered=rules.rendered,
+                                     before="memories")
+
+
+@functools.cache
+def _rules_adapter() -> TypeAdapter[list[ContextMemoryOut]]:
+    return TypeAdapter(list[ContextMemoryOut])
 
 
 @router.post(

@@ -106,10 +106,13 @@ def resolve_strategy(requested: str | None, *, policy_default: str, query: str |
 # --- baseline tiers -------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass
 class Rules:
     memories: list[Memory]
     payloads: list[dict[str, Any]]
+    # The payloads validated and serialised as context/get's `rules` (memories.api), once per cached list: with
+    # 100 rules that was most of the answer's serialisation time.
+    rendered: bytes | None = None
 
 
 # (workspace, scope) → (fingerprint, rules). The fingerprint is the id@updated_at list of the rules the query
@@ -464,6 +467,7 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
                                 redact=hygiene_settings.redact_credentials),
         "trace": trace,
         "_graph_ids": set(graph_by_id),
+        "_rules": rules_found,
         "_tiers": {
             "ruleIds": [str(m.id) for m in rules],
             "workingIds": [str(m.id) for m in working.memories],

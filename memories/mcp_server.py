@@ -166,6 +166,7 @@ def get_context_sync(*, caller: SdkCaller, payload: dict[str, Any]) -> dict[str,
         data = context.context_get(workspace_id=workspace_id, scope=scope, request=request)
     data.pop("_graph_ids", None)
     data.pop("_tiers", None)
+    data.pop("_rules", None)
     return ContextOut.model_validate(data).model_dump(mode="json")
 
 

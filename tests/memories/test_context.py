@@ -429,15 +429,20 @@ def test_it_answers_in_the_same_json_as_the_rest_of_the_api(alice_api, ws):
     must read the same there as in memories/list, which goes through ninja's renderer."""
     rule = alice_api.add("Review every migration", type="rule")
     alice_api.add("Migrations run at night", layer="working", tags=["db"],
-                  metadata={"café": "crème", "nested": {"n": [1, 2.5, None]}})
+                  metadata={"café": "crème", "nested": {"n": [1, 2.5, None]}, "rules": [], "memories": []})
     listed = {m["id"]: m for m in alice_api.ok("memories/list", {"limit": 10})["memories"]}
-    for path in ("context/get", "graph/trace"):
-        response = alice_api.post(path, {"query": "migration", "strategy": "lexical"})
+    # The rules of context/get are serialised once and spliced into the answer (memories.api): a query or metadata
+    # that spells the field's JSON must not be taken for it.
+    for path, query in [("context/get", "migration"), ("context/get", 'migration "rules":[]'),
+                        ("graph/trace", "migration")]:
+        response = alice_api.post(path, {"query": query, "strategy": "lexical"})
         assert response.status_code == 200 and response["Content-Type"] == "application/json; charset=utf-8"
         envelope = response.json()
         assert envelope["ok"] is True and envelope["error"] is None and envelope["meta"]["endpoint"]
         returned = envelope["data"]["memories"] + envelope["data"]["rules"]
-        assert {m["id"] for m in returned} == set(listed)
+        assert envelope["data"]["query"] == query and ids(envelope["data"]["rules"]) == [rule["id"]]
+        # The quoted query must also match "rules", which only the rule (always in the answer) does not need to.
+        assert {m["id"] for m in returned} == (set(listed) if '"' not in query else {rule["id"]})
         for memory in returned:
             expected = {key: value for key, value in listed[memory["id"]].items() if key != "pipeline"}
             assert {key: value for key, value in memory.items() if key not in ("graph", "pipeline")} == expected
