@@ -25,6 +25,11 @@ class MemoriesConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from django.db.backends.signals import connection_created
+
+        from config.dbloaders import fast_timestamps_ensure
+
+        connection_created.connect(fast_timestamps_ensure, dispatch_uid="cairn-fast-timestamps")
         if len(sys.argv) > 1 and sys.argv[1] == "qcluster":
             from django.conf import settings
 

@@ -1,0 +1,42 @@
+"""Timestamps read through psycopg's C loader on the runtime connection.
+
+Django registers its own timestamptz loader on every PostgreSQL connection: a Python subclass of psycopg's pure-Python
+loader that then replaces the time zone with the connection's. A context/get reads ~300 timestamps, and that loader
+was about a tenth of the call's Python time (bench/README.md, issue 4 latency, session 7). When the session's time
+zone already is the one Django wants (UTC, which Django sets with USE_TZ), psycopg's C loader returns the same values
+with the same tzinfo, so it takes over; any other set-up keeps Django's loader.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC
+from typing import Any
+
+from psycopg import postgres
+from psycopg.adapt import Loader
+from psycopg.pq import Format
+
+_TIMESTAMPTZ_OID = postgres.types["timestamptz"].oid
+_FAST_LOADER = postgres.adapters.get_loader(_TIMESTAMPTZ_OID, Format.TEXT)
+
+
+class UtcTimestamptzLoader(Loader):
+    # Django's create_cursor compares this with the connection's time zone and re-registers its own loader on a
+    # mismatch, so a connection in another time zone can never keep this one.
+    timezone = UTC
+
+    def __init__(self, oid: int, context: Any = None) -> None:
+        super().__init__(oid, context)
+        self._load = _FAST_LOADER(oid, context).load
+
+    def load(self, data: Any) -> Any:
+        return self._load(data)
+
+
+def fast_timestamps_ensure(sender: object, connection: Any, **kwargs: object) -> None:
+    """connection_created receiver: psycopg's C loader where the session is in UTC and Django expects UTC."""
+    if connection.vendor != "postgresql" or connection.timezone != UTC or not hasattr(connection.connection, "info"):
+        return
+    if connection.connection.info.timezone != UTC or _FAST_LOADER.__module__.startswith("psycopg.types"):
+        return  # another session time zone, or no C implementation (pure-Python psycopg): Django's loader stays
+    connection.connection.adapters.register_loader("timestamptz", UtcTimestamptzLoader)
