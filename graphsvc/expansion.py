@@ -181,7 +181,7 @@ def expand(*, workspace_id: int, seed_memory_ids: list[uuid.UUID], depth: int, l
                 node_reason[node] = reason
         else:
             _link_reason(reasons, node_reason[node], memory_id)
-    ordered = sorted(reasons, key=lambda m: (-reasons[m].score, reasons[m].hop, str(m)))[:limit]
+    ordered = sorted(reasons, key=lambda m: (-reasons[m].score, reasons[m].hop, m))[:limit]  # m: as its text
     _label(workspace_id, reasons, ordered)
     return Expansion(memory_ids=ordered, reasons=reasons, total_candidates=len(reasons))
 

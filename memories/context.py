@@ -454,13 +454,15 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
     )
     rollout_services.retrieval_policy_evaluate(workspace_id=workspace_id)
 
+    # One payload per memory, shared by `memories` and its tier's list (read-only from here on).
+    payloads = {m.id: memory_json(m, graph_by_id.get(m.id)) for m in working.memories + long_term.memories}
     return {
         "mode": request.mode,
         "query": request.query,
         "rules": [dict(payload) for payload in rules_found.payloads],
-        "memories": [memory_json(m, graph_by_id.get(m.id)) for m in returned],
-        "workingMemories": [memory_json(m, graph_by_id.get(m.id)) for m in working.memories],
-        "longTermMemories": [memory_json(m, graph_by_id.get(m.id)) for m in long_term.memories],
+        "memories": [payloads[m.id] for m in returned],
+        "workingMemories": [payloads[m.id] for m in working.memories],
+        "longTermMemories": [payloads[m.id] for m in long_term.memories],
         "conflicts": conflicts,
         "facts": known_facts,
         "context": context_text(rules=rules, memories=returned, conflicts=conflicts, facts=known_facts,

@@ -458,9 +458,9 @@ def query_without_speakers(query: str, *, speakers: list[str]) -> str:
 
 
 def _ordered(scores: dict[uuid.UUID, float], by_id: dict[uuid.UUID, Memory]) -> list[tuple[Memory, float]]:
-    # Ties: newer first, then id, so equal scores give the same order on every call.
-    ordered = sorted(scores.items(), key=lambda item: (-item[1], -by_id[item[0]].created_at.timestamp(),
-                                                       str(item[0])))
+    # Ties: newer first, then id, so equal scores give the same order on every call. (A UUID sorts as its text
+    # does: same width, dashes in the same places; comparing the UUIDs skips formatting them.)
+    ordered = sorted(scores.items(), key=lambda item: (-item[1], -by_id[item[0]].created_at.timestamp(), item[0]))
     return [(by_id[memory_id], score) for memory_id, score in ordered]
 
 
