@@ -19,6 +19,8 @@ from dataclasses import dataclass, replace
 
 from django.db import connections
 
+from graphsvc.facts import prepared_cursor
+
 EDGE_TYPE_WEIGHTS = {
     "caused_by": 1.5,
     "contradicts": 1.3,
@@ -158,7 +160,9 @@ def expand(*, workspace_id: int, seed_memory_ids: list[uuid.UUID], depth: int, l
     which the caller applies when it reloads them — so ask for a few more than you will show). One query."""
     if not seed_memory_ids or depth < 1 or limit < 1:
         return Expansion(memory_ids=[], reasons={}, total_candidates=0)
-    with connections["app"].cursor() as cursor:
+    # Prepared (generic plan, graphsvc.apps): planning the statement cost more than running it at depth 1, and the
+    # plan is index lookups from the seeds whatever the values (expand_micro: 5.6 -> 3.5 ms per depth-1 call).
+    with prepared_cursor() as cursor:
         cursor.execute(
             _expansion_sql(depth),
             {"ws": workspace_id, "seeds": list(seed_memory_ids), "fanout": EDGE_FANOUT, "links": LINK_FANOUT,
@@ -219,7 +223,7 @@ def contradictions(*, workspace_id: int, memory_ids: list[uuid.UUID]) -> list[di
     if len(memory_ids) < 2:
         return []
     keys = [str(memory_id) for memory_id in memory_ids]
-    with connections["app"].cursor() as cursor:
+    with prepared_cursor() as cursor:  # planning was most of its cost (0.4 of 0.5 ms)
         cursor.execute(
             """
             SELECT least(a.node_key, b.node_key), greatest(a.node_key, b.node_key), max(e.confidence),
