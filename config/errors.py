@@ -79,6 +79,12 @@ def _envelope_adapter(schema: type) -> TypeAdapter[Any]:
     return TypeAdapter(Envelope[schema])  # type: ignore[valid-type]
 
 
+def _json_response(body: bytes) -> HttpResponse:
+    response = HttpResponse(body, content_type="application/json; charset=utf-8")
+    response.cairn_envelope = True  # type: ignore[attr-defined] - as config.middleware.mark
+    return response
+
+
 def envelope_response(request: HttpRequest, data: Any, schema: type) -> HttpResponse:
     """success_envelope, validated against Envelope[schema] and serialised by pydantic in one pass. For the hot
     answers (context/get with its rules is ~100 KB): ninja validates, dumps to Python objects, then encodes them
@@ -86,9 +92,7 @@ def envelope_response(request: HttpRequest, data: Any, schema: type) -> HttpResp
     route keeps `response=Envelope[schema]` for its docs."""
     adapter = _envelope_adapter(schema)
     body = adapter.dump_json(adapter.validate_python(success_envelope(request, data)))
-    response = HttpResponse(body, content_type="application/json; charset=utf-8")
-    response.cairn_envelope = True  # type: ignore[attr-defined] - as config.middleware.mark
-    return response
+    return _json_response(body)
 
 
 def envelope_response_spliced(
@@ -106,9 +110,7 @@ def envelope_response_spliced(
     if not 0 <= at < limit:
         return envelope_response(request, data, schema)
     body = body[:at] + f'"{field}":'.encode() + rendered + body[at + len(marker):]
-    response = HttpResponse(body, content_type="application/json; charset=utf-8")
-    response.cairn_envelope = True  # type: ignore[attr-defined] - as config.middleware.mark
-    return response
+    return _json_response(body)
 
 
 def error_body(request: HttpRequest, error: ApiError) -> dict[str, Any]:

@@ -126,11 +126,12 @@ _RULES_CACHE_MAX = 10_000
 # thousands of rules). The partial index memories_ws_rules serves it. One row: the "id@updated_at" list, which is
 # both the fingerprint and, when it changed, the ids to load (100 parsed ids and timestamps per call cost more
 # CPU than the statement).
+_IS_RULE_SQL = "(m.layer = 'rule' OR m.type = 'rule')"
 _RULES_FINGERPRINT_SQL = """
 SELECT string_agg(r.id::text || '@' || r.updated_at::text, ',' ORDER BY r.scope DESC, r.created_at DESC, r.id DESC)
 FROM (
     SELECT m.id, m.updated_at, m.scope, m.created_at FROM memories m
-    WHERE {readable} AND (m.layer = 'rule' OR m.type = 'rule')
+    WHERE {readable} AND {is_rule}
     ORDER BY m.scope DESC, m.created_at DESC, m.id DESC
     LIMIT %(max_rules)s
 ) r
@@ -140,7 +141,8 @@ FROM (
 def _rules(*, workspace_id: int, scope: MemoryScope) -> Rules:
     params: dict[str, Any] = {"workspace_id": workspace_id, "max_rules": settings.CONTEXT_MAX_RULES}
     with connections["app"].cursor() as cursor:
-        cursor.execute(_RULES_FINGERPRINT_SQL.format(readable=selectors.readable_sql(scope, params)), params)
+        sql = _RULES_FINGERPRINT_SQL.format(readable=selectors.readable_sql(scope, params), is_rule=_IS_RULE_SQL)
+        cursor.execute(sql, params)
         fingerprint = cursor.fetchone()[0] or ""
     key = (workspace_id, scope)
     cached = _RULES_CACHE.get(key)
@@ -148,7 +150,7 @@ def _rules(*, workspace_id: int, scope: MemoryScope) -> Rules:
         return cached[1]
     ids = [uuid.UUID(entry.partition("@")[0]) for entry in fingerprint.split(",")] if fingerprint else []
     found = selectors.memories_readable_by_ids(workspace_id=workspace_id, scope=scope, ids=ids,
-                                               condition=" AND (m.layer = 'rule' OR m.type = 'rule')")
+                                               condition=f" AND {_IS_RULE_SQL}")
     memories = [found[memory_id] for memory_id in ids if memory_id in found]
     value = Rules(memories, [memory_json(m) for m in memories])
     if len(_RULES_CACHE) >= _RULES_CACHE_MAX:

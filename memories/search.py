@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
-from django.db.models import QuerySet
+from django.db import connections
 
 from memories import selectors, vectors
 from memories.embeddings import get_embedder
-from memories.models import Memory, PipelineJob
+from memories.models import Memory
 from memories.selectors import MemoryScope
 
 logger = logging.getLogger("cairn.search")
@@ -490,17 +490,13 @@ def _load_in_order(
     return [found[memory_id] for memory_id in ids if memory_id in found]
 
 
-# Memories still waiting for their vector (or whose embedding failed): _unembedded as SQL, uncorrelated, so the
+# Memories still waiting for their vector (or whose embedding failed). Uncorrelated: as an EXISTS in a load, the
 # planner evaluates it once per statement.
 _UNEMBEDDED_SQL = ("SELECT 1 FROM pipeline_jobs j WHERE j.workspace_id = %(workspace_id)s AND j.kind = 'embed' "
                    "AND j.status IN ('queued', 'processing', 'dead_letter')")
 
 
-def _unembedded(workspace_id: int) -> QuerySet[PipelineJob]:
-    return PipelineJob.objects.filter(
-        workspace_id=workspace_id, kind="embed", status__in=["queued", "processing", "dead_letter"]
-    )
-
-
 def _has_unembedded_memories(workspace_id: int) -> bool:
-    return _unembedded(workspace_id).exists()
+    with connections["app"].cursor() as cursor:
+        cursor.execute(f"SELECT EXISTS ({_UNEMBEDDED_SQL})", {"workspace_id": workspace_id})
+        return bool(cursor.fetchone()[0])

@@ -25,7 +25,8 @@ from memories.models import Memory, PipelineJob
 
 # The model's columns on alias m, for reads that build models from raw rows. Never `m.*`: that would also carry
 # search_tsv (the generated lexemes, kilobytes per memory) into every row.
-MEMORY_COLUMNS = ", ".join(f"m.{field.column}" for field in Memory._meta.concrete_fields)
+_MEMORY_FIELDS = Memory._meta.concrete_fields
+MEMORY_COLUMNS = ", ".join(f"m.{field.column}" for field in _MEMORY_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -206,9 +207,6 @@ def memories_from_sql(sql: str, params: dict[str, Any]) -> list[Memory]:
             setattr(memory, name, row[offset])
         memories.append(memory)
     return memories
-
-
-_MEMORY_FIELDS = Memory._meta.concrete_fields
 
 
 @functools.cache
