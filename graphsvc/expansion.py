@@ -15,9 +15,7 @@ One query, whatever the graph's size and the depth.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, replace
-
-from django.db import connections
+from dataclasses import dataclass
 
 from graphsvc.facts import prepared_cursor
 
@@ -57,10 +55,6 @@ class Reason:
     confidence: float
     score: float
     seed_memory_id: str
-    node_id: int | None = None  # the graph node of node_ref, for a node reached through a hop
-
-    def better_than(self, other: Reason | None) -> bool:
-        return other is None or (self.hop, -self.score) < (other.hop, -other.score)
 
     def payload(self) -> dict[str, object]:
         return {
@@ -84,34 +78,43 @@ def type_weight(edge_type: str) -> float:
     return EDGE_TYPE_WEIGHTS.get(edge_type, DEFAULT_EDGE_WEIGHT)
 
 
-# One statement for the whole traversal: hop 0, each hop's best edges per frontier node, and the newest memories
-# linked to every node reached. Every part is tagged with its stage so Python can replay the breadth-first
-# bookkeeping (first seed wins at hop 0, best reason per node) over rows in the order the stages ran. A node joins
-# the next frontier when a hop reaches it for the first time, which SQL expresses as "a neighbour of this hop
-# that no earlier stage reached". Each frontier node reads its edges in its own index scan (a LATERAL subquery per
-# direction, heaviest first, at most EDGE_READ_CAP), whatever the planner guesses the frontier's size to be.
+# One statement for the whole traversal, which also does its bookkeeping: hop 0, each hop's best edges per
+# frontier node, the best reason of every node reached, the newest memories linked to each of those nodes, the best
+# reason of every memory and finally the best `limit` memories, labelled. Only those rows leave the server (a
+# depth-2 traversal reads ~1,000 edges and ~1,000 links; shipping them and replaying the breadth-first bookkeeping
+# in Python cost more than the traversal itself).
+#
+# Breadth-first rules, as SQL:
+# - a node's reason comes from the first hop that reached it (reach{k} leaves out what seen{k-1} holds); within a
+#   hop the best score wins, then the smaller edge id (ties are decided, so the answer is stable);
+# - a hop-0 node is reached through its first link (links in id order) and keeps that seed;
+# - a node reached at hop k carries the seed of the node it was reached from, whose reason hop k - 1 decided;
+# - each frontier node reads its edges in its own index scan (a LATERAL subquery per direction, heaviest first, at
+#   most EDGE_READ_CAP), whatever the planner guesses the frontier's size to be.
 _HOP0_SQL = """
 hop0 AS (
     SELECT l.node_id, n.node_type || ':' || n.node_key AS ref, l.memory_id AS seed, l.id AS ord
     FROM memory_node_links l JOIN graph_nodes n ON n.id = l.node_id AND n.workspace_id = l.workspace_id
     WHERE l.workspace_id = %(ws)s AND l.memory_id = ANY(%(seeds)s) AND n.node_type <> 'memory_type'
-), seen0 AS (SELECT DISTINCT node_id FROM hop0)"""
+), seen0 AS (SELECT DISTINCT node_id FROM hop0),
+reach0 AS (SELECT DISTINCT ON (node_id) node_id, ref, seed FROM hop0 ORDER BY node_id, ord)"""
 
 _HOP_SQL = """
 hop{k} AS (
-    SELECT ranked.via, ranked.neighbour, ranked.edge_type, ranked.weight, ranked.confidence FROM (
-        SELECT s.via, s.neighbour, s.edge_type, s.weight, s.confidence,
+    SELECT ranked.via, ranked.neighbour, ranked.edge_type, ranked.confidence, ranked.score, ranked.edge_id FROM (
+        SELECT s.via, s.neighbour, s.edge_type, s.confidence, s.score, s.edge_id,
                row_number() OVER (PARTITION BY s.via ORDER BY s.score DESC, s.edge_id) AS rank
         FROM frontier{k} f CROSS JOIN LATERAL (
-            (SELECT f.node_id AS via, e.to_node_id AS neighbour, e.edge_type, e.weight, e.confidence,
-                    e.id AS edge_id, {weight} * e.weight * least(1, greatest(0, e.confidence)) AS score
+            (SELECT f.node_id AS via, e.to_node_id AS neighbour, e.edge_type,
+                    least(1, greatest(0, e.confidence)) AS confidence, e.id AS edge_id,
+                    {weight} * e.weight * least(1, greatest(0, e.confidence)) AS score
              FROM graph_edges e
              WHERE e.workspace_id = %(ws)s AND e.from_node_id = f.node_id
                AND e.expired_at IS NULL AND (e.expires_at IS NULL OR e.expires_at > now())
              ORDER BY e.weight DESC, e.id
              LIMIT %(read_cap)s)
             UNION ALL
-            (SELECT f.node_id, e.from_node_id, e.edge_type, e.weight, e.confidence, e.id,
+            (SELECT f.node_id, e.from_node_id, e.edge_type, least(1, greatest(0, e.confidence)), e.id,
                     {weight} * e.weight * least(1, greatest(0, e.confidence))
              FROM graph_edges e
              WHERE e.workspace_id = %(ws)s AND e.to_node_id = f.node_id
@@ -121,22 +124,43 @@ hop{k} AS (
         ) s
     ) ranked
     WHERE ranked.rank <= %(fanout)s
-), seen{k} AS (SELECT node_id FROM seen{prev} UNION SELECT neighbour FROM hop{k})"""
+), seen{k} AS (SELECT node_id FROM seen{prev} UNION SELECT neighbour FROM hop{k}),
+reach{k} AS (
+    SELECT DISTINCT ON (h.neighbour) h.neighbour AS node_id, h.edge_type, h.confidence,
+           h.score / {k} AS score, r.seed
+    FROM hop{k} h JOIN reach{prev} r ON r.node_id = h.via
+    WHERE NOT EXISTS (SELECT 1 FROM seen{prev} s WHERE s.node_id = h.neighbour)
+    ORDER BY h.neighbour, h.score DESC, h.edge_id
+)"""
 
-_LINKS_SQL = """
-SELECT 0 AS stage, NULL::bigint AS via, node_id AS node, ref, NULL::text AS edge_type, NULL::float8 AS weight,
-       NULL::float8 AS confidence, seed AS memory_id, ord
-FROM hop0
-{hops}
-UNION ALL
-SELECT {last}, NULL, t.node_id, NULL, NULL, NULL, NULL, l.memory_id, 0
-FROM seen{depth} t CROSS JOIN LATERAL (
-    SELECT memory_id FROM memory_node_links
-    WHERE workspace_id = %(ws)s AND node_id = t.node_id AND memory_id <> ALL(%(seeds)s)
-    ORDER BY id DESC
-    LIMIT %(links)s
-) l
-ORDER BY stage, ord
+# `reasons` holds every node reached, once (each reach{k} leaves out the nodes of earlier hops).
+# A memory linked to a hop-0 node shares that node with the seed (a tag, repo, topic …): shared_node, counted as
+# hop 1. One linked to a node reached through an edge takes that node's reason. The best reason per memory: the
+# lowest hop, then the best score, then the lower node id.
+_LINKS_SQL = """,
+reasons AS (
+    SELECT 0 AS hop, node_id, ref, 'shared_node'::text AS edge_type, 1.0::float8 AS confidence,
+           {shared}::float8 AS score, seed FROM reach0
+    {hops}
+), linked AS (
+    SELECT DISTINCT ON (l.memory_id) l.memory_id, r.hop, r.node_id, r.ref, r.edge_type, r.confidence, r.score,
+           r.seed
+    FROM reasons r CROSS JOIN LATERAL (
+        SELECT memory_id FROM memory_node_links
+        WHERE workspace_id = %(ws)s AND node_id = r.node_id AND memory_id <> ALL(%(seeds)s)
+        ORDER BY id DESC
+        LIMIT %(links)s
+    ) l
+    ORDER BY l.memory_id, greatest(r.hop, 1), r.score DESC, r.node_id
+), best AS (
+    SELECT linked.*, count(*) OVER () AS total FROM linked
+    ORDER BY score DESC, greatest(hop, 1), memory_id
+    LIMIT %(limit)s
+)
+SELECT b.memory_id, greatest(b.hop, 1), coalesce(b.ref, n.node_type || ':' || n.node_key), b.edge_type,
+       b.confidence, b.score, b.seed, b.total
+FROM best b LEFT JOIN graph_nodes n ON b.ref IS NULL AND n.workspace_id = %(ws)s AND n.id = b.node_id
+ORDER BY b.score DESC, greatest(b.hop, 1), b.memory_id
 """
 
 
@@ -145,14 +169,14 @@ def _expansion_sql(depth: int) -> str:
     for k in range(1, depth + 1):
         # Hop 1 starts from every hop-0 node; hop k > 1 from the nodes hop k - 1 reached first.
         frontier = (f"frontier{k} AS (SELECT node_id FROM seen0)" if k == 1 else
-                    f"frontier{k} AS (SELECT neighbour AS node_id FROM hop{k - 1} "
-                    f"EXCEPT SELECT node_id FROM seen{k - 2})")
+                    f"frontier{k} AS (SELECT node_id FROM reach{k - 1})")
         ctes.append(frontier + "," + _HOP_SQL.format(k=k, prev=k - 1, weight=_TYPE_WEIGHT_SQL))
     hops = "".join(
-        f"UNION ALL SELECT {k}, via, neighbour, NULL, edge_type, weight, confidence, NULL, 0 FROM hop{k}\n"
+        f"UNION ALL SELECT {k}, node_id, NULL, edge_type, confidence, score, seed FROM reach{k}\n"
         for k in range(1, depth + 1)
     )
-    return "WITH " + ",".join(ctes) + _LINKS_SQL.format(hops=hops, last=depth + 1, depth=depth)
+    links = _LINKS_SQL.format(hops=hops, shared=repr(float(type_weight("shared_node"))))
+    return "WITH " + ",".join(ctes) + links
 
 
 def expand(*, workspace_id: int, seed_memory_ids: list[uuid.UUID], depth: int, limit: int) -> Expansion:
@@ -166,56 +190,14 @@ def expand(*, workspace_id: int, seed_memory_ids: list[uuid.UUID], depth: int, l
         cursor.execute(
             _expansion_sql(depth),
             {"ws": workspace_id, "seeds": list(seed_memory_ids), "fanout": EDGE_FANOUT, "links": LINK_FANOUT,
-             "read_cap": EDGE_READ_CAP},
+             "read_cap": EDGE_READ_CAP, "limit": limit},
         )
         rows = cursor.fetchall()
-    node_reason: dict[int, Reason] = {}
-    reasons: dict[uuid.UUID, Reason] = {}
-    for stage, via, node, ref, edge_type, weight, confidence, memory_id, _ in rows:
-        if stage == 0:
-            # Hop 0: every node a seed links to (its own memory node, repo, user, category, topics). Type nodes
-            # are left out: every note shares "memory_type:note", which relates nothing to anything.
-            node_reason.setdefault(node, Reason(ref, "seed", 0, 1.0, 1.0, str(memory_id)))
-        elif stage <= depth:
-            confidence = min(1.0, max(0.0, float(confidence)))
-            score = type_weight(edge_type) * float(weight) * confidence / max(1, stage)
-            # Labelled below, for the memories returned only (a depth-2 traversal keeps ~1,000 edges).
-            reason = Reason("", edge_type, stage, confidence, score, node_reason[via].seed_memory_id, node)
-            if reason.better_than(node_reason.get(node)):
-                node_reason[node] = reason
-        else:
-            _link_reason(reasons, node_reason[node], memory_id)
-    ordered = sorted(reasons, key=lambda m: (-reasons[m].score, reasons[m].hop, m))[:limit]  # m: as its text
-    _label(workspace_id, reasons, ordered)
-    return Expansion(memory_ids=ordered, reasons=reasons, total_candidates=len(reasons))
-
-
-def _label(workspace_id: int, reasons: dict[uuid.UUID, Reason], memory_ids: list[uuid.UUID]) -> None:
-    """The node_ref of the reasons of `memory_ids` reached through a hop (hop 0 nodes come labelled)."""
-    unlabelled = {reasons[m].node_id for m in memory_ids if reasons[m].node_id is not None and not reasons[m].node_ref}
-    if not unlabelled:
-        return
-    with connections["app"].cursor() as cursor:
-        cursor.execute(
-            "SELECT id, node_type || ':' || node_key FROM graph_nodes WHERE workspace_id = %s AND id = ANY(%s)",
-            [workspace_id, list(unlabelled)],
-        )
-        labels = dict(cursor.fetchall())
-    for memory_id in memory_ids:
-        reason = reasons[memory_id]
-        if reason.node_id in labels and not reason.node_ref:
-            reasons[memory_id] = replace(reason, node_ref=labels[reason.node_id])
-
-
-def _link_reason(reasons: dict[uuid.UUID, Reason], via: Reason, memory_id: uuid.UUID) -> None:
-    """The newest memories linked to each traversed node are the candidates (seeds excluded)."""
-    if via.hop == 0:
-        # Reached through a node the seed itself links to (a shared tag, repo, type …).
-        candidate = Reason(via.node_ref, "shared_node", 1, 1.0, type_weight("shared_node"), via.seed_memory_id)
-    else:
-        candidate = via
-    if candidate.better_than(reasons.get(memory_id)):
-        reasons[memory_id] = candidate
+    reasons = {
+        memory_id: Reason(ref, edge_type, hop, confidence, score, str(seed))
+        for memory_id, hop, ref, edge_type, confidence, score, seed, _ in rows
+    }
+    return Expansion(memory_ids=list(reasons), reasons=reasons, total_candidates=rows[0][-1] if rows else 0)
 
 
 def contradictions(*, workspace_id: int, memory_ids: list[uuid.UUID]) -> list[dict[str, object]]:

@@ -160,6 +160,42 @@ def test_it_uses_edge_weight_confidence_and_hops(alice_api, ws):
     assert two["memories"][-1]["graph"]["hopCount"] == 2
 
 
+def test_it_keeps_breadth_first_provenance(alice_api, ws):
+    # The traversal's bookkeeping runs inside its statement: a node keeps the reason of the first hop that reached
+    # it (also_near: hop 1 at 0.5, not hop 2 at 0.75), a hop-2 memory carries the seed of the node it was reached
+    # from (far: through also_near, so the second seed), an edge beats a shared tag (near: depends_on, not the
+    # tag's 0.25), and the answer is the same on every call.
+    first = alice_api.add("alpha first seed", tags=["common"])
+    second = alice_api.add("alpha second seed")
+    near = alice_api.add("one hop from the first", tags=["common"])
+    far = alice_api.add("two hops from the first")
+    also_near = alice_api.add("one hop from both")
+    link(ws, first["id"], near["id"], "depends_on", weight=0.8)
+    link(ws, near["id"], far["id"], "similar_to", weight=0.9)
+    link(ws, far["id"], also_near["id"], "caused_by")
+    link(ws, near["id"], also_near["id"], "caused_by")
+    link(ws, second["id"], also_near["id"], "similar_to", weight=0.5)
+    with workspace_context(ws):
+        found = expansion.expand(workspace_id=ws, seed_memory_ids=[first["id"], second["id"]], depth=2, limit=10)
+        again = expansion.expand(workspace_id=ws, seed_memory_ids=[first["id"], second["id"]], depth=2, limit=10)
+    reasons = {str(m): found.reasons[m].payload() | {"score": round(found.reasons[m].score, 6)}
+               for m in found.memory_ids}
+    assert reasons == {
+        near["id"]: {"whyIncluded": "graph_expansion", "linkedViaNode": f"memory:{near['id']}",
+                     "edgeType": "depends_on", "hopCount": 1, "confidence": 1.0, "seedMemoryId": first["id"],
+                     "score": 0.72},
+        also_near["id"]: {"whyIncluded": "graph_expansion", "linkedViaNode": f"memory:{also_near['id']}",
+                          "edgeType": "similar_to", "hopCount": 1, "confidence": 1.0,
+                          "seedMemoryId": second["id"], "score": 0.5},
+        far["id"]: {"whyIncluded": "graph_expansion", "linkedViaNode": f"memory:{far['id']}",
+                    "edgeType": "caused_by", "hopCount": 2, "confidence": 1.0, "seedMemoryId": second["id"],
+                    "score": 0.75},
+    }
+    assert [str(m) for m in found.memory_ids] == [far["id"], near["id"], also_near["id"]]
+    assert found.total_candidates == 3
+    assert (again.memory_ids, again.reasons) == (found.memory_ids, found.reasons)
+
+
 def test_it_reads_a_hubs_heaviest_edges_first(alice_api, ws, monkeypatch):
     # A node with more edges than the read cap (a busy user's node carries one mapping edge per memory) is read
     # heaviest first, so the edges that would rank best are among those read.
@@ -304,10 +340,9 @@ def test_it_uses_the_policy_default_when_no_strategy(alice_api):
 
 # Counted inside a test's transaction: workspace_context's SAVEPOINT / RELEASE and its closing set_config stand
 # for BEGIN / COMMIT. Before the latency work one call took 45 on the 100k bench (bench/context_profile.py): a
-# hybrid search per tier, depth + 2 expansion queries, settings reads, a savepoint around the metric. The 18th is
-# the labels of the nodes the returned graph memories were reached through (a lookup of ~1,000 labels per
-# depth-2 traversal inside the expansion statement cost more).
-CONTEXT_QUERIES_WARM = {1: 18, 2: 18}
+# hybrid search per tier, depth + 2 expansion queries, settings reads, a savepoint around the metric. The
+# expansion statement labels the nodes its returned memories were reached through itself.
+CONTEXT_QUERIES_WARM = {1: 17, 2: 17}
 
 
 def context_queries(api, ws: int, *, depth: int) -> list[str]:
