@@ -488,3 +488,29 @@ def test_it_answers_in_the_same_json_as_the_rest_of_the_api(alice_api, ws):
             assert {key: value for key, value in memory.items() if key not in ("graph", "pipeline")} == expected
             assert memory["createdAt"].endswith("Z") and len(memory["createdAt"]) == len("2026-01-01T00:00:00.000Z")
     assert rule["id"] in {m["id"] for m in ctx(alice_api, query="migration")["rules"]}
+
+
+@pytest.mark.parametrize("plain", [True, False])
+def test_it_loads_raw_rows_as_the_orm_would(alice_api, ws, monkeypatch, plain):
+    # context/get's hot reads build Memory objects from raw rows without Model.__init__ (selectors.memories_from_sql)
+    # when that is equivalent; the fallback goes through Model.from_db. Both must give what the ORM gives.
+    from memories import selectors
+    from memories.models import Memory
+
+    monkeypatch.setattr(selectors, "_plain_memory_fields", lambda: plain)
+    added = alice_api.add("Migrations run at night", layer="working", tags=["db"],
+                          metadata={"nested": {"n": [1, 2.5]}})
+    with workspace_context(ws):
+        raw = selectors.memories_from_sql(
+            f"SELECT {selectors.MEMORY_COLUMNS}, 0.5::float8 AS lexical_rank FROM memories m WHERE m.id = %(id)s",
+            {"id": added["id"]},
+        )
+        orm = Memory.objects.using("app").get(pk=added["id"])
+        assert len(raw) == 1 and raw[0] == orm and raw[0].lexical_rank == 0.5
+        for field in Memory._meta.concrete_fields:
+            assert getattr(raw[0], field.attname) == getattr(orm, field.attname), field.attname
+        assert (raw[0]._state.adding, raw[0]._state.db) == (False, "app")
+        assert raw[0].workspace.id == ws  # the relation resolves like a loaded model's
+        raw[0].importance = 0.9
+        raw[0].save(update_fields=["importance"])
+        assert Memory.objects.using("app").get(pk=added["id"]).importance == 0.9
