@@ -22,8 +22,8 @@ class GraphsvcConfig(AppConfig):
 def generic_plans_ensure(sender: object, connection: Any, **kwargs: object) -> None:
     """The runtime connection plans its prepared statements once (generic plans), never per call.
 
-    Only graph recall and traversal prepare statements (graphsvc.facts.prepared_cursor; Django binds on the client
-    and never prepares). PostgreSQL otherwise keeps planning a statement per call while a plan for the actual
+    Only the statements config.prepared.prepared_cursor runs are prepared (graph recall and traversal, expansion,
+    contradictions, context/get's BM25; Django binds on the client and never prepares). PostgreSQL otherwise keeps planning a statement per call while a plan for the actual
     parameters looks cheaper than the generic one; the seed search and the one-statement recall by query
     (seeded_bfs) always look so, and planning costs more than running them (recall by query p50 8.4 ms with
     custom plans, 4.9 ms generic, in a recall loop on the #6 bench graph). Set on connect, in autocommit, so no

@@ -17,7 +17,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from graphsvc.facts import prepared_cursor
+from config.prepared import prepared_cursor
 
 EDGE_TYPE_WEIGHTS = {
     "caused_by": 1.5,

@@ -12,13 +12,13 @@ from datetime import datetime
 from typing import Any
 
 from config.errors import ApiError
+from config.prepared import prepared_cursor
 from graphsvc.facts import (
     LAZY_COMMIT_SQL,
     MAX_FANOUT,
     boosted_sql,
     clean_fact_text,
     entity_lookup_stored,
-    prepared_cursor,
     reading_for,
 )
 

@@ -24,6 +24,7 @@ from django.db.models.query_utils import DeferredAttribute
 from django.utils import timezone
 
 from config.errors import ApiError
+from config.prepared import prepared_cursor
 from memories.models import Memory, PipelineJob
 
 # The model's columns on alias m, for reads that build models from raw rows. Never `m.*`: that would also carry
@@ -189,12 +190,13 @@ def _scope_sql(scope: MemoryScope, params: dict[str, Any]) -> dict[str, str]:
     return {"user_rule": user_rule, "project_rule": project_rule}
 
 
-def memories_from_sql(sql: str, params: dict[str, Any]) -> list[Memory]:
+def memories_from_sql(sql: str, params: dict[str, Any], *, prepared: bool = False) -> list[Memory]:
     """Models from a statement that selects MEMORY_COLUMNS first; any further columns become attributes by name
     (lexical_rank, distance, …). Memory.objects.raw with less per-row work: the column-to-field mapping and the
-    converters are worked out once per process, not on every statement."""
+    converters are worked out once per process, not on every statement. `prepared` runs it as a prepared statement
+    (generic plan, config.prepared): only for statements whose generic plan is as good as a custom one."""
     connection = connections["app"]
-    with connection.cursor() as cursor:
+    with prepared_cursor() if prepared else connection.cursor() as cursor:
         cursor.execute(sql, params)
         extra = [column.name for column in cursor.description[len(_MEMORY_FIELDS):]]
         rows = cursor.fetchall()
@@ -514,7 +516,7 @@ WITH {weights}, scored AS MATERIALIZED (
 _BM25_LAYER_BRANCH = """
 (SELECT {MEMORY_COLUMNS}, s.score AS lexical_rank
  FROM {source} s JOIN memories m ON m.id = s.memory_id
- WHERE m.workspace_id = %(workspace_id)s AND m.layer = %(layer_{i})s
+ WHERE m.workspace_id = %(workspace_id)s AND m.layer = '{layer}'
    AND m.deleted_at IS NULL
    AND (m.expires_at IS NULL OR m.expires_at > now())
    AND {user_rule} AND {project_rule} {narrow}
@@ -526,9 +528,17 @@ _BM25_LAYER_BRANCH = """
 # candidate (thousands for common words) to keep the few of that layer.
 _SMALL_LAYER_NARROW = """
    AND m.id = ANY(ARRAY(SELECT m.id FROM memories m WHERE m.workspace_id = %(workspace_id)s
-                        AND m.layer = %(layer_{i})s AND m.deleted_at IS NULL AND {user_rule}))"""
+                        AND m.layer = '{layer}' AND m.deleted_at IS NULL AND {user_rule}))"""
 # Layers whose branch scores every candidate instead of the pool (see _BM25_LAYERS_SQL).
 SMALL_LAYERS = frozenset({"working"})
+
+
+def _layer_literal(layer: str) -> str:
+    # Layers are written into the BM25 statement, not bound: its generic plan (it is prepared) must know which layer
+    # a branch reads, or it plans the working layer's lookup as a scan of the workspace's memories.
+    if layer not in Memory.Layer.values:
+        raise ValueError(f"unknown layer {layer!r}")
+    return layer
 
 
 def _bm25_layers(
@@ -545,13 +555,14 @@ def _bm25_layers(
     def run(layers: list[str], *, bounded: bool) -> None:
         branches = []
         for i, layer in enumerate(layers):
-            params[f"layer_{i}"], params[f"limit_{i}"] = layer, depths[layer]
+            params[f"limit_{i}"] = depths[layer]
             small = layer in SMALL_LAYERS
             source = "pool" if bounded and not small else "scored"
-            narrow = _SMALL_LAYER_NARROW.format(i=i, **parts) if small else ""
-            branches.append(_BM25_LAYER_BRANCH.format(source=source, i=i, narrow=narrow, **parts))
+            narrow = _SMALL_LAYER_NARROW.format(layer=_layer_literal(layer), **parts) if small else ""
+            branches.append(_BM25_LAYER_BRANCH.format(source=source, i=i, narrow=narrow, layer=_layer_literal(layer),
+                                                      **parts))
         sql = _BM25_LAYERS_SQL.format(weights=_WEIGHTS_SQL, branches=" UNION ALL ".join(branches))
-        rows = memories_from_sql(sql, params)
+        rows = memories_from_sql(sql, params, prepared=True)
         for layer in layers:
             found[layer] = []
         for row in rows:

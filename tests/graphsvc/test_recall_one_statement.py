@@ -8,6 +8,7 @@ import pytest
 from django.db import connections
 from django.test.utils import CaptureQueriesContext
 
+from config import prepared
 from graphsvc import facts
 from graphsvc.models import GraphCommunity, GraphCommunityMember, GraphSettings
 from tenancy.rls import workspace_context
@@ -141,7 +142,7 @@ def test_it_converts_long_statements_as_psycopg_does_parsing_each_once(alice_ws)
     reading = facts.Reading(workspace_id=alice_ws)
     sql = facts._walk_sql(reading=reading, max_hops=2, record=True, lazy_commit=True, seeded=False)
     params = reading.params(seed_ids=[1, 2], seed_scores=[1.0, 0.5], fanout=100, visits=40, limit=10)
-    parsed_class = facts._parsed_query_class()
+    parsed_class = prepared._parsed_query_class()
     connection = connections["app"]
     connection.ensure_connection()
     transformer = Transformer(connection.connection)

@@ -1,0 +1,96 @@
+"""Statements bound on the server and prepared, for the hot read statements whose generic plan is as good as a
+custom one (graph recall and traversal, the expansion, contradictions, context/get's BM25 statement).
+
+Django binds parameters on the client, so PostgreSQL parses and plans every statement afresh; for large statements
+that cost more than running them. The runtime connection plans prepared statements generically
+(graphsvc.apps.generic_plans_ensure). GRAPH_PREPARED_STATEMENTS=false turns preparing off (a pooler in
+transaction mode cannot keep prepared statements)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.db import connections
+
+
+def _parsed_query_class() -> Any:
+    """psycopg's statement conversion (named placeholders to $n, the parameter order) with every parse kept.
+
+    psycopg keeps the parse of statements up to 4 KB only; the recall statements are 8-13 KB and are few, so
+    parsing them on every call (0.28 ms of CPU each, a twentieth of a recall) is waste. The parse is psycopg's
+    own function, its result used as psycopg uses its cached ones. It lives in a private module: if that moves,
+    None, and the cursor converts as psycopg does."""
+    try:
+        from psycopg._queries import PostgresQuery, _query2pg_nocache
+    except ImportError:
+        return None
+    parsed: dict[tuple[str, str], Any] = {}
+
+    class ParsedQuery(PostgresQuery):
+        def convert(self, query: Any, vars: Any) -> None:
+            if type(query) is not str or type(vars) is not dict:
+                return super().convert(query, vars)
+            encoding = self._tx.encoding
+            found = parsed.get((query, encoding))
+            if found is None:
+                found = _query2pg_nocache(query.encode(encoding), encoding)
+                if len(parsed) < 256:  # the statement texts are few (hops × flags); never grow without bound
+                    parsed[(query, encoding)] = found
+            self.query, self._want_formats, self._order, self._parts = found
+            self.dump(vars)
+            return None
+
+    return ParsedQuery
+
+
+class _PreparingCursor:
+    """Built on first use: Django's server-binding cursor class, told to prepare every statement it runs, and a
+    debug wrapper that logs the statement as written (Django would log None: it reads the text of client-bound
+    statements back from psycopg)."""
+
+    cls: Any = None
+    debug: Any = None
+
+    @classmethod
+    def get(cls) -> tuple[Any, Any]:
+        if cls.cls is None:
+            from django.db.backends.postgresql.base import ServerBindingCursor
+            from django.db.backends.utils import CursorDebugWrapper
+
+            class PreparingCursor(ServerBindingCursor):
+                _query_cls = _parsed_query_class() or ServerBindingCursor._query_cls
+
+                def execute(self, query: Any, params: Any = None, *, prepare: bool | None = None,
+                            binary: bool | None = None) -> Any:
+                    return super().execute(query, params, prepare=True, binary=binary)
+
+            class DebugWrapper(CursorDebugWrapper):
+                def execute(self, sql: str, params: Any = None) -> Any:
+                    with self.debug_sql(sql, params, use_last_executed_query=False):
+                        return self._execute_with_wrappers(sql, params, many=False, executor=self._execute)
+
+            cls.cls, cls.debug = PreparingCursor, DebugWrapper
+        return cls.cls, cls.debug
+
+
+def prepared_cursor() -> Any:
+    """A cursor on the runtime connection whose statements are bound on the server and prepared.
+
+    Django binds parameters on the client, so PostgreSQL plans every statement afresh; the recall statements are
+    large (a CTE per hop) and planning them cost 2-6 ms, more than running them. Prepared once per connection,
+    they are planned once (PostgreSQL switches to a generic plan after five executions when it is no worse).
+    Django leaves psycopg's prepare_threshold at None, which disables preparing altogether; a threshold no
+    statement reaches lets an explicit prepare through and changes nothing else (Django's client-binding
+    cursors never prepare). GRAPH_PREPARED_STATEMENTS=false turns this off for poolers that cannot keep
+    prepared statements. The cursor is wrapped like Django's own, so query logging and counts still see it."""
+    connection = connections["app"]
+    if not settings.GRAPH_PREPARED_STATEMENTS:
+        return connection.cursor()
+    connection.ensure_connection()
+    if connection.connection.prepare_threshold is None:
+        connection.connection.prepare_threshold = 2**31 - 1
+    cursor_class, debug_wrapper = _PreparingCursor.get()
+    raw = cursor_class(connection.connection)
+    connection.validate_thread_sharing()
+    return debug_wrapper(raw, connection) if connection.queries_logged else connection.make_cursor(raw)
