@@ -278,7 +278,8 @@ def memories_readable_by_ids(
     extra = f", {annotation}" if annotation else ""
     sql = (f"SELECT {MEMORY_COLUMNS}{extra} FROM memories m "
            f"WHERE m.id = ANY(%(ids)s::uuid[]) AND {readable_sql(scope, params)} {condition}")
-    return {memory.id: memory for memory in memories_from_sql(sql, params)}
+    # Prepared: an id lookup plans the same whatever the ids (0.5 of its 1 ms of PostgreSQL CPU was planning).
+    return {memory.id: memory for memory in memories_from_sql(sql, params, prepared=True)}
 
 
 def memory_search_lexical(
