@@ -28,6 +28,8 @@ from django.conf import settings
 from django.db import connections
 from django.db.backends.utils import CursorWrapper
 
+from config.prepared import prepared_cursor
+
 logger = logging.getLogger("cairn.vectors")
 
 
@@ -315,6 +317,9 @@ def nearest(
                 WHERE {rows} AND {_user_filter(scope)} AND {scope_filter}
                 ORDER BY {hnsw_order(dimension, "e.embedding", "%(query)s")} LIMIT %(limit)s
             """
+    # Prepared: the workspace and dimension are literals in the text (partial indexes), so its generic plan is the
+    # custom one, without planning on every search (0.7 of its ~4.5 ms of PostgreSQL CPU on the 100k bench).
+    with prepared_cursor() as cursor:
         cursor.execute(
             f"SELECT memory_id, 1 - distance FROM ({candidates}) candidates ORDER BY distance", params
         )
