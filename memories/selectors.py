@@ -198,7 +198,10 @@ def memories_from_sql(sql: str, params: dict[str, Any], *, prepared: bool = Fals
     connection = connections["app"]
     with prepared_cursor() if prepared else connection.cursor() as cursor:
         cursor.execute(sql, params)
-        extra = [column.name for column in cursor.description[len(_MEMORY_FIELDS):]]
+        # The names of the columns after the model's, from the result itself: cursor.description would build a
+        # Column (and look up its type) for each of the ~20 model columns too, on every statement.
+        result = cursor.cursor.pgresult
+        extra = [result.fname(index).decode() for index in range(len(_MEMORY_FIELDS), result.nfields)]
         rows = cursor.fetchall()
     converters = _memory_converters()
     names = _MEMORY_ATTNAMES + tuple(extra)
