@@ -471,7 +471,7 @@ GRAPH_COMMUNITY_SUMMARY_CONCURRENCY = env_int("GRAPH_COMMUNITY_SUMMARY_CONCURREN
 GRAPH_EVICTION_RETENTION_DAYS = env_int("GRAPH_EVICTION_RETENTION_DAYS", 90)
 # Cap on entities per workspace (0 = none); a workspace setting overrides it.
 GRAPH_MAX_ENTITIES = env_int("GRAPH_MAX_ENTITIES", 0, minimum=0)
-# Issue 6 speed: fact recall's large statements (and, issue 4, context/get's graph expansion and contradictions)
-# are prepared per connection (planned once). Turn off behind a pooler in transaction mode that cannot keep prepared
+# Issue 6 speed: fact recall's large statements (and, issue 4, context/get's BM25, vector search, loads by id, rules
+# fingerprint, graph expansion and contradictions) are prepared per connection (planned once). Turn off behind a pooler in transaction mode that cannot keep prepared
 # statements (PgBouncer before 1.21).
 GRAPH_PREPARED_STATEMENTS = env_bool("GRAPH_PREPARED_STATEMENTS", True)
