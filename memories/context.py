@@ -304,23 +304,57 @@ def context_text(
     return "\n\n".join(sections)
 
 
-def _known_facts(*, workspace_id: int, query: str | None) -> list[dict[str, Any]]:
-    """Facts about the entities the query names (text seeds only: the query was embedded for ranking already).
-    A failure here leaves the facts out; it never fails the context."""
+@dataclass
+class GraphReads:
+    """What context/get reads from the graph: the expansion's memories and the Known facts."""
+
+    expanded: list[tuple[Memory, expansion.Reason]]
+    total_candidates: int
+    failed: bool  # the expansion failed (the answer falls back to the baseline)
+    facts: list[dict[str, Any]]
+
+
+def _graph_reads(
+    *, workspace_id: int, scope: MemoryScope, baseline: list[Memory], request: ContextRequest, traverse: bool
+) -> GraphReads:
+    """The expansion (when `traverse`) and the Known facts under one savepoint: either may fail without failing the
+    call, and one savepoint instead of one each spares two round trips. Both only read, except that fact recall
+    counts its retrievals; a failure rolls back to the savepoint and loses nothing already read in Python. When the
+    expansion fails, the facts are recalled after it under their own savepoint."""
+    import logging
+
+    result = GraphReads([], 0, False, [])
+    stage = "expansion"
+    try:
+        with transaction.atomic(using="app"):
+            if traverse:
+                result.expanded, result.total_candidates = _expand(workspace_id=workspace_id, scope=scope,
+                                                                   baseline=baseline, request=request)
+            stage = "facts"
+            result.facts = _facts(workspace_id=workspace_id, query=request.query)
+    except Exception:  # noqa: BLE001 - the graph is an addition to the context, never a reason to fail it
+        if stage == "facts":
+            logging.getLogger("cairn.context").exception("fact recall failed")
+            return result
+        logging.getLogger("cairn.context").exception("graph expansion failed")
+        result.expanded, result.total_candidates, result.failed = [], 0, True
+        try:
+            with transaction.atomic(using="app"):
+                result.facts = _facts(workspace_id=workspace_id, query=request.query)
+        except Exception:  # noqa: BLE001 - as above
+            logging.getLogger("cairn.context").exception("fact recall failed")
+    return result
+
+
+def _facts(*, workspace_id: int, query: str | None) -> list[dict[str, Any]]:
+    """Facts about the entities the query names (text seeds only: the query was embedded for ranking already)."""
     if not query:
         return []
     from graphsvc.facts import facts_recall
 
-    try:
-        with transaction.atomic(using="app"):
-            # Recall reads graph_settings inside its seed lookup: no separate settings read to cache here.
-            return facts_recall(workspace_id=workspace_id, query=query, limit=CONTEXT_FACTS, embed=False,
-                                report_strategy=False)["facts"]
-    except Exception:  # noqa: BLE001 - the graph is an addition to the context, never a reason to fail it
-        import logging
-
-        logging.getLogger("cairn.context").exception("fact recall failed")
-        return []
+    # Recall reads graph_settings inside its seed lookup: no separate settings read to cache here.
+    return facts_recall(workspace_id=workspace_id, query=query, limit=CONTEXT_FACTS, embed=False,
+                        report_strategy=False)["facts"]
 
 
 def _fallback_reason(*, mode: str, blocked: bool, expansion_failed: bool) -> str:
@@ -363,20 +397,12 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
     apply = run_traversal and mode == "canary" and strategy.graph_requested and not blocked
     shadow_executed = run_traversal and not apply
 
-    graph_memories: list[tuple[Memory, expansion.Reason]] = []
-    total_candidates = 0
-    expansion_failed = False
-    if run_traversal:
-        try:
-            with transaction.atomic(using="app"):
-                graph_memories, total_candidates = _expand(workspace_id=workspace_id, scope=scope,
-                                                           baseline=baseline, request=request)
-        except Exception:  # noqa: BLE001 - a graph failure degrades to the baseline, it never fails the call
-            import logging
-
-            logging.getLogger("cairn.context").exception("graph expansion failed")
-            expansion_failed, apply, shadow_executed = True, False, False
-            graph_memories = []
+    graph = _graph_reads(workspace_id=workspace_id, scope=scope, baseline=baseline, request=request,
+                         traverse=run_traversal)
+    graph_memories, total_candidates, expansion_failed = graph.expanded, graph.total_candidates, graph.failed
+    if expansion_failed:
+        apply, shadow_executed = False, False
+    known_facts = graph.facts
 
     graph_by_id: dict[uuid.UUID, dict[str, Any]] = {}
     if apply:
@@ -394,7 +420,6 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
         returned = list({m.id: m for m in working.memories + long_term.memories}.values())
 
     conflicts = expansion.contradictions(workspace_id=workspace_id, memory_ids=[m.id for m in returned])
-    known_facts = _known_facts(workspace_id=workspace_id, query=request.query)
     fallback_triggered = strategy.graph_requested and not apply
     fallback_reason = (
         _fallback_reason(mode=mode, blocked=blocked, expansion_failed=expansion_failed)

@@ -341,8 +341,9 @@ def test_it_uses_the_policy_default_when_no_strategy(alice_api):
 # Counted inside a test's transaction: workspace_context's SAVEPOINT / RELEASE and its closing set_config stand
 # for BEGIN / COMMIT. Before the latency work one call took 45 on the 100k bench (bench/context_profile.py): a
 # hybrid search per tier, depth + 2 expansion queries, settings reads, a savepoint around the metric. The
-# expansion statement labels the nodes its returned memories were reached through itself.
-CONTEXT_QUERIES_WARM = {1: 17, 2: 17}
+# expansion statement labels the nodes its returned memories were reached through itself, and the expansion and
+# the Known facts share one savepoint.
+CONTEXT_QUERIES_WARM = {1: 15, 2: 15}
 
 
 def context_queries(api, ws: int, *, depth: int) -> list[str]:
@@ -516,3 +517,49 @@ def test_it_loads_raw_rows_as_the_orm_would(alice_api, ws, monkeypatch, plain):
         raw[0].importance = 0.9
         raw[0].save(update_fields=["importance"])
         assert Memory.objects.using("app").get(pk=added["id"]).importance == 0.9
+
+
+def _broken_sql(monkeypatch, module, function: str) -> None:
+    """Make `function` run a statement PostgreSQL rejects: a real error inside the call's transaction."""
+    def broken(**kwargs):
+        with connections["app"].cursor() as cursor:
+            cursor.execute("SELECT 1 / 0")
+
+    monkeypatch.setattr(module, function, broken)
+
+
+def _graph_with_a_fact(api, ws) -> tuple[dict, dict]:
+    from tests.graphsvc.graph_builder import GraphBuilder
+
+    g = GraphBuilder(ws)
+    g.entity("Grace Hopper", type="person", summary="Wrote the first compiler")
+    g.fact("Grace Hopper", "created", "Compiler Zero")
+    seed = api.add("grace hopper notes", tags=["compilers"])
+    other = api.add("compiler history", tags=["compilers"])
+    set_mode(api, "canary")
+    return seed, other
+
+
+def test_it_keeps_the_facts_when_the_expansion_fails(alice_api, ws, monkeypatch):
+    seed, _ = _graph_with_a_fact(alice_api, ws)
+    _broken_sql(monkeypatch, expansion, "expand")
+    data = ctx(alice_api, query="grace hopper", strategy="hybrid", limit=1)
+    assert ids(data["memories"]) == [seed["id"]]
+    assert (data["trace"]["fallbackTriggered"], data["trace"]["fallbackReason"]) == (True, "graph_expansion_error")
+    assert [f["target"] for f in data["facts"]] == ["Compiler Zero"]
+    with workspace_context(ws):
+        metric = RetrievalMetric.objects.latest("created_at")
+    assert (metric.fallback_triggered, metric.fallback_reason) == (True, "graph_expansion_error")
+
+
+def test_it_keeps_the_expansion_when_fact_recall_fails(alice_api, ws, monkeypatch):
+    from graphsvc import facts
+
+    seed, other = _graph_with_a_fact(alice_api, ws)
+    _broken_sql(monkeypatch, facts, "facts_recall")
+    data = ctx(alice_api, query="grace hopper", strategy="hybrid", limit=1)
+    assert ids(data["memories"]) == [seed["id"], other["id"]]
+    assert data["trace"]["strategy"] == "hybrid_graph" and data["trace"]["fallbackTriggered"] is False
+    assert data["facts"] == [] and "## Known facts" not in data["context"]
+    with workspace_context(ws):
+        assert RetrievalMetric.objects.latest("created_at").fallback_triggered is False
