@@ -152,7 +152,10 @@ reasons AS (
         LIMIT %(links)s
     ) l
     ORDER BY l.memory_id, greatest(r.hop, 1), r.score DESC, r.node_id
-), best AS (
+), {best}
+"""
+# The best `limit` candidates and their reasons, labelled.
+_BEST_SQL = """best AS (
     SELECT linked.*, count(*) OVER () AS total FROM linked
     ORDER BY score DESC, greatest(hop, 1), memory_id
     LIMIT %(limit)s
@@ -162,9 +165,23 @@ SELECT b.memory_id, greatest(b.hop, 1), coalesce(b.ref, n.node_type || ':' || n.
 FROM best b LEFT JOIN graph_nodes n ON b.ref IS NULL AND n.workspace_id = %(ws)s AND n.id = b.node_id
 ORDER BY b.score DESC, greatest(b.hop, 1), b.memory_id
 """
+# The same, among the candidates a caller may read (its condition on memories m), loaded with their columns: the
+# ranking and the count see only readable memories, and no reload follows. Ties: the newer memory first.
+_BEST_READABLE_SQL = """best AS (
+    SELECT {columns}, linked.*, count(*) OVER () AS total
+    FROM linked JOIN memories m ON m.id = linked.memory_id AND {condition}
+    ORDER BY linked.score DESC, greatest(linked.hop, 1), m.updated_at DESC, m.id
+    LIMIT %(limit)s
+)
+SELECT {best_columns}, greatest(b.hop, 1) AS graph_hop,
+       coalesce(b.ref, n.node_type || ':' || n.node_key) AS graph_ref, b.edge_type AS graph_edge_type,
+       b.confidence AS graph_confidence, b.score AS graph_score, b.seed AS graph_seed, b.total AS graph_total
+FROM best b LEFT JOIN graph_nodes n ON b.ref IS NULL AND n.workspace_id = %(ws)s AND n.id = b.node_id
+ORDER BY b.score DESC, greatest(b.hop, 1), b.updated_at DESC, b.id
+"""
 
 
-def _expansion_sql(depth: int) -> str:
+def _expansion_sql(depth: int, *, best: str = _BEST_SQL) -> str:
     ctes = [_HOP0_SQL]
     for k in range(1, depth + 1):
         # Hop 1 starts from every hop-0 node; hop k > 1 from the nodes hop k - 1 reached first.
@@ -175,13 +192,29 @@ def _expansion_sql(depth: int) -> str:
         f"UNION ALL SELECT {k}, node_id, NULL, edge_type, confidence, score, seed FROM reach{k}\n"
         for k in range(1, depth + 1)
     )
-    links = _LINKS_SQL.format(hops=hops, shared=repr(float(type_weight("shared_node"))))
+    links = _LINKS_SQL.format(hops=hops, shared=repr(float(type_weight("shared_node"))), best=best)
     return "WITH " + ",".join(ctes) + links
 
 
+def readable_expansion_sql(*, depth: int, columns: str, condition: str) -> str:
+    """The expansion statement that returns the best `%(limit)s` memories the caller may read, as `columns` (a list
+    of `m.<column>`) followed by graph_hop, graph_ref, graph_edge_type, graph_confidence, graph_score, graph_seed
+    and graph_total (the readable candidates in all). `condition` is SQL on memories m. Parameters: as expand()'s,
+    plus the condition's."""
+    best = _BEST_READABLE_SQL.format(columns=columns, condition=condition,
+                                     best_columns=columns.replace("m.", "b."))
+    return _expansion_sql(depth, best=best)
+
+
+def expansion_params(*, workspace_id: int, seed_memory_ids: list[uuid.UUID], limit: int) -> dict[str, object]:
+    return {"ws": workspace_id, "seeds": list(seed_memory_ids), "fanout": EDGE_FANOUT, "links": LINK_FANOUT,
+            "read_cap": EDGE_READ_CAP, "limit": limit}
+
+
 def expand(*, workspace_id: int, seed_memory_ids: list[uuid.UUID], depth: int, limit: int) -> Expansion:
-    """Memories reachable from the seeds within `depth` hops, best first, at most `limit` (before scope checks,
-    which the caller applies when it reloads them — so ask for a few more than you will show). One query."""
+    """Memories reachable from the seeds within `depth` hops, best first, at most `limit`, with no scope check: the
+    traversal itself. context/get reads through readable_expansion_sql, which filters by scope before the limit.
+    One query."""
     if not seed_memory_ids or depth < 1 or limit < 1:
         return Expansion(memory_ids=[], reasons={}, total_candidates=0)
     # Prepared (generic plan, graphsvc.apps): planning the statement cost more than running it at depth 1, and the
@@ -189,8 +222,7 @@ def expand(*, workspace_id: int, seed_memory_ids: list[uuid.UUID], depth: int, l
     with prepared_cursor() as cursor:
         cursor.execute(
             _expansion_sql(depth),
-            {"ws": workspace_id, "seeds": list(seed_memory_ids), "fanout": EDGE_FANOUT, "links": LINK_FANOUT,
-             "read_cap": EDGE_READ_CAP, "limit": limit},
+            expansion_params(workspace_id=workspace_id, seed_memory_ids=seed_memory_ids, limit=limit),
         )
         rows = cursor.fetchall()
     reasons = {

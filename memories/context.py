@@ -12,7 +12,6 @@ import re
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -28,7 +27,6 @@ from memories.scrubber import scrub_secrets
 from memories.selectors import MemoryScope
 
 WORKING_TIER_MAX = 3
-EXPANSION_OVERFETCH = 3
 CONTEXT_LINE_CHARS = 80
 # Facts from the entity graph in context/get (the "Known facts" section).
 CONTEXT_FACTS = 5
@@ -534,26 +532,22 @@ def _baseline_tiers(
 def _expand(
     *, workspace_id: int, scope: MemoryScope, baseline: list[Memory], request: ContextRequest
 ) -> tuple[list[tuple[Memory, expansion.Reason]], int]:
-    found = expansion.expand(
-        workspace_id=workspace_id,
-        seed_memory_ids=[m.id for m in baseline],
-        depth=request.graph_depth,
-        limit=request.graph_limit * EXPANSION_OVERFETCH,
-    )
-    if not found.memory_ids:
-        return [], found.total_candidates
-    # Reload through the scope filters: never a rule, never another user's or project's memory, nothing expired.
-    allowed = selectors.memories_readable_by_ids(
-        workspace_id=workspace_id, scope=scope, ids=found.memory_ids,
-        condition=" AND m.layer IN ('working', 'long_term') AND m.type <> 'rule'",
-    )
-    baseline_ids = {m.id for m in baseline}
-    ranked = sorted(
-        (memory_id for memory_id in found.memory_ids if memory_id in allowed and memory_id not in baseline_ids),
-        key=lambda m: (-found.reasons[m].score, found.reasons[m].hop, -_timestamp(allowed[m].updated_at)),
-    )
-    return [(allowed[m], found.reasons[m]) for m in ranked[: request.graph_limit]], found.total_candidates
-
-
-def _timestamp(moment: datetime) -> float:
-    return moment.timestamp() if moment else 0.0
+    """The best graph_limit memories the expansion reaches that the caller may read (never a rule, never another
+    user's or project's memory, nothing expired), in one statement: the scope filter is applied before the limit,
+    so no candidate is lost to an over-fetch that the filter thins out."""
+    if not baseline or request.graph_depth < 1 or request.graph_limit < 1:
+        return [], 0
+    params = expansion.expansion_params(workspace_id=workspace_id, seed_memory_ids=[m.id for m in baseline],
+                                        limit=request.graph_limit)
+    params["workspace_id"] = workspace_id
+    condition = (selectors.readable_sql(scope, params)
+                 + " AND m.layer IN ('working', 'long_term') AND m.type <> 'rule'")
+    sql = expansion.readable_expansion_sql(depth=request.graph_depth, columns=selectors.MEMORY_COLUMNS,
+                                           condition=condition)
+    found = selectors.memories_from_sql(sql, params, prepared=True)
+    expanded = [
+        (memory, expansion.Reason(memory.graph_ref, memory.graph_edge_type, memory.graph_hop,
+                                  memory.graph_confidence, memory.graph_score, str(memory.graph_seed)))
+        for memory in found
+    ]
+    return expanded, found[0].graph_total if found else 0

@@ -341,9 +341,9 @@ def test_it_uses_the_policy_default_when_no_strategy(alice_api):
 # Counted inside a test's transaction: workspace_context's SAVEPOINT / RELEASE and its closing set_config stand
 # for BEGIN / COMMIT. Before the latency work one call took 45 on the 100k bench (bench/context_profile.py): a
 # hybrid search per tier, depth + 2 expansion queries, settings reads, a savepoint around the metric. The
-# expansion statement labels the nodes its returned memories were reached through itself, and the expansion and
-# the Known facts share one savepoint.
-CONTEXT_QUERIES_WARM = {1: 15, 2: 15}
+# expansion statement labels the nodes its returned memories were reached through and loads the readable ones itself,
+# and the expansion and the Known facts share one savepoint.
+CONTEXT_QUERIES_WARM = {1: 14, 2: 14}
 
 
 def context_queries(api, ws: int, *, depth: int) -> list[str]:
@@ -542,7 +542,7 @@ def _graph_with_a_fact(api, ws) -> tuple[dict, dict]:
 
 def test_it_keeps_the_facts_when_the_expansion_fails(alice_api, ws, monkeypatch):
     seed, _ = _graph_with_a_fact(alice_api, ws)
-    _broken_sql(monkeypatch, expansion, "expand")
+    monkeypatch.setattr(expansion, "readable_expansion_sql", lambda **kwargs: "SELECT 1 / 0")
     data = ctx(alice_api, query="grace hopper", strategy="hybrid", limit=1)
     assert ids(data["memories"]) == [seed["id"]]
     assert (data["trace"]["fallbackTriggered"], data["trace"]["fallbackReason"]) == (True, "graph_expansion_error")
@@ -563,3 +563,17 @@ def test_it_keeps_the_expansion_when_fact_recall_fails(alice_api, ws, monkeypatc
     assert data["facts"] == [] and "## Known facts" not in data["context"]
     with workspace_context(ws):
         assert RetrievalMetric.objects.latest("created_at").fallback_triggered is False
+
+
+def test_it_fills_the_graph_limit_with_readable_memories(alice_api):
+    # The scope filter runs before the expansion's limit: memories the caller may not read take no slot and are not
+    # counted, however many of them the seed reaches.
+    seed = alice_api.add("alpha seed", tags=["shared"])
+    visible = alice_api.add("shared and visible", tags=["shared"])
+    for i in range(6):
+        alice_api.add(f"someone else's {i}", tags=["shared"], scope={"userId": f"u{i}"})
+        alice_api.add(f"a rule {i}", type="rule", tags=["shared"])
+    set_mode(alice_api, "canary")
+    data = ctx(alice_api, query="alpha", strategy="hybrid", includeRules=False, limit=1, graphLimit=1)
+    assert ids(data["memories"]) == [seed["id"], visible["id"]]
+    assert data["trace"]["graphCandidates"] == 1
