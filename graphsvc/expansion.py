@@ -165,12 +165,15 @@ SELECT b.memory_id, greatest(b.hop, 1), coalesce(b.ref, n.node_type || ':' || n.
 FROM best b LEFT JOIN graph_nodes n ON b.ref IS NULL AND n.workspace_id = %(ws)s AND n.id = b.node_id
 ORDER BY b.score DESC, greatest(b.hop, 1), b.memory_id
 """
-# The same, among the candidates a caller may read (its condition on memories m), loaded with their columns: the
-# ranking and the count see only readable memories, and no reload follows. Ties: the newer memory first.
+# The same, among the candidates a caller may read (its condition on memories m), loaded with their columns, so no
+# reload follows and an unreadable memory takes no slot. The candidates are walked best first and looked up one by
+# one until the limit is filled (an incremental sort: ties on score and hop go to the newer memory), so a depth-2
+# traversal with ~500 candidates reads a dozen memories, not all of them. graph_total counts every candidate.
 _BEST_READABLE_SQL = """best AS (
-    SELECT {columns}, linked.*, count(*) OVER () AS total
-    FROM linked JOIN memories m ON m.id = linked.memory_id AND {condition}
-    ORDER BY linked.score DESC, greatest(linked.hop, 1), m.updated_at DESC, m.id
+    SELECT {columns}, c.*
+    FROM (SELECT linked.*, count(*) OVER () AS total FROM linked ORDER BY score DESC, greatest(hop, 1)) c
+    CROSS JOIN LATERAL (SELECT {columns} FROM memories m WHERE m.id = c.memory_id AND {condition}) m
+    ORDER BY c.score DESC, greatest(c.hop, 1), m.updated_at DESC, m.id
     LIMIT %(limit)s
 )
 SELECT {best_columns}, greatest(b.hop, 1) AS graph_hop,
@@ -199,7 +202,7 @@ def _expansion_sql(depth: int, *, best: str = _BEST_SQL) -> str:
 def readable_expansion_sql(*, depth: int, columns: str, condition: str) -> str:
     """The expansion statement that returns the best `%(limit)s` memories the caller may read, as `columns` (a list
     of `m.<column>`) followed by graph_hop, graph_ref, graph_edge_type, graph_confidence, graph_score, graph_seed
-    and graph_total (the readable candidates in all). `condition` is SQL on memories m. Parameters: as expand()'s,
+    and graph_total (the candidates the traversal reached, readable or not). `condition` is SQL on memories m. Parameters: as expand()'s,
     plus the condition's."""
     best = _BEST_READABLE_SQL.format(columns=columns, condition=condition,
                                      best_columns=columns.replace("m.", "b."))

