@@ -20,6 +20,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import connections
 from django.db.models import Model
 
+from config.prepared import prepared_cursor
 from tenancy.models import ApiKey, Membership, UserSettings, Workspace
 from tenancy.ratelimit import RateLimitDecision
 
@@ -95,10 +96,13 @@ def caller_lookup(
         "bucket": key_hash, "window": window_start, "limit": limit, "now": now,
         "touch_before": now - TOUCH_INTERVAL, "personal": Workspace.Kind.PERSONAL,
     }
-    with connections["app"].cursor() as cursor:
+    # Prepared (every SDK request runs it; its plan is key lookups whatever the values): planning was 0.9 of its
+    # 1.2 ms of PostgreSQL CPU.
+    with prepared_cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
-        if random.random() < 1 / 512:
+    if random.random() < 1 / 512:
+        with connections["app"].cursor() as cursor:
             # Old windows are garbage; clearing them now and then keeps the unlogged table small.
             cursor.execute("DELETE FROM rate_limit_counters WHERE window_start < %s", [window_start - window_seconds])
     hits, touched, found, routing_mode, personal_id, active_org_id = row[:6]

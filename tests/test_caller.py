@@ -36,6 +36,10 @@ def test_it_checks_the_key_in_one_statement_before_the_write(personas):
     assert len(before_write) == 1, before_write
     assert "rate_limit_counters" in before_write[0] and "api_keys" in before_write[0]
     assert owner.captured_queries == []
+    # Planned once per connection (prepared), not on every request.
+    with connections["app"].cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE '%rate_limit_counters%'")
+        assert cursor.fetchone()[0] == 1
 
 
 def test_it_touches_a_key_at_most_once_a_minute(personas):
