@@ -30,6 +30,9 @@ class MemoriesConfig(AppConfig):
         from config.dbloaders import fast_timestamps_ensure
 
         connection_created.connect(fast_timestamps_ensure, dispatch_uid="cairn-fast-timestamps")
+        from memories.vectors import search_settings_ensure
+
+        connection_created.connect(search_settings_ensure, dispatch_uid="cairn-hnsw-session")
         if len(sys.argv) > 1 and sys.argv[1] == "qcluster":
             from django.conf import settings
 

@@ -22,6 +22,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import numpy as np
 from django.conf import settings
@@ -221,6 +222,11 @@ def _indexed_search_setup(cursor: CursorWrapper, *, workspace_id: int, dimension
     bound = int(settings.VECTOR_EXACT_MAX_SCOPED_ROWS) + 1
     key = (workspace_id, dimension, scope.user_id)
     known_over = _SCOPE_OVER_BOUND.get(key, 0.0) > time.monotonic()
+    if known_over and getattr(cursor.db, "cairn_hnsw_session", False):
+        # Nothing to count, and this connection carries the search parameters for its whole session
+        # (search_settings_ensure): no round trip. The planner setting below only matters to the exact scans; the
+        # HNSW scan this leads to is never parallel.
+        return bound
     rows = f"e.workspace_id = {int(workspace_id)} AND e.dimension = {int(dimension)}"
     counts = " + ".join(
         f"(SELECT count(*) FROM (SELECT 1 FROM memory_embeddings e WHERE {rows} AND {user} LIMIT {bound}) s)"
@@ -253,6 +259,24 @@ def _indexed_search_setup(cursor: CursorWrapper, *, workspace_id: int, dimension
             _SCOPE_OVER_BOUND.clear()
         _SCOPE_OVER_BOUND[key] = time.monotonic() + INDEX_READY_SECONDS
     return visible
+
+
+def search_settings_ensure(sender: object, connection: Any, **kwargs: object) -> None:
+    """The HNSW search parameters for the runtime connection's whole session, set once on connect.
+
+    Every HNSW search sets the same values (ef_search, strict-order iterative scan, the scan bound); as session
+    settings, a search of a wide scope whose size is already known needs no set-up round trip
+    (_indexed_search_setup). Only with GRAPH_PREPARED_STATEMENTS, which already assumes one server session per
+    connection: behind a pooler in transaction mode the per-search settings stay the only ones."""
+    if connection.alias != "app" or connection.vendor != "postgresql" or not settings.GRAPH_PREPARED_STATEMENTS:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT set_config('hnsw.ef_search', %s, false), set_config('hnsw.iterative_scan', 'strict_order', false),"
+            " set_config('hnsw.max_scan_tuples', %s, false)",
+            [str(settings.VECTOR_HNSW_EF_SEARCH), str(settings.VECTOR_HNSW_MAX_SCAN)],
+        )
+    connection.cairn_hnsw_session = True
 
 
 # (workspace, dimension, user) → until when its scope is known to see more than VECTOR_EXACT_MAX_SCOPED_ROWS rows.

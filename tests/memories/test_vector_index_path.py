@@ -45,7 +45,7 @@ def _search(ws: int, query: np.ndarray, user_id: str | None) -> tuple[list[uuid.
     with workspace_context(ws), CaptureQueriesContext(connections["app"]) as captured:
         found = vectors.nearest(workspace_id=ws, model=MODEL, query=query,
                                 scope=vectors.VectorScope(user_id=user_id, project_id=None), limit=3)
-    setup = next(q["sql"] for q in captured.captured_queries if "hnsw.ef_search" in q["sql"])
+    setup = next((q["sql"] for q in captured.captured_queries if "hnsw.ef_search" in q["sql"]), "")
     return [memory_id for memory_id, _ in found], setup
 
 
@@ -76,7 +76,11 @@ def test_it_counts_a_wide_scope_once_and_a_narrow_one_every_time(indexed_workspa
     found, setup = _search(ws, bobs[target], "bob")
     assert found[0] == target and "count(*)" in setup
     found, setup = _search(ws, bobs[target], "bob")
-    assert found[0] == target and "count(*)" not in setup
+    # Nothing to count: no set-up statement at all, the connection carries the search parameters for its session.
+    assert found[0] == target and setup == ""
+    with workspace_context(ws), connections["app"].cursor() as cursor:
+        cursor.execute("SELECT current_setting('hnsw.ef_search'), current_setting('hnsw.iterative_scan')")
+        assert cursor.fetchone() == ("400", "strict_order")
 
     # The shared scope sees 3 rows: an exact scan, counted on every search, never another user's row.
     target = next(iter(shared))
@@ -90,4 +94,4 @@ def test_it_counts_a_wide_scope_once_and_a_narrow_one_every_time(indexed_workspa
     found, setup = _search(ws, more[target], None)
     assert found[0] == target and "count(*)" in setup
     found, setup = _search(ws, more[target], None)
-    assert found[0] == target and set(found) <= set(shared) | set(more) and "count(*)" not in setup
+    assert found[0] == target and set(found) <= set(shared) | set(more) and setup == ""
