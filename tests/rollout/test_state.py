@@ -88,3 +88,28 @@ def test_it_records_one_row_per_call(ws):
     with workspace_context(ws):
         row = RetrievalMetric.objects.get()
     assert (row.endpoint, row.project_id, row.user_id, row.duration_ms) == ("graph/trace", "github.com/a/b", "u1", 4.2)
+
+
+def test_it_stores_nulls_and_rejects_what_does_not_fit(ws):
+    # The INSERT is prepared, each value cast to its column's type: NULLs keep their column's type, and a value too
+    # long for its column fails the call instead of being cut by the cast.
+    import pytest
+    from django.db import DataError
+
+    from rollout.models import RetrievalMetric
+
+    def record_one(**overrides):
+        values = dict(
+            workspace_id=ws, mode="canary", requested_strategy="hybrid", applied_strategy="baseline",
+            shadow_executed=False, baseline_candidates=0, graph_candidates=0, graph_expanded_count=0,
+            total_candidates=0, fallback_triggered=True, fallback_reason=None, project_id=None, user_id=None,
+            semantic_model=None, duration_ms=0.0, endpoint="context/get",
+        )
+        services.retrieval_metric_record(**{**values, **overrides})
+
+    with workspace_context(ws):
+        record_one()
+        row = RetrievalMetric.objects.get()
+        assert (row.fallback_reason, row.project_id, row.user_id, row.semantic_model) == (None, None, None, None)
+    with pytest.raises(DataError), workspace_context(ws):
+        record_one(project_id="p" * 241)
