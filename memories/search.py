@@ -388,11 +388,15 @@ def question_damping(fused: list[tuple[Memory, float]], *, weight: float | None 
     A question repeats the words of the question asked about it ("What other hobbies do you have?" matches
     "What hobbies does Evan have?" best of all) but holds no answer. Damping it after the session-neighbour lift
     keeps what it is good for: it has already lifted the reply next to it. LoCoMo dev R@10: 0.752 → 0.753 alone,
-    multi-hop 0.446 → 0.470 (bench/README.md)."""
+    multi-hop 0.446 → 0.470 (bench/README.md). `fused` comes in the order the fusion steps give (_ordered), and
+    goes out as it came when no score changes."""
     weight = settings.SEARCH_QUESTION_DAMPING if weight is None else weight
     if weight <= 0 or not fused:
         return fused
-    scores = {m.id: score * (1 - weight) if is_question(m.content) else score for m, score in fused}
+    questions = {m.id for m, _ in fused if is_question(m.content)}
+    if not questions:
+        return fused  # no score changes: `fused` is already in the order _ordered gives
+    scores = {m.id: score * (1 - weight) if m.id in questions else score for m, score in fused}
     return _ordered(scores, {m.id: m for m, _ in fused})
 
 
@@ -416,9 +420,14 @@ def speaker_boost(
     if not named:
         return fused
     scores: dict[uuid.UUID, float] = {}
+    boosted = False
     for memory, score in fused:
         words = _speaker_words(memory)
-        scores[memory.id] = score + weight if words and named.issuperset(words) else score
+        if words and named.issuperset(words):
+            score, boosted = score + weight, True
+        scores[memory.id] = score
+    if not boosted:
+        return fused  # as in question_damping
     return _ordered(scores, {m.id: m for m, _ in fused})
 
 
