@@ -7,6 +7,7 @@ Call inside tenancy.rls.workspace_context.
 from __future__ import annotations
 
 import functools
+import logging
 import math
 import re
 import time
@@ -25,6 +26,8 @@ from memories import search, selectors, vectors
 from memories.models import Memory
 from memories.scrubber import scrub_secrets
 from memories.selectors import MemoryScope
+
+logger = logging.getLogger("cairn.context")
 
 WORKING_TIER_MAX = 3
 CONTEXT_LINE_CHARS = 80
@@ -319,8 +322,6 @@ def _graph_reads(
     call, and one savepoint instead of one each spares two round trips. Both only read, except that fact recall
     counts its retrievals; a failure rolls back to the savepoint and loses nothing already read in Python. When the
     expansion fails, the facts are recalled after it under their own savepoint."""
-    import logging
-
     result = GraphReads([], 0, False, [])
     stage = "expansion"
     try:
@@ -332,15 +333,15 @@ def _graph_reads(
             result.facts = _facts(workspace_id=workspace_id, query=request.query)
     except Exception:  # noqa: BLE001 - the graph is an addition to the context, never a reason to fail it
         if stage == "facts":
-            logging.getLogger("cairn.context").exception("fact recall failed")
+            logger.exception("fact recall failed")
             return result
-        logging.getLogger("cairn.context").exception("graph expansion failed")
+        logger.exception("graph expansion failed")
         result.expanded, result.total_candidates, result.failed = [], 0, True
         try:
             with transaction.atomic(using="app"):
                 result.facts = _facts(workspace_id=workspace_id, query=request.query)
         except Exception:  # noqa: BLE001 - as above
-            logging.getLogger("cairn.context").exception("fact recall failed")
+            logger.exception("fact recall failed")
     return result
 
 

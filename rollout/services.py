@@ -9,6 +9,7 @@ context/get calls, in this order and inside its workspace_context:
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import threading
@@ -192,13 +193,18 @@ def _metric_insert(values: dict[str, Any], *, relaxed_commit: bool = False) -> N
     plan never changes; planning was half of its PostgreSQL time), so each value carries its column's type: a
     NULL bound on the server would otherwise be taken for text. The type without its length (varchar, not
     varchar(16)): a cast would cut a long value silently, where the column rejects it."""
-    template = _METRIC_INSERT_RELAXED_SQL if relaxed_commit else _METRIC_INSERT_SQL
+    with prepared_cursor() as cursor:
+        cursor.execute(_metric_insert_sql(tuple(values), relaxed_commit), list(values.values()))
+
+
+@functools.cache
+def _metric_insert_sql(columns: tuple[str, ...], relaxed_commit: bool) -> str:
+    # The same few column lists on every call: the typed statement text is built once per process.
     connection = connections["app"]
     typed = [f"%s::{_TYPE_LENGTH.sub('', RetrievalMetric._meta.get_field(name).db_type(connection))}"
-             for name in values]
-    sql = template.format(table=RetrievalMetric._meta.db_table, columns=", ".join(values), values=", ".join(typed))
-    with prepared_cursor() as cursor:
-        cursor.execute(sql, list(values.values()))
+             for name in columns]
+    template = _METRIC_INSERT_RELAXED_SQL if relaxed_commit else _METRIC_INSERT_SQL
+    return template.format(table=RetrievalMetric._meta.db_table, columns=", ".join(columns), values=", ".join(typed))
 
 
 def retrieval_metrics_purge(*, older_than_days: int | None = None) -> int:
