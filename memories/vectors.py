@@ -341,9 +341,13 @@ def nearest(
                 WHERE {rows} AND {_user_filter(scope)} AND {scope_filter}
                 ORDER BY {hnsw_order(dimension, "e.embedding", "%(query)s")} LIMIT %(limit)s
             """
-    # Prepared: the workspace and dimension are literals in the text (partial indexes), so its generic plan is the
-    # custom one, without planning on every search (0.7 of its ~4.5 ms of PostgreSQL CPU on the 100k bench).
-    with prepared_cursor() as cursor:
+    # A large workspace's search runs prepared: the workspace and dimension are literals in the text (partial
+    # indexes), so its generic plan is the custom one, without planning on every search (0.7 of its ~4.5 ms of
+    # PostgreSQL CPU on the 100k bench). Large workspaces are few. A small workspace's is planned each time: with
+    # its workspace in the text, every small workspace would prepare a statement of its own, and past psycopg's 100
+    # per connection a busy server would plan, evict and deallocate (a round trip of its own) on most searches;
+    # bound instead, the generic plan cannot know the workspace is small and may scan the whole table.
+    with prepared_cursor() if visible is not None else connections["app"].cursor() as cursor:
         cursor.execute(
             f"SELECT memory_id, 1 - distance FROM ({candidates}) candidates ORDER BY distance", params
         )

@@ -376,11 +376,12 @@ def test_it_answers_in_a_bounded_number_of_queries(alice_api, ws, depth, local_e
     assert sum("memory_lexemes" in s for s in sql) == 1
     assert sum("graph_edges e" in s and "hop1" in s for s in sql) == 1
     # The statements whose generic plan is as good as a custom one are planned once per connection (prepared), not
-    # on every call: expansion, contradictions, BM25, the vector search, the rules' fingerprint, loads by id.
+    # on every call: expansion, contradictions, BM25, the rules' fingerprint, loads by id (and the vector search of a
+    # large workspace: test_vector_index_path.py).
     with connections["app"].cursor() as cursor:
         cursor.execute("SELECT statement FROM pg_prepared_statements")
         prepared = [row[0] for row in cursor.fetchall()]
-    for marker in ("hop0", "'contradicts'", "memory_lexemes l", "<=>", "string_agg(r.id", "m.id = ANY($"):
+    for marker in ("hop0", "'contradicts'", "memory_lexemes l", "string_agg(r.id", "m.id = ANY($"):
         assert any(marker in statement for statement in prepared), marker
     assert not any(s.lstrip().upper().startswith("SAVEPOINT") and "retrieval_metrics" in s for s in sql)
 

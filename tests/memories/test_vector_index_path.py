@@ -95,3 +95,32 @@ def test_it_counts_a_wide_scope_once_and_a_narrow_one_every_time(indexed_workspa
     assert found[0] == target and "count(*)" in setup
     found, setup = _search(ws, more[target], None)
     assert found[0] == target and set(found) <= set(shared) | set(more) and setup == ""
+
+
+
+def _prepared_searches() -> int:
+    with connections["app"].cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE '%%FROM memory_embeddings e%%'")
+        return cursor.fetchone()[0]
+
+
+def test_it_prepares_the_search_of_large_workspaces_only(personas, indexed_workspace):
+    """A large workspace's search is prepared (its text names the workspace for the partial indexes; such workspaces
+    are few). A small one's is not: one prepared statement per small workspace would overflow psycopg's 100 per
+    connection on a busy server, and bound, its generic plan may scan the whole table."""
+    rng = np.random.default_rng(11)
+    small = personal_workspace_id(personas.charlie)
+    prepared_before = _prepared_searches()
+    added = _add(small, rng, user_id=None, count=3)
+    target = next(iter(added))
+    found, _ = _search(small, added[target], None)
+    assert found[0] == target and set(found) == set(added)
+    assert _prepared_searches() == prepared_before
+
+    large = indexed_workspace
+    shared = _add(large, rng, user_id=None, count=12)
+    assert vectors.hnsw_index_ensure(workspace_id=large, dimension=DIMENSION)
+    target = next(iter(shared))
+    found, _ = _search(large, shared[target], None)
+    assert found[0] == target and set(found) <= set(shared)
+    assert _prepared_searches() == prepared_before + 1
