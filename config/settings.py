@@ -323,6 +323,11 @@ CONTEXT_MAX_RULES = env_int("CONTEXT_MAX_RULES", 100)
 # kept this long per process (seconds; 0 = read on every call). A change through the API is seen at once by the
 # process that made it and within this time by the others (docs/read-path-latency.md).
 CONTEXT_SETTINGS_CACHE_SECONDS = env_float("CONTEXT_SETTINGS_CACHE_SECONDS", 5.0, minimum=0.0, maximum=300.0)
+# A web process freezes what it loaded and collects its youngest generation after this many allocations instead of
+# Python's 700 (config.gc_tuning; 0 = Python's defaults).
+WEB_GC_GEN0_THRESHOLD = env_int("WEB_GC_GEN0_THRESHOLD", 10_000, minimum=0)
+if WEB_GC_GEN0_THRESHOLD > 1_000_000:
+    raise ImproperlyConfigured(f"WEB_GC_GEN0_THRESHOLD must be at most 1000000, got {WEB_GC_GEN0_THRESHOLD}")
 # The retrieval metric commits with context/get's transaction, before the answer is sent. false: that commit does not
 # wait for the WAL flush (a PostgreSQL crash may lose the last ~0.6 s of metric rows; an app crash loses none).
 # true: every context/get waits for a disk flush.
