@@ -190,22 +190,53 @@ def _semantic_candidates(
 ) -> Candidates:
     if query_vector is None:
         return Candidates(None, [], False)
-    neighbours = vectors.nearest(
+    statement = vectors.nearest_statement(
         workspace_id=workspace_id,
         model=settings.EMBEDDING_MODEL,
         query=query_vector,
         scope=vectors.VectorScope(user_id=scope.user_id, project_id=scope.project_id),
         limit=max(depths.values()),
     )
+    layers = [layer for layer in depths if layer]
+    neighbours, memories = _nearest_loaded(workspace_id=workspace_id, scope=scope, statement=statement, type=type,
+                                           layers=layers)
     if not neighbours:
         return Candidates([], [], False)
-    layers = [layer for layer in depths if layer]
-    memories = _load_in_order(workspace_id=workspace_id, scope=scope, ids=[mid for mid, _ in neighbours],
-                              type=type, layers=layers)
     # The load answers the unembedded-memories question on every row (an uncorrelated EXISTS, evaluated once);
     # only when it loaded nothing does that take a query of its own.
     partial = memories[0].embed_pending if memories else _has_unembedded_memories(workspace_id)
     return Candidates(neighbours, memories, partial)
+
+
+# The vector search and the load of the memories it found, in one round trip: every neighbour comes back (its id
+# and similarity, for the tiers' depths and the cosine scores), with its memory's columns when the caller may read
+# it in the layers asked for (NULLs otherwise).
+_NEAREST_LOADED_SQL = """
+WITH near AS MATERIALIZED ({nearest})
+SELECT {columns}, n.memory_id AS near_id, n.similarity AS near_similarity,
+       EXISTS ({unembedded}) AS embed_pending
+FROM near n LEFT JOIN memories m ON m.id = n.memory_id AND {readable} {condition}
+ORDER BY n.distance, n.memory_id
+"""
+
+
+def _nearest_loaded(
+    *, workspace_id: int, scope: MemoryScope, statement: vectors.NearestStatement, type: str | None,
+    layers: list[str],
+) -> tuple[list[tuple[uuid.UUID, float]], list[Memory]]:
+    """The neighbours (id, cosine) best first, and the readable memories among them in that order."""
+    params: dict[str, Any] = {**statement.params, "workspace_id": workspace_id}
+    condition = ""
+    if type:
+        condition, params["type"] = condition + " AND m.type = %(type)s", type
+    if layers:
+        condition, params["layers"] = condition + " AND m.layer = ANY(%(layers)s::text[])", list(layers)
+    sql = _NEAREST_LOADED_SQL.format(nearest=statement.sql, columns=selectors.MEMORY_COLUMNS,
+                                     unembedded=_UNEMBEDDED_SQL, readable=selectors.readable_sql(scope, params),
+                                     condition=condition)
+    rows = selectors.memories_from_sql(sql, params, prepared=statement.prepared)
+    neighbours = [(row.near_id, float(row.near_similarity)) for row in rows]
+    return neighbours, [row for row in rows if row.id is not None]
 
 
 def _ranked(
@@ -482,21 +513,6 @@ def reciprocal_rank_fusion(rankings: list[list[Memory]], k: int = RRF_K) -> list
             by_id.setdefault(memory.id, memory)
     ordered = sorted(scores.items(), key=lambda item: (-item[1], -by_id[item[0]].created_at.timestamp()))
     return [(by_id[memory_id], score) for memory_id, score in ordered]
-
-
-def _load_in_order(
-    *, workspace_id: int, scope: MemoryScope, ids: list[uuid.UUID], type: str | None, layers: list[str]
-) -> list[Memory]:
-    condition, params = "", {}
-    if type:
-        condition, params["type"] = condition + " AND m.type = %(type)s", type
-    if layers:
-        condition, params["layers"] = condition + " AND m.layer = ANY(%(layers)s::text[])", list(layers)
-    found = selectors.memories_readable_by_ids(
-        workspace_id=workspace_id, scope=scope, ids=ids, condition=condition, condition_params=params,
-        annotation=f"EXISTS ({_UNEMBEDDED_SQL}) AS embed_pending",
-    )
-    return [found[memory_id] for memory_id in ids if memory_id in found]
 
 
 # Memories still waiting for their vector (or whose embedding failed). Uncorrelated: as an EXISTS in a load, the

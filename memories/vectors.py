@@ -283,6 +283,16 @@ def search_settings_ensure(sender: object, connection: Any, **kwargs: object) ->
 _SCOPE_OVER_BOUND: dict[tuple[int, int, str | None], float] = {}
 
 
+@dataclass(frozen=True)
+class NearestStatement:
+    """A nearest-neighbour search as SQL: it selects memory_id and similarity (cosine), best first, and orders by
+    `distance`, which it selects too. `prepared`: whether it may run prepared (config.prepared)."""
+
+    sql: str
+    params: dict[str, Any]
+    prepared: bool
+
+
 def nearest(
     *,
     workspace_id: int,
@@ -292,7 +302,25 @@ def nearest(
     limit: int,
     exclude: uuid.UUID | None = None,
 ) -> list[tuple[uuid.UUID, float]]:
-    """The `limit` memories closest to `query` (cosine similarity, best first) within the read scope.
+    """The `limit` memories closest to `query` (cosine similarity, best first) within the read scope."""
+    statement = nearest_statement(workspace_id=workspace_id, model=model, query=query, scope=scope, limit=limit,
+                                  exclude=exclude)
+    with prepared_cursor() if statement.prepared else connections["app"].cursor() as cursor:
+        cursor.execute(statement.sql, statement.params)
+        return [(row[0], float(row[1])) for row in cursor.fetchall()]
+
+
+def nearest_statement(
+    *,
+    workspace_id: int,
+    model: str,
+    query: np.ndarray,
+    scope: VectorScope,
+    limit: int,
+    exclude: uuid.UUID | None = None,
+) -> NearestStatement:
+    """The search nearest() runs, for a caller that builds on it (context/get loads the memories in the same
+    statement). Choosing the access path may take a round trip of its own (_indexed_search_setup).
 
     Every path picks at most `limit` candidates in a subquery and ranks them by their exact float4 distance,
     computed once per row: the exact scans order by it directly, the HNSW scan orders by the halfvec distance.
@@ -304,10 +332,11 @@ def nearest(
         "user": scope.user_id,
         "project": scope.project_id,
         "exclude": exclude,
-        "limit": limit,
     }
     # Integers are formatted into the SQL on purpose: the planner can only match a partial index against
-    # literal predicates (and a typed cast needs a literal dimension).
+    # literal predicates (and a typed cast needs a literal dimension); and a generic plan of a statement that
+    # joins the candidates to something (context/get loads their memories) must know how few they are, or it
+    # plans the join for thousands.
     rows = f"e.workspace_id = {int(workspace_id)} AND e.dimension = {int(dimension)} AND e.model = %(model)s"
     scope_filter = _scope_filter(scope, exclude=exclude is not None)
     distance = "e.embedding <=> %(query)s::vector"
@@ -322,7 +351,7 @@ def nearest(
             candidates = f"""
                 SELECT e.memory_id, {distance} AS distance FROM memory_embeddings e
                 WHERE {rows} AND {_user_filter(scope)} AND {scope_filter}
-                ORDER BY distance LIMIT %(limit)s
+                ORDER BY distance LIMIT {int(limit)}
             """
         elif visible <= settings.VECTOR_EXACT_MAX_SCOPED_ROWS:
             # A narrow scope in a large workspace (an end user's memories in a big tenant): the HNSW scan would
@@ -334,12 +363,12 @@ def nearest(
                 f"WHERE {rows} AND {user} AND {scope_filter}"
                 for user in _user_conditions(scope)
             )
-            candidates = f"SELECT memory_id, distance FROM ({branches}) visible ORDER BY distance LIMIT %(limit)s"
+            candidates = f"SELECT memory_id, distance FROM ({branches}) visible ORDER BY distance LIMIT {int(limit)}"
         else:
             candidates = f"""
                 SELECT e.memory_id, {distance} AS distance FROM memory_embeddings e
                 WHERE {rows} AND {_user_filter(scope)} AND {scope_filter}
-                ORDER BY {hnsw_order(dimension, "e.embedding", "%(query)s")} LIMIT %(limit)s
+                ORDER BY {hnsw_order(dimension, "e.embedding", "%(query)s")} LIMIT {int(limit)}
             """
     # A large workspace's search runs prepared: the workspace and dimension are literals in the text (partial
     # indexes), so its generic plan is the custom one, without planning on every search (0.7 of its ~4.5 ms of
@@ -347,11 +376,10 @@ def nearest(
     # its workspace in the text, every small workspace would prepare a statement of its own, and past psycopg's 100
     # per connection a busy server would plan, evict and deallocate (a round trip of its own) on most searches;
     # bound instead, the generic plan cannot know the workspace is small and may scan the whole table.
-    with prepared_cursor() if visible is not None else connections["app"].cursor() as cursor:
-        cursor.execute(
-            f"SELECT memory_id, 1 - distance FROM ({candidates}) candidates ORDER BY distance", params
-        )
-        return [(row[0], float(row[1])) for row in cursor.fetchall()]
+    return NearestStatement(
+        f"SELECT memory_id, 1 - distance AS similarity, distance FROM ({candidates}) candidates ORDER BY distance",
+        params, prepared=visible is not None,
+    )
 
 
 def workspace_vector_count(*, workspace_id: int, dimension: int) -> int:

@@ -234,3 +234,43 @@ def test_it_keeps_org_memories_in_the_org(personas):
     assert search(personas.alice_api, "deploy", scope={"projectId": "github.com/alice/x"})["memories"] == []
     assert search(personas.charlie_api, "deploy", scope=ACME_SCOPE)["memories"] == []
     assert search(personas.bob_api, "deploy")["memories"] == []
+
+
+def test_it_keeps_every_neighbours_place_but_loads_only_readable_memories(personas, settings):
+    """The vector search and the load of its memories are one statement: a neighbour the caller may not read (a
+    deleted memory whose vector is still stored, another layer) keeps its place and its cosine for the tiers'
+    depths, but is not loaded."""
+    import numpy as np
+
+    from memories import search, vectors
+    from memories.selectors import MemoryScope
+
+    ws = personal_workspace_id(personas.alice)
+    now = timezone.now()
+    basis = np.eye(8, dtype=np.float32)
+    query = (basis[0] + 0.1 * basis[1]).astype(np.float32)
+    query /= np.linalg.norm(query)
+    with workspace_context(ws):
+        times = {"created_at": now, "updated_at": now}
+        deleted = Memory.objects.create(workspace_id=ws, content="deleted", deleted_at=now, **times)
+        kept = Memory.objects.create(workspace_id=ws, content="kept", **times)
+        working = Memory.objects.create(workspace_id=ws, content="working", layer="working",
+                                        expires_at=now + timedelta(hours=1), **times)
+        rows = []
+        for memory, vector in ((deleted, basis[0]), (kept, basis[0] + basis[1]), (working, basis[0] + 2 * basis[1])):
+            rows.append(vectors.EmbeddingRow(memory_id=memory.id, user_id=None, scope="global", project_id=None,
+                                             expires_at=None, content_sha256="",
+                                             vector=(vector / np.linalg.norm(vector)).astype(np.float32)))
+        vectors.embeddings_store(workspace_id=ws, model=settings.EMBEDDING_MODEL, rows=rows)
+        found = search._semantic_candidates(workspace_id=ws, scope=MemoryScope(), query_vector=query,
+                                            depths={"long_term": 40})
+        assert [memory_id for memory_id, _ in found.neighbours] == [deleted.id, kept.id, working.id]
+        expected = [float(query @ row.vector) for row in rows]
+        assert [round(cosine, 4) for _, cosine in found.neighbours] == [round(value, 4) for value in expected]
+        assert [memory.id for memory in found.memories] == [kept.id] and found.partial is False
+
+        # Nothing readable: the neighbours are still known, and whether vectors are missing is asked on its own.
+        Memory.objects.filter(pk=kept.id).update(deleted_at=now)
+        found = search._semantic_candidates(workspace_id=ws, scope=MemoryScope(), query_vector=query,
+                                            depths={"long_term": 40})
+        assert len(found.neighbours) == 3 and found.memories == [] and found.partial is False
