@@ -157,11 +157,13 @@ reasons AS (
 # The best `limit` candidates a caller may read (its condition on memories m), labelled and loaded with their
 # columns, so no reload follows and an unreadable memory takes no slot. The candidates are walked best first and looked up one by
 # one until the limit is filled (an incremental sort: ties on score and hop go to the newer memory), so a depth-2
-# traversal with ~500 candidates reads a dozen memories, not all of them. graph_total counts every candidate.
+# traversal with ~500 candidates reads a dozen memories, not all of them. The LIMIT 1 (an id finds one memory) keeps
+# the planner from turning the lookup into a join it may plan as a hash of the workspace's memories when it expects
+# many candidates. graph_total counts every candidate.
 _BEST_READABLE_SQL = """best AS (
     SELECT {columns}, c.*
     FROM (SELECT linked.*, count(*) OVER () AS total FROM linked ORDER BY score DESC, greatest(hop, 1)) c
-    CROSS JOIN LATERAL (SELECT {columns} FROM memories m WHERE m.id = c.memory_id AND {condition}) m
+    CROSS JOIN LATERAL (SELECT {columns} FROM memories m WHERE m.id = c.memory_id AND {condition} LIMIT 1) m
     ORDER BY c.score DESC, greatest(c.hop, 1), m.updated_at DESC, m.id
     LIMIT %(limit)s
 )

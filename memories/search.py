@@ -210,12 +210,17 @@ def _semantic_candidates(
 
 # The vector search and the load of the memories it found, in one round trip: every neighbour comes back (its id
 # and similarity, for the tiers' depths and the cosine scores), with its memory's columns when the caller may read
-# it in the layers asked for (NULLs otherwise).
+# it in the layers asked for (NULLs otherwise). The lookup is a LATERAL subquery with a LIMIT (which keeps the
+# planner from turning it into a plain join) so that it is one primary-key probe per neighbour whatever the plan
+# expects: a prepared generic plan does not know the search's LIMIT, expected thousands of neighbours, and joined
+# them by hashing the workspace's memories instead (79-94 ms instead of 4.5 on the 100k bench).
 _NEAREST_LOADED_SQL = """
 WITH near AS MATERIALIZED ({nearest})
 SELECT {columns}, n.memory_id AS near_id, n.similarity AS near_similarity,
        EXISTS ({unembedded}) AS embed_pending
-FROM near n LEFT JOIN memories m ON m.id = n.memory_id AND {readable} {condition}
+FROM near n LEFT JOIN LATERAL (
+    SELECT {columns} FROM memories m WHERE m.id = n.memory_id AND {readable} {condition} LIMIT 1
+) m ON true
 ORDER BY n.distance, n.memory_id
 """
 

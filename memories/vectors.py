@@ -332,11 +332,10 @@ def nearest_statement(
         "user": scope.user_id,
         "project": scope.project_id,
         "exclude": exclude,
+        "limit": limit,
     }
     # Integers are formatted into the SQL on purpose: the planner can only match a partial index against
-    # literal predicates (and a typed cast needs a literal dimension); and a generic plan of a statement that
-    # joins the candidates to something (context/get loads their memories) must know how few they are, or it
-    # plans the join for thousands.
+    # literal predicates (and a typed cast needs a literal dimension).
     rows = f"e.workspace_id = {int(workspace_id)} AND e.dimension = {int(dimension)} AND e.model = %(model)s"
     scope_filter = _scope_filter(scope, exclude=exclude is not None)
     distance = "e.embedding <=> %(query)s::vector"
@@ -351,7 +350,7 @@ def nearest_statement(
             candidates = f"""
                 SELECT e.memory_id, {distance} AS distance FROM memory_embeddings e
                 WHERE {rows} AND {_user_filter(scope)} AND {scope_filter}
-                ORDER BY distance LIMIT {int(limit)}
+                ORDER BY distance LIMIT %(limit)s
             """
         elif visible <= settings.VECTOR_EXACT_MAX_SCOPED_ROWS:
             # A narrow scope in a large workspace (an end user's memories in a big tenant): the HNSW scan would
@@ -363,12 +362,12 @@ def nearest_statement(
                 f"WHERE {rows} AND {user} AND {scope_filter}"
                 for user in _user_conditions(scope)
             )
-            candidates = f"SELECT memory_id, distance FROM ({branches}) visible ORDER BY distance LIMIT {int(limit)}"
+            candidates = f"SELECT memory_id, distance FROM ({branches}) visible ORDER BY distance LIMIT %(limit)s"
         else:
             candidates = f"""
                 SELECT e.memory_id, {distance} AS distance FROM memory_embeddings e
                 WHERE {rows} AND {_user_filter(scope)} AND {scope_filter}
-                ORDER BY {hnsw_order(dimension, "e.embedding", "%(query)s")} LIMIT {int(limit)}
+                ORDER BY {hnsw_order(dimension, "e.embedding", "%(query)s")} LIMIT %(limit)s
             """
     # A large workspace's search runs prepared: the workspace and dimension are literals in the text (partial
     # indexes), so its generic plan is the custom one, without planning on every search (0.7 of its ~4.5 ms of
