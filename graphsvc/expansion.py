@@ -155,11 +155,11 @@ reasons AS (
 ), {best}
 """
 # The best `limit` candidates a caller may read (its condition on memories m), labelled and loaded with their
-# columns, so no reload follows and an unreadable memory takes no slot. The candidates are walked best first and looked up one by
-# one until the limit is filled (an incremental sort: ties on score and hop go to the newer memory), so a depth-2
-# traversal with ~500 candidates reads a dozen memories, not all of them. The LIMIT 1 (an id finds one memory) keeps
-# the planner from turning the lookup into a join it may plan as a hash of the workspace's memories when it expects
-# many candidates. graph_total counts every candidate.
+# columns, so no reload follows and an unreadable memory takes no slot. The candidates are walked best first and
+# looked up one by one until the limit is filled (an incremental sort: ties on score and hop go to the newer memory),
+# so a depth-2 traversal with ~500 candidates reads a dozen memories, not all of them. The LIMIT 1 (an id finds one
+# memory) keeps the planner from turning the lookup into a join it may plan as a hash of the workspace's memories
+# when it expects many candidates. graph_total counts every candidate.
 _BEST_READABLE_SQL = """best AS (
     SELECT {columns}, c.*
     FROM (SELECT linked.*, count(*) OVER () AS total FROM linked ORDER BY score DESC, greatest(hop, 1)) c
@@ -207,8 +207,8 @@ def expansion_params(*, workspace_id: int, seed_memory_ids: list[uuid.UUID], lim
 
 def expand(*, workspace_id: int, seed_memory_ids: list[uuid.UUID], depth: int, limit: int) -> Expansion:
     """Memories reachable from the seeds within `depth` hops, best first, at most `limit`, with no scope check: the
-    traversal itself, which the tests examine. context/get reads through readable_expansion_sql
-    with the caller's scope. One query."""
+    traversal itself, which the tests examine. context/get reads through readable_expansion_sql with the caller's
+    scope. One query."""
     if not seed_memory_ids or depth < 1 or limit < 1:
         return Expansion(memory_ids=[], reasons={}, total_candidates=0)
     sql = readable_expansion_sql(depth=depth, columns="m.id, m.updated_at", condition="m.workspace_id = %(ws)s")

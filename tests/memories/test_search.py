@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import numpy as np
 from django.utils import timezone
 
+from memories import search as search_service
+from memories import vectors
 from memories.models import Memory
+from memories.selectors import MemoryScope
 from tenancy.rls import workspace_context
 from tests.memories.helpers import ACME_SCOPE, add_org_global, ids, personal_workspace_id
 
@@ -240,11 +244,6 @@ def test_it_keeps_every_neighbours_place_but_loads_only_readable_memories(person
     """The vector search and the load of its memories are one statement: a neighbour the caller may not read (a
     deleted memory whose vector is still stored, another layer) keeps its place and its cosine for the tiers'
     depths, but is not loaded."""
-    import numpy as np
-
-    from memories import search, vectors
-    from memories.selectors import MemoryScope
-
     ws = personal_workspace_id(personas.alice)
     now = timezone.now()
     basis = np.eye(8, dtype=np.float32)
@@ -262,7 +261,7 @@ def test_it_keeps_every_neighbours_place_but_loads_only_readable_memories(person
                                              expires_at=None, content_sha256="",
                                              vector=(vector / np.linalg.norm(vector)).astype(np.float32)))
         vectors.embeddings_store(workspace_id=ws, model=settings.EMBEDDING_MODEL, rows=rows)
-        found = search._semantic_candidates(workspace_id=ws, scope=MemoryScope(), query_vector=query,
+        found = search_service._semantic_candidates(workspace_id=ws, scope=MemoryScope(), query_vector=query,
                                             depths={"long_term": 40})
         assert [memory_id for memory_id, _ in found.neighbours] == [deleted.id, kept.id, working.id]
         expected = [float(query @ row.vector) for row in rows]
@@ -271,6 +270,6 @@ def test_it_keeps_every_neighbours_place_but_loads_only_readable_memories(person
 
         # Nothing readable: the neighbours are still known, and whether vectors are missing is asked on its own.
         Memory.objects.filter(pk=kept.id).update(deleted_at=now)
-        found = search._semantic_candidates(workspace_id=ws, scope=MemoryScope(), query_vector=query,
+        found = search_service._semantic_candidates(workspace_id=ws, scope=MemoryScope(), query_vector=query,
                                             depths={"long_term": 40})
         assert len(found.neighbours) == 3 and found.memories == [] and found.partial is False

@@ -97,7 +97,6 @@ def test_it_counts_a_wide_scope_once_and_a_narrow_one_every_time(indexed_workspa
     assert found[0] == target and set(found) <= set(shared) | set(more) and setup == ""
 
 
-
 def _prepared_searches() -> int:
     with connections["app"].cursor() as cursor:
         cursor.execute("SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE '%%FROM memory_embeddings e%%'")
