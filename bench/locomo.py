@@ -798,10 +798,23 @@ def ask_conversation(run: Run, conversation: Conversation, workspace_id: int) ->
     progress_done()
 
 
+def forget_retrieval_history(workspace_id: int) -> None:
+    """Delete the workspace's retrieval metrics left by earlier runs. The quality gate judges the last 24 hours, so
+    without this a re-run within a day inherited the previous run's verdict: a conversation whose sparse graph
+    tripped EXPANSION_COVERAGE_TOO_LOW then refused canary (409) and the whole hybrid_graph strategy was skipped.
+    Within a run the gate still acts as in the product, and its fallbacks are counted in the report."""
+    from rollout.models import RetrievalMetric
+    from tenancy.rls import workspace_context
+
+    with workspace_context(workspace_id):
+        RetrievalMetric.objects.filter(workspace_id=workspace_id).delete()
+
+
 def prepare_graph(run: Run, conversation: Conversation, workspace_id: int) -> None:
     result = run.results.get("hybrid_graph")
     if result is None or result.skipped:
         return
+    forget_retrieval_history(workspace_id)
     try:
         how = enable_canary(run.api, conversation.tenant_id, workspace_id)
     except StrategyUnavailable as exc:
