@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import api_latency  # noqa: E402 - the bench database, gunicorn runner, HTTP client and statistics
+import cpu_usage  # noqa: E402 - where the run's CPU went
 
 os.environ["CAIRN_DATABASE_NAME"] = api_latency.BENCH_DATABASE
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
@@ -188,7 +189,14 @@ def context_workload(depth: int) -> api_latency.Workload:
     return api_latency.Workload("context/get", 200, body)
 
 
-def run_for(port: int, key: str, workload: api_latency.Workload, clients: int, seconds: float) -> dict[str, Any]:
+def database_pid() -> int:
+    from config import embedded_db
+
+    return int((embedded_db.var_dir() / "pgdata" / "postmaster.pid").read_text().split()[0])
+
+
+def run_for(port: int, key: str, workload: api_latency.Workload, clients: int, seconds: float,
+            *, web_pid: int) -> dict[str, Any]:
     samples: list[api_latency.Sample] = []
     lock = threading.Lock()
     stop = threading.Event()
@@ -206,6 +214,7 @@ def run_for(port: int, key: str, workload: api_latency.Workload, clients: int, s
 
     threads = [threading.Thread(target=loop, args=(i,), daemon=True) for i in range(clients)]
     load_before = os.getloadavg()[0]
+    cpu_before = cpu_usage.snapshot(web_root=web_pid, database_root=database_pid())
     began = time.perf_counter()
     for thread in threads:
         thread.start()
@@ -214,6 +223,7 @@ def run_for(port: int, key: str, workload: api_latency.Workload, clients: int, s
     for thread in threads:
         thread.join()
     wall = time.perf_counter() - began
+    cpu_after = cpu_usage.snapshot(web_root=web_pid, database_root=database_pid())
     ok = [s for s in samples if s.ok]
     return {
         "loadavg1m": [round(load_before, 2), round(os.getloadavg()[0], 2)],  # before, after
@@ -223,6 +233,7 @@ def run_for(port: int, key: str, workload: api_latency.Workload, clients: int, s
         "qps": round(len(ok) / wall, 1),
         "serverMs": api_latency.summary([s.server_ms for s in ok if s.server_ms is not None]),
         "clientMs": api_latency.summary([s.client_ms for s in ok]),
+        "cpu": cpu_usage.split(cpu_before, cpu_after, requests=len(samples), cores=os.cpu_count() or 1),
     }
 
 
@@ -274,11 +285,12 @@ def main() -> None:
     options = ["--workers", str(args.workers)]
     if args.threads > 1:
         options += ["--worker-class", "gthread", "--threads", str(args.threads)]
-    with api_latency.gunicorn(port, args.out.with_suffix(".gunicorn.log"), options):
+    with api_latency.gunicorn(port, args.out.with_suffix(".gunicorn.log"), options) as server:
         warm_up(port, seed.api_key, args.workers)
         for depth in args.depths:
             print(f"context/get graphDepth={depth}, {args.clients} clients, {args.seconds:.0f}s…", file=sys.stderr)
-            results[f"depth{depth}"] = run_for(port, seed.api_key, context_workload(depth), args.clients, args.seconds)
+            results[f"depth{depth}"] = run_for(port, seed.api_key, context_workload(depth), args.clients, args.seconds,
+                                             web_pid=server.pid)
     report = {"memories": args.memories, "graph": graph, "clients": args.clients, "results": results,
               "server": {"workers": args.workers, "threads": args.threads},
               "machine": {"nproc": os.cpu_count(), "loadavg": os.getloadavg()}}
