@@ -37,24 +37,14 @@ def main() -> None:
     parser.add_argument("--profile", type=int, default=0, help="print the top N functions by own time")
     args = parser.parse_args()
 
-    import django
-
-    django.setup()
-    from django.contrib.auth import get_user_model
+    user, workspace_id = context_latency.in_process_workspace()
     from django.test import Client
     from django.utils import timezone
 
-    from memories.embeddings import get_embedder
     from tenancy import services as tenancy_services
 
-    user = get_user_model().objects.get(username="bench")
-    workspace_id = tenancy_services.personal_workspace_ensure(user=user).id
-    context_latency.set_canary(workspace_id)
     key = tenancy_services.api_key_create(user=user, expires_at=timezone.now() + timedelta(hours=1),
                                           name="http-profile", created_via="bench").raw_key
-    embedder = get_embedder()
-    if hasattr(embedder, "warm"):
-        embedder.warm()
     client = Client()
     headers = {"HTTP_AUTHORIZATION": f"Bearer {key}"}
     report: dict[str, object] = {"loadavg": os.getloadavg()}

@@ -189,6 +189,27 @@ def context_workload(depth: int) -> api_latency.Workload:
     return api_latency.Workload("context/get", 200, body)
 
 
+def in_process_workspace() -> tuple[Any, int]:
+    """For the in-process profiles (context_profile.py, context_http_profile.py): set Django up on the seeded bench
+    database, put its workspace in canary and load the embedding model now (rather than answering lexical while it
+    loads). Returns the bench user and the workspace id."""
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+
+    from memories.embeddings import get_embedder
+    from tenancy import services as tenancy_services
+
+    user = get_user_model().objects.get(username="bench")
+    workspace_id = tenancy_services.personal_workspace_ensure(user=user).id
+    set_canary(workspace_id)
+    embedder = get_embedder()
+    if hasattr(embedder, "warm"):
+        embedder.warm()
+    return user, workspace_id
+
+
 def database_pid() -> int:
     from config import embedded_db
 

@@ -35,26 +35,14 @@ def main() -> None:
                         help="print each statement's median ms over the calls (by position in the call)")
     args = parser.parse_args()
 
-    import django
-
-    django.setup()
-    from django.contrib.auth import get_user_model
+    _, workspace_id = context_latency.in_process_workspace()
     from django.db import connections
     from django.test.utils import CaptureQueriesContext
 
     from memories import context
     from memories.selectors import MemoryScope
-    from tenancy import services as tenancy_services
     from tenancy.rls import workspace_context
 
-    user = get_user_model().objects.get(username="bench")
-    workspace_id = tenancy_services.personal_workspace_ensure(user=user).id
-    context_latency.set_canary(workspace_id)
-    from memories.embeddings import get_embedder
-
-    embedder = get_embedder()
-    if hasattr(embedder, "warm"):
-        embedder.warm()  # load the model now rather than answering lexical while it loads
     report: dict[str, object] = {"loadavg": os.getloadavg()}
     for depth in args.depth:
         walls: list[float] = []
