@@ -36,7 +36,9 @@ def cpu() -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--adds", type=int, default=300)
     parser.add_argument("--top", type=int, default=25)
     args = parser.parse_args()
@@ -52,8 +54,9 @@ def main() -> None:
     rng = random.Random(3)
 
     def add() -> None:
-        response = client.post("/api/sdk/v1/memories/add", api_latency.add_body(rng, None),
-                               content_type="application/json")
+        response = client.post(
+            "/api/sdk/v1/memories/add", api_latency.add_body(rng, None), content_type="application/json"
+        )
         assert response.status_code == 201, response.content[:300]
 
     for _ in range(30):  # warm up: imports, connections, caches

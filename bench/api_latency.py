@@ -235,7 +235,9 @@ def seed_memories(workspace_id: int, target: int) -> tuple[int, int]:
         # The previous run's adds leave the graph the way a forget does (their nodes, links and the edges they
         # are evidence for): left behind, the writer's user node gathered ~10k edges over many runs, a hub that
         # context_latency.py's depth-2 expansion then walked on every call.
-        cursor.execute("SELECT id FROM memories WHERE workspace_id = %s AND user_id IS NOT NULL", [workspace_id])
+        cursor.execute(
+            "SELECT id FROM memories WHERE workspace_id = %s AND user_id IS NOT NULL", [workspace_id]
+        )
         forget_side_effects(workspace_id=workspace_id, memory_ids=[row[0] for row in cursor.fetchall()])
         # A worker (pipeline_throughput.py's qcluster shares this database) may have embedded the previous
         # run's adds; their jobs and vectors reference them without ON DELETE CASCADE.
@@ -340,7 +342,9 @@ def free_port() -> int:
 
 
 @contextmanager
-def gunicorn(port: int, log_path: Path, options: list[str] | None = None) -> Iterator[subprocess.Popen[bytes]]:
+def gunicorn(
+    port: int, log_path: Path, options: list[str] | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
     """Run gunicorn for the duration of the block and stop it however the block ends. `options` replace the
     default worker options (2 sync workers)."""
     executable = Path(sys.executable).with_name("gunicorn")

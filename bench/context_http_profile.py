@@ -31,7 +31,9 @@ os.environ.setdefault("RATE_LIMIT_REQUESTS", "1000000")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--calls", type=int, default=60)
     parser.add_argument("--depth", type=int, nargs="+", default=[1])
     parser.add_argument("--profile", type=int, default=0, help="print the top N functions by own time")
@@ -43,8 +45,9 @@ def main() -> None:
 
     from tenancy import services as tenancy_services
 
-    key = tenancy_services.api_key_create(user=user, expires_at=timezone.now() + timedelta(hours=1),
-                                          name="http-profile", created_via="bench").raw_key
+    key = tenancy_services.api_key_create(
+        user=user, expires_at=timezone.now() + timedelta(hours=1), name="http-profile", created_via="bench"
+    ).raw_key
     client = Client()
     headers = {"HTTP_AUTHORIZATION": f"Bearer {key}"}
     report: dict[str, object] = {"loadavg": os.getloadavg()}
@@ -54,14 +57,20 @@ def main() -> None:
         walls: list[float] = []
         sizes: list[int] = []
         for index in range(args.calls + 5):
-            body = {"query": context_latency.QUERIES[index % len(context_latency.QUERIES)], "strategy": "hybrid",
-                    "graphDepth": depth, "limit": 5, "graphLimit": 8}
+            body = {
+                "query": context_latency.QUERIES[index % len(context_latency.QUERIES)],
+                "strategy": "hybrid",
+                "graphDepth": depth,
+                "limit": 5,
+                "graphLimit": 8,
+            }
             measured = index >= 5
             if profiler and measured:
                 profiler.enable()
             wall, cpu = time.perf_counter(), time.process_time()
-            response = client.post("/api/sdk/v1/context/get", data=json.dumps(body),
-                                   content_type="application/json", **headers)
+            response = client.post(
+                "/api/sdk/v1/context/get", data=json.dumps(body), content_type="application/json", **headers
+            )
             wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
             if profiler and measured:
                 profiler.disable()
@@ -72,13 +81,17 @@ def main() -> None:
             cpus.append(cpu * 1000)
             walls.append(wall * 1000)
             sizes.append(len(response.content))
-        report[f"depth{depth}"] = {"cpuMsMedian": round(statistics.median(cpus), 2),
-                                   "wallMsMedian": round(statistics.median(walls), 2),
-                                   "bytesMedian": statistics.median(sizes)}
+        report[f"depth{depth}"] = {
+            "cpuMsMedian": round(statistics.median(cpus), 2),
+            "wallMsMedian": round(statistics.median(walls), 2),
+            "bytesMedian": statistics.median(sizes),
+        }
     report["loadavgAfter"] = os.getloadavg()
     print(json.dumps(report, indent=2))
     if profiler:
-        pstats.Stats(profiler).sort_stats(os.environ.get("PROFILE_SORT", "tottime")).print_stats(os.environ.get("PROFILE_FILTER", ""), args.profile)
+        pstats.Stats(profiler).sort_stats(os.environ.get("PROFILE_SORT", "tottime")).print_stats(
+            os.environ.get("PROFILE_FILTER", ""), args.profile
+        )
 
 
 if __name__ == "__main__":

@@ -40,14 +40,17 @@ CLUSTERS = 400
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--memories", type=int, default=100_000)
     parser.add_argument("--seconds", type=float, default=30.0, help="measurement time per configuration")
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "context_latency.json")
     parser.add_argument("--workers", type=int, default=GUNICORN_WORKERS, help="gunicorn worker processes")
-    parser.add_argument("--threads", type=int, default=GUNICORN_THREADS,
-                        help="threads per worker (gthread); 1 = sync workers")
+    parser.add_argument(
+        "--threads", type=int, default=GUNICORN_THREADS, help="threads per worker (gthread); 1 = sync workers"
+    )
     parser.add_argument("--depths", type=int, nargs="+", default=[1, 2])
     return parser.parse_args()
 
@@ -58,8 +61,13 @@ def superuser_connection() -> Any:
     from config import embedded_db
 
     server = embedded_db.ensure_embedded_postgres()
-    return psycopg.connect(host=server.socket_dir, port=server.port, user=embedded_db.SUPERUSER,
-                           dbname=api_latency.BENCH_DATABASE, autocommit=True)
+    return psycopg.connect(
+        host=server.socket_dir,
+        port=server.port,
+        user=embedded_db.SUPERUSER,
+        dbname=api_latency.BENCH_DATABASE,
+        autocommit=True,
+    )
 
 
 def seed_graph(workspace_id: int, memories: int) -> dict[str, Any]:
@@ -69,9 +77,13 @@ def seed_graph(workspace_id: int, memories: int) -> dict[str, Any]:
     model = settings.EMBEDDING_MODEL
     started = time.perf_counter()
     with superuser_connection() as conn:
-        edges = conn.execute("SELECT count(*) FROM graph_edges WHERE workspace_id = %s", [workspace_id]).fetchone()[0]
-        vectors = conn.execute("SELECT count(*) FROM memory_embeddings WHERE workspace_id = %s AND model = %s",
-                               [workspace_id, model]).fetchone()[0]
+        edges = conn.execute(
+            "SELECT count(*) FROM graph_edges WHERE workspace_id = %s", [workspace_id]
+        ).fetchone()[0]
+        vectors = conn.execute(
+            "SELECT count(*) FROM memory_embeddings WHERE workspace_id = %s AND model = %s",
+            [workspace_id, model],
+        ).fetchone()[0]
         if edges >= memories * NEIGHBOURS * 2 * 0.95 and vectors < memories:
             # Seeded under an earlier default model: the vectors are synthetic, so only their label must follow
             # (search compares a query only with vectors of the model it was embedded by).
@@ -84,7 +96,13 @@ def seed_graph(workspace_id: int, memories: int) -> dict[str, Any]:
         if edges >= memories * NEIGHBOURS * 2 * 0.95 and vectors >= memories:
             return {"seeded": False, "edges": edges, "vectors": vectors, "seconds": 0.0}
         print("seeding graph and vectors (a few minutes)…", file=sys.stderr)
-        for table in ("graph_edges", "memory_node_links", "graph_nodes", "memory_embeddings", "pipeline_jobs"):
+        for table in (
+            "graph_edges",
+            "memory_node_links",
+            "graph_nodes",
+            "memory_embeddings",
+            "pipeline_jobs",
+        ):
             conn.execute(f"DELETE FROM {table} WHERE workspace_id = %s", [workspace_id])
         conn.execute("SET maintenance_work_mem = '512MB'")
         conn.execute(
@@ -154,13 +172,20 @@ def seed_graph(workspace_id: int, memories: int) -> dict[str, Any]:
         conn.execute("VACUUM ANALYZE memory_node_links")
         conn.execute("VACUUM ANALYZE graph_nodes")
         conn.execute("VACUUM ANALYZE memory_embeddings")
-        edges = conn.execute("SELECT count(*) FROM graph_edges WHERE workspace_id = %s", [workspace_id]).fetchone()[0]
+        edges = conn.execute(
+            "SELECT count(*) FROM graph_edges WHERE workspace_id = %s", [workspace_id]
+        ).fetchone()[0]
     from memories import vectors
 
     index_started = time.perf_counter()
     vectors.hnsw_index_ensure(workspace_id=workspace_id, dimension=384)
-    return {"seeded": True, "edges": edges, "vectors": memories, "seconds": round(time.perf_counter() - started, 1),
-            "indexSeconds": round(time.perf_counter() - index_started, 1)}
+    return {
+        "seeded": True,
+        "edges": edges,
+        "vectors": memories,
+        "seconds": round(time.perf_counter() - started, 1),
+        "indexSeconds": round(time.perf_counter() - index_started, 1),
+    }
 
 
 def set_canary(workspace_id: int) -> None:
@@ -176,15 +201,26 @@ def set_canary(workspace_id: int) -> None:
 
 
 QUERIES = [
-    "what did we decide about the connection pool", "latency spikes in the staging environment",
-    "who owns the feature flag rollout", "how do we deploy the api", "postgres migration plan",
-    "retry policy for webhooks", "caching strategy for the dashboard", "on-call handover notes",
+    "what did we decide about the connection pool",
+    "latency spikes in the staging environment",
+    "who owns the feature flag rollout",
+    "how do we deploy the api",
+    "postgres migration plan",
+    "retry policy for webhooks",
+    "caching strategy for the dashboard",
+    "on-call handover notes",
 ]
 
 
 def context_workload(depth: int) -> api_latency.Workload:
     def body(rng: random.Random, previous: dict[str, Any] | None) -> dict[str, Any]:
-        return {"query": rng.choice(QUERIES), "strategy": "hybrid", "graphDepth": depth, "limit": 5, "graphLimit": 8}
+        return {
+            "query": rng.choice(QUERIES),
+            "strategy": "hybrid",
+            "graphDepth": depth,
+            "limit": 5,
+            "graphLimit": 8,
+        }
 
     return api_latency.Workload("context/get", 200, body)
 
@@ -216,8 +252,9 @@ def database_pid() -> int:
     return int((embedded_db.var_dir() / "pgdata" / "postmaster.pid").read_text().split()[0])
 
 
-def run_for(port: int, key: str, workload: api_latency.Workload, clients: int, seconds: float,
-            *, web_pid: int) -> dict[str, Any]:
+def run_for(
+    port: int, key: str, workload: api_latency.Workload, clients: int, seconds: float, *, web_pid: int
+) -> dict[str, Any]:
     samples: list[api_latency.Sample] = []
     lock = threading.Lock()
     stop = threading.Event()
@@ -274,11 +311,14 @@ def warm_up(port: int, key: str, workers: int) -> None:
         try:
             while not done.is_set() and time.time() < deadline:
                 _, data = client.call(workload, workload.body(rng, None))
-                hybrid = bool(data and data["trace"]["semanticStrategyApplied"] == "hybrid"
-                              and data["trace"]["strategy"] == "hybrid_graph")
+                hybrid = bool(
+                    data
+                    and data["trace"]["semanticStrategyApplied"] == "hybrid"
+                    and data["trace"]["strategy"] == "hybrid_graph"
+                )
                 with lock:
                     recent.append(hybrid)
-                    del recent[:-10 * workers]
+                    del recent[: -10 * workers]
                     if len(recent) == 10 * workers and all(recent):
                         done.set()
                 if not hybrid:
@@ -309,12 +349,21 @@ def main() -> None:
     with api_latency.gunicorn(port, args.out.with_suffix(".gunicorn.log"), options) as server:
         warm_up(port, seed.api_key, args.workers)
         for depth in args.depths:
-            print(f"context/get graphDepth={depth}, {args.clients} clients, {args.seconds:.0f}s…", file=sys.stderr)
-            results[f"depth{depth}"] = run_for(port, seed.api_key, context_workload(depth), args.clients, args.seconds,
-                                             web_pid=server.pid)
-    report = {"memories": args.memories, "graph": graph, "clients": args.clients, "results": results,
-              "server": {"workers": args.workers, "threads": args.threads},
-              "machine": {"nproc": os.cpu_count(), "loadavg": os.getloadavg()}}
+            print(
+                f"context/get graphDepth={depth}, {args.clients} clients, {args.seconds:.0f}s…",
+                file=sys.stderr,
+            )
+            results[f"depth{depth}"] = run_for(
+                port, seed.api_key, context_workload(depth), args.clients, args.seconds, web_pid=server.pid
+            )
+    report = {
+        "memories": args.memories,
+        "graph": graph,
+        "clients": args.clients,
+        "results": results,
+        "server": {"workers": args.workers, "threads": args.threads},
+        "machine": {"nproc": os.cpu_count(), "loadavg": os.getloadavg()},
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2))
     print(json.dumps(report, indent=2))

@@ -27,12 +27,17 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--calls", type=int, default=40)
     parser.add_argument("--depth", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--show-queries", action="store_true", help="print the SQL of the last call")
-    parser.add_argument("--per-statement", action="store_true",
-                        help="print each statement's median ms over the calls (by position in the call)")
+    parser.add_argument(
+        "--per-statement",
+        action="store_true",
+        help="print each statement's median ms over the calls (by position in the call)",
+    )
     args = parser.parse_args()
 
     _, workspace_id = context_latency.in_process_workspace()
@@ -53,11 +58,15 @@ def main() -> None:
         labels: dict[int, str] = {}
         for index in range(args.calls + 5):  # the first 5 warm the caches and the model
             query = context_latency.QUERIES[index % len(context_latency.QUERIES)]
-            request = context.ContextRequest(query=query, strategy="hybrid", graph_depth=depth, limit=5, graph_limit=8)
+            request = context.ContextRequest(
+                query=query, strategy="hybrid", graph_depth=depth, limit=5, graph_limit=8
+            )
             with CaptureQueriesContext(connections["app"]) as captured:
                 wall, cpu = time.perf_counter(), time.process_time()
                 with workspace_context(workspace_id):
-                    data = context.context_get(workspace_id=workspace_id, scope=MemoryScope(), request=request)
+                    data = context.context_get(
+                        workspace_id=workspace_id, scope=MemoryScope(), request=request
+                    )
                 wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
             if index < 5:
                 continue
@@ -78,7 +87,10 @@ def main() -> None:
         }
         if args.per_statement:
             for position, times in sorted(by_position.items()):
-                print(f"{statistics.median(times):7.2f} ms  (n={len(times):3d})  {labels[position]}", file=sys.stderr)
+                print(
+                    f"{statistics.median(times):7.2f} ms  (n={len(times):3d})  {labels[position]}",
+                    file=sys.stderr,
+                )
         if args.show_queries:
             for q in captured.captured_queries:
                 print(f"{float(q['time']) * 1000:7.1f} ms  {q['sql'][:160]}", file=sys.stderr)

@@ -40,7 +40,7 @@ def _process_table() -> dict[int, tuple[int, float]]:
         except OSError:  # exited between the listing and the read
             continue
         # The command name is in parentheses and may hold spaces; the fields after it are fixed.
-        fields = raw[raw.rindex(")") + 2:].split()
+        fields = raw[raw.rindex(")") + 2 :].split()
         parent, utime, stime = int(fields[1]), int(fields[11]), int(fields[12])
         table[int(entry.name)] = (parent, (utime + stime) / TICKS_PER_SECOND)
     return table
@@ -62,7 +62,7 @@ def _tree(table: dict[int, tuple[int, float]], root: int) -> dict[int, float]:
 
 def _machine() -> dict[str, int]:
     names = ["user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal"]
-    values = (PROC / "stat").read_text().splitlines()[0].split()[1:1 + len(names)]
+    values = (PROC / "stat").read_text().splitlines()[0].split()[1 : 1 + len(names)]
     return dict(zip(names, map(int, values), strict=True))
 
 
@@ -85,7 +85,9 @@ def _spent(before: dict[int, float], after: dict[int, float]) -> float:
     return sum(seconds - before.get(pid, 0.0) for pid, seconds in after.items())
 
 
-def split(before: Snapshot | None, after: Snapshot | None, *, requests: int, cores: int) -> dict[str, Any] | None:
+def split(
+    before: Snapshot | None, after: Snapshot | None, *, requests: int, cores: int
+) -> dict[str, Any] | None:
     """CPU milliseconds per request by who spent them, the host's share of the interval, and the requests per
     second `cores` cores allow at the server's cost per request (web + database, no load generator)."""
     if before is None or after is None or requests == 0:

@@ -39,7 +39,9 @@ def cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def recall_at(k: int, question_vectors: np.ndarray, turn_vectors: np.ndarray, evidence: list[set[int]]) -> list[float]:
+def recall_at(
+    k: int, question_vectors: np.ndarray, turn_vectors: np.ndarray, evidence: list[set[int]]
+) -> list[float]:
     scores = question_vectors @ turn_vectors.T
     top = np.argsort(-scores, axis=1)[:, :k]
     return [len(wanted & set(row.tolist())) / len(wanted) for row, wanted in zip(top, evidence, strict=True)]
@@ -47,7 +49,9 @@ def recall_at(k: int, question_vectors: np.ndarray, turn_vectors: np.ndarray, ev
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "locomo" / "locomo-dev.json")
+    parser.add_argument(
+        "--data", type=Path, default=ROOT.parent / "shared" / "data" / "locomo" / "locomo-dev.json"
+    )
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--repeat", type=int, default=2, help="speed runs per variant; the fastest counts")
     args = parser.parse_args()

@@ -58,8 +58,13 @@ def seed(nodes: int, edges: int) -> tuple[Any, int]:
         GraphNode.objects.filter(workspace_id=ws).delete()
         rng = random.Random(7)
         created = GraphNode.objects.bulk_create(
-            GraphNode(workspace_id=ws, node_type=NODE_TYPES[i % len(NODE_TYPES)], node_key=f"node-{i}",
-                      label=f"node {i}") for i in range(nodes)
+            GraphNode(
+                workspace_id=ws,
+                node_type=NODE_TYPES[i % len(NODE_TYPES)],
+                node_key=f"node-{i}",
+                label=f"node {i}",
+            )
+            for i in range(nodes)
         )
         ids = [node.id for node in created]
         # A few hubs and a long tail, like a real memory graph.
@@ -67,9 +72,17 @@ def seed(nodes: int, edges: int) -> tuple[Any, int]:
         rows = []
         for i in range(edges):
             source, target = rng.choices(ids, weights=weights, k=1)[0], rng.choice(ids)
-            rows.append(GraphEdge(workspace_id=ws, edge_key=f"bench:{i}", from_node_id=source, to_node_id=target,
-                                  edge_type=rng.choice(("related_to", "about_topic", "uses", "depends_on")),
-                                  weight=rng.random(), confidence=rng.random()))
+            rows.append(
+                GraphEdge(
+                    workspace_id=ws,
+                    edge_key=f"bench:{i}",
+                    from_node_id=source,
+                    to_node_id=target,
+                    edge_type=rng.choice(("related_to", "about_topic", "uses", "depends_on")),
+                    weight=rng.random(),
+                    confidence=rng.random(),
+                )
+            )
         GraphEdge.objects.bulk_create(rows, batch_size=2000)
     return user, ws
 
@@ -93,7 +106,9 @@ def measure(base_url: str, cookie: str, ws: int, nodes: int, runs: int) -> list[
         try:
             for _ in range(runs):
                 context = browser.new_context(base_url=base_url, viewport={"width": 1400, "height": 900})
-                context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": cookie, "url": base_url}])
+                context.add_cookies(
+                    [{"name": settings.SESSION_COOKIE_NAME, "value": cookie, "url": base_url}]
+                )
                 page = context.new_page()
                 page.set_default_timeout(120_000)
                 page.goto(f"/w/{ws}/graph/?graph_limit={nodes}")
@@ -106,7 +121,9 @@ def measure(base_url: str, cookie: str, ws: int, nodes: int, runs: int) -> list[
                 marks = page.evaluate(
                     "Object.fromEntries(performance.getEntriesByType('mark').map(m => [m.name, m.startTime]))"
                 )
-                dom_ready = page.evaluate("performance.getEntriesByType('navigation')[0].domContentLoadedEventEnd")
+                dom_ready = page.evaluate(
+                    "performance.getEntriesByType('navigation')[0].domContentLoadedEventEnd"
+                )
                 on_screen = page.evaluate("window.cairnExplorer.cy.nodes().length")
                 zoom_ms = page.evaluate(
                     "() => new Promise(done => { const cy = window.cairnExplorer.cy; const t = performance.now();"
@@ -116,10 +133,12 @@ def measure(base_url: str, cookie: str, ws: int, nodes: int, runs: int) -> list[
                 # A wheel zoom is what a person does; Cytoscape then draws a cached texture of the canvas.
                 box = page.locator("#graph-canvas").bounding_box()
                 page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-                page.evaluate("window.__frames = []; window.__t0 = performance.now();"
-                              "const tick = () => { window.__frames.push(performance.now() - window.__t0);"
-                              " if (window.__frames.length < 30) requestAnimationFrame(tick); };"
-                              "requestAnimationFrame(tick);")
+                page.evaluate(
+                    "window.__frames = []; window.__t0 = performance.now();"
+                    "const tick = () => { window.__frames.push(performance.now() - window.__t0);"
+                    " if (window.__frames.length < 30) requestAnimationFrame(tick); };"
+                    "requestAnimationFrame(tick);"
+                )
                 for _ in range(5):
                     page.mouse.wheel(0, -120)
                 page.wait_for_timeout(1500)
@@ -130,11 +149,20 @@ def measure(base_url: str, cookie: str, ws: int, nodes: int, runs: int) -> list[
                 page.select_option("#node-select", index=0)
                 page.wait_for_selector("#node-details")
                 select_ms = (time.perf_counter() - started) * 1000
-                results.append({"firstPaintMs": first_paint, "domReadyMs": dom_ready,
-                                "fetchMs": marks["graph:fetched"] - marks["graph:fetch"],
-                                "addMs": marks["graph:added"] - marks["graph:fetched"],
-                                "layoutAndDrawMs": first_paint - marks["graph:added"], "graphDataMs": data_ms, "zoomFrameMs": zoom_ms, "wheelZoomWorstFrameMs": wheel_frame_ms,
-                                "selectNodeMs": select_ms, "nodesOnScreen": on_screen})
+                results.append(
+                    {
+                        "firstPaintMs": first_paint,
+                        "domReadyMs": dom_ready,
+                        "fetchMs": marks["graph:fetched"] - marks["graph:fetch"],
+                        "addMs": marks["graph:added"] - marks["graph:fetched"],
+                        "layoutAndDrawMs": first_paint - marks["graph:added"],
+                        "graphDataMs": data_ms,
+                        "zoomFrameMs": zoom_ms,
+                        "wheelZoomWorstFrameMs": wheel_frame_ms,
+                        "selectNodeMs": select_ms,
+                        "nodesOnScreen": on_screen,
+                    }
+                )
                 context.close()
         finally:
             browser.close()
@@ -155,7 +183,9 @@ def main(argv: list[str] | None = None) -> int:
     from django.db import connections
 
     if args.nodes > settings.DASHBOARD_EXPLORER_MAX_NODES:
-        parser.error(f"--nodes is capped by DASHBOARD_EXPLORER_MAX_NODES ({settings.DASHBOARD_EXPLORER_MAX_NODES})")
+        parser.error(
+            f"--nodes is capped by DASHBOARD_EXPLORER_MAX_NODES ({settings.DASHBOARD_EXPLORER_MAX_NODES})"
+        )
     user, ws = seed(args.nodes, args.edges)
     cookie = session_cookie(user)
     connections.close_all()
@@ -164,8 +194,14 @@ def main(argv: list[str] | None = None) -> int:
         runs = measure(f"http://127.0.0.1:{port}", cookie, ws, args.nodes, args.runs)
 
     summary = {key: round(statistics.median(run[key] for run in runs), 1) for key in runs[0]}
-    report = {"when": datetime.now(UTC).isoformat(), "machine": platform.machine(), "nodes": args.nodes,
-              "edges": args.edges, "runs": runs, "median": summary}
+    report = {
+        "when": datetime.now(UTC).isoformat(),
+        "machine": platform.machine(),
+        "nodes": args.nodes,
+        "edges": args.edges,
+        "runs": runs,
+        "median": summary,
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2))
     for key, value in summary.items():

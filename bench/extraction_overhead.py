@@ -37,7 +37,9 @@ PROJECTS = ["billing service", "search api", "mobile app", "data platform", "aut
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--memories", type=int, default=300)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "extraction_overhead.json")
     return parser.parse_args()
@@ -49,25 +51,65 @@ def answer_for(body: dict[str, Any]) -> str:
     rng = random.Random(user)
     if "relate to each other" in system:
         relationship = rng.choice(["agrees", "contradicts", "refines", "unrelated", "unrelated"])
-        return json.dumps({"relationship": relationship, "confidence": 0.85, "explanation": "bench",
-                           "evidence": user[-60:-20]})
+        return json.dumps(
+            {
+                "relationship": relationship,
+                "confidence": 0.85,
+                "explanation": "bench",
+                "evidence": user[-60:-20],
+            }
+        )
     if "typed relationships" in system:
-        return json.dumps({"edges": [{"type": "depends_on", "target_memory_index": 1, "condition_key": None,
-                                      "direction": "from_new", "confidence": 0.8, "evidence": "bench"}]})
+        return json.dumps(
+            {
+                "edges": [
+                    {
+                        "type": "depends_on",
+                        "target_memory_index": 1,
+                        "condition_key": None,
+                        "direction": "from_new",
+                        "confidence": 0.8,
+                        "evidence": "bench",
+                    }
+                ]
+            }
+        )
     if "same real-world thing" in system:
         return json.dumps({"same_entity": rng.random() < 0.5})
     person, tool, project = rng.choice(PEOPLE), rng.choice(TOOLS), rng.choice(PROJECTS)
-    return json.dumps({
-        "entities": [{"name": person, "type": "person", "summary": "engineer"},
-                     {"name": tool, "type": "tool", "summary": f"{tool} in production"},
-                     {"name": project, "type": "project", "summary": None}],
-        "facts": [{"source": person, "target": project, "relation": "works_on",
-                   "fact": f"{person} works on the {project}.", "edge_class": "semantic", "confidence": 0.9,
-                   "temporal_hint": None, "valid_from": None, "replaces_previous": False},
-                  {"source": project, "target": tool, "relation": "uses",
-                   "fact": f"The {project} uses {tool} ({rng.randint(1, 3)}).", "edge_class": "semantic",
-                   "confidence": 0.8, "temporal_hint": None, "valid_from": None, "replaces_previous": False}],
-    })
+    return json.dumps(
+        {
+            "entities": [
+                {"name": person, "type": "person", "summary": "engineer"},
+                {"name": tool, "type": "tool", "summary": f"{tool} in production"},
+                {"name": project, "type": "project", "summary": None},
+            ],
+            "facts": [
+                {
+                    "source": person,
+                    "target": project,
+                    "relation": "works_on",
+                    "fact": f"{person} works on the {project}.",
+                    "edge_class": "semantic",
+                    "confidence": 0.9,
+                    "temporal_hint": None,
+                    "valid_from": None,
+                    "replaces_previous": False,
+                },
+                {
+                    "source": project,
+                    "target": tool,
+                    "relation": "uses",
+                    "fact": f"The {project} uses {tool} ({rng.randint(1, 3)}).",
+                    "edge_class": "semantic",
+                    "confidence": 0.8,
+                    "temporal_hint": None,
+                    "valid_from": None,
+                    "replaces_previous": False,
+                },
+            ],
+        }
+    )
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -101,9 +143,14 @@ def main() -> None:
     with workspace_context(workspace_id):
         for _ in range(args.memories):
             fields = api_latency.memory_fields(rng)
-            pipeline.memory_add_flow(workspace_id=workspace_id, scope=MemoryScope(), content=fields["content"],
-                                     type=fields.get("type", "note"), tags=fields.get("tags"),
-                                     category=fields.get("category"))
+            pipeline.memory_add_flow(
+                workspace_id=workspace_id,
+                scope=MemoryScope(),
+                content=fields["content"],
+                type=fields.get("type", "note"),
+                tags=fields.get("tags"),
+                category=fields.get("category"),
+            )
     # Embedding and similarity (not timed); they queue the relate and extract jobs.
     with workspace_context(workspace_id):
         embed_ids = list(PipelineJob.objects.filter(kind=jobs.Kind.EMBED).values_list("id", flat=True))
@@ -114,8 +161,11 @@ def main() -> None:
     started = time.perf_counter()
     for kind in ("relate", "extract"):
         with workspace_context(workspace_id):
-            job_ids = list(PipelineJob.objects.filter(kind=kind, status="queued").order_by("id")
-                           .values_list("id", flat=True))
+            job_ids = list(
+                PipelineJob.objects.filter(kind=kind, status="queued")
+                .order_by("id")
+                .values_list("id", flat=True)
+            )
         for done, job_id in enumerate(job_ids, 1):
             t0 = time.perf_counter()
             pipeline.job_run(workspace_id=workspace_id, job_id=job_id)
@@ -128,22 +178,35 @@ def main() -> None:
     from django.db import connections
 
     with workspace_context(workspace_id), connections["app"].cursor() as cursor:
-        cursor.execute("SELECT purpose, count(*) FROM llm_usage WHERE workspace_id = %s GROUP BY 1", [workspace_id])
+        cursor.execute(
+            "SELECT purpose, count(*) FROM llm_usage WHERE workspace_id = %s GROUP BY 1", [workspace_id]
+        )
         calls = dict(cursor.fetchall())
-        cursor.execute("SELECT kind || ':' || status, count(*) FROM pipeline_jobs WHERE workspace_id = %s GROUP BY 1",
-                       [workspace_id])
+        cursor.execute(
+            "SELECT kind || ':' || status, count(*) FROM pipeline_jobs WHERE workspace_id = %s GROUP BY 1",
+            [workspace_id],
+        )
         statuses = dict(cursor.fetchall())
-        cursor.execute("SELECT count(*) FROM graph_nodes WHERE workspace_id = %s AND node_type IN "
-                       "('person','tool','project')", [workspace_id])
+        cursor.execute(
+            "SELECT count(*) FROM graph_nodes WHERE workspace_id = %s AND node_type IN "
+            "('person','tool','project')",
+            [workspace_id],
+        )
         entity_count = cursor.fetchone()[0]
     total_jobs = sum(len(v) for v in timings.values())
     result = {
         "memories": args.memories,
         "jobs": total_jobs,
         "jobs_per_second": round(total_jobs / elapsed, 1),
-        "per_kind_ms": {kind: {"p50": round(statistics.median(v), 2), "p95": round(percentile(v, 0.95), 2),
-                               "jobs_per_second": round(len(v) / (sum(v) / 1000), 1)}
-                        for kind, v in timings.items() if v},
+        "per_kind_ms": {
+            kind: {
+                "p50": round(statistics.median(v), 2),
+                "p95": round(percentile(v, 0.95), 2),
+                "jobs_per_second": round(len(v) / (sum(v) / 1000), 1),
+            }
+            for kind, v in timings.items()
+            if v
+        },
         "llm_calls_per_memory": round(sum(calls.values()) / args.memories, 2),
         "llm_calls_by_purpose": calls,
         "job_statuses": statuses,

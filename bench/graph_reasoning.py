@@ -38,7 +38,9 @@ CLUSTER = 50
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--entities", type=int, default=100_000)
     parser.add_argument("--edges", type=int, default=1_000_000)
     parser.add_argument("--queries", type=int, default=200)
@@ -62,8 +64,10 @@ def seed(workspace_id: int, entities: int, edges: int) -> float:
     vocabulary = words(3000)
     started = time.perf_counter()
     with workspace_context(workspace_id), connections["app"].cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM graph_nodes WHERE workspace_id = %s AND node_type = 'concept'",
-                       [workspace_id])
+        cursor.execute(
+            "SELECT count(*) FROM graph_nodes WHERE workspace_id = %s AND node_type = 'concept'",
+            [workspace_id],
+        )
         have_nodes = cursor.fetchone()[0]
         cursor.execute("SELECT count(*) FROM graph_edges WHERE workspace_id = %s", [workspace_id])
         have_edges = cursor.fetchone()[0]
@@ -71,8 +75,13 @@ def seed(workspace_id: int, entities: int, edges: int) -> float:
         _vacuum()
         return 0.0
     with workspace_context(workspace_id), connections["app"].cursor() as cursor:
-        for table in ("graph_communities", "graph_entity_aliases", "graph_entity_terms", "graph_edges",
-                      "memory_node_links"):
+        for table in (
+            "graph_communities",
+            "graph_entity_aliases",
+            "graph_entity_terms",
+            "graph_edges",
+            "memory_node_links",
+        ):
             cursor.execute(f"DELETE FROM {table} WHERE workspace_id = %s", [workspace_id])
         cursor.execute("DELETE FROM graph_nodes WHERE workspace_id = %s", [workspace_id])
         # Names: two words of the vocabulary and the entity's number (unique canonical names).
@@ -127,8 +136,13 @@ def _vacuum() -> None:
     from django.db import connections
 
     with connections["default"].cursor() as cursor:
-        for table in ("graph_nodes", "graph_edges", "graph_entity_terms", "graph_entity_aliases",
-                      "graph_community_members"):
+        for table in (
+            "graph_nodes",
+            "graph_edges",
+            "graph_entity_terms",
+            "graph_entity_aliases",
+            "graph_community_members",
+        ):
             cursor.execute(f"VACUUM (ANALYZE) {table}")
 
 
@@ -167,8 +181,9 @@ def _facts_remove(workspace_id: int) -> None:
     from tenancy.rls import workspace_context
 
     with workspace_context(workspace_id), connections["app"].cursor() as cursor:
-        cursor.execute("DELETE FROM graph_edges WHERE workspace_id = %s AND edge_key LIKE 'bench-new:%%'",
-                       [workspace_id])
+        cursor.execute(
+            "DELETE FROM graph_edges WHERE workspace_id = %s AND edge_key LIKE 'bench-new:%%'", [workspace_id]
+        )
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -182,8 +197,12 @@ def timed(calls: list[Any]) -> dict[str, float]:
         started = time.perf_counter()
         call()
         durations.append((time.perf_counter() - started) * 1000)
-    return {"n": len(durations), "p50_ms": round(statistics.median(durations), 2),
-            "p95_ms": round(percentile(durations, 0.95), 2), "max_ms": round(max(durations), 2)}
+    return {
+        "n": len(durations),
+        "p50_ms": round(statistics.median(durations), 2),
+        "p95_ms": round(percentile(durations, 0.95), 2),
+        "max_ms": round(max(durations), 2),
+    }
 
 
 def main() -> None:
@@ -199,14 +218,17 @@ def main() -> None:
     from tenancy import services
     from tenancy.rls import workspace_context
 
-    user = get_user_model().objects.filter(username="graph-bench").first() or \
-        get_user_model().objects.create_user("graph-bench")
+    user = get_user_model().objects.filter(
+        username="graph-bench"
+    ).first() or get_user_model().objects.create_user("graph-bench")
     workspace_id = services.personal_workspace_ensure(user=user).id
     seed_seconds = seed(workspace_id, args.entities, args.edges)
 
     with workspace_context(workspace_id), connections["app"].cursor() as cursor:
-        cursor.execute("SELECT label FROM graph_nodes WHERE workspace_id = %s ORDER BY random() LIMIT %s",
-                       [workspace_id, args.queries])
+        cursor.execute(
+            "SELECT label FROM graph_nodes WHERE workspace_id = %s ORDER BY random() LIMIT %s",
+            [workspace_id, args.queries],
+        )
         names = [r[0] for r in cursor.fetchall()]
     rng = random.Random(3)
     queries = [f"what does {name.split()[rng.randint(0, 1)]} depend on" for name in names]
@@ -215,6 +237,7 @@ def main() -> None:
         def call() -> Any:
             with workspace_context(workspace_id):
                 return function(workspace_id=workspace_id, **kwargs)
+
         return call
 
     # Warm-up: plans and caches (not reported).
@@ -224,19 +247,27 @@ def main() -> None:
     results: dict[str, Any] = {}
     results["seeds"] = timed([in_context(seeds_find, query=q, limit=10, embed=False) for q in queries])
     # As the graph/facts and graph/traverse handlers call them: each in a transaction of its own (lazy_commit).
-    results["recall_bfs"] = timed([in_context(facts_recall, query=q, embed=False, strategy="bfs", lazy_commit=True)
-                                   for q in queries])
-    results["recall_bfs_entity"] = timed([in_context(facts_recall, entity=n, strategy="bfs", lazy_commit=True)
-                                          for n in names])
-    results["recall_spreading"] = timed([in_context(facts_recall, query=q, embed=False, strategy="spreading",
-                                                    lazy_commit=True) for q in queries])
+    results["recall_bfs"] = timed(
+        [in_context(facts_recall, query=q, embed=False, strategy="bfs", lazy_commit=True) for q in queries]
+    )
+    results["recall_bfs_entity"] = timed(
+        [in_context(facts_recall, entity=n, strategy="bfs", lazy_commit=True) for n in names]
+    )
+    results["recall_spreading"] = timed(
+        [
+            in_context(facts_recall, query=q, embed=False, strategy="spreading", lazy_commit=True)
+            for q in queries
+        ]
+    )
     results["traverse"] = timed([in_context(graph_traverse, start_entity=n, lazy_commit=True) for n in names])
     with workspace_context(workspace_id):
         sample = facts_recall(workspace_id=workspace_id, query=queries[0], embed=False)
     with workspace_context(workspace_id), connections["app"].cursor() as cursor:
         cursor.execute(
             "EXPLAIN SELECT node_id FROM graph_entity_terms WHERE workspace_id = %s AND term >= 'kalo' "
-            "AND term < 'kalp' LIMIT 200", [workspace_id])
+            "AND term < 'kalp' LIMIT 200",
+            [workspace_id],
+        )
         seed_plan = [r[0] for r in cursor.fetchall()]
 
     # A worker imports networkit (and with it scikit-learn) once, on its first community run: about 3 s, reported
@@ -246,6 +277,7 @@ def main() -> None:
     # adding are not timed.
     started = time.perf_counter()
     import networkit  # noqa: F401
+
     import_seconds = round(time.perf_counter() - started, 2)
     with workspace_context(workspace_id), connections["app"].cursor() as cursor:
         cursor.execute("DELETE FROM graph_communities WHERE workspace_id = %s", [workspace_id])
@@ -261,20 +293,29 @@ def main() -> None:
 
     report = {
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
-        "entities": args.entities, "edges": args.edges, "seed_seconds": round(seed_seconds, 1),
-        "latency": results, "sample_facts": len(sample["facts"]), "seed_term_plan": seed_plan,
-        "networkit_import_seconds": import_seconds, "communities": community_runs,
+        "entities": args.entities,
+        "edges": args.edges,
+        "seed_seconds": round(seed_seconds, 1),
+        "latency": results,
+        "sample_facts": len(sample["facts"]),
+        "seed_term_plan": seed_plan,
+        "networkit_import_seconds": import_seconds,
+        "communities": community_runs,
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=2, default=str))
     print(f"{args.entities} entities, {args.edges} edges (seeded in {seed_seconds:.1f} s)")
     for name, row in results.items():
-        print(f"  {name:20s} p50 {row['p50_ms']:8.2f} ms   p95 {row['p95_ms']:8.2f} ms   max {row['max_ms']:8.2f} ms")
+        print(
+            f"  {name:20s} p50 {row['p50_ms']:8.2f} ms   p95 {row['p95_ms']:8.2f} ms   max {row['max_ms']:8.2f} ms"
+        )
     print(f"  networkit import (once per worker process): {import_seconds} s")
     for run in community_runs:
         stages = ", ".join(f"{name} {seconds} s" for name, seconds in run.get("stages", {}).items())
-        print(f"  communities {run['run']}: {run['seconds']} s ({run['communities']} communities, "
-              f"{run['written']} written, {run['unchanged']} unchanged; {stages})")
+        print(
+            f"  communities {run['run']}: {run['seconds']} s ({run['communities']} communities, "
+            f"{run['written']} written, {run['unchanged']} unchanged; {stages})"
+        )
     print("  seed term lookup plan: " + " / ".join(line.strip() for line in seed_plan))
 
 

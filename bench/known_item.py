@@ -35,11 +35,15 @@ WORD = re.compile(r"[A-Za-z]{4,}")
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--queries", type=int, default=200, help="memories drawn as known items")
     parser.add_argument("--words", type=int, default=4, help="distinct words of 4+ letters per query")
     parser.add_argument("--caps", type=int, nargs="+", default=[100_000, 2000, 1000, 500])
-    parser.add_argument("--strategies", nargs="+", default=["lexical", "hybrid"], choices=["lexical", "hybrid"])
+    parser.add_argument(
+        "--strategies", nargs="+", default=["lexical", "hybrid"], choices=["lexical", "hybrid"]
+    )
     parser.add_argument("--seed", type=int, default=5)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "known_item.json")
     args = parser.parse_args()
@@ -53,8 +57,9 @@ def known_items(workspace_id: int, *, count: int, words: int, seed: int) -> list
     from memories.models import Memory
 
     rng = random.Random(seed)
-    shared = Memory.objects.filter(workspace_id=workspace_id, user_id=None, scope="global", layer="long_term",
-                                   deleted_at__isnull=True)
+    shared = Memory.objects.filter(
+        workspace_id=workspace_id, user_id=None, scope="global", layer="long_term", deleted_at__isnull=True
+    )
     ids = list(shared.values_list("id", flat=True))
     contents = dict(shared.filter(id__in=rng.sample(ids, min(count, len(ids)))).values_list("id", "content"))
     items = []
@@ -75,12 +80,19 @@ def measure(workspace_id: int, items: list[tuple[Any, str]], *, strategy: str, c
     hit1 = hit10 = 0
     started = time.perf_counter()
     for memory_id, query in items:
-        found = [m.id for m in search.memory_search(workspace_id=workspace_id, scope=MemoryScope(), query=query,
-                                                     limit=10, strategy=strategy).memories]
+        found = [
+            m.id
+            for m in search.memory_search(
+                workspace_id=workspace_id, scope=MemoryScope(), query=query, limit=10, strategy=strategy
+            ).memories
+        ]
         hit10 += memory_id in found
         hit1 += bool(found) and found[0] == memory_id
-    return {"hit@1": round(hit1 / len(items), 3), "hit@10": round(hit10 / len(items), 3),
-            "msPerQuery": round(1000 * (time.perf_counter() - started) / len(items), 1)}
+    return {
+        "hit@1": round(hit1 / len(items), 3),
+        "hit@10": round(hit10 / len(items), 3),
+        "msPerQuery": round(1000 * (time.perf_counter() - started) / len(items), 1),
+    }
 
 
 def main() -> None:
@@ -95,8 +107,11 @@ def main() -> None:
 
     user = get_user_model().objects.get(username="bench")
     workspace_id = tenancy_services.personal_workspace_ensure(user=user).id
-    report: dict[str, Any] = {"config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-                              "loadavg": os.getloadavg(), "results": {}}
+    report: dict[str, Any] = {
+        "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        "loadavg": os.getloadavg(),
+        "results": {},
+    }
     with workspace_context(workspace_id):
         items = known_items(workspace_id, count=args.queries, words=args.words, seed=args.seed)
         if not items:
@@ -107,8 +122,10 @@ def main() -> None:
                 print(f"{strategy} cap {cap}…", file=sys.stderr, flush=True)
                 result = measure(workspace_id, items, strategy=strategy, cap=cap)
                 report["results"].setdefault(strategy, {})[str(cap)] = result
-                print(f"{strategy:8} cap {cap:>6}: hit@1 {result['hit@1']:.3f}  hit@10 {result['hit@10']:.3f}  "
-                      f"{result['msPerQuery']} ms/query")
+                print(
+                    f"{strategy:8} cap {cap:>6}: hit@1 {result['hit@1']:.3f}  hit@10 {result['hit@10']:.3f}  "
+                    f"{result['msPerQuery']} ms/query"
+                )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2))
     print(f"wrote {args.out} ({len(items)} queries)")

@@ -61,8 +61,9 @@ def rss_mb(root_pid: int) -> float:
 
 def start(command: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     handle = log.open("wb")
-    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    return subprocess.Popen(
+        command, cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True
+    )
 
 
 def stop(process: subprocess.Popen[bytes]) -> None:
@@ -76,7 +77,9 @@ def stop(process: subprocess.Popen[bytes]) -> None:
         process.wait()
 
 
-def client_loop(port: int, key: str, seed: int, until: float, out: list[tuple[str, bool, float, str]]) -> None:
+def client_loop(
+    port: int, key: str, seed: int, until: float, out: list[tuple[str, bool, float, str]]
+) -> None:
     rng = random.Random(seed)
     headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
@@ -105,7 +108,9 @@ def percentile(values: list[float], q: float) -> float | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--seconds", type=int, default=600)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--memories", type=int, default=2000)
@@ -115,20 +120,39 @@ def main(argv: list[str] | None = None) -> int:
     seed = base.prepare(args.memories)
     out_dir = (ROOT / args.out).parent
     out_dir.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "CAIRN_DATABASE_NAME": base.BENCH_DATABASE, "RATE_LIMIT_REQUESTS": "1000000",
-           "DJANGO_SETTINGS_MODULE": "config.settings", "LOG_LEVEL": "WARNING",
-           "PROMETHEUS_MULTIPROC_DIR": str(ROOT / "var" / "prometheus-load")}
+    env = {
+        **os.environ,
+        "CAIRN_DATABASE_NAME": base.BENCH_DATABASE,
+        "RATE_LIMIT_REQUESTS": "1000000",
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "LOG_LEVEL": "WARNING",
+        "PROMETHEUS_MULTIPROC_DIR": str(ROOT / "var" / "prometheus-load"),
+    }
     port = base.free_port()
     gunicorn_bin = str(Path(sys.executable).with_name("gunicorn"))
-    web = start([gunicorn_bin, "config.wsgi", "--config", "config/gunicorn_conf.py", "--workers", "2",
-                 "--bind", f"127.0.0.1:{port}"], env, out_dir / "load_test.gunicorn.log")
+    web = start(
+        [
+            gunicorn_bin,
+            "config.wsgi",
+            "--config",
+            "config/gunicorn_conf.py",
+            "--workers",
+            "2",
+            "--bind",
+            f"127.0.0.1:{port}",
+        ],
+        env,
+        out_dir / "load_test.gunicorn.log",
+    )
     worker = start([sys.executable, "manage.py", "qcluster"], env, out_dir / "load_test.qcluster.log")
     try:
         base.wait_healthy(web, port, out_dir / "load_test.gunicorn.log")
         samples: list[tuple[str, bool, float, str]] = []
         warm_until = time.monotonic() + 10
-        warm = [threading.Thread(target=client_loop, args=(port, seed.api_key, 1000 + i, warm_until, []))
-                for i in range(2)]
+        warm = [
+            threading.Thread(target=client_loop, args=(port, seed.api_key, 1000 + i, warm_until, []))
+            for i in range(2)
+        ]
         for thread in warm:
             thread.start()
         for thread in warm:
@@ -136,8 +160,10 @@ def main(argv: list[str] | None = None) -> int:
         memory_start = {"web_mb": rss_mb(web.pid), "worker_mb": rss_mb(worker.pid)}
         began = time.monotonic()
         until = began + args.seconds
-        threads = [threading.Thread(target=client_loop, args=(port, seed.api_key, i, until, samples))
-                   for i in range(args.clients)]
+        threads = [
+            threading.Thread(target=client_loop, args=(port, seed.api_key, i, until, samples))
+            for i in range(args.clients)
+        ]
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -152,16 +178,27 @@ def main(argv: list[str] | None = None) -> int:
     for endpoint, _ in MIX:
         latencies = [ms for e, ok, ms, _ in samples if e == endpoint and ok]
         errors = [d for e, ok, _, d in samples if e == endpoint and not ok]
-        per_endpoint[endpoint] = {"requests": len(latencies) + len(errors), "errors": len(errors),
-                                  "p50_ms": percentile(latencies, 0.50), "p95_ms": percentile(latencies, 0.95),
-                                  "p99_ms": percentile(latencies, 0.99), "first_error": errors[0] if errors else None}
+        per_endpoint[endpoint] = {
+            "requests": len(latencies) + len(errors),
+            "errors": len(errors),
+            "p50_ms": percentile(latencies, 0.50),
+            "p95_ms": percentile(latencies, 0.95),
+            "p99_ms": percentile(latencies, 0.99),
+            "first_error": errors[0] if errors else None,
+        }
     total = len(samples)
     failed = sum(1 for s in samples if not s[1])
     result = {
-        "seconds": round(elapsed, 1), "clients": args.clients, "seed_memories": args.memories,
-        "requests": total, "throughput_rps": round(total / elapsed, 1) if elapsed else None,
-        "error_rate": round(failed / total, 5) if total else None, "endpoints": per_endpoint,
-        "memory_start": memory_start, "memory_end": memory_end, "machine": base.machine_info(),
+        "seconds": round(elapsed, 1),
+        "clients": args.clients,
+        "seed_memories": args.memories,
+        "requests": total,
+        "throughput_rps": round(total / elapsed, 1) if elapsed else None,
+        "error_rate": round(failed / total, 5) if total else None,
+        "endpoints": per_endpoint,
+        "memory_start": memory_start,
+        "memory_end": memory_end,
+        "machine": base.machine_info(),
     }
     (ROOT / args.out).write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2))

@@ -145,8 +145,16 @@ def conversation_turns(conversation: dict[str, Any]) -> list[Turn]:
     for number, key in sessions:
         start = session_time(conversation[f"{key}_date_time"])
         for index, turn in enumerate(conversation[key]):
-            turns.append(Turn(turn["dia_id"], number, index, turn_content(turn), start + timedelta(seconds=index),
-                              turn.get("speaker") or ""))
+            turns.append(
+                Turn(
+                    turn["dia_id"],
+                    number,
+                    index,
+                    turn_content(turn),
+                    start + timedelta(seconds=index),
+                    turn.get("speaker") or "",
+                )
+            )
     return turns
 
 
@@ -182,7 +190,9 @@ def load_conversations(path: Path, limit: int | None) -> list[Conversation]:
                 continue
             answer = qa.get("adversarial_answer") if int(qa["category"]) == 5 else qa.get("answer")
             conversation.questions.append(
-                Question(qa["question"], int(qa["category"]), evidence, str(answer if answer is not None else ""))
+                Question(
+                    qa["question"], int(qa["category"]), evidence, str(answer if answer is not None else "")
+                )
             )
         conversations.append(conversation)
     return conversations
@@ -293,7 +303,9 @@ def write_turns(workspace_id: int, turns: list[Turn]) -> None:
         for turn in turns:
             if ADMISSION:
                 outcome = pipeline.memory_add_admitted_flow(
-                    workspace_id=workspace_id, scope=MemoryScope(), content=turn.content,
+                    workspace_id=workspace_id,
+                    scope=MemoryScope(),
+                    content=turn.content,
                     metadata=turn_metadata(turn),
                 )
                 if not outcome.admitted:
@@ -301,7 +313,9 @@ def write_turns(workspace_id: int, turns: list[Turn]) -> None:
                 memory = outcome.memory
             else:
                 memory = pipeline.memory_add_flow(
-                    workspace_id=workspace_id, scope=MemoryScope(), content=turn.content,
+                    workspace_id=workspace_id,
+                    scope=MemoryScope(),
+                    content=turn.content,
                     metadata=turn_metadata(turn),
                 )
             Memory.objects.filter(pk=memory.id).update(created_at=turn.time, updated_at=turn.time)
@@ -385,15 +399,18 @@ def pipeline_state(workspace_id: int) -> dict[str, int]:
 
     with workspace_context(workspace_id), connections["app"].cursor() as cursor:
         cursor.execute(
-            "SELECT count(*) FROM memory_embeddings WHERE workspace_id = %s AND model = %s", [workspace_id, MODEL]
+            "SELECT count(*) FROM memory_embeddings WHERE workspace_id = %s AND model = %s",
+            [workspace_id, MODEL],
         )
         vectors = cursor.fetchone()[0]
         cursor.execute(
-            "SELECT count(*) FROM graph_edges WHERE workspace_id = %s AND edge_type = 'similar_to'", [workspace_id]
+            "SELECT count(*) FROM graph_edges WHERE workspace_id = %s AND edge_type = 'similar_to'",
+            [workspace_id],
         )
         similar = cursor.fetchone()[0]
         cursor.execute(
-            "SELECT count(*) FROM pipeline_jobs WHERE workspace_id = %s AND status <> 'succeeded'", [workspace_id]
+            "SELECT count(*) FROM pipeline_jobs WHERE workspace_id = %s AND status <> 'succeeded'",
+            [workspace_id],
         )
         unfinished = cursor.fetchone()[0]
     return {"vectors": vectors, "similarToEdges": similar, "unfinishedJobs": unfinished}
@@ -414,7 +431,9 @@ def ingest(workspace_id: int, conversation: Conversation, reingest: bool) -> dic
             from tenancy.rls import workspace_context
 
             with workspace_context(workspace_id):
-                services.memory_settings_update(workspace_id=workspace_id, changes={"admission_enabled": True})
+                services.memory_settings_update(
+                    workspace_id=workspace_id, changes={"admission_enabled": True}
+                )
         for start in range(0, total, WRITE_CHUNK):
             write_turns(workspace_id, conversation.turns[start : start + WRITE_CHUNK])
             if ADMISSION:  # novelty compares with embedded memories: embed each chunk before the next
@@ -433,8 +452,11 @@ def ingest(workspace_id: int, conversation: Conversation, reingest: bool) -> dic
     progress_done()
     state = pipeline_state(workspace_id)
     if state["vectors"] != total or state["unfinishedJobs"]:
-        print(f"warning: {label} has {state['vectors']}/{total} vectors and {state['unfinishedJobs']} unfinished "
-              "jobs; semantic rankings will be partial", file=sys.stderr)
+        print(
+            f"warning: {label} has {state['vectors']}/{total} vectors and {state['unfinishedJobs']} unfinished "
+            "jobs; semantic rankings will be partial",
+            file=sys.stderr,
+        )
     return {
         "sampleId": label,
         "tenantId": conversation.tenant_id,
@@ -474,7 +496,9 @@ class SdkApi:
 
     def post(self, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         response = self.client.post(
-            f"{API}/{path}", data=json.dumps(body), content_type="application/json",
+            f"{API}/{path}",
+            data=json.dumps(body),
+            content_type="application/json",
             HTTP_AUTHORIZATION=self.authorization,
         )
         try:
@@ -494,13 +518,20 @@ def dia_ids(memories: list[dict[str, Any]]) -> list[str | None]:
 
 
 def search_ranking(api: SdkApi, tenant_id: str, strategy: str, query: str) -> Ranking:
-    body = {"query": query, "limit": SEARCH_LIMIT, "strategy": strategy, "scope": {"tenantId": tenant_id},
-            **EXTRA_BODY}
+    body = {
+        "query": query,
+        "limit": SEARCH_LIMIT,
+        "strategy": strategy,
+        "scope": {"tenantId": tenant_id},
+        **EXTRA_BODY,
+    }
     status, envelope = api.post("memories/search", body)
     if status != 200:
         raise RuntimeError(f"memories/search ({strategy}) failed: {envelope_error(status, envelope)}")
     data = envelope["data"]
-    return Ranking(dia_ids(data["memories"]), data["trace"]["appliedStrategy"], data["trace"]["fallbackReason"])
+    return Ranking(
+        dia_ids(data["memories"]), data["trace"]["appliedStrategy"], data["trace"]["fallbackReason"]
+    )
 
 
 @dataclass(frozen=True)
@@ -512,8 +543,14 @@ class GraphOptions:
 
 def context_ranking(api: SdkApi, tenant_id: str, query: str, options: GraphOptions) -> Ranking:
     body = {
-        "query": query, "limit": options.baseline, "strategy": "hybrid", "graphDepth": options.depth,
-        "graphLimit": options.limit, "includeRules": False, "mode": "long_term", "scope": {"tenantId": tenant_id},
+        "query": query,
+        "limit": options.baseline,
+        "strategy": "hybrid",
+        "graphDepth": options.depth,
+        "graphLimit": options.limit,
+        "includeRules": False,
+        "mode": "long_term",
+        "scope": {"tenantId": tenant_id},
         **EXTRA_BODY,
     }
     status, envelope = api.post("context/get", body)
@@ -525,7 +562,9 @@ def context_ranking(api: SdkApi, tenant_id: str, query: str, options: GraphOptio
     trace = data.get("trace") or {}
     memories = data["memories"]
     return Ranking(
-        dia_ids(memories), trace.get("strategy", "?"), trace.get("fallbackReason"),
+        dia_ids(memories),
+        trace.get("strategy", "?"),
+        trace.get("fallbackReason"),
         [memory.get("graph") is not None for memory in memories],
     )
 
@@ -542,12 +581,15 @@ def enable_canary(api: SdkApi, tenant_id: str, workspace_id: int) -> str:
     try:
         from rollout.services import rollout_mode_set
     except ImportError as exc:
-        raise StrategyUnavailable(f"graph/rollout is not available yet (404) and neither is rollout.services "
-                                  f"({exc})") from exc
+        raise StrategyUnavailable(
+            f"graph/rollout is not available yet (404) and neither is rollout.services ({exc})"
+        ) from exc
     from tenancy.rls import workspace_context
 
     with workspace_context(workspace_id):
-        rollout_mode_set(workspace_id=workspace_id, mode="canary", autopilot_enabled=None, updated_by="bench:locomo")
+        rollout_mode_set(
+            workspace_id=workspace_id, mode="canary", autopilot_enabled=None, updated_by="bench:locomo"
+        )
     return "rollout.services.rollout_mode_set (graph/rollout answered 404)"
 
 
@@ -573,7 +615,9 @@ def lexical_or(workspace_id: int, query: str, limit: int) -> list[Any]:
     terms = or_query(query)
     if not terms:
         return []
-    return list(Memory.objects.raw(_LEXICAL_OR_SQL, {"workspace_id": workspace_id, "query": terms, "limit": limit}))
+    return list(
+        Memory.objects.raw(_LEXICAL_OR_SQL, {"workspace_id": workspace_id, "query": terms, "limit": limit})
+    )
 
 
 def memory_dia_ids(memories: Iterable[Any]) -> list[str | None]:
@@ -606,7 +650,11 @@ def variant_rankings(workspace_id: int, query: str, wanted: set[str]) -> dict[st
         if weight is None:
             weight = selectors.memory_settings_get(workspace_id=workspace_id).importance_weight
         product = search.memory_search(
-            workspace_id=workspace_id, scope=scope, query=query, limit=SEARCH_LIMIT, strategy="hybrid",
+            workspace_id=workspace_id,
+            scope=scope,
+            query=query,
+            limit=SEARCH_LIMIT,
+            strategy="hybrid",
             importance_weight=weight,
         ).memories
     rankings = {
@@ -638,7 +686,8 @@ def turn_neighbours(turns: list[Turn]) -> dict[str, list[str]]:
     by_position = {(turn.session, turn.index): turn.dia_id for turn in turns}
     return {
         turn.dia_id: [
-            by_position[key] for key in ((turn.session, turn.index - 1), (turn.session, turn.index + 1))
+            by_position[key]
+            for key in ((turn.session, turn.index - 1), (turn.session, turn.index + 1))
             if key in by_position
         ]
         for turn in turns
@@ -674,7 +723,9 @@ class StrategyResult:
     seconds: float = 0.0
     skipped: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
-    full_list_rows: list[dict[str, float]] = field(default_factory=list)  # hybrid_graph: the whole returned list
+    full_list_rows: list[dict[str, float]] = field(
+        default_factory=list
+    )  # hybrid_graph: the whole returned list
 
     def add(self, category: int, ranked: list[str | None], evidence: frozenset[str]) -> None:
         self.rows.append((category, question_scores(ranked, evidence)))
@@ -688,7 +739,8 @@ class StrategyResult:
             "overall_1_4": mean_scores([s for c, s in self.rows if c in HEADLINE]),
             "overall_all": mean_scores([s for _, s in self.rows]),
             "categories": {
-                name: mean_scores([s for c, s in self.rows if c == number]) for number, name in CATEGORIES.items()
+                name: mean_scores([s for c, s in self.rows if c == number])
+                for number, name in CATEGORIES.items()
             },
         }
         if self.source == "api":
@@ -732,15 +784,18 @@ def ask_api(run: Run, conversation: Conversation, question: Question) -> dict[st
             continue
         if name == "hybrid_graph":
             try:
-                ranking = timed(result, lambda: context_ranking(run.api, conversation.tenant_id, question.text,
-                                                                run.graph))
+                ranking = timed(
+                    result, lambda: context_ranking(run.api, conversation.tenant_id, question.text, run.graph)
+                )
             except StrategyUnavailable as exc:
                 result.skipped = str(exc)
                 print(f"\nhybrid_graph skipped: {exc}", file=sys.stderr)
                 continue
             graph_scores(result, ranking, question)
         else:
-            ranking = timed(result, lambda n=name: search_ranking(run.api, conversation.tenant_id, n, question.text))
+            ranking = timed(
+                result, lambda n=name: search_ranking(run.api, conversation.tenant_id, n, question.text)
+            )
         result.applied[ranking.applied] += 1
         result.fallbacks[ranking.fallback or "none"] += 1
         result.add(question.category, ranking.dia_ids, question.evidence)
@@ -753,18 +808,25 @@ def graph_scores(result: StrategyResult, ranking: Ranking, question: Question) -
     full = len(question.evidence & set(ranking.dia_ids)) / len(question.evidence)
     added = {d for d, graph in zip(ranking.dia_ids, ranking.graph_added, strict=True) if graph}
     baseline = {d for d, graph in zip(ranking.dia_ids, ranking.graph_added, strict=True) if not graph}
-    result.full_list_rows.append({
-        "category": question.category,
-        "length": len(ranking.dia_ids),
-        "graphAdded": len(added),
-        "recallFullList": full,
-        "evidenceOnlyFromGraph": len((question.evidence & added) - baseline),
-    })
+    result.full_list_rows.append(
+        {
+            "category": question.category,
+            "length": len(ranking.dia_ids),
+            "graphAdded": len(added),
+            "recallFullList": full,
+            "evidenceOnlyFromGraph": len((question.evidence & added) - baseline),
+        }
+    )
 
 
-def ask_variants(run: Run, conversation: Conversation, question: Question, workspace_id: int,
-                 api_rankings: dict[str, list[str | None]], neighbours: dict[str, list[str]]
-                 ) -> dict[str, list[str | None]]:
+def ask_variants(
+    run: Run,
+    conversation: Conversation,
+    question: Question,
+    workspace_id: int,
+    api_rankings: dict[str, list[str | None]],
+    neighbours: dict[str, list[str]],
+) -> dict[str, list[str | None]]:
     wanted = {s for s in run.strategies if s in VARIANTS}
     sql_variants = wanted & {"lexical_or", "hybrid_or", "hybrid_and_or"}
     rankings: dict[str, list[str | None]] = {}
@@ -773,7 +835,9 @@ def ask_variants(run: Run, conversation: Conversation, question: Question, works
         rankings = variant_rankings(workspace_id, question.text, sql_variants)
         run.variant_seconds += time.perf_counter() - started
         if "hybrid" in api_rankings:
-            run.hybrid_check["same" if rankings["_hybrid_check"] == api_rankings["hybrid"] else "different"] += 1
+            run.hybrid_check[
+                "same" if rankings["_hybrid_check"] == api_rankings["hybrid"] else "different"
+            ] += 1
     if "hybrid+adjacent" in wanted and "hybrid" in api_rankings:
         rankings["hybrid+adjacent"] = with_adjacent(api_rankings["hybrid"], neighbours)
     rankings = {name: ranked for name, ranked in rankings.items() if name in wanted}
@@ -788,11 +852,16 @@ def ask_conversation(run: Run, conversation: Conversation, workspace_id: int) ->
     for number, question in enumerate(conversation.questions, start=1):
         api_rankings = ask_api(run, conversation, question)
         variants = ask_variants(run, conversation, question, workspace_id, api_rankings, neighbours)
-        run.details.append({
-            "sampleId": conversation.sample_id, "category": CATEGORIES[question.category],
-            "question": question.text, "answer": question.answer, "evidence": sorted(question.evidence),
-            "rankings": {**api_rankings, **variants},
-        })
+        run.details.append(
+            {
+                "sampleId": conversation.sample_id,
+                "category": CATEGORIES[question.category],
+                "question": question.text,
+                "answer": question.answer,
+                "evidence": sorted(question.evidence),
+                "rankings": {**api_rankings, **variants},
+            }
+        )
         if number % 10 == 0 or number == total:
             progress(f"questions {conversation.sample_id}: {number}/{total}")
     progress_done()
@@ -827,12 +896,20 @@ def prepare_graph(run: Run, conversation: Conversation, workspace_id: int) -> No
 def same_length_hybrid_recall(details: list[dict[str, Any]]) -> float | None:
     """Categories 1-4: recall of hybrid's ranking cut at the length of each question's hybrid_graph list — the
     baseline's own answer to "what if the list were that long" (only when every list fits in hybrid's 20)."""
-    rows = [row for row in details if row["category"] != CATEGORIES[5]
-            and "hybrid" in row["rankings"] and "hybrid_graph" in row["rankings"]]
+    rows = [
+        row
+        for row in details
+        if row["category"] != CATEGORIES[5]
+        and "hybrid" in row["rankings"]
+        and "hybrid_graph" in row["rankings"]
+    ]
     if not rows or any(len(r["rankings"]["hybrid_graph"]) > len(r["rankings"]["hybrid"]) for r in rows):
         return None
-    found = [len(set(r["evidence"]) & set(r["rankings"]["hybrid"][: len(r["rankings"]["hybrid_graph"])]))
-             / len(r["evidence"]) for r in rows]
+    found = [
+        len(set(r["evidence"]) & set(r["rankings"]["hybrid"][: len(r["rankings"]["hybrid_graph"])]))
+        / len(r["evidence"])
+        for r in rows
+    ]
     return round(sum(found) / len(found), 4)
 
 
@@ -845,14 +922,22 @@ def graph_summary(result: StrategyResult, options: GraphOptions, details: list[d
     def mean(name: str, subset: list[dict[str, float]]) -> float | None:
         return round(sum(row[name] for row in subset) / len(subset), 4) if subset else None
 
-    result.extra["request"] = {"limit": options.baseline, "graphLimit": options.limit, "graphDepth": options.depth,
-                               "strategy": "hybrid", "mode": "long_term", "includeRules": False}
+    result.extra["request"] = {
+        "limit": options.baseline,
+        "graphLimit": options.limit,
+        "graphDepth": options.depth,
+        "strategy": "hybrid",
+        "mode": "long_term",
+        "includeRules": False,
+    }
     result.extra["fullList"] = {
         "meanLength": mean("length", rows),
         "meanGraphAdded": mean("graphAdded", rows),
         "questionsWithGraphAdditions": sum(1 for row in rows if row["graphAdded"]),
         "recall_1_4": mean("recallFullList", headline),
-        "questionsWhereOnlyGraphFoundEvidence_1_4": sum(1 for row in headline if row["evidenceOnlyFromGraph"]),
+        "questionsWhereOnlyGraphFoundEvidence_1_4": sum(
+            1 for row in headline if row["evidenceOnlyFromGraph"]
+        ),
         "hybridRecallAtSameLength_1_4": same_length_hybrid_recall(details),
     }
 
@@ -868,8 +953,11 @@ def print_table(header: list[str], rows: list[list[str]]) -> None:
     table = [header, *rows]
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     for index, row in enumerate(table):
-        print("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths,
-                                                                                               strict=True))))
+        print(
+            "  ".join(
+                c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))
+            )
+        )
         if index == 0:
             print("  ".join("-" * w for w in widths))
 
@@ -878,27 +966,39 @@ def print_report(report: dict[str, Any]) -> None:
     strategies = report["strategies"]
     done = {name: s for name, s in strategies.items() if s["status"] == "ok"}
     q = report["questions"]
-    print(f"\nLoCoMo {Path(report['data']).name}: {len(report['ingest'])} conversations, {q['asked']} questions "
-          f"asked ({q['skippedNoEvidence']} without evidence skipped), {report['durationSeconds']:.0f} s, "
-          f"load average {report['machine']['loadavgAtStart']} → {report['machine']['loadavgAtEnd']}\n")
+    print(
+        f"\nLoCoMo {Path(report['data']).name}: {len(report['ingest'])} conversations, {q['asked']} questions "
+        f"asked ({q['skippedNoEvidence']} without evidence skipped), {report['durationSeconds']:.0f} s, "
+        f"load average {report['machine']['loadavgAtStart']} → {report['machine']['loadavgAtEnd']}\n"
+    )
     print(f"categories 1-4 (n = {q['headline']})")
     metrics = [f"recall@{k}" for k in KS] + [f"hit@{k}" for k in KS]
-    print_table(["strategy", *[m.replace("recall", "R").replace("hit", "H") for m in metrics]],
-                [[name, *[fmt(s["overall_1_4"].get(m)) for m in metrics]] for name, s in done.items()])
+    print_table(
+        ["strategy", *[m.replace("recall", "R").replace("hit", "H") for m in metrics]],
+        [[name, *[fmt(s["overall_1_4"].get(m)) for m in metrics]] for name, s in done.items()],
+    )
     for k in (5, 10, 20):
         print(f"\nrecall@{k} per category")
         counts = [f"{name} ({q['perCategory'][name]})" for name in CATEGORIES.values()]
-        print_table(["strategy", *counts],
-                    [[name, *[fmt(s["categories"][c].get(f"recall@{k}")) for c in CATEGORIES.values()]]
-                     for name, s in done.items()])
+        print_table(
+            ["strategy", *counts],
+            [
+                [name, *[fmt(s["categories"][c].get(f"recall@{k}")) for c in CATEGORIES.values()]]
+                for name, s in done.items()
+            ],
+        )
     graph = strategies.get("hybrid_graph", {})
     if graph.get("fullList"):
         full = graph["fullList"]
-        print(f"\nhybrid_graph whole list ({graph['request']}): mean length {full['meanLength']}, "
-              f"mean graph-added {full['meanGraphAdded']}, recall 1-4 over the whole list {fmt(full['recall_1_4'])}, "
-              f"questions where only expansion found evidence: {full['questionsWhereOnlyGraphFoundEvidence_1_4']}")
+        print(
+            f"\nhybrid_graph whole list ({graph['request']}): mean length {full['meanLength']}, "
+            f"mean graph-added {full['meanGraphAdded']}, recall 1-4 over the whole list {fmt(full['recall_1_4'])}, "
+            f"questions where only expansion found evidence: {full['questionsWhereOnlyGraphFoundEvidence_1_4']}"
+        )
         if full["hybridRecallAtSameLength_1_4"] is not None:
-            print(f"hybrid's own ranking cut at the same lengths: recall 1-4 {fmt(full['hybridRecallAtSameLength_1_4'])}")
+            print(
+                f"hybrid's own ranking cut at the same lengths: recall 1-4 {fmt(full['hybridRecallAtSameLength_1_4'])}"
+            )
     for name, s in strategies.items():
         if s["status"] != "ok":
             print(f"\n{name}: skipped — {s['note']}")
@@ -923,24 +1023,47 @@ def machine_info() -> dict[str, Any]:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="LoCoMo JSON (default: the dev split)")
+    parser.add_argument(
+        "--data", type=Path, default=DEFAULT_DATA, help="LoCoMo JSON (default: the dev split)"
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "locomo.json")
-    parser.add_argument("--strategies", default=",".join(DEFAULT_STRATEGIES),
-                        help=f"comma-separated, from {', '.join(DEFAULT_STRATEGIES)}")
+    parser.add_argument(
+        "--strategies",
+        default=",".join(DEFAULT_STRATEGIES),
+        help=f"comma-separated, from {', '.join(DEFAULT_STRATEGIES)}",
+    )
     parser.add_argument("--conversations", type=int, default=None, help="only the first N conversations")
     parser.add_argument("--graph-depth", type=int, choices=(1, 2), default=1)
-    parser.add_argument("--graph-baseline", type=int, default=SEARCH_LIMIT,
-                        help="hybrid_graph: context/get limit (baseline memories), 1-50 (default 20)")
-    parser.add_argument("--graph-limit", type=int, default=SEARCH_LIMIT,
-                        help="hybrid_graph: context/get graphLimit, 1-50 (default 20)")
+    parser.add_argument(
+        "--graph-baseline",
+        type=int,
+        default=SEARCH_LIMIT,
+        help="hybrid_graph: context/get limit (baseline memories), 1-50 (default 20)",
+    )
+    parser.add_argument(
+        "--graph-limit",
+        type=int,
+        default=SEARCH_LIMIT,
+        help="hybrid_graph: context/get graphLimit, 1-50 (default 20)",
+    )
     parser.add_argument("--reingest", action="store_true", help="rewrite every conversation's memories")
-    parser.add_argument("--importance-weight", type=float, default=None,
-                        help="importanceWeight sent with every search/context request (default: the workspace's)")
-    parser.add_argument("--model", default=None,
-                        help=f"embedding model (default EMBEDDING_MODEL or {MODEL}); memories ingested under "
-                        "another model are re-embedded")
-    parser.add_argument("--admission", action="store_true",
-                        help="ingest with admission control on, into workspaces of their own (locomo-adm-*)")
+    parser.add_argument(
+        "--importance-weight",
+        type=float,
+        default=None,
+        help="importanceWeight sent with every search/context request (default: the workspace's)",
+    )
+    parser.add_argument(
+        "--model",
+        default=None,
+        help=f"embedding model (default EMBEDDING_MODEL or {MODEL}); memories ingested under "
+        "another model are re-embedded",
+    )
+    parser.add_argument(
+        "--admission",
+        action="store_true",
+        help="ingest with admission control on, into workspaces of their own (locomo-adm-*)",
+    )
     args = parser.parse_args(argv)
     args.strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
     unknown = sorted(set(args.strategies) - set(DEFAULT_STRATEGIES))
@@ -997,9 +1120,15 @@ def benchmark(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict[str, 
     ingest_seconds = time.perf_counter() - ingest_started
 
     graph = GraphOptions(args.graph_depth, args.graph_baseline, args.graph_limit)
-    run = Run(SdkApi(key), args.strategies, graph, {
-        name: StrategyResult(name, "api" if name in API_STRATEGIES else "bench variant") for name in args.strategies
-    })
+    run = Run(
+        SdkApi(key),
+        args.strategies,
+        graph,
+        {
+            name: StrategyResult(name, "api" if name in API_STRATEGIES else "bench variant")
+            for name in args.strategies
+        },
+    )
     ask_started = time.perf_counter()
     for conversation in conversations:
         prepare_graph(run, conversation, workspaces[conversation.sample_id])
@@ -1011,13 +1140,17 @@ def benchmark(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict[str, 
     machine["loadavgAtEnd"] = [round(x, 2) for x in os.getloadavg()]
     notes = []
     if run.hybrid_check:
-        notes.append(f"the product's hybrid ranked in the bench process matched the API's top {SEARCH_LIMIT} for "
-                     f"{run.hybrid_check['same']} of "
-                     f"{sum(run.hybrid_check.values())} questions")
+        notes.append(
+            f"the product's hybrid ranked in the bench process matched the API's top {SEARCH_LIMIT} for "
+            f"{run.hybrid_check['same']} of "
+            f"{sum(run.hybrid_check.values())} questions"
+        )
     graph_result = run.results.get("hybrid_graph")
     if graph_result and not graph_result.skipped and set(graph_result.applied) - {"hybrid_graph"}:
-        notes.append(f"context/get did not apply graph expansion on every call: {dict(graph_result.applied)}, "
-                     f"fallback reasons {dict(graph_result.fallbacks)}")
+        notes.append(
+            f"context/get did not apply graph expansion on every call: {dict(graph_result.applied)}, "
+            f"fallback reasons {dict(graph_result.fallbacks)}"
+        )
     return {
         "benchmark": "locomo",
         "startedAt": started_at.isoformat(timespec="seconds"),
@@ -1026,10 +1159,18 @@ def benchmark(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict[str, 
         "database": DATABASE,
         "model": MODEL,
         "machine": machine,
-        "config": {"strategies": args.strategies, "conversations": len(conversations), "ks": list(KS),
-                   "searchLimit": SEARCH_LIMIT, "graphDepth": args.graph_depth, "graphBaseline": args.graph_baseline,
-                   "graphLimit": args.graph_limit, "reingest": args.reingest,
-                   "importanceWeight": args.importance_weight, "admission": args.admission},
+        "config": {
+            "strategies": args.strategies,
+            "conversations": len(conversations),
+            "ks": list(KS),
+            "searchLimit": SEARCH_LIMIT,
+            "graphDepth": args.graph_depth,
+            "graphBaseline": args.graph_baseline,
+            "graphLimit": args.graph_limit,
+            "reingest": args.reingest,
+            "importanceWeight": args.importance_weight,
+            "admission": args.admission,
+        },
         "ingest": ingested,
         "ingestSeconds": round(ingest_seconds, 1),
         "askSeconds": round(ask_seconds, 1),

@@ -79,9 +79,13 @@ def backend_pids() -> list[int]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--memories", type=int, default=512)
-    parser.add_argument("--model", default=None, help="embedding model (default EMBEDDING_MODEL or the product's)")
+    parser.add_argument(
+        "--model", default=None, help="embedding model (default EMBEDDING_MODEL or the product's)"
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "pipeline_profile.json")
     args = parser.parse_args()
     if args.model:
@@ -98,7 +102,9 @@ def main() -> None:
 
     embedder = embeddings.get_embedder()
     rng = random.Random(5)
-    embedder.embed([api_latency.memory_fields(rng)["content"] for _ in range(64)])  # load + warm up, not timed
+    embedder.embed(
+        [api_latency.memory_fields(rng)["content"] for _ in range(64)]
+    )  # load + warm up, not timed
 
     workspace_id = pipeline_throughput.fresh_workspace()
     broker = get_broker()
@@ -107,8 +113,11 @@ def main() -> None:
     pids = backend_pids()
     wall, used, server = time.perf_counter(), cpu(), backend_cpu(pids)
     pipeline_throughput.write_memories(workspace_id, args.memories, 50)
-    write = {"wallSeconds": time.perf_counter() - wall, "cpuSeconds": cpu() - used,
-             "serverCpuSeconds": backend_cpu(pids) - server}
+    write = {
+        "wallSeconds": time.perf_counter() - wall,
+        "cpuSeconds": cpu() - used,
+        "serverCpuSeconds": backend_cpu(pids) - server,
+    }
 
     embed_clock, sql_clock, broker_clock = Clock(), Clock(), Clock()
     embedder.embed = embed_clock.wrap(embedder.embed)
@@ -140,9 +149,11 @@ def main() -> None:
         "model": embedder.model,
         "backend": getattr(embedder, "backend", None),
         "messages": messages,
-        "write": {"msPerMemoryWall": round(write["wallSeconds"] / n * 1000, 2),
-                  "msPerMemoryCpu": round(write["cpuSeconds"] / n * 1000, 2),
-                  "serverCpuMsPerMemory": round(write["serverCpuSeconds"] / n * 1000, 2)},
+        "write": {
+            "msPerMemoryWall": round(write["wallSeconds"] / n * 1000, 2),
+            "msPerMemoryCpu": round(write["cpuSeconds"] / n * 1000, 2),
+            "serverCpuMsPerMemory": round(write["serverCpuSeconds"] / n * 1000, 2),
+        },
         "jobs": {
             "msPerMemoryWall": round(total_wall / n * 1000, 2),
             "msPerMemoryCpu": round(total_cpu / n * 1000, 2),
@@ -156,7 +167,8 @@ def main() -> None:
         },
         # Both cores busy with nothing else, no qcluster overhead: the most memories/s this work allows.
         "ceilingMemoriesPerSecondOn2Cores": round(
-            2 / ((write["cpuSeconds"] + write["serverCpuSeconds"] + total_cpu + server_cpu) / n), 1),
+            2 / ((write["cpuSeconds"] + write["serverCpuSeconds"] + total_cpu + server_cpu) / n), 1
+        ),
         "loadAverage": os.getloadavg(),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)

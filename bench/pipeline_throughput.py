@@ -35,14 +35,20 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--memories", type=int, default=2000)
     parser.add_argument("--workers", type=int, default=2, help="qcluster worker processes")
     parser.add_argument("--batch", type=int, default=50, help="memories per write transaction")
     parser.add_argument("--timeout", type=float, default=900.0)
-    parser.add_argument("--warmup", type=int, default=0,
-                        help="memories run through the pipeline in a separate workspace before the clock starts (0: "
-                             "the clock starts 3 s after the cluster, while the workers may still load the model)")
+    parser.add_argument(
+        "--warmup",
+        type=int,
+        default=0,
+        help="memories run through the pipeline in a separate workspace before the clock starts (0: "
+        "the clock starts 3 s after the cluster, while the workers may still load the model)",
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "pipeline_throughput.json")
     return parser.parse_args()
 
@@ -51,7 +57,11 @@ def start_cluster(workers: int, log_path: Path) -> subprocess.Popen[bytes]:
     env = {**os.environ, "WORKER_PROCESSES": str(workers)}
     log = log_path.open("wb")
     return subprocess.Popen(
-        [sys.executable, "manage.py", "qcluster"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+        [sys.executable, "manage.py", "qcluster"],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
         start_new_session=True,
     )
 
@@ -192,8 +202,10 @@ def main() -> None:
         cpu_before = (tree_cpu(cluster.pid), tree_cpu(pg_pid), own_cpu())
         workspace_id = fresh_workspace()
         first, last_write = write_memories(workspace_id, args.memories, args.batch)
-        print(f"wrote {args.memories} memories in {last_write - first:.1f}s; waiting for the pipeline…",
-              file=sys.stderr)
+        print(
+            f"wrote {args.memories} memories in {last_write - first:.1f}s; waiting for the pipeline…",
+            file=sys.stderr,
+        )
         wait_until_done(workspace_id, args.memories, first + args.timeout, "measured")
         finished = time.time()
         load_after = os.getloadavg()
@@ -220,10 +232,16 @@ def main() -> None:
         # writer's share includes this script's polling (a cheap query every 0.2 s).
         "cpu_ms_per_memory": {
             name: round(1000 * (after - before) / args.memories, 2)
-            for name, before, after in zip(("cluster", "postgres", "writer"), cpu_before, cpu_after, strict=True)
+            for name, before, after in zip(
+                ("cluster", "postgres", "writer"), cpu_before, cpu_after, strict=True
+            )
         },
         "cpu_ceiling_memories_per_second_on_2_cores": round(
-            2 * args.memories / sum(after - before for before, after in zip(cpu_before, cpu_after, strict=True)), 1),
+            2
+            * args.memories
+            / sum(after - before for before, after in zip(cpu_before, cpu_after, strict=True)),
+            1,
+        ),
         "load_average_before": [round(v, 2) for v in load_before],
         "load_average_after": [round(v, 2) for v in load_after],
         "raw_local_embedding_per_second": round(raw_embedding_rate(texts), 1),

@@ -43,7 +43,9 @@ os.environ["CAIRN_DATABASE_NAME"] = BENCH_DATABASE
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 DIMENSION = 384
-MODEL = "bench/synthetic-384"  # nearest() filters on the model; any name works, this one says what the rows are
+MODEL = (
+    "bench/synthetic-384"  # nearest() filters on the model; any name works, this one says what the rows are
+)
 TOTAL_VECTORS = 1_000_000
 WORKSPACES = 100
 SLUG_PREFIX = "vb-"
@@ -159,7 +161,9 @@ class World:
         self.mean /= np.linalg.norm(self.mean)
         centres = (rng.standard_normal((config.clusters, DIMENSION)) * np.sqrt(spectrum)) @ rotation.T
         self.centres = centres / np.linalg.norm(centres, axis=1, keepdims=True)
-        self.bases = np.stack([orthonormal(rng, DIMENSION, config.local_rank) for _ in range(config.clusters)])
+        self.bases = np.stack(
+            [orthonormal(rng, DIMENSION, config.local_rank) for _ in range(config.clusters)]
+        )
         local = np.arange(1, config.local_rank + 1) ** -1.0
         self.local_scale = np.sqrt(local / local.sum())
         self.spread = rng.uniform(0.7, 1.3, config.clusters)  # some topics are tighter than others
@@ -185,7 +189,9 @@ class World:
             z = rng.standard_normal((len(rows), cfg.local_rank), dtype=np.float32)
             z *= (self.local_scale * self.spread[cluster]).astype(np.float32)
             out[rows] += cfg.local_weight * (z @ self.bases[cluster].T.astype(np.float32))
-        out += (cfg.isotropic_weight / np.sqrt(DIMENSION)) * rng.standard_normal((count, DIMENSION), dtype=np.float32)
+        out += (cfg.isotropic_weight / np.sqrt(DIMENSION)) * rng.standard_normal(
+            (count, DIMENSION), dtype=np.float32
+        )
         out /= np.linalg.norm(out, axis=1, keepdims=True)
         return out
 
@@ -214,7 +220,15 @@ def vector_statistics(vectors: np.ndarray) -> dict[str, float]:
 def fingerprint(seed: int, burst: int, config: GeneratorConfig) -> str:
     """Identifies the stored data set; kept in the workspaces' names so a re-run can tell whether to reload."""
     spec = json.dumps(
-        [GENERATOR_VERSION, seed, burst, DIMENSION, MODEL, repr(config), [(s.size, s.users) for s in layout()]]
+        [
+            GENERATOR_VERSION,
+            seed,
+            burst,
+            DIMENSION,
+            MODEL,
+            repr(config),
+            [(s.size, s.users) for s in layout()],
+        ]
     )
     return hashlib.sha256(spec.encode()).hexdigest()[:12]
 
@@ -339,7 +353,20 @@ def memory_ids_for(seed: int, workspace_index: int, count: int) -> np.ndarray:
 def memories_text(workspace_id: int, memory_ids: np.ndarray, user_id: str | None, now: str) -> str:
     """The minimal memories rows (text COPY) the embeddings point at."""
     user = user_id if user_id is not None else "\\N"
-    columns = [str(workspace_id), PLACEHOLDER_CONTENT, "note", "long_term", "global", user, "{}", "{}", "{}", MODEL, now, now]
+    columns = [
+        str(workspace_id),
+        PLACEHOLDER_CONTENT,
+        "note",
+        "long_term",
+        "global",
+        user,
+        "{}",
+        "{}",
+        "{}",
+        MODEL,
+        now,
+        now,
+    ]
     tail = "\t" + "\t".join(columns) + "\n"
     return "".join(str(uuid.UUID(bytes=bytes(m))) + tail for m in memory_ids)
 
@@ -404,7 +431,9 @@ def load(world: World, specs: list[WorkspaceSpec], ids: dict[int, int], seed: in
         for user_id, count in spec.users:
             rows = order[position : position + count]
             position += count
-            sources.append(embedding_records(ids[spec.index], memory_ids[rows], vectors[rows], user_id, now_us))
+            sources.append(
+                embedding_records(ids[spec.index], memory_ids[rows], vectors[rows], user_id, now_us)
+            )
             memories.append(memories_text(ids[spec.index], memory_ids[rows], user_id, now.isoformat()))
         report.rows += spec.size
         progress(f"generating: {report.rows}/{TOTAL_VECTORS}")
@@ -434,7 +463,9 @@ def load(world: World, specs: list[WorkspaceSpec], ids: dict[int, int], seed: in
             for text in memories:
                 copy.write(text)
         log(f"copied {report.rows} memories ({time.perf_counter() - started:.0f} s)")
-        with conn.cursor().copy(f"COPY memory_embeddings ({EMBEDDING_COLUMNS}) FROM STDIN (FORMAT BINARY)") as copy:
+        with conn.cursor().copy(
+            f"COPY memory_embeddings ({EMBEDDING_COLUMNS}) FROM STDIN (FORMAT BINARY)"
+        ) as copy:
             copy.write(COPY_SIGNATURE)
             for written, (source, start, end) in enumerate(chunks, 1):
                 copy.write(sources[source][start:end].tobytes())
@@ -447,7 +478,9 @@ def load(world: World, specs: list[WorkspaceSpec], ids: dict[int, int], seed: in
     # Only now that the data is complete: a crash above leaves the old names, so the next run reloads.
     data_fingerprint = fingerprint(seed, burst, world.config)
     for spec in specs:
-        Workspace.objects.filter(id=ids[spec.index]).update(name=f"vectorbench {data_fingerprint} {spec.label}")
+        Workspace.objects.filter(id=ids[spec.index]).update(
+            name=f"vectorbench {data_fingerprint} {spec.label}"
+        )
     return report
 
 
@@ -659,7 +692,9 @@ def run_case(case: Case, world: World, ids: dict[int, int], args: argparse.Names
     for index, query in enumerate(queries):
         with workspace_context(workspace_id):
             started = time.perf_counter()
-            result = vectors.nearest(workspace_id=workspace_id, model=MODEL, query=query, scope=scope, limit=TOP_K)
+            result = vectors.nearest(
+                workspace_id=workspace_id, model=MODEL, query=query, scope=scope, limit=TOP_K
+            )
             latencies.append((time.perf_counter() - started) * 1000)
         returned = [position[memory_id] for memory_id, _ in result]
         short_results += len(returned) < expected
@@ -762,7 +797,9 @@ def print_table(cases: list[dict[str, Any]]) -> None:
         ])  # fmt: skip
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     for index, row in enumerate(rows):
-        cells = [c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))]
+        cells = [
+            c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        ]
         print("  ".join(cells))
         if index == 0:
             print("  ".join("-" * w for w in widths))
@@ -808,10 +845,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--queries", type=int, default=200, help="measured searches per case (200)")
     parser.add_argument("--warmup", type=int, default=20, help="unmeasured searches per case first (20)")
-    parser.add_argument("--burst", type=int, default=25, help="rows per write burst when loading; 0 = packed (25)")
+    parser.add_argument(
+        "--burst", type=int, default=25, help="rows per write burst when loading; 0 = packed (25)"
+    )
     parser.add_argument("--seed", type=int, default=7, help="data and query seed (7)")
     parser.add_argument("--sql-checks", type=int, default=5, help="queries per case checked against SQL (5)")
-    parser.add_argument("--cases", default="", help="comma-separated case numbers to run (1-based; default all)")
+    parser.add_argument(
+        "--cases", default="", help="comma-separated case numbers to run (1-based; default all)"
+    )
     parser.add_argument("--reload", action="store_true", help="load the data again even if it is there")
     parser.add_argument("--rebuild-index", action="store_true", help="drop and time the HNSW index builds")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "vector_search.json")
@@ -890,9 +931,15 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
             "generator": {**config.__dict__, "version": GENERATOR_VERSION},
             "layout": [
                 {"slug": s.slug, "rows": s.size, "label": s.label, "users": [list(u) for u in s.users]}
-                for s in specs if s.label != "filler"
-            ] + [{"fillers": sum(s.label == "filler" for s in specs),
-                  "rows": sorted({s.size for s in specs if s.label == "filler"})}],
+                for s in specs
+                if s.label != "filler"
+            ]
+            + [
+                {
+                    "fillers": sum(s.label == "filler" for s in specs),
+                    "rows": sorted({s.size for s in specs if s.label == "filler"}),
+                }
+            ],
         },  # fmt: skip
         "data": {
             "reused": report.reused,
@@ -905,9 +952,14 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
             "statisticsOf3000RowsOfThe10PctWorkspace": target_stats,
         },
         "indexBuilds": [
-            {"workspace": specs[b.workspace_index].slug, "index": b.name, "usersIndex": b.users_name,
-             "seconds": None if b.seconds is None else round(b.seconds, 1), "sizeBytes": b.size_bytes,
-             "usersIndexSizeBytes": b.users_size_bytes}
+            {
+                "workspace": specs[b.workspace_index].slug,
+                "index": b.name,
+                "usersIndex": b.users_name,
+                "seconds": None if b.seconds is None else round(b.seconds, 1),
+                "sizeBytes": b.size_bytes,
+                "usersIndexSizeBytes": b.users_size_bytes,
+            }
             for b in builds
         ],  # fmt: skip
         "cases": results,
@@ -926,8 +978,10 @@ def main(argv: list[str] | None = None) -> int:
     data = result["data"]
     seconds = data["generateSeconds"] + data["copySeconds"] + data["vacuumAnalyzeSeconds"]
     loaded = "reused" if data["reused"] else f"{seconds:.0f} s"
-    print(f"data load: {loaded}; HNSW builds: {builds}; load average {result['machine']['loadavgAtStart']} -> "
-          f"{result['machine']['loadavgAtEnd']} on {result['machine']['nproc']} cores")
+    print(
+        f"data load: {loaded}; HNSW builds: {builds}; load average {result['machine']['loadavgAtStart']} -> "
+        f"{result['machine']['loadavgAtEnd']} on {result['machine']['nproc']} cores"
+    )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2, default=str) + "\n")
     print(f"wrote {args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out}")

@@ -29,7 +29,12 @@ the `X-Request-Id` header. Authenticate with `Authorization: Bearer mem_<64 hex>
 
 class CairnAPI(NinjaAPI):
     def create_response(
-        self, request: HttpRequest, data: Any, *, status: int | None = None, temporal_response: HttpResponse | None = None
+        self,
+        request: HttpRequest,
+        data: Any,
+        *,
+        status: int | None = None,
+        temporal_response: HttpResponse | None = None,
     ) -> HttpResponse:
         response = super().create_response(request, data, status=status, temporal_response=temporal_response)
         return mark(response)
@@ -57,7 +62,9 @@ def _validation_error(request: HttpRequest, exc: ValidationError) -> HttpRespons
 
 @api.exception_handler(AuthenticationError)
 def _auth_error(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
-    return mark(error_response(request, ApiError(401, "MISSING_API_KEY", "Send 'Authorization: Bearer mem_…'.")))
+    return mark(
+        error_response(request, ApiError(401, "MISSING_API_KEY", "Send 'Authorization: Bearer mem_…'."))
+    )
 
 
 @api.exception_handler(Http404)
@@ -70,7 +77,9 @@ def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
     code = "INVALID_REQUEST" if exc.status_code < 500 else "INTERNAL_ERROR"
     message = str(exc.message)
     if message == "Cannot parse request body":
-        message = "The request body is not valid JSON: send a JSON object with Content-Type: application/json."
+        message = (
+            "The request body is not valid JSON: send a JSON object with Content-Type: application/json."
+        )
     return mark(error_response(request, ApiError(exc.status_code, code, message)))
 
 
@@ -94,10 +103,12 @@ def database_unavailable(exc: Exception) -> ApiError:
     for alias in ("app", "default"):
         connections[alias].close_if_unusable_or_obsolete()
     return ApiError(
-        503, "DATABASE_UNAVAILABLE",
+        503,
+        "DATABASE_UNAVAILABLE",
         "The database is unavailable for a moment. Retry after the Retry-After delay; send the same "
         "Idempotency-Key so a write is never stored twice.",
-        retryable=True, headers={"Retry-After": "1"},
+        retryable=True,
+        headers={"Retry-After": "1"},
     )
 
 
@@ -116,7 +127,9 @@ class HealthOut(Schema):
 health_router = Router(tags=["health"])
 
 
-@health_router.get("/health", response=Envelope[HealthOut], auth=None, summary="Liveness of the SDK API (no auth)")
+@health_router.get(
+    "/health", response=Envelope[HealthOut], auth=None, summary="Liveness of the SDK API (no auth)"
+)
 def health(request: HttpRequest) -> dict[str, Any]:
     return success_envelope(request, {"status": "ok", "service": "cairn-sdk", "schemaVersion": API_VERSION})
 

@@ -35,7 +35,11 @@ class UtcTimestamptzLoader(Loader):
 
 def fast_timestamps_ensure(sender: object, connection: Any, **kwargs: object) -> None:
     """connection_created receiver: psycopg's C loader where the session is in UTC and Django expects UTC."""
-    if connection.vendor != "postgresql" or connection.timezone != UTC or not hasattr(connection.connection, "info"):
+    if (
+        connection.vendor != "postgresql"
+        or connection.timezone != UTC
+        or not hasattr(connection.connection, "info")
+    ):
         return
     if connection.connection.info.timezone != UTC or _FAST_LOADER.__module__.startswith("psycopg.types"):
         return  # another session time zone, or no C implementation (pure-Python psycopg): Django's loader stays

@@ -110,7 +110,9 @@ def _shared_buffers_configure(conn: object) -> None:
 def _bootstrap(socket_dir: str, port: int) -> None:
     import psycopg
 
-    with psycopg.connect(host=socket_dir, port=port, user=SUPERUSER, dbname="postgres", autocommit=True) as conn:
+    with psycopg.connect(
+        host=socket_dir, port=port, user=SUPERUSER, dbname="postgres", autocommit=True
+    ) as conn:
         roles = {row[0] for row in conn.execute("SELECT rolname FROM pg_roles")}
         if OWNER_ROLE not in roles:
             conn.execute(f"CREATE ROLE {OWNER_ROLE} LOGIN CREATEDB")
@@ -120,6 +122,8 @@ def _bootstrap(socket_dir: str, port: int) -> None:
             conn.execute(f"CREATE DATABASE {DATABASE_NAME} OWNER {OWNER_ROLE}")
         _shared_buffers_configure(conn)
     for dbname in ("template1", DATABASE_NAME):
-        with psycopg.connect(host=socket_dir, port=port, user=SUPERUSER, dbname=dbname, autocommit=True) as conn:
+        with psycopg.connect(
+            host=socket_dir, port=port, user=SUPERUSER, dbname=dbname, autocommit=True
+        ) as conn:
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
             conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")

@@ -47,7 +47,9 @@ class ApiError(Exception):
         self.message = message
         self.details = details
         self.retryable = status >= 500 or status == 429 if retryable is None else retryable
-        self.error_type = error_type or ("internal_error" if status >= 500 else _TYPE_BY_STATUS.get(status, "unknown_error"))
+        self.error_type = error_type or (
+            "internal_error" if status >= 500 else _TYPE_BY_STATUS.get(status, "unknown_error")
+        )
         self.headers = headers or {}
 
 
@@ -96,7 +98,13 @@ def envelope_response(request: HttpRequest, data: Any, schema: type) -> HttpResp
 
 
 def envelope_response_spliced(
-    request: HttpRequest, data: dict[str, Any], schema: type, *, field: str, rendered: bytes, before: str,
+    request: HttpRequest,
+    data: dict[str, Any],
+    schema: type,
+    *,
+    field: str,
+    rendered: bytes,
+    before: str,
 ) -> HttpResponse:
     """envelope_response, with `data[field]` (a list) taken as already validated and serialised: `rendered` is its
     JSON. The rest is validated and dumped with that field empty, then `rendered` takes the place of the first
@@ -109,7 +117,7 @@ def envelope_response_spliced(
     at, limit = body.find(marker), body.find(f'"{before}":'.encode())
     if not 0 <= at < limit:
         return envelope_response(request, data, schema)
-    body = body[:at] + f'"{field}":'.encode() + rendered + body[at + len(marker):]
+    body = body[:at] + f'"{field}":'.encode() + rendered + body[at + len(marker) :]
     return _json_response(body)
 
 

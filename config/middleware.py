@@ -60,13 +60,17 @@ class ApiEnvelopeMiddleware:
         if not _is_api(request):
             return None
         logger.exception("unhandled error on %s (request %s)", request.path, request_id(request))
-        return mark(error_response(request, ApiError(500, "INTERNAL_ERROR", "Something went wrong on our side.")))
+        return mark(
+            error_response(request, ApiError(500, "INTERNAL_ERROR", "Something went wrong on our side."))
+        )
 
     def _preflight(self, request: HttpRequest) -> HttpResponse:
         response = HttpResponse(status=204)
         response["Access-Control-Allow-Origin"] = "*"
         response["Access-Control-Allow-Methods"] = "GET, POST, PATCH, DELETE, OPTIONS"
-        response["Access-Control-Allow-Headers"] = "Content-Type, Authorization, Idempotency-Key, X-Request-Id"
+        response["Access-Control-Allow-Headers"] = (
+            "Content-Type, Authorization, Idempotency-Key, X-Request-Id"
+        )
         response["X-Request-Id"] = request_id(request)
         return response
 
@@ -90,7 +94,9 @@ class ApiEnvelopeMiddleware:
         details = None
         if status == 405 and response.has_header("Allow"):
             details = {"allowed": [m.strip() for m in response["Allow"].split(",")]}
-        wrapped = error_response(request, ApiError(status if status < 600 else 500, code, message, details=details))
+        wrapped = error_response(
+            request, ApiError(status if status < 600 else 500, code, message, details=details)
+        )
         if response.has_header("Allow"):
             wrapped["Allow"] = response["Allow"]
         return mark(wrapped)

@@ -61,8 +61,14 @@ class _PreparingCursor:
             class PreparingCursor(ServerBindingCursor):
                 _query_cls = _parsed_query_class() or ServerBindingCursor._query_cls
 
-                def execute(self, query: Any, params: Any = None, *, prepare: bool | None = None,
-                            binary: bool | None = None) -> Any:
+                def execute(
+                    self,
+                    query: Any,
+                    params: Any = None,
+                    *,
+                    prepare: bool | None = None,
+                    binary: bool | None = None,
+                ) -> Any:
                     return super().execute(query, params, prepare=True, binary=binary)
 
             class DebugWrapper(CursorDebugWrapper):

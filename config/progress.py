@@ -33,8 +33,10 @@ class ProgressBar:
         filled = int(self.width * min(1.0, fraction))
         elapsed = time.monotonic() - self.started
         rate = self.done / elapsed if elapsed > 0 else 0.0
-        line = (f"{self.label} [{'#' * filled}{'.' * (self.width - filled)}] {self.done}/{self.total} "
-                f"({fraction:.0%}, {rate:.1f}/s)")
+        line = (
+            f"{self.label} [{'#' * filled}{'.' * (self.width - filled)}] {self.done}/{self.total} "
+            f"({fraction:.0%}, {rate:.1f}/s)"
+        )
         self.stream.write(("\r" + line) if self._tty else (line + "\n"))
         self.stream.flush()
 

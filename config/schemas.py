@@ -58,7 +58,8 @@ class StrictIn(Schema):
 
 class ScopeIn(StrictIn):
     tenantId: trimmed(120) | None = Field(
-        None, description="Selects (and on first use provisions) an SDK-tenant workspace under your own workspace."
+        None,
+        description="Selects (and on first use provisions) an SDK-tenant workspace under your own workspace.",
     )
     userId: trimmed(120) | None = Field(
         None,
@@ -92,7 +93,9 @@ def scope_field() -> Any:
 
 
 class ErrorOut(BaseModel):
-    type: str = Field(description="auth_error, validation_error, not_found_error, rate_limit_error or internal_error.")
+    type: str = Field(
+        description="auth_error, validation_error, not_found_error, rate_limit_error or internal_error."
+    )
     code: str = Field(description="Stable machine-readable code, e.g. MEMORY_NOT_FOUND.")
     message: str = Field(description="What went wrong and how to fix it.")
     status: int = Field(description="Same as the HTTP status.")
@@ -103,7 +106,9 @@ class ErrorOut(BaseModel):
 class MetaOut(BaseModel):
     version: str = Field(description="API contract version.")
     endpoint: str = Field(description="The path that answered.")
-    requestId: str = Field(description="Request id, also in the X-Request-Id header; quote it in support requests.")
+    requestId: str = Field(
+        description="Request id, also in the X-Request-Id header; quote it in support requests."
+    )
     timestamp: str = Field(description="Server time of the answer, ISO 8601 UTC.")
 
 

@@ -155,7 +155,9 @@ TEMPLATES = [
 def _url_settings(url: str, *, setting: str) -> dict[str, object]:
     parsed = urlparse(url)
     if parsed.scheme not in {"postgres", "postgresql"}:
-        raise ImproperlyConfigured(f"{setting} must start with postgres:// or postgresql://, got {parsed.scheme!r}")
+        raise ImproperlyConfigured(
+            f"{setting} must start with postgres:// or postgresql://, got {parsed.scheme!r}"
+        )
     return {
         "ENGINE": "django.db.backends.postgresql",
         "NAME": unquote(parsed.path.lstrip("/")),
@@ -369,11 +371,15 @@ SEARCH_REPLY_LIFT = env_float("SEARCH_REPLY_LIFT", 0.8, minimum=0.0, maximum=1.0
 # canary through graph/rollout or the mode autopilot.
 ROLLOUT_DEFAULT_MODE = os.environ.get("ROLLOUT_DEFAULT_MODE", "off").strip() or "off"
 if ROLLOUT_DEFAULT_MODE not in {"off", "shadow", "canary"}:
-    raise ImproperlyConfigured(f"ROLLOUT_DEFAULT_MODE must be off, shadow or canary, got {ROLLOUT_DEFAULT_MODE!r}")
+    raise ImproperlyConfigured(
+        f"ROLLOUT_DEFAULT_MODE must be off, shadow or canary, got {ROLLOUT_DEFAULT_MODE!r}"
+    )
 # Quality-gate window: current = the last N hours, previous = the N hours before (1–168).
 ROLLOUT_GATE_WINDOW_HOURS = env_int("ROLLOUT_GATE_WINDOW_HOURS", 24)
 if ROLLOUT_GATE_WINDOW_HOURS > 168:
-    raise ImproperlyConfigured(f"ROLLOUT_GATE_WINDOW_HOURS must be between 1 and 168, got {ROLLOUT_GATE_WINDOW_HOURS}")
+    raise ImproperlyConfigured(
+        f"ROLLOUT_GATE_WINDOW_HOURS must be between 1 and 168, got {ROLLOUT_GATE_WINDOW_HOURS}"
+    )
 # The default-strategy autopilot evaluates once per window and promotes lexical → hybrid after this many consecutive
 # ready windows; a window that is not ready rolls back at once.
 ROLLOUT_POLICY_WINDOW_MINUTES = env_int("ROLLOUT_POLICY_WINDOW_MINUTES", 60)
@@ -396,18 +402,28 @@ GRAPH_LLM_MAX_RETRIES = env_int("GRAPH_LLM_MAX_RETRIES", 2, minimum=0)
 # Tokens per UTC day per workspace unless the workspace sets its own (graph/settings); unset = no limit.
 GRAPH_LLM_DAILY_TOKEN_BUDGET = env_int("GRAPH_LLM_DAILY_TOKEN_BUDGET", 0, minimum=0) or None
 # Pairwise classifier: neighbours in this cosine band are asked about (agrees/contradicts/refines/unrelated).
-GRAPH_LLM_AMBIGUOUS_SIMILARITY_MIN = env_float("GRAPH_LLM_AMBIGUOUS_SIMILARITY_MIN", 0.70, minimum=0.0, maximum=1.0)
-GRAPH_LLM_AMBIGUOUS_SIMILARITY_MAX = env_float("GRAPH_LLM_AMBIGUOUS_SIMILARITY_MAX", 0.90, minimum=0.0, maximum=1.0)
+GRAPH_LLM_AMBIGUOUS_SIMILARITY_MIN = env_float(
+    "GRAPH_LLM_AMBIGUOUS_SIMILARITY_MIN", 0.70, minimum=0.0, maximum=1.0
+)
+GRAPH_LLM_AMBIGUOUS_SIMILARITY_MAX = env_float(
+    "GRAPH_LLM_AMBIGUOUS_SIMILARITY_MAX", 0.90, minimum=0.0, maximum=1.0
+)
 GRAPH_LLM_PAIRWISE_MAX_CALLS = env_int("GRAPH_LLM_PAIRWISE_MAX_CALLS", 5)
 GRAPH_LLM_RELATIONSHIP_CONFIDENCE_THRESHOLD = env_float(
-    "GRAPH_LLM_RELATIONSHIP_CONFIDENCE_THRESHOLD", 0.70, minimum=0.0, maximum=1.0)
+    "GRAPH_LLM_RELATIONSHIP_CONFIDENCE_THRESHOLD", 0.70, minimum=0.0, maximum=1.0
+)
 GRAPH_LLM_SEMANTIC_MIN_CHARS = env_int("GRAPH_LLM_SEMANTIC_MIN_CHARS", 20)
 GRAPH_LLM_SEMANTIC_CONTEXT_LIMIT = env_int("GRAPH_LLM_SEMANTIC_CONTEXT_LIMIT", 20)
 GRAPH_LLM_SEMANTIC_CONFIDENCE_THRESHOLD = env_float(
-    "GRAPH_LLM_SEMANTIC_CONFIDENCE_THRESHOLD", 0.60, minimum=0.0, maximum=1.0)
+    "GRAPH_LLM_SEMANTIC_CONFIDENCE_THRESHOLD", 0.60, minimum=0.0, maximum=1.0
+)
 # Entity resolution: cosine of "name: summary" embeddings; at or above SIMILARITY merges, between the two asks the LLM.
-GRAPH_ENTITY_SIMILARITY_THRESHOLD = env_float("GRAPH_ENTITY_SIMILARITY_THRESHOLD", 0.85, minimum=0.0, maximum=1.0)
-GRAPH_ENTITY_AMBIGUOUS_THRESHOLD = env_float("GRAPH_ENTITY_AMBIGUOUS_THRESHOLD", 0.70, minimum=0.0, maximum=1.0)
+GRAPH_ENTITY_SIMILARITY_THRESHOLD = env_float(
+    "GRAPH_ENTITY_SIMILARITY_THRESHOLD", 0.85, minimum=0.0, maximum=1.0
+)
+GRAPH_ENTITY_AMBIGUOUS_THRESHOLD = env_float(
+    "GRAPH_ENTITY_AMBIGUOUS_THRESHOLD", 0.70, minimum=0.0, maximum=1.0
+)
 # Names this close by trigram similarity (pg_trgm) are the same entity even without embeddings (typos, plurals).
 GRAPH_ENTITY_TRIGRAM_MERGE = env_float("GRAPH_ENTITY_TRIGRAM_MERGE", 0.75, minimum=0.0, maximum=1.0)
 GRAPH_ENTITY_MAX_PER_MEMORY = env_int("GRAPH_ENTITY_MAX_PER_MEMORY", 10)

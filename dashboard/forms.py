@@ -16,7 +16,9 @@ class ApiKeyCreateForm(forms.Form):
         # Read at request time: the limit is a setting, and a class attribute would freeze it at import.
         days = self.cleaned_data["expires_in_days"]
         if days > settings.API_KEY_MAX_EXPIRY_DAYS:
-            raise forms.ValidationError(f"Keys expire within {settings.API_KEY_MAX_EXPIRY_DAYS} days at most.")
+            raise forms.ValidationError(
+                f"Keys expire within {settings.API_KEY_MAX_EXPIRY_DAYS} days at most."
+            )
         return days
 
 

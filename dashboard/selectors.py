@@ -57,12 +57,20 @@ def _active_edges(*, workspace_id: int, filters: GraphFilters) -> QuerySet[Graph
     if filters.evidence_only:
         edges = edges.filter(evidence_memory_id__isnull=False)
     if filters.node_types:
-        edges = edges.filter(from_node__node_type__in=filters.node_types, to_node__node_type__in=filters.node_types)
+        edges = edges.filter(
+            from_node__node_type__in=filters.node_types, to_node__node_type__in=filters.node_types
+        )
     return edges
 
 
 def _node_payload(node: GraphNode, degree: int = 0) -> dict[str, Any]:
-    return {"id": node.id, "type": node.node_type, "key": node.node_key, "label": node.label, "degree": degree}
+    return {
+        "id": node.id,
+        "type": node.node_type,
+        "key": node.node_key,
+        "label": node.label,
+        "degree": degree,
+    }
 
 
 def _edge_payload(edge: GraphEdge) -> dict[str, Any]:
@@ -78,8 +86,16 @@ def _edge_payload(edge: GraphEdge) -> dict[str, Any]:
     }
 
 
-_EDGE_FIELDS = ("id", "from_node_id", "to_node_id", "edge_type", "edge_class", "weight", "confidence",
-                "evidence_memory_id")
+_EDGE_FIELDS = (
+    "id",
+    "from_node_id",
+    "to_node_id",
+    "edge_type",
+    "edge_class",
+    "weight",
+    "confidence",
+    "evidence_memory_id",
+)
 
 
 def graph_top(*, workspace_id: int, filters: GraphFilters, node_limit: int, edge_limit: int) -> GraphView:
@@ -93,14 +109,21 @@ def graph_top(*, workspace_id: int, filters: GraphFilters, node_limit: int, edge
     nodes = GraphNode.objects.filter(workspace_id=workspace_id)
     if filters.node_types:
         nodes = nodes.filter(node_type__in=filters.node_types)
-    if not ranked and not any((filters.edge_types, filters.evidence_only, filters.min_weight, filters.min_confidence)):
+    if not ranked and not any(
+        (filters.edge_types, filters.evidence_only, filters.min_weight, filters.min_confidence)
+    ):
         # A graph without edges yet still has nodes worth seeing.
         chosen = list(nodes.order_by("-mention_count", "id")[:node_limit])
         return GraphView(nodes=[_node_payload(node) for node in chosen])
     keep = ranked[:node_limit]
-    chosen = {node.id: node for node in nodes.filter(id__in=keep).only("id", "node_type", "node_key", "label")}
-    picked = list(edges.filter(from_node_id__in=chosen, to_node_id__in=chosen).only(*_EDGE_FIELDS)
-                  .order_by("-weight", "id")[: edge_limit + 1])
+    chosen = {
+        node.id: node for node in nodes.filter(id__in=keep).only("id", "node_type", "node_key", "label")
+    }
+    picked = list(
+        edges.filter(from_node_id__in=chosen, to_node_id__in=chosen)
+        .only(*_EDGE_FIELDS)
+        .order_by("-weight", "id")[: edge_limit + 1]
+    )
     view = GraphView(
         nodes=[_node_payload(chosen[node_id], degree[node_id]) for node_id in keep if node_id in chosen],
         edges=[_edge_payload(edge) for edge in picked[:edge_limit]],
@@ -137,20 +160,28 @@ def graph_ego(*, workspace_id: int, node: GraphNode, filters: GraphFilters, edge
 
 
 def graph_edge_get(*, workspace_id: int, edge_id: int) -> GraphEdge | None:
-    return GraphEdge.objects.select_related("from_node", "to_node").filter(workspace_id=workspace_id, id=edge_id).first()
+    return (
+        GraphEdge.objects.select_related("from_node", "to_node")
+        .filter(workspace_id=workspace_id, id=edge_id)
+        .first()
+    )
 
 
 def graph_edge_types(*, workspace_id: int, limit: int) -> list[str]:
     return list(
         GraphEdge.objects.filter(workspace_id=workspace_id, expired_at__isnull=True)
-        .values_list("edge_type", flat=True).distinct().order_by("edge_type")[:limit]
+        .values_list("edge_type", flat=True)
+        .distinct()
+        .order_by("edge_type")[:limit]
     )
 
 
 def graph_node_types(*, workspace_id: int, limit: int) -> list[str]:
     return list(
         GraphNode.objects.filter(workspace_id=workspace_id)
-        .values_list("node_type", flat=True).distinct().order_by("node_type")[:limit]
+        .values_list("node_type", flat=True)
+        .distinct()
+        .order_by("node_type")[:limit]
     )
 
 
@@ -161,10 +192,13 @@ def node_memories(*, workspace_id: int, node: GraphNode, limit: int) -> list[Mem
     else:
         ids = list(
             MemoryNodeLink.objects.filter(workspace_id=workspace_id, node_id=node.id)
-            .order_by("-id").values_list("memory_id", flat=True)[:limit]
+            .order_by("-id")
+            .values_list("memory_id", flat=True)[:limit]
         )
     parsed = [value if isinstance(value, uuid.UUID) else _uuid_or_none(value) for value in ids]
-    found = Memory.objects.filter(workspace_id=workspace_id, id__in=[p for p in parsed if p], deleted_at__isnull=True)
+    found = Memory.objects.filter(
+        workspace_id=workspace_id, id__in=[p for p in parsed if p], deleted_at__isnull=True
+    )
     by_id = {memory.id: memory for memory in found}
     return [by_id[p] for p in parsed if p in by_id]
 
@@ -197,7 +231,8 @@ def memory_get(*, workspace_id: int, memory_id: uuid.UUID) -> Memory | None:
 def memory_graph_links(*, workspace_id: int, memory_id: uuid.UUID, limit: int) -> list[dict[str, Any]]:
     links = (
         MemoryNodeLink.objects.select_related("node")
-        .filter(workspace_id=workspace_id, memory_id=memory_id).order_by("role", "id")[:limit]
+        .filter(workspace_id=workspace_id, memory_id=memory_id)
+        .order_by("role", "id")[:limit]
     )
     return [{"role": link.role, "node": link.node} for link in links]
 
@@ -218,7 +253,9 @@ def entity_list(*, workspace_id: int, query: str, entity_type: str | None, limit
     if entity_type:
         entities = entities.filter(node_type=entity_type)
     if query:
-        alias_nodes = GraphEntityAlias.objects.filter(workspace_id=workspace_id, alias__icontains=query.lower())
+        alias_nodes = GraphEntityAlias.objects.filter(
+            workspace_id=workspace_id, alias__icontains=query.lower()
+        )
         entities = entities.filter(Q(label__icontains=query) | Q(id__in=alias_nodes.values("node_id")))
     return list(entities.order_by("-mention_count", "label", "id")[:limit])
 
@@ -230,12 +267,18 @@ def entity_get(*, workspace_id: int, node_id: int) -> GraphNode | None:
 def entity_aliases(*, workspace_id: int, node: GraphNode, limit: int) -> list[str]:
     return list(
         GraphEntityAlias.objects.filter(workspace_id=workspace_id, node_id=node.id)
-        .order_by("alias").values_list("alias", flat=True)[:limit]
+        .order_by("alias")
+        .values_list("alias", flat=True)[:limit]
     )
 
 
 def fact_list(
-    *, workspace_id: int, node: GraphNode | None = None, query: str = "", include_invalid: bool = False, limit: int
+    *,
+    workspace_id: int,
+    node: GraphNode | None = None,
+    query: str = "",
+    include_invalid: bool = False,
+    limit: int,
 ) -> list[GraphEdge]:
     """Entity facts (llm_entity edges), current ones first; invalidated ones only when asked for."""
     facts = GraphEdge.objects.select_related("from_node", "to_node").filter(
@@ -257,7 +300,9 @@ def community_list(*, workspace_id: int, limit: int, member_limit: int) -> list[
     sizes = dict(members.values("community_id").annotate(size=Count("*")).values_list("community_id", "size"))
     # The first members by id of each community, labels joined in: one statement however large the communities.
     firsts = (
-        members.annotate(rank=Window(RowNumber(), partition_by=F("community_id"), order_by=F("node_id").asc()))
+        members.annotate(
+            rank=Window(RowNumber(), partition_by=F("community_id"), order_by=F("node_id").asc())
+        )
         .filter(rank__lte=member_limit)
         .order_by("community_id", "node_id")
         .values_list("community_id", "node__label")

@@ -5,7 +5,11 @@ from dashboard import views
 
 urlpatterns = [
     path("", views.home, name="dashboard-home"),
-    path("accounts/login/", auth_views.LoginView.as_view(template_name="dashboard/login.html"), name="dashboard-login"),
+    path(
+        "accounts/login/",
+        auth_views.LoginView.as_view(template_name="dashboard/login.html"),
+        name="dashboard-login",
+    ),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="dashboard-logout"),
     path("accounts/signup/", views.signup, name="dashboard-signup"),
     path("settings/keys/", views.keys, name="dashboard-keys"),
@@ -14,7 +18,9 @@ urlpatterns = [
     path("w/<int:workspace_id>/", views.explorer, name="dashboard-workspace"),
     path("w/<int:workspace_id>/graph/", views.explorer, name="dashboard-explorer"),
     path("w/<int:workspace_id>/graph/data/", views.explorer_data, name="dashboard-explorer-data"),
-    path("w/<int:workspace_id>/graph/edges/<int:edge_id>/", views.explorer_edge, name="dashboard-explorer-edge"),
+    path(
+        "w/<int:workspace_id>/graph/edges/<int:edge_id>/", views.explorer_edge, name="dashboard-explorer-edge"
+    ),
     path("w/<int:workspace_id>/graph/node/", views.explorer_node, name="dashboard-explorer-node"),
     path("w/<int:workspace_id>/rollout/", views.rollout, name="dashboard-rollout"),
     path("w/<int:workspace_id>/rollout/mode/", views.rollout_mode, name="dashboard-rollout-mode"),
@@ -26,5 +32,9 @@ urlpatterns = [
     path("w/<int:workspace_id>/communities/", views.communities, name="dashboard-communities"),
     path("w/<int:workspace_id>/members/", views.members, name="dashboard-members"),
     path("w/<int:workspace_id>/members/<int:user_id>/role/", views.member_role, name="dashboard-member-role"),
-    path("w/<int:workspace_id>/members/<int:user_id>/remove/", views.member_remove, name="dashboard-member-remove"),
+    path(
+        "w/<int:workspace_id>/members/<int:user_id>/remove/",
+        views.member_remove,
+        name="dashboard-member-remove",
+    ),
 ]

@@ -61,11 +61,23 @@ def _manager_workspace_for_user(request: HttpRequest, workspace_id: int) -> tupl
     return workspace, role
 
 
-def _page(request: HttpRequest, template: str, workspace: Workspace | None, role: str | None,
-          context: dict[str, Any], *, section: str = "") -> HttpResponse:
+def _page(
+    request: HttpRequest,
+    template: str,
+    workspace: Workspace | None,
+    role: str | None,
+    context: dict[str, Any],
+    *,
+    section: str = "",
+) -> HttpResponse:
     workspaces = tenancy_selectors.workspaces_for_user(user=request.user)
-    base = {"workspace": workspace, "role": role, "can_manage": role in MANAGER_ROLES, "section": section,
-            "switcher": workspaces}
+    base = {
+        "workspace": workspace,
+        "role": role,
+        "can_manage": role in MANAGER_ROLES,
+        "section": section,
+        "switcher": workspaces,
+    }
     return render(request, template, {**base, **context})
 
 
@@ -144,8 +156,14 @@ def explorer(request: HttpRequest, workspace_id: int) -> HttpResponse:
         "nodeUrl": f"/w/{workspace.id}/graph/node/",
         "defaultNodes": settings.DASHBOARD_EXPLORER_DEFAULT_NODES,
     }
-    return _page(request, "dashboard/explorer.html", workspace, role,
-                 {"edge_types": edge_types, "node_types": node_types, "explorer_config": config}, section="graph")
+    return _page(
+        request,
+        "dashboard/explorer.html",
+        workspace,
+        role,
+        {"edge_types": edge_types, "node_types": node_types, "explorer_config": config},
+        section="graph",
+    )
 
 
 @login_required
@@ -162,20 +180,33 @@ def explorer_data(request: HttpRequest, workspace_id: int) -> HttpResponse:
     except ValueError:
         limit = 0
     if not 1 <= limit <= settings.DASHBOARD_EXPLORER_MAX_NODES:
-        return _json_error(request, "INVALID_LIMIT", f"limit must be between 1 and {settings.DASHBOARD_EXPLORER_MAX_NODES}")
+        return _json_error(
+            request, "INVALID_LIMIT", f"limit must be between 1 and {settings.DASHBOARD_EXPLORER_MAX_NODES}"
+        )
     node_type, node_key = request.GET.get("graph_node_type", ""), request.GET.get("graph_node_key", "")
     edge_limit = settings.DASHBOARD_EXPLORER_MAX_EDGES
     with workspace_context(workspace.id):
         if node_type and node_key:
-            node = selectors.graph_node_get(workspace_id=workspace.id, node_type=node_type[:32], node_key=node_key[:600])
+            node = selectors.graph_node_get(
+                workspace_id=workspace.id, node_type=node_type[:32], node_key=node_key[:600]
+            )
             if node is None:
-                return _json_error(request, "NODE_NOT_FOUND", "No node with this graph_node_type and graph_node_key here.",
-                                   status=404)
-            view = selectors.graph_ego(workspace_id=workspace.id, node=node, filters=filters, edge_limit=edge_limit)
+                return _json_error(
+                    request,
+                    "NODE_NOT_FOUND",
+                    "No node with this graph_node_type and graph_node_key here.",
+                    status=404,
+                )
+            view = selectors.graph_ego(
+                workspace_id=workspace.id, node=node, filters=filters, edge_limit=edge_limit
+            )
         else:
-            view = selectors.graph_top(workspace_id=workspace.id, filters=filters, node_limit=limit,
-                                       edge_limit=edge_limit)
-    return JsonResponse({"nodes": view.nodes, "edges": view.edges, "truncated": view.truncated, "focus": view.focus})
+            view = selectors.graph_top(
+                workspace_id=workspace.id, filters=filters, node_limit=limit, edge_limit=edge_limit
+            )
+    return JsonResponse(
+        {"nodes": view.nodes, "edges": view.edges, "truncated": view.truncated, "focus": view.focus}
+    )
 
 
 def _json_error(request: HttpRequest, code: str, message: str, *, status: int = 400) -> HttpResponse:
@@ -192,10 +223,16 @@ def explorer_edge(request: HttpRequest, workspace_id: int, edge_id: int) -> Http
         edge = selectors.graph_edge_get(workspace_id=workspace.id, edge_id=edge_id)
         if edge is None:
             raise Http404("No such edge")
-        evidence = (selectors.memory_get(workspace_id=workspace.id, memory_id=edge.evidence_memory_id)
-                    if edge.evidence_memory_id else None)
-    return render(request, "dashboard/_edge_panel.html",
-                  {"workspace": workspace, "edge": edge, "evidence": evidence, "now": timezone.now()})
+        evidence = (
+            selectors.memory_get(workspace_id=workspace.id, memory_id=edge.evidence_memory_id)
+            if edge.evidence_memory_id
+            else None
+        )
+    return render(
+        request,
+        "dashboard/_edge_panel.html",
+        {"workspace": workspace, "edge": edge, "evidence": evidence, "now": timezone.now()},
+    )
 
 
 @login_required
@@ -205,13 +242,24 @@ def explorer_node(request: HttpRequest, workspace_id: int) -> HttpResponse:
     workspace, _ = _workspace_for_user(request, workspace_id)
     node_type, node_key = request.GET.get("graph_node_type", ""), request.GET.get("graph_node_key", "")
     with workspace_context(workspace.id):
-        node = selectors.graph_node_get(workspace_id=workspace.id, node_type=node_type[:32], node_key=node_key[:600])
+        node = selectors.graph_node_get(
+            workspace_id=workspace.id, node_type=node_type[:32], node_key=node_key[:600]
+        )
         if node is None:
             raise Http404("No such node")
-        memories = selectors.node_memories(workspace_id=workspace.id, node=node, limit=settings.DASHBOARD_LINKED_MEMORIES)
-    return render(request, "dashboard/_node_panel.html",
-                  {"workspace": workspace, "node": node, "memories": memories,
-                   "evidence_id": request.GET.get("evidence", "")})
+        memories = selectors.node_memories(
+            workspace_id=workspace.id, node=node, limit=settings.DASHBOARD_LINKED_MEMORIES
+        )
+    return render(
+        request,
+        "dashboard/_node_panel.html",
+        {
+            "workspace": workspace,
+            "node": node,
+            "memories": memories,
+            "evidence_id": request.GET.get("evidence", ""),
+        },
+    )
 
 
 # --- rollout ---------------------------------------------------------------------------------------------------
@@ -222,8 +270,13 @@ def _rollout_context(workspace: Workspace, role: str) -> dict[str, Any]:
     with workspace_context(workspace.id):
         errors = recent_pipeline_errors(workspace_id=workspace.id, limit=10)
     modes = [{"value": value, "help": MODE_HELP[value]} for value in RolloutConfig.Mode.values]
-    return {"workspace": workspace, "overview": overview, "errors": errors, "modes": modes,
-            "can_manage": role in MANAGER_ROLES}
+    return {
+        "workspace": workspace,
+        "overview": overview,
+        "errors": errors,
+        "modes": modes,
+        "can_manage": role in MANAGER_ROLES,
+    }
 
 
 @login_required
@@ -246,8 +299,12 @@ def rollout_mode(request: HttpRequest, workspace_id: int) -> HttpResponse:
         blocked = f"mode must be one of {', '.join(RolloutConfig.Mode.values)}"
     else:
         try:
-            rollout_services.rollout_mode_set(workspace_id=workspace.id, mode=mode, autopilot_enabled=None,
-                                              updated_by=f"dashboard:{request.user.get_username()}")
+            rollout_services.rollout_mode_set(
+                workspace_id=workspace.id,
+                mode=mode,
+                autopilot_enabled=None,
+                updated_by=f"dashboard:{request.user.get_username()}",
+            )
         except ApiError as error:
             blocked = error.message
     context = {**_rollout_context(workspace, role), "blocked": blocked}
@@ -270,8 +327,14 @@ def memories(request: HttpRequest, workspace_id: int) -> HttpResponse:
     workspace, role = _workspace_for_user(request, workspace_id)
     form = forms.MemorySearchForm(request.GET)
     if not form.is_valid():
-        return _page(request, "dashboard/memories.html", workspace, role, {"form": form, "rows": []},
-                     section="memories")
+        return _page(
+            request,
+            "dashboard/memories.html",
+            workspace,
+            role,
+            {"form": form, "rows": []},
+            section="memories",
+        )
     data = form.cleaned_data
     trace, next_cursor = None, None
     with workspace_context(workspace.id):
@@ -280,18 +343,25 @@ def memories(request: HttpRequest, workspace_id: int) -> HttpResponse:
                 outcome = search.memory_search(
                     workspace_id=workspace.id,
                     scope=MemoryScope(user_id=data["user_id"] or None, project_id=data["project_id"] or None),
-                    query=data["q"], limit=MEMORY_PAGE_SIZE, strategy=data["strategy"] or "lexical",
+                    query=data["q"],
+                    limit=MEMORY_PAGE_SIZE,
+                    strategy=data["strategy"] or "lexical",
                 )
                 rows, trace = outcome.memories, outcome.trace()
             else:
-                rows, next_cursor = selectors.memory_page(workspace_id=workspace.id, cursor=data["cursor"] or None,
-                                                          limit=MEMORY_PAGE_SIZE)
+                rows, next_cursor = selectors.memory_page(
+                    workspace_id=workspace.id, cursor=data["cursor"] or None, limit=MEMORY_PAGE_SIZE
+                )
         except ApiError as error:
             form.add_error(None, error.message)
             rows = []
         statuses = pipeline_status(workspace_id=workspace.id, memory_ids=[row.id for row in rows])
-    context = {"form": form, "rows": [(row, statuses.get(row.id)) for row in rows], "trace": trace,
-               "next_cursor": next_cursor}
+    context = {
+        "form": form,
+        "rows": [(row, statuses.get(row.id)) for row in rows],
+        "trace": trace,
+        "next_cursor": next_cursor,
+    }
     if request.headers.get("HX-Request"):
         # "Load more" swaps in just the next rows; a new search replaces the whole table.
         partial = "dashboard/_memory_page.html" if request.GET.get("page") else "dashboard/_memory_rows.html"
@@ -309,9 +379,17 @@ def memory_detail(request: HttpRequest, workspace_id: int, memory_id: uuid.UUID)
             raise Http404("No such memory")
         status = pipeline_status(workspace_id=workspace.id, memory_ids=[memory.id]).get(memory.id)
         links = selectors.memory_graph_links(workspace_id=workspace.id, memory_id=memory.id, limit=LIST_LIMIT)
-        edges = selectors.memory_evidence_edges(workspace_id=workspace.id, memory_id=memory.id, limit=LIST_LIMIT)
-    return _page(request, "dashboard/memory_detail.html", workspace, role,
-                 {"memory": memory, "pipeline": status, "links": links, "edges": edges}, section="memories")
+        edges = selectors.memory_evidence_edges(
+            workspace_id=workspace.id, memory_id=memory.id, limit=LIST_LIMIT
+        )
+    return _page(
+        request,
+        "dashboard/memory_detail.html",
+        workspace,
+        role,
+        {"memory": memory, "pipeline": status, "links": links, "edges": edges},
+        section="memories",
+    )
 
 
 # --- entities, facts, communities ------------------------------------------------------------------------------
@@ -325,9 +403,17 @@ def entities(request: HttpRequest, workspace_id: int) -> HttpResponse:
     entity_type = request.GET.get("type", "")
     entity_type = entity_type if entity_type in ENTITY_TYPES else None
     with workspace_context(workspace.id):
-        rows = selectors.entity_list(workspace_id=workspace.id, query=query, entity_type=entity_type, limit=LIST_LIMIT)
-    return _page(request, "dashboard/entities.html", workspace, role,
-                 {"rows": rows, "q": query, "type": entity_type or "", "types": ENTITY_TYPES}, section="entities")
+        rows = selectors.entity_list(
+            workspace_id=workspace.id, query=query, entity_type=entity_type, limit=LIST_LIMIT
+        )
+    return _page(
+        request,
+        "dashboard/entities.html",
+        workspace,
+        role,
+        {"rows": rows, "q": query, "type": entity_type or "", "types": ENTITY_TYPES},
+        section="entities",
+    )
 
 
 @login_required
@@ -340,11 +426,17 @@ def entity_detail(request: HttpRequest, workspace_id: int, node_id: int) -> Http
         if entity is None:
             raise Http404("No such entity")
         aliases = selectors.entity_aliases(workspace_id=workspace.id, node=entity, limit=LIST_LIMIT)
-        facts = selectors.fact_list(workspace_id=workspace.id, node=entity, include_invalid=include_invalid,
-                                    limit=FACT_LIMIT)
-    return _page(request, "dashboard/entity_detail.html", workspace, role,
-                 {"entity": entity, "aliases": aliases, "facts": facts, "include_invalid": include_invalid},
-                 section="entities")
+        facts = selectors.fact_list(
+            workspace_id=workspace.id, node=entity, include_invalid=include_invalid, limit=FACT_LIMIT
+        )
+    return _page(
+        request,
+        "dashboard/entity_detail.html",
+        workspace,
+        role,
+        {"entity": entity, "aliases": aliases, "facts": facts, "include_invalid": include_invalid},
+        section="entities",
+    )
 
 
 @login_required
@@ -354,10 +446,17 @@ def facts(request: HttpRequest, workspace_id: int) -> HttpResponse:
     query = request.GET.get("q", "").strip()[:200]
     include_invalid = request.GET.get("all") == "1"
     with workspace_context(workspace.id):
-        rows = selectors.fact_list(workspace_id=workspace.id, query=query, include_invalid=include_invalid,
-                                   limit=FACT_LIMIT)
-    return _page(request, "dashboard/facts.html", workspace, role,
-                 {"facts": rows, "q": query, "include_invalid": include_invalid}, section="facts")
+        rows = selectors.fact_list(
+            workspace_id=workspace.id, query=query, include_invalid=include_invalid, limit=FACT_LIMIT
+        )
+    return _page(
+        request,
+        "dashboard/facts.html",
+        workspace,
+        role,
+        {"facts": rows, "q": query, "include_invalid": include_invalid},
+        section="facts",
+    )
 
 
 @login_required
@@ -366,16 +465,29 @@ def communities(request: HttpRequest, workspace_id: int) -> HttpResponse:
     workspace, role = _workspace_for_user(request, workspace_id)
     with workspace_context(workspace.id):
         rows = selectors.community_list(workspace_id=workspace.id, limit=LIST_LIMIT, member_limit=20)
-    return _page(request, "dashboard/communities.html", workspace, role, {"rows": rows}, section="communities")
+    return _page(
+        request, "dashboard/communities.html", workspace, role, {"rows": rows}, section="communities"
+    )
 
 
 # --- members ---------------------------------------------------------------------------------------------------
 
 
-def _members_page(request: HttpRequest, workspace: Workspace, role: str, *, error: str | None = None,
-                  form: forms.MemberAddForm | None = None, status: int = 200) -> HttpResponse:
-    context = {"members": tenancy_selectors.memberships_for_workspace(workspace=workspace),
-               "form": form or forms.MemberAddForm(), "error": error, "roles": Membership.Role.values}
+def _members_page(
+    request: HttpRequest,
+    workspace: Workspace,
+    role: str,
+    *,
+    error: str | None = None,
+    form: forms.MemberAddForm | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    context = {
+        "members": tenancy_selectors.memberships_for_workspace(workspace=workspace),
+        "form": form or forms.MemberAddForm(),
+        "error": error,
+        "roles": Membership.Role.values,
+    }
     response = _page(request, "dashboard/members.html", workspace, role, context, section="members")
     response.status_code = status
     return response
@@ -396,11 +508,23 @@ def members(request: HttpRequest, workspace_id: int) -> HttpResponse:
         raise PermissionDenied("Only owners can add owners.")
     user = tenancy_selectors.user_find(identifier=form.cleaned_data["identifier"])
     if user is None:
-        return _members_page(request, workspace, role, form=form, status=400,
-                             error="No single active user has this username or e-mail; check the spelling.")
+        return _members_page(
+            request,
+            workspace,
+            role,
+            form=form,
+            status=400,
+            error="No single active user has this username or e-mail; check the spelling.",
+        )
     if tenancy_selectors.is_member(user=user, workspace=workspace):
-        return _members_page(request, workspace, role, form=form, status=400,
-                             error=f"{user.get_username()} is already a member; change their role below.")
+        return _members_page(
+            request,
+            workspace,
+            role,
+            form=form,
+            status=400,
+            error=f"{user.get_username()} is already a member; change their role below.",
+        )
     try:
         tenancy_services.membership_set(org=workspace, user=user, role=new_role)
     except ValueError as error:
@@ -409,7 +533,9 @@ def members(request: HttpRequest, workspace_id: int) -> HttpResponse:
 
 
 def _target_member(workspace: Workspace, actor_role: str, user_id: int) -> Any:
-    membership = Membership.objects.select_related("user").filter(workspace=workspace, user_id=user_id).first()
+    membership = (
+        Membership.objects.select_related("user").filter(workspace=workspace, user_id=user_id).first()
+    )
     if membership is None:
         raise Http404("No such member")
     # Admins manage members and admins; only owners touch owners.
@@ -425,8 +551,13 @@ def member_role(request: HttpRequest, workspace_id: int, user_id: int) -> HttpRe
     user = _target_member(workspace, role, user_id)
     form = forms.MemberRoleForm(request.POST)
     if not form.is_valid():
-        return _members_page(request, workspace, role, status=400,
-                             error=f"role must be one of {', '.join(Membership.Role.values)}")
+        return _members_page(
+            request,
+            workspace,
+            role,
+            status=400,
+            error=f"role must be one of {', '.join(Membership.Role.values)}",
+        )
     if form.cleaned_data["role"] == Membership.Role.OWNER and role != Membership.Role.OWNER:
         raise PermissionDenied("Only owners can make owners.")
     try:
@@ -451,13 +582,29 @@ def member_remove(request: HttpRequest, workspace_id: int, user_id: int) -> Http
 # --- settings: keys and routing (per user) ---------------------------------------------------------------------
 
 
-def _keys_page(request: HttpRequest, *, form: forms.ApiKeyCreateForm | None = None, created: Any = None,
-               status: int = 200) -> HttpResponse:
+def _keys_page(
+    request: HttpRequest,
+    *,
+    form: forms.ApiKeyCreateForm | None = None,
+    created: Any = None,
+    status: int = 200,
+) -> HttpResponse:
     form = form or forms.ApiKeyCreateForm(initial={"expires_in_days": settings.API_KEY_DEFAULT_EXPIRY_DAYS})
     keys = tenancy_selectors.api_keys_for_user(user=request.user, limit=KEY_LIST_LIMIT)
-    response = _page(request, "dashboard/keys.html", None, None,
-                     {"form": form, "keys": keys, "created": created, "now": timezone.now(),
-                      "max_days": settings.API_KEY_MAX_EXPIRY_DAYS}, section="keys")
+    response = _page(
+        request,
+        "dashboard/keys.html",
+        None,
+        None,
+        {
+            "form": form,
+            "keys": keys,
+            "created": created,
+            "now": timezone.now(),
+            "max_days": settings.API_KEY_MAX_EXPIRY_DAYS,
+        },
+        section="keys",
+    )
     response.status_code = status
     # The raw key is in this page only; no cache may keep it.
     response["Cache-Control"] = "no-store"
@@ -472,15 +619,19 @@ def keys(request: HttpRequest) -> HttpResponse:
     form = forms.ApiKeyCreateForm(request.POST)
     if not form.is_valid():
         return _keys_page(request, form=form, status=400)
-    active = sum(1 for key in tenancy_selectors.api_keys_for_user(user=request.user, limit=KEY_LIST_LIMIT)
-                 if key.revoked_at is None and key.expires_at > timezone.now())
+    active = sum(
+        1
+        for key in tenancy_selectors.api_keys_for_user(user=request.user, limit=KEY_LIST_LIMIT)
+        if key.revoked_at is None and key.expires_at > timezone.now()
+    )
     if active >= settings.DASHBOARD_MAX_ACTIVE_KEYS:
         form.add_error(None, f"You already have {active} active keys; revoke one before creating another.")
         return _keys_page(request, form=form, status=400)
     expires_at = timezone.now() + timedelta(days=form.cleaned_data["expires_in_days"])
     try:
-        created = tenancy_services.api_key_create(user=request.user, expires_at=expires_at,
-                                                  name=form.cleaned_data["name"], created_via="dashboard")
+        created = tenancy_services.api_key_create(
+            user=request.user, expires_at=expires_at, name=form.cleaned_data["name"], created_via="dashboard"
+        )
     except ValueError as error:
         form.add_error("expires_in_days", str(error))
         return _keys_page(request, form=form, status=400)
@@ -499,10 +650,16 @@ def key_revoke(request: HttpRequest, key_id: uuid.UUID) -> HttpResponse:
 
 def _routing_page(request: HttpRequest, *, error: str | None = None, status: int = 200) -> HttpResponse:
     user_settings = tenancy_selectors.user_settings_get(user=request.user)
-    orgs = [w for w in tenancy_selectors.workspaces_for_user(user=request.user) if w.kind == Workspace.Kind.ORG]
-    context = {"user_settings": user_settings, "orgs": orgs, "error": error,
-               "mappings": tenancy_selectors.repo_owner_mappings_for_user(user=request.user),
-               "modes": UserSettings.RoutingMode.values}
+    orgs = [
+        w for w in tenancy_selectors.workspaces_for_user(user=request.user) if w.kind == Workspace.Kind.ORG
+    ]
+    context = {
+        "user_settings": user_settings,
+        "orgs": orgs,
+        "error": error,
+        "mappings": tenancy_selectors.repo_owner_mappings_for_user(user=request.user),
+        "modes": UserSettings.RoutingMode.values,
+    }
     response = _page(request, "dashboard/routing.html", None, None, context, section="routing")
     response.status_code = status
     return response
@@ -521,12 +678,18 @@ def routing(request: HttpRequest) -> HttpResponse:
             form = forms.OwnerMappingForm(request.POST)
             if not form.is_valid():
                 raise ValueError("owner and org are required (owner up to 39 characters)")
-            org = tenancy_selectors.member_org_by_slug(user=request.user, slug=form.cleaned_data["org"].lower())
+            org = tenancy_selectors.member_org_by_slug(
+                user=request.user, slug=form.cleaned_data["org"].lower()
+            )
             if org is None:
                 raise ValueError(f"you are not a member of an organization {form.cleaned_data['org']!r}")
-            tenancy_services.repo_owner_mapping_set(user=request.user, owner=form.cleaned_data["owner"], org=org)
+            tenancy_services.repo_owner_mapping_set(
+                user=request.user, owner=form.cleaned_data["owner"], org=org
+            )
         elif action == "unmap":
-            tenancy_services.repo_owner_mapping_delete(user=request.user, owner=request.POST.get("owner", "")[:60])
+            tenancy_services.repo_owner_mapping_delete(
+                user=request.user, owner=request.POST.get("owner", "")[:60]
+            )
         else:
             raise ValueError("action must be mode, map or unmap")
     except ValueError as error:

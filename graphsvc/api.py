@@ -42,8 +42,11 @@ from tenancy.rls import workspace_context
 router = Router(tags=["graph"], auth=SdkKeyAuth())
 
 
-@router.get("/graph/extraction", response=Envelope[ExtractionOut],
-            summary="LLM extraction state: on/off, token budget, today's usage, entities and facts built")
+@router.get(
+    "/graph/extraction",
+    response=Envelope[ExtractionOut],
+    summary="LLM extraction state: on/off, token budget, today's usage, entities and facts built",
+)
 def graph_extraction_get(request: HttpRequest, query: Query[ExtractionQuery]) -> dict[str, Any]:
     workspace_id, _ = resolve_scope(request, query.scope())
     with workspace_context(workspace_id):
@@ -51,14 +54,19 @@ def graph_extraction_get(request: HttpRequest, query: Query[ExtractionQuery]) ->
     return success_envelope(request, data)
 
 
-@router.patch("/graph/extraction", response=Envelope[ExtractionOut],
-              summary="Set the workspace's daily LLM token budget (null: no limit)",
-              description="While today's tokens are at or above the budget, extraction jobs wait (they look again "
-              "every GRAPH_LLM_BUDGET_RECHECK_SECONDS); memory writes, search and context are never affected.")
+@router.patch(
+    "/graph/extraction",
+    response=Envelope[ExtractionOut],
+    summary="Set the workspace's daily LLM token budget (null: no limit)",
+    description="While today's tokens are at or above the budget, extraction jobs wait (they look again "
+    "every GRAPH_LLM_BUDGET_RECHECK_SECONDS); memory writes, search and context are never affected.",
+)
 def graph_extraction_patch(request: HttpRequest, payload: ExtractionSettingsIn) -> dict[str, Any]:
     workspace_id, _ = resolve_scope(request, payload.scope)
     with workspace_context(workspace_id):
-        services.graph_settings_update(workspace_id=workspace_id, llm_daily_token_budget=payload.dailyTokenBudget)
+        services.graph_settings_update(
+            workspace_id=workspace_id, llm_daily_token_budget=payload.dailyTokenBudget
+        )
         data = selectors.extraction_status(workspace_id=workspace_id)
     return success_envelope(request, data)
 
@@ -68,28 +76,50 @@ CLEAR_CONFIRMATION = "delete entity graph"
 MAX_RELATION_RATES = 50
 
 
-@router.post("/graph/facts", response=Envelope[FactsOut],
-             summary="Facts about the entities a query (or one entity) reaches: BFS or spreading activation",
-             description="Seeds come from the query's words (names and aliases over summaries, near spellings, the "
-             "embedding when no word matches). `at` reads the facts valid then. Unknown entity: 404 ENTITY_NOT_FOUND.")
+@router.post(
+    "/graph/facts",
+    response=Envelope[FactsOut],
+    summary="Facts about the entities a query (or one entity) reaches: BFS or spreading activation",
+    description="Seeds come from the query's words (names and aliases over summaries, near spellings, the "
+    "embedding when no word matches). `at` reads the facts valid then. Unknown entity: 404 ENTITY_NOT_FOUND.",
+)
 def graph_facts(request: HttpRequest, payload: FactsIn) -> dict[str, Any]:
     workspace_id, scope = resolve_scope(request, payload.scope)
     with workspace_context(workspace_id):
-        data = facts_recall(workspace_id=workspace_id, scope=scope, query=payload.query, entity=payload.entity,
-                            max_hops=payload.maxHops, limit=payload.limit, at=payload.at,
-                            edge_classes=payload.edgeClasses, strategy=payload.strategy, lazy_commit=True)
+        data = facts_recall(
+            workspace_id=workspace_id,
+            scope=scope,
+            query=payload.query,
+            entity=payload.entity,
+            max_hops=payload.maxHops,
+            limit=payload.limit,
+            at=payload.at,
+            edge_classes=payload.edgeClasses,
+            strategy=payload.strategy,
+            lazy_commit=True,
+        )
     return success_envelope(request, data)
 
 
-@router.post("/graph/traverse", response=Envelope[TraverseOut],
-             summary="Walk the entity graph from one entity along typed edges, with the path to each node",
-             description="maxHops <= 3, limit <= 100. Unknown start entity: 404 ENTITY_NOT_FOUND.")
+@router.post(
+    "/graph/traverse",
+    response=Envelope[TraverseOut],
+    summary="Walk the entity graph from one entity along typed edges, with the path to each node",
+    description="maxHops <= 3, limit <= 100. Unknown start entity: 404 ENTITY_NOT_FOUND.",
+)
 def graph_traverse_route(request: HttpRequest, payload: TraverseIn) -> dict[str, Any]:
     workspace_id, scope = resolve_scope(request, payload.scope)
     with workspace_context(workspace_id):
-        data = graph_traverse(workspace_id=workspace_id, scope=scope, start_entity=payload.startEntity,
-                              edge_types=payload.edgeTypes, max_hops=payload.maxHops, limit=payload.limit,
-                              at=payload.at, lazy_commit=True)
+        data = graph_traverse(
+            workspace_id=workspace_id,
+            scope=scope,
+            start_entity=payload.startEntity,
+            edge_types=payload.edgeTypes,
+            max_hops=payload.maxHops,
+            limit=payload.limit,
+            at=payload.at,
+            lazy_commit=True,
+        )
     return success_envelope(request, data)
 
 
@@ -97,32 +127,51 @@ _CURSOR = re.compile(r"[0-9]{1,19}")
 _BIGINT_MAX = 2**63 - 1
 
 
-@router.post("/graph/entities", response=Envelope[EntitiesOut],
-             summary="Search entities (query), list them (pages) or show one with aliases and facts (entity)")
+@router.post(
+    "/graph/entities",
+    response=Envelope[EntitiesOut],
+    summary="Search entities (query), list them (pages) or show one with aliases and facts (entity)",
+)
 def graph_entities(request: HttpRequest, payload: EntitiesIn) -> dict[str, Any]:
     workspace_id, _ = resolve_scope(request, payload.scope)
     cursor_id = None
     if payload.cursor is not None:
         # ASCII digits within bigint: str.isdigit() also accepts '¹' and '٣', which int() or Postgres then refuse.
         if not _CURSOR.fullmatch(payload.cursor) or int(payload.cursor) > _BIGINT_MAX:
-            raise ApiError(400, "INVALID_CURSOR", "cursor must be the nextCursor of a previous graph/entities page.")
+            raise ApiError(
+                400, "INVALID_CURSOR", "cursor must be the nextCursor of a previous graph/entities page."
+            )
         cursor_id = int(payload.cursor)
     with workspace_context(workspace_id):
         if payload.entity:
             found = entity_lookup(workspace_id=workspace_id, name=payload.entity)
             if found is None:
-                raise ApiError(404, "ENTITY_NOT_FOUND", f"No entity named {payload.entity!r} in this workspace; "
-                               "search with query to see the names it knows.")
-            data = {"entities": [selectors.entity_detail(workspace_id=workspace_id, node_id=found.node_id)],
-                    "nextCursor": None}
+                raise ApiError(
+                    404,
+                    "ENTITY_NOT_FOUND",
+                    f"No entity named {payload.entity!r} in this workspace; "
+                    "search with query to see the names it knows.",
+                )
+            data = {
+                "entities": [selectors.entity_detail(workspace_id=workspace_id, node_id=found.node_id)],
+                "nextCursor": None,
+            }
         else:
-            data = selectors.entities_list(workspace_id=workspace_id, query=payload.query, entity_type=payload.type,
-                                           limit=payload.limit, cursor_id=cursor_id)
+            data = selectors.entities_list(
+                workspace_id=workspace_id,
+                query=payload.query,
+                entity_type=payload.type,
+                limit=payload.limit,
+                cursor_id=cursor_id,
+            )
     return success_envelope(request, data)
 
 
-@router.post("/graph/communities", response=Envelope[CommunitiesOut],
-             summary="Communities of entities (label propagation), largest first; refresh runs detection now")
+@router.post(
+    "/graph/communities",
+    response=Envelope[CommunitiesOut],
+    summary="Communities of entities (label propagation), largest first; refresh runs detection now",
+)
 def graph_communities(request: HttpRequest, payload: CommunitiesIn) -> dict[str, Any]:
     workspace_id, _ = resolve_scope(request, payload.scope)
     if payload.refresh:
@@ -132,8 +181,11 @@ def graph_communities(request: HttpRequest, payload: CommunitiesIn) -> dict[str,
     return success_envelope(request, data)
 
 
-@router.post("/graph/stats", response=Envelope[StatsOut],
-             summary="Entity graph counts: entities by type, current/invalidated/decayed facts, last eviction")
+@router.post(
+    "/graph/stats",
+    response=Envelope[StatsOut],
+    summary="Entity graph counts: entities by type, current/invalidated/decayed facts, last eviction",
+)
 def graph_stats(request: HttpRequest, payload: ScopedIn) -> dict[str, Any]:
     workspace_id, _ = resolve_scope(request, payload.scope)
     with workspace_context(workspace_id):
@@ -141,42 +193,63 @@ def graph_stats(request: HttpRequest, payload: ScopedIn) -> dict[str, Any]:
     return success_envelope(request, data)
 
 
-@router.post("/graph/clear", response=Envelope[ClearOut],
-             summary='Delete the workspace\'s entity graph; needs confirm = "delete entity graph"',
-             description="Entities, aliases, facts and communities go; memories and their mapping graph stay.")
+@router.post(
+    "/graph/clear",
+    response=Envelope[ClearOut],
+    summary='Delete the workspace\'s entity graph; needs confirm = "delete entity graph"',
+    description="Entities, aliases, facts and communities go; memories and their mapping graph stay.",
+)
 def graph_clear(request: HttpRequest, payload: ClearIn) -> dict[str, Any]:
     if payload.confirm != CLEAR_CONFIRMATION:
-        raise ApiError(400, "CONFIRMATION_REQUIRED",
-                       f'Clearing the entity graph cannot be undone: send confirm = "{CLEAR_CONFIRMATION}".')
+        raise ApiError(
+            400,
+            "CONFIRMATION_REQUIRED",
+            f'Clearing the entity graph cannot be undone: send confirm = "{CLEAR_CONFIRMATION}".',
+        )
     workspace_id, _ = resolve_scope(request, payload.scope)
     with workspace_context(workspace_id):
         data = upkeep.graph_clear(workspace_id=workspace_id)
     return success_envelope(request, data)
 
 
-@router.post("/graph/decay", response=Envelope[DecayOut],
-             summary="Confidence decay: recompute now (decays retrieval counts) or set the rate of an edge type")
+@router.post(
+    "/graph/decay",
+    response=Envelope[DecayOut],
+    summary="Confidence decay: recompute now (decays retrieval counts) or set the rate of an edge type",
+)
 def graph_decay(request: HttpRequest, payload: DecayIn) -> dict[str, Any]:
     workspace_id, _ = resolve_scope(request, payload.scope)
     decayed = 0
     with workspace_context(workspace_id):
         if payload.action == "set_rate":
             if payload.edgeType is None and payload.rate is None:
-                raise ApiError(400, "INVALID_REQUEST", "set_rate needs rate (per day, 0-10), and edgeType for one "
-                               "relation's rate.")
+                raise ApiError(
+                    400,
+                    "INVALID_REQUEST",
+                    "set_rate needs rate (per day, 0-10), and edgeType for one relation's rate.",
+                )
             rates = selectors.graph_settings_get(workspace_id=workspace_id)["decayRates"]
             if payload.edgeType and payload.edgeType not in rates and len(rates) >= MAX_RELATION_RATES:
-                raise ApiError(400, "TOO_MANY_DECAY_RATES", f"At most {MAX_RELATION_RATES} relations may have their "
-                               "own rate; remove one (rate null) first.")
-            services.relation_decay_set(workspace_id=workspace_id, edge_type=payload.edgeType, rate=payload.rate)
+                raise ApiError(
+                    400,
+                    "TOO_MANY_DECAY_RATES",
+                    f"At most {MAX_RELATION_RATES} relations may have their "
+                    "own rate; remove one (rate null) first.",
+                )
+            services.relation_decay_set(
+                workspace_id=workspace_id, edge_type=payload.edgeType, rate=payload.rate
+            )
         else:
             decayed = upkeep.retrieval_counts_decay(workspace_id=workspace_id)
         data = {**upkeep.decay_summary(workspace_id=workspace_id), "retrievalCountsDecayed": decayed}
     return success_envelope(request, data)
 
 
-@router.get("/graph/settings", response=Envelope[GraphSettingsOut],
-            summary="Graph reasoning settings: default recall strategy, decay rates, entity cap")
+@router.get(
+    "/graph/settings",
+    response=Envelope[GraphSettingsOut],
+    summary="Graph reasoning settings: default recall strategy, decay rates, entity cap",
+)
 def graph_settings_get(request: HttpRequest, query: Query[ExtractionQuery]) -> dict[str, Any]:
     workspace_id, _ = resolve_scope(request, query.scope())
     with workspace_context(workspace_id):
@@ -184,15 +257,22 @@ def graph_settings_get(request: HttpRequest, query: Query[ExtractionQuery]) -> d
     return success_envelope(request, data)
 
 
-@router.patch("/graph/settings", response=Envelope[GraphSettingsOut],
-              summary="Change graph reasoning settings (only the fields sent)")
+@router.patch(
+    "/graph/settings",
+    response=Envelope[GraphSettingsOut],
+    summary="Change graph reasoning settings (only the fields sent)",
+)
 def graph_settings_patch(request: HttpRequest, payload: GraphSettingsIn) -> dict[str, Any]:
     workspace_id, _ = resolve_scope(request, payload.scope)
-    changes = {"recall_strategy": payload.recallStrategy, "decay_rate": payload.decayRate,
-               "max_entities": payload.maxEntities}
+    changes = {
+        "recall_strategy": payload.recallStrategy,
+        "decay_rate": payload.decayRate,
+        "max_entities": payload.maxEntities,
+    }
     with workspace_context(workspace_id):
         services.graph_reasoning_settings_update(
-            workspace_id=workspace_id, changes={k: v for k, v in changes.items() if k in payload.model_fields_set
-                                                or v is not None})
+            workspace_id=workspace_id,
+            changes={k: v for k, v in changes.items() if k in payload.model_fields_set or v is not None},
+        )
         data = selectors.graph_settings_get(workspace_id=workspace_id)
     return success_envelope(request, data)

@@ -32,7 +32,11 @@ def generic_plans_ensure(sender: object, connection: Any, **kwargs: object) -> N
     carry it to other clients)."""
     from django.conf import settings
 
-    if connection.alias != "app" or connection.vendor != "postgresql" or not settings.GRAPH_PREPARED_STATEMENTS:
+    if (
+        connection.alias != "app"
+        or connection.vendor != "postgresql"
+        or not settings.GRAPH_PREPARED_STATEMENTS
+    ):
         return
     with connection.cursor() as cursor:
         cursor.execute("SET plan_cache_mode = force_generic_plan")
@@ -51,6 +55,9 @@ def upkeep_schedule_ensure(using: str = "default", **kwargs: object) -> None:
     existing = Schedule.objects.using(using).filter(name=UPKEEP_SCHEDULE_NAME).order_by("id")
     if not existing.exists():
         Schedule.objects.using(using).create(
-            name=UPKEEP_SCHEDULE_NAME, func=UPKEEP_TASK, schedule_type=Schedule.HOURLY, repeats=-1,
+            name=UPKEEP_SCHEDULE_NAME,
+            func=UPKEEP_TASK,
+            schedule_type=Schedule.HOURLY,
+            repeats=-1,
             next_run=timezone.now() + timedelta(hours=1),
         )

@@ -148,8 +148,11 @@ def parse_valid_from(raw: str | None) -> datetime | None:
     text = raw.strip()
     for candidate in (text, text[:10], text[:7] + "-01" if len(text) >= 7 else "", text[:4] + "-01-01"):
         try:
-            parsed = datetime.fromisoformat(candidate) if "T" in candidate else datetime.combine(
-                date.fromisoformat(candidate), datetime.min.time())
+            parsed = (
+                datetime.fromisoformat(candidate)
+                if "T" in candidate
+                else datetime.combine(date.fromisoformat(candidate), datetime.min.time())
+            )
         except ValueError:
             continue
         return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
@@ -164,7 +167,9 @@ def fact_edge_key(*, source_id: int, target_id: int, edge_class: str, relation: 
 
 
 def _lock_name(cursor: Any, *, workspace_id: int, canonical: str) -> None:
-    cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [f"entity:{workspace_id}:{canonical}"])
+    cursor.execute(
+        "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [f"entity:{workspace_id}:{canonical}"]
+    )
 
 
 # --- resolution -----------------------------------------------------------------------------------------------
@@ -218,7 +223,13 @@ def _touch(cursor: Any, *, node_id: int, surface: str, summary: str | None, ctx:
             embedding = coalesce(%s::vector, embedding), embedding_model = coalesce(%s, embedding_model)
         WHERE id = %s
         """,
-        [surface[:300], merged, _vector_literal(vector), ctx.embedding_model if vector is not None else None, node_id],
+        [
+            surface[:300],
+            merged,
+            _vector_literal(vector),
+            ctx.embedding_model if vector is not None else None,
+            node_id,
+        ],
     )
 
 
@@ -239,12 +250,21 @@ def _add_aliases(cursor: Any, *, workspace_id: int, node_id: int, aliases: set[s
     )
 
 
-def _disambiguate(ctx: ResolutionContext, *, surface: str, entity_type: str, summary: str | None,
-                  existing: tuple[str, str, str | None], score: float) -> bool:
+def _disambiguate(
+    ctx: ResolutionContext,
+    *,
+    surface: str,
+    entity_type: str,
+    summary: str | None,
+    existing: tuple[str, str, str | None],
+    score: float,
+) -> bool:
     name, existing_type, existing_summary = existing
     ctx.llm_calls += 1
     answer = llm.llm_structured(
-        workspace_id=ctx.workspace_id, purpose="entity_disambiguation", system=DISAMBIGUATION_SYSTEM,
+        workspace_id=ctx.workspace_id,
+        purpose="entity_disambiguation",
+        system=DISAMBIGUATION_SYSTEM,
         user=(
             f"New mention:\n- name: {llm.external(surface)}\n- type: {llm.external(entity_type)}\n"
             f"- summary: {llm.external(summary or '')}\n\n"
@@ -253,12 +273,16 @@ def _disambiguate(ctx: ResolutionContext, *, surface: str, entity_type: str, sum
             f"Cosine similarity of their descriptions: {score:.2f}\n"
             'Are they the same entity? Answer {"same_entity": true} or {"same_entity": false}.'
         ),
-        answer_model=DisambiguationAnswer, memory_id=ctx.memory_id, job_id=ctx.job_id,
+        answer_model=DisambiguationAnswer,
+        memory_id=ctx.memory_id,
+        job_id=ctx.job_id,
     )
     return answer.same_entity
 
 
-def entity_resolve(*, ctx: ResolutionContext, name: str, entity_type: str, summary: str | None) -> ResolvedEntity | None:
+def entity_resolve(
+    *, ctx: ResolutionContext, name: str, entity_type: str, summary: str | None
+) -> ResolvedEntity | None:
     """Find or create the entity a mention names. None only for names too short to be one (< 3 bytes)."""
     canonical = normalise_name(name)
     if canonical is None:
@@ -271,8 +295,15 @@ def entity_resolve(*, ctx: ResolutionContext, name: str, entity_type: str, summa
     aliases = {canonical}
     with workspace_context(ctx.workspace_id), connections["app"].cursor() as cursor:
         _lock_name(cursor, workspace_id=ctx.workspace_id, canonical=canonical)
-        found = _find_existing(cursor, ctx=ctx, canonical=canonical, entity_type=entity_type, surface=surface,
-                               summary=summary, vector=vector)
+        found = _find_existing(
+            cursor,
+            ctx=ctx,
+            canonical=canonical,
+            entity_type=entity_type,
+            surface=surface,
+            summary=summary,
+            vector=vector,
+        )
         if found is not None:
             _touch(cursor, node_id=found.node_id, surface=surface, summary=summary, ctx=ctx)
             _add_aliases(cursor, workspace_id=ctx.workspace_id, node_id=found.node_id, aliases=aliases)
@@ -287,8 +318,15 @@ def entity_resolve(*, ctx: ResolutionContext, name: str, entity_type: str, summa
                     updated_at = now()
             RETURNING id
             """,
-            [ctx.workspace_id, entity_type, canonical, surface, summary, _vector_literal(vector),
-             ctx.embedding_model if vector is not None else None],
+            [
+                ctx.workspace_id,
+                entity_type,
+                canonical,
+                surface,
+                summary,
+                _vector_literal(vector),
+                ctx.embedding_model if vector is not None else None,
+            ],
         )
         node_id = cursor.fetchone()[0]
         _add_aliases(cursor, workspace_id=ctx.workspace_id, node_id=node_id, aliases=aliases)
@@ -296,7 +334,13 @@ def entity_resolve(*, ctx: ResolutionContext, name: str, entity_type: str, summa
 
 
 def _find_existing(
-    cursor: Any, *, ctx: ResolutionContext, canonical: str, entity_type: str, surface: str, summary: str | None,
+    cursor: Any,
+    *,
+    ctx: ResolutionContext,
+    canonical: str,
+    entity_type: str,
+    surface: str,
+    summary: str | None,
     vector: np.ndarray | None,
 ) -> ResolvedEntity | None:
     ws = ctx.workspace_id
@@ -321,8 +365,15 @@ def _find_existing(
     try:
         # A savepoint: a failed candidate query must not abort the transaction that creates the entity instead.
         cursor.execute("SAVEPOINT entity_candidates")
-        found = _find_similar(cursor, ctx=ctx, canonical=canonical, entity_type=entity_type, surface=surface,
-                              summary=summary, vector=vector)
+        found = _find_similar(
+            cursor,
+            ctx=ctx,
+            canonical=canonical,
+            entity_type=entity_type,
+            surface=surface,
+            summary=summary,
+            vector=vector,
+        )
         cursor.execute("RELEASE SAVEPOINT entity_candidates")
         return found
     except llm.LlmBudgetExhausted:
@@ -341,7 +392,13 @@ def _numbers(name: str) -> list[str]:
 
 
 def _find_similar(
-    cursor: Any, *, ctx: ResolutionContext, canonical: str, entity_type: str, surface: str, summary: str | None,
+    cursor: Any,
+    *,
+    ctx: ResolutionContext,
+    canonical: str,
+    entity_type: str,
+    surface: str,
+    summary: str | None,
     vector: np.ndarray | None,
 ) -> ResolvedEntity | None:
     """Near matches by trigram and embedding. Names that differ in their numbers ("Python 2" / "Python 3",
@@ -372,11 +429,23 @@ def _find_similar(
          WHERE id = ANY(%s) AND embedding_model = %s AND vector_dims(embedding) = %s)
         ORDER BY 3 DESC
         """,
-        [literal, ws, entity_type, ctx.embedding_model, len(vector), literal,
-         literal, [r[0] for r in trigram], ctx.embedding_model, len(vector)],
+        [
+            literal,
+            ws,
+            entity_type,
+            ctx.embedding_model,
+            len(vector),
+            literal,
+            literal,
+            [r[0] for r in trigram],
+            ctx.embedding_model,
+            len(vector),
+        ],
     )
-    best = next(((node_id, float(cosine)) for node_id, key, cosine in cursor.fetchall() if _numbers(key) == numbers),
-                None)
+    best = next(
+        ((node_id, float(cosine)) for node_id, key, cosine in cursor.fetchall() if _numbers(key) == numbers),
+        None,
+    )
     if best is None:
         return None
     node_id, cosine = best
@@ -386,8 +455,14 @@ def _find_similar(
         cursor.execute("SELECT label, node_type, summary FROM graph_nodes WHERE id = %s", [node_id])
         existing = cursor.fetchone()
         try:
-            same = _disambiguate(ctx, surface=surface, entity_type=entity_type, summary=summary,
-                                 existing=existing, score=cosine)
+            same = _disambiguate(
+                ctx,
+                surface=surface,
+                entity_type=entity_type,
+                summary=summary,
+                existing=existing,
+                score=cosine,
+            )
         except llm.LlmBudgetExhausted:
             raise
         except llm.LlmError:
@@ -415,11 +490,16 @@ class FactInput:
 
 
 def fact_store(
-    *, workspace_id: int, fact: FactInput, evidence_memory_id: uuid.UUID | None, evidence_text: str | None,
+    *,
+    workspace_id: int,
+    fact: FactInput,
+    evidence_memory_id: uuid.UUID | None,
+    evidence_text: str | None,
 ) -> str:
     """Store one fact (inside the caller's workspace transaction). Returns inserted / reinforced / changed."""
-    key = fact_edge_key(source_id=fact.source_id, target_id=fact.target_id, edge_class=fact.edge_class,
-                        relation=fact.relation)
+    key = fact_edge_key(
+        source_id=fact.source_id, target_id=fact.target_id, edge_class=fact.edge_class, relation=fact.relation
+    )
     metadata = {"temporal_hint": fact.temporal_hint} if fact.temporal_hint else None
     with connections["app"].cursor() as cursor:
         cursor.execute(
@@ -474,13 +554,26 @@ def fact_store(
                     now(), now(), 0)
             RETURNING id
             """,
-            [workspace_id, key, fact.source_id, fact.target_id, fact.relation, fact.edge_class, fact.confidence,
-             fact.fact, evidence_memory_id, evidence_text, json.dumps(metadata) if metadata else None,
-             fact.valid_from],
+            [
+                workspace_id,
+                key,
+                fact.source_id,
+                fact.target_id,
+                fact.relation,
+                fact.edge_class,
+                fact.confidence,
+                fact.fact,
+                evidence_memory_id,
+                evidence_text,
+                json.dumps(metadata) if metadata else None,
+                fact.valid_from,
+            ],
         )
         new_id = cursor.fetchone()[0]
         if superseded:
-            cursor.execute("UPDATE graph_edges SET superseded_by_id = %s WHERE id = ANY(%s)", [new_id, superseded])
+            cursor.execute(
+                "UPDATE graph_edges SET superseded_by_id = %s WHERE id = ANY(%s)", [new_id, superseded]
+            )
             return "changed"
         return "inserted"
 
@@ -505,24 +598,43 @@ def extraction_prompt(*, content: str, context: list[str]) -> str:
 
 
 def entities_extract(
-    *, workspace_id: int, memory_id: uuid.UUID, content: str, context: list[str], observed_at: datetime,
-    job_id: int | None = None, embed: Any = None, embedding_model: str | None = None,
+    *,
+    workspace_id: int,
+    memory_id: uuid.UUID,
+    content: str,
+    context: list[str],
+    observed_at: datetime,
+    job_id: int | None = None,
+    embed: Any = None,
+    embedding_model: str | None = None,
 ) -> ExtractionResult:
     """Extract, resolve and store one memory's entities, mentions links and facts. Raises LlmError when the
     extraction call itself fails (the job decides on retry); resolution failures degrade to new entities."""
     answer = llm.llm_structured(
-        workspace_id=workspace_id, purpose="entity_extraction", system=EXTRACTION_SYSTEM,
-        user=extraction_prompt(content=content, context=context), answer_model=ExtractionAnswer,
-        schema_model=ExtractionSchema, memory_id=memory_id, job_id=job_id,
+        workspace_id=workspace_id,
+        purpose="entity_extraction",
+        system=EXTRACTION_SYSTEM,
+        user=extraction_prompt(content=content, context=context),
+        answer_model=ExtractionAnswer,
+        schema_model=ExtractionSchema,
+        memory_id=memory_id,
+        job_id=job_id,
     )
     result = ExtractionResult(llm_calls=1)
-    ctx = ResolutionContext(workspace_id=workspace_id, memory_id=memory_id, job_id=job_id, embed=embed,
-                            embedding_model=embedding_model)
+    ctx = ResolutionContext(
+        workspace_id=workspace_id,
+        memory_id=memory_id,
+        job_id=job_id,
+        embed=embed,
+        embedding_model=embedding_model,
+    )
     for raw in answer.entities[: settings.GRAPH_ENTITY_MAX_PER_MEMORY]:
         if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
             continue
         summary = raw.get("summary") if isinstance(raw.get("summary"), str) else None
-        resolved = entity_resolve(ctx=ctx, name=raw["name"], entity_type=str(raw.get("type") or ""), summary=summary)
+        resolved = entity_resolve(
+            ctx=ctx, name=raw["name"], entity_type=str(raw.get("type") or ""), summary=summary
+        )
         if resolved is None:
             continue
         result.entities[raw["name"].strip().lower()] = resolved.node_id
@@ -538,10 +650,13 @@ def entities_extract(
             continue
         facts.append((fact, str(raw.get("fact"))[:500]))
     with workspace_context(workspace_id):
-        _link_mentions(workspace_id=workspace_id, memory_id=memory_id, node_ids=sorted(set(result.entities.values())))
+        _link_mentions(
+            workspace_id=workspace_id, memory_id=memory_id, node_ids=sorted(set(result.entities.values()))
+        )
         for fact, evidence in facts:
-            outcome = fact_store(workspace_id=workspace_id, fact=fact, evidence_memory_id=memory_id,
-                                 evidence_text=evidence)
+            outcome = fact_store(
+                workspace_id=workspace_id, fact=fact, evidence_memory_id=memory_id, evidence_text=evidence
+            )
             result.facts[outcome] = result.facts.get(outcome, 0) + 1
         # Between full community runs a new entity joins its neighbours' community (issue 6).
         from graphsvc.upkeep import community_assign
@@ -566,11 +681,16 @@ def _fact_input(raw: Any, entities: dict[str, int], *, observed_at: datetime) ->
     confidence = 1.0 if not isinstance(confidence, int | float) else min(1.0, max(0.0, float(confidence)))
     hint = raw.get("temporal_hint") if isinstance(raw.get("temporal_hint"), str) else None
     return FactInput(
-        source_id=source, target_id=target, relation=relation, fact=text,
-        edge_class=edge_class if edge_class in EDGE_CLASSES else "semantic", confidence=confidence,
+        source_id=source,
+        target_id=target,
+        relation=relation,
+        fact=text,
+        edge_class=edge_class if edge_class in EDGE_CLASSES else "semantic",
+        confidence=confidence,
         valid_from=parse_valid_from(raw.get("valid_from") if isinstance(raw.get("valid_from"), str) else None)
         or observed_at,
-        temporal_hint=hint[:200] if hint else None, replaces_previous=raw.get("replaces_previous") is True,
+        temporal_hint=hint[:200] if hint else None,
+        replaces_previous=raw.get("replaces_previous") is True,
     )
 
 

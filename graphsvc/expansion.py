@@ -179,8 +179,11 @@ def _expansion_sql(depth: int, *, best: str) -> str:
     ctes = [_HOP0_SQL]
     for k in range(1, depth + 1):
         # Hop 1 starts from every hop-0 node; hop k > 1 from the nodes hop k - 1 reached first.
-        frontier = (f"frontier{k} AS (SELECT node_id FROM seen0)" if k == 1 else
-                    f"frontier{k} AS (SELECT node_id FROM reach{k - 1})")
+        frontier = (
+            f"frontier{k} AS (SELECT node_id FROM seen0)"
+            if k == 1
+            else f"frontier{k} AS (SELECT node_id FROM reach{k - 1})"
+        )
         ctes.append(frontier + "," + _HOP_SQL.format(k=k, prev=k - 1, weight=_TYPE_WEIGHT_SQL))
     hops = "".join(
         f"UNION ALL SELECT {k}, node_id, NULL, edge_type, confidence, score, seed FROM reach{k}\n"
@@ -195,14 +198,21 @@ def readable_expansion_sql(*, depth: int, columns: str, condition: str) -> str:
     of `m.<column>`) followed by graph_hop, graph_ref, graph_edge_type, graph_confidence, graph_score, graph_seed
     and graph_total (the candidates the traversal reached, readable or not). `condition` is SQL on memories m. Parameters: as expand()'s,
     plus the condition's."""
-    best = _BEST_READABLE_SQL.format(columns=columns, condition=condition,
-                                     best_columns=columns.replace("m.", "b."))
+    best = _BEST_READABLE_SQL.format(
+        columns=columns, condition=condition, best_columns=columns.replace("m.", "b.")
+    )
     return _expansion_sql(depth, best=best)
 
 
 def expansion_params(*, workspace_id: int, seed_memory_ids: list[uuid.UUID], limit: int) -> dict[str, object]:
-    return {"ws": workspace_id, "seeds": list(seed_memory_ids), "fanout": EDGE_FANOUT, "links": LINK_FANOUT,
-            "read_cap": EDGE_READ_CAP, "limit": limit}
+    return {
+        "ws": workspace_id,
+        "seeds": list(seed_memory_ids),
+        "fanout": EDGE_FANOUT,
+        "links": LINK_FANOUT,
+        "read_cap": EDGE_READ_CAP,
+        "limit": limit,
+    }
 
 
 def expand(*, workspace_id: int, seed_memory_ids: list[uuid.UUID], depth: int, limit: int) -> Expansion:
@@ -211,11 +221,15 @@ def expand(*, workspace_id: int, seed_memory_ids: list[uuid.UUID], depth: int, l
     scope. One query."""
     if not seed_memory_ids or depth < 1 or limit < 1:
         return Expansion(memory_ids=[], reasons={}, total_candidates=0)
-    sql = readable_expansion_sql(depth=depth, columns="m.id, m.updated_at", condition="m.workspace_id = %(ws)s")
+    sql = readable_expansion_sql(
+        depth=depth, columns="m.id, m.updated_at", condition="m.workspace_id = %(ws)s"
+    )
     # Prepared (generic plan, graphsvc.apps): planning the statement cost more than running it at depth 1, and the
     # plan is index lookups from the seeds whatever the values (expand_micro: 5.6 -> 3.5 ms per depth-1 call).
     with prepared_cursor() as cursor:
-        cursor.execute(sql, expansion_params(workspace_id=workspace_id, seed_memory_ids=seed_memory_ids, limit=limit))
+        cursor.execute(
+            sql, expansion_params(workspace_id=workspace_id, seed_memory_ids=seed_memory_ids, limit=limit)
+        )
         rows = cursor.fetchall()
     reasons = {
         memory_id: Reason(ref, edge_type, hop, confidence, score, str(seed))
@@ -257,8 +271,8 @@ def contradictions(*, workspace_id: int, memory_ids: list[uuid.UUID]) -> list[di
             "edgeType": "contradicts",
             "confidence": round(float(confidence), 4),
             # The model's own explanation and quote when relationship extraction gave them.
-            "explanation": explanation or "These memories are linked by a contradiction edge from relationship "
-            "extraction.",
+            "explanation": explanation
+            or "These memories are linked by a contradiction edge from relationship extraction.",
             "evidence": evidence,
             "suggestion": "These memories may conflict. Consider asking the user to clarify which preference is current.",
         }

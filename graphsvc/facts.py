@@ -99,9 +99,15 @@ class Reading:
 
     def params(self, **extra: Any) -> dict[str, Any]:
         return {
-            "ws": self.workspace_id, "at": self.at, "classes": self.edge_classes, "types": self.edge_types,
-            "floor": settings.GRAPH_CONFIDENCE_FLOOR, "rate": self.rate, "rates": json.dumps(self.rates),
-            "ref": self.at or timezone.now(), **extra,
+            "ws": self.workspace_id,
+            "at": self.at,
+            "classes": self.edge_classes,
+            "types": self.edge_types,
+            "floor": settings.GRAPH_CONFIDENCE_FLOOR,
+            "rate": self.rate,
+            "rates": json.dumps(self.rates),
+            "ref": self.at or timezone.now(),
+            **extra,
         }
 
 
@@ -129,16 +135,32 @@ def _stored(rate: float | None, rates: Any, strategy: str | None) -> Stored:
     return Stored(rate=rate, rates=rates or {}, strategy=strategy)
 
 
-def reading_for(*, workspace_id: int, at: datetime | None = None, edge_classes: list[str] | None = None,
-                edge_types: list[str] | None = None, stored: Stored | None = None) -> Reading:
+def reading_for(
+    *,
+    workspace_id: int,
+    at: datetime | None = None,
+    edge_classes: list[str] | None = None,
+    edge_types: list[str] | None = None,
+    stored: Stored | None = None,
+) -> Reading:
     """How to read facts now or at `at`; `stored` spares the settings read when a lookup brought them along."""
     if stored is None:
-        row = GraphSettings.objects.filter(workspace_id=workspace_id).values_list(
-            "decay_rate", "decay_rates", "recall_strategy").first()
+        row = (
+            GraphSettings.objects.filter(workspace_id=workspace_id)
+            .values_list("decay_rate", "decay_rates", "recall_strategy")
+            .first()
+        )
         stored = _stored(*row) if row else Stored()
     rate = stored.rate if stored.rate is not None else settings.GRAPH_DECAY_RATE
-    return Reading(workspace_id=workspace_id, at=at, edge_classes=edge_classes or None,
-                   edge_types=edge_types or None, rate=rate, rates=stored.rates, stored_strategy=stored.strategy)
+    return Reading(
+        workspace_id=workspace_id,
+        at=at,
+        edge_classes=edge_classes or None,
+        edge_types=edge_types or None,
+        rate=rate,
+        rates=stored.rates,
+        stored_strategy=stored.strategy,
+    )
 
 
 def boosted(decayed: float, retrieval_count: int) -> float:
@@ -264,12 +286,19 @@ SEED_CANDIDATE_SQL = f"""
 
 def _seed_params(*, workspace_id: int, words: list[str], limit: int) -> dict[str, Any]:
     prefixes = [w[:3] for w in words]
-    return {"ws": workspace_id, "words": words, "his": [_upper(w) for w in words], "p3": prefixes,
-            "p3his": [_upper(p) for p in prefixes], "candidates": _candidates(limit)}
+    return {
+        "ws": workspace_id,
+        "words": words,
+        "his": [_upper(w) for w in words],
+        "p3": prefixes,
+        "p3his": [_upper(p) for p in prefixes],
+        "candidates": _candidates(limit),
+    }
 
 
-def seeds_find_stored(*, workspace_id: int, query: str, limit: int,
-                      embed: bool = True) -> tuple[list[Seed], Stored | None]:
+def seeds_find_stored(
+    *, workspace_id: int, query: str, limit: int, embed: bool = True
+) -> tuple[list[Seed], Stored | None]:
     """Entities a query names: word and prefix matches on names and aliases (weighted over summaries), near spellings
     sharing the first three letters, then the query embedding when no word matched. One statement finds, scores and
     re-ranks the word matches by structure (a second, the embedding search, only when no word matched); every
@@ -278,8 +307,10 @@ def seeds_find_stored(*, workspace_id: int, query: str, limit: int,
     words = _words(query)
     if words:
         with prepared_cursor() as cursor:
-            cursor.execute(f"WITH {SEED_MATCH_SQL} SELECT x.*, {STORED_SQL} FROM ({SEED_CANDIDATE_SQL}) x",
-                           _seed_params(workspace_id=workspace_id, words=words, limit=limit))
+            cursor.execute(
+                f"WITH {SEED_MATCH_SQL} SELECT x.*, {STORED_SQL} FROM ({SEED_CANDIDATE_SQL}) x",
+                _seed_params(workspace_id=workspace_id, words=words, limit=limit),
+            )
             found = cursor.fetchall()
         if found:
             return _hybrid(rows=[row[:6] for row in found], limit=limit), _stored(*found[0][6:9])
@@ -314,13 +345,21 @@ def _embedding_seeds(*, workspace_id: int, query: str, limit: int) -> dict[int, 
               AND vector_dims(embedding) = %(dims)s
             ORDER BY embedding <=> %(v)s::vector LIMIT %(limit)s
             """,
-            {"ws": workspace_id, "v": literal, "types": list(ENTITY_TYPES), "model": settings.EMBEDDING_MODEL,
-             "dims": len(vector), "limit": limit},
+            {
+                "ws": workspace_id,
+                "v": literal,
+                "types": list(ENTITY_TYPES),
+                "model": settings.EMBEDDING_MODEL,
+                "dims": len(vector),
+                "limit": limit,
+            },
         )
         return {node_id: float(cosine) for node_id, cosine in cursor.fetchall() if cosine and cosine > 0.3}
 
 
-def _structure(*, workspace_id: int, text: dict[int, float]) -> list[tuple[int, str, int | None, int, int, float]]:
+def _structure(
+    *, workspace_id: int, text: dict[int, float]
+) -> list[tuple[int, str, int | None, int, int, float]]:
     """Label, community, degree and relation kinds of the embedding-found candidates."""
     with connections["app"].cursor() as cursor:
         cursor.execute(
@@ -447,11 +486,15 @@ def _walk_sql(*, reading: Reading, max_hops: int, record: bool, lazy_commit: boo
     hops = "".join("," + _hop_sql(hop, where, strength) for hop in range(1, max_hops + 1))
     visited = f"v{max_hops}"
     lazy = f", {LAZY_COMMIT_SQL}" if record and lazy_commit else ""
-    bump = """,
+    bump = (
+        """,
     bump AS (
         UPDATE graph_edges g SET retrieval_count = g.retrieval_count + 1, last_retrieved_at = now()
         FROM top WHERE g.workspace_id = %(ws)s AND g.id = top.id
-    )""" if record else ""
+    )"""
+        if record
+        else ""
+    )
     if seeded:
         head = f"""{CFG_SQL}, {SEED_MATCH_SQL}, {SEED_RANK_SQL},
     v0 AS (SELECT node, seed, 0 AS depth FROM seeds WHERE (SELECT chosen FROM cfg) = 'bfs')"""
@@ -504,20 +547,60 @@ def _walk(rows: list[tuple[Any, ...]]) -> Walk:
     """The walk from the BFS statement's rows (one row with no fact when nothing was found)."""
     nodes, depths, seed_scores = rows[0][:3]
     facts = [
-        {"id": edge_id, "sourceId": source_id, "source": source, "relation": relation, "targetId": target_id,
-         "target": target, "fact": fact, "edgeClass": edge_class, "storedConfidence": float(stored),
-         "confidence": float(confidence), "hop": hop, "score": float(score), "validFrom": valid_from,
-         "validTo": valid_to}
-        for (_, _, _, edge_id, source_id, source, relation, target_id, target, fact, edge_class, stored, confidence,
-             hop, score, valid_from, valid_to) in rows
+        {
+            "id": edge_id,
+            "sourceId": source_id,
+            "source": source,
+            "relation": relation,
+            "targetId": target_id,
+            "target": target,
+            "fact": fact,
+            "edgeClass": edge_class,
+            "storedConfidence": float(stored),
+            "confidence": float(confidence),
+            "hop": hop,
+            "score": float(score),
+            "validFrom": valid_from,
+            "validTo": valid_to,
+        }
+        for (
+            _,
+            _,
+            _,
+            edge_id,
+            source_id,
+            source,
+            relation,
+            target_id,
+            target,
+            fact,
+            edge_class,
+            stored,
+            confidence,
+            hop,
+            score,
+            valid_from,
+            valid_to,
+        ) in rows
         if edge_id is not None
     ]
-    return Walk(depth=dict(zip(nodes or [], depths or [], strict=True)),
-                seed_score=dict(zip(nodes or [], seed_scores or [], strict=True)), facts=facts)
+    return Walk(
+        depth=dict(zip(nodes or [], depths or [], strict=True)),
+        seed_score=dict(zip(nodes or [], seed_scores or [], strict=True)),
+        facts=facts,
+    )
 
 
-def bfs(*, reading: Reading, seeds: list[Seed], max_hops: int, max_visited: int = MAX_VISITED,
-        limit: int = 10, record: bool = False, lazy_commit: bool = False) -> Walk:
+def bfs(
+    *,
+    reading: Reading,
+    seeds: list[Seed],
+    max_hops: int,
+    max_visited: int = MAX_VISITED,
+    limit: int = 10,
+    record: bool = False,
+    lazy_commit: bool = False,
+) -> Walk:
     """Undirected multi-source BFS and the scoring of the facts among the visited nodes, in one statement whatever
     max_hops and the graph's size. Each node remembers the best seed score that reached it; a fact scores
     seed × 1/(1 + hop) × effective confidence × class weight, deduplicated on (source, relation, target), best
@@ -528,8 +611,11 @@ def bfs(*, reading: Reading, seeds: list[Seed], max_hops: int, max_visited: int 
         return Walk(depth={}, seed_score={}, facts=[])
     sql = _walk_sql(reading=reading, max_hops=max_hops, record=record, lazy_commit=lazy_commit, seeded=False)
     params = reading.params(
-        seed_ids=[s.node_id for s in seeds], seed_scores=[float(s.score) for s in seeds],
-        fanout=MAX_FANOUT, visits=max_visited, limit=limit,
+        seed_ids=[s.node_id for s in seeds],
+        seed_scores=[float(s.score) for s in seeds],
+        fanout=MAX_FANOUT,
+        visits=max_visited,
+        limit=limit,
     )
     with prepared_cursor() as cursor:
         cursor.execute(sql, params)
@@ -544,9 +630,19 @@ class SeededWalk:
     walk: Walk | None  # None: the strategy that applies is not BFS (nothing walked, nothing counted)
 
 
-def seeded_bfs(*, workspace_id: int, query: str, requested: str | None, max_hops: int, limit: int,
-               max_visited: int = MAX_VISITED, at: datetime | None = None, edge_classes: list[str] | None = None,
-               record: bool = False, lazy_commit: bool = False) -> SeededWalk | None:
+def seeded_bfs(
+    *,
+    workspace_id: int,
+    query: str,
+    requested: str | None,
+    max_hops: int,
+    limit: int,
+    max_visited: int = MAX_VISITED,
+    at: datetime | None = None,
+    edge_classes: list[str] | None = None,
+    record: bool = False,
+    lazy_commit: bool = False,
+) -> SeededWalk | None:
     """seeds_find_stored + reading_for + bfs in one statement (a round trip and the seed ranking in Python saved):
     the word seeds ranked in SQL as _hybrid ranks them, the workspace's decay rates and strategy read alongside,
     then the walk as `bfs` does it, only when the strategy that applies (`requested`, else the workspace's, else
@@ -555,21 +651,34 @@ def seeded_bfs(*, workspace_id: int, query: str, requested: str | None, max_hops
     words = _words(query)
     if not words:
         return None
-    reading = Reading(workspace_id=workspace_id, at=at, edge_classes=edge_classes or None,
-                      rate=settings.GRAPH_DECAY_RATE, rate_sql="coalesce((SELECT rate FROM cfg), %(rate)s)",
-                      rates_sql="coalesce((SELECT rates FROM cfg), '{}'::jsonb)")
+    reading = Reading(
+        workspace_id=workspace_id,
+        at=at,
+        edge_classes=edge_classes or None,
+        rate=settings.GRAPH_DECAY_RATE,
+        rate_sql="coalesce((SELECT rate FROM cfg), %(rate)s)",
+        rates_sql="coalesce((SELECT rates FROM cfg), '{}'::jsonb)",
+    )
     sql = _walk_sql(reading=reading, max_hops=max_hops, record=record, lazy_commit=lazy_commit, seeded=True)
     default = settings.GRAPH_RECALL_STRATEGY if settings.GRAPH_RECALL_STRATEGY in STRATEGIES else "bfs"
-    params = reading.params(**_seed_params(workspace_id=workspace_id, words=words, limit=limit),
-                            seed_limit=limit, requested=requested, default=default,
-                            fanout=MAX_FANOUT, visits=max_visited, limit=limit)
+    params = reading.params(
+        **_seed_params(workspace_id=workspace_id, words=words, limit=limit),
+        seed_limit=limit,
+        requested=requested,
+        default=default,
+        fanout=MAX_FANOUT,
+        visits=max_visited,
+        limit=limit,
+    )
     with prepared_cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     ids, labels, scores, rate, rates, stored_strategy = rows[0][:6]
     stored = _stored(rate, rates, stored_strategy)
-    seeds = [Seed(node_id=n, score=float(s), name=label)
-             for n, label, s in zip(ids or [], labels or [], scores or [], strict=True)]
+    seeds = [
+        Seed(node_id=n, score=float(s), name=label)
+        for n, label, s in zip(ids or [], labels or [], scores or [], strict=True)
+    ]
     chosen = requested or stored.strategy or default
     walk = _walk([row[6:] for row in rows]) if chosen == "bfs" else None
     return SeededWalk(seeds=seeds, stored=stored, walk=walk)
@@ -605,7 +714,11 @@ def spreading_activation(*, reading: Reading, seeds: list[Seed], timeout_ms: int
     try:
         # One savepoint for the walk: a statement cancelled by its time limit rolls back to it, not the caller's
         # transaction. Each hop's statement may run for what is left of the budget, no longer.
-        with transaction.atomic(using="app"), connections["app"].cursor() as setting, prepared_cursor() as cursor:
+        with (
+            transaction.atomic(using="app"),
+            connections["app"].cursor() as setting,
+            prepared_cursor() as cursor,
+        ):
             setting.execute("SELECT current_setting('statement_timeout')")
             previous = setting.fetchone()[0]
             for hop in range(SA_HOPS):
@@ -615,11 +728,19 @@ def spreading_activation(*, reading: Reading, seeds: list[Seed], timeout_ms: int
                 active = [n for n, a in activation.items() if a >= SA_THRESHOLD]
                 if not active:
                     break
-                setting.execute("SELECT set_config('statement_timeout', %s, true)", [str(max(remaining_ms, 1))])
+                setting.execute(
+                    "SELECT set_config('statement_timeout', %s, true)", [str(max(remaining_ms, 1))]
+                )
                 cursor.execute(hop_sql, reading.params(a=active))
                 rows = cursor.fetchall()
-                _spread(rows, hop=hop, activation=activation, depth=depth, collected=collected,
-                        active_set=set(active))
+                _spread(
+                    rows,
+                    hop=hop,
+                    activation=activation,
+                    depth=depth,
+                    collected=collected,
+                    active_set=set(active),
+                )
             setting.execute("SELECT set_config('statement_timeout', %s, true)", [previous])
     except DatabaseError as exc:
         raise SpreadingTimeout from exc
@@ -628,8 +749,15 @@ def spreading_activation(*, reading: Reading, seeds: list[Seed], timeout_ms: int
     return list(collected.values())
 
 
-def _spread(rows: list[tuple[Any, ...]], *, hop: int, activation: dict[int, float], depth: dict[int, int],
-            collected: dict[int, dict[str, Any]], active_set: set[int]) -> None:
+def _spread(
+    rows: list[tuple[Any, ...]],
+    *,
+    hop: int,
+    activation: dict[int, float],
+    depth: dict[int, int],
+    collected: dict[int, dict[str, Any]],
+    active_set: set[int],
+) -> None:
     """One hop of spreading activation over the facts touching the active nodes (updates the dicts in place)."""
     incoming: dict[int, float] = {}
     for _, source, target, _, edge_class, confidence in rows:
@@ -659,22 +787,34 @@ def _spread(rows: list[tuple[Any, ...]], *, hop: int, activation: dict[int, floa
             score = max(source_act, target_act)
             hop_of = min(depth.get(source, hop + 1), depth.get(target, hop + 1))
             if edge_id not in collected or collected[edge_id]["score"] < score:
-                collected[edge_id] = {"id": edge_id, "sourceId": source, "targetId": target, "relation": relation,
-                                      "edgeClass": edge_class, "confidence": float(confidence), "hop": hop_of,
-                                      "score": round(score, 6)}
+                collected[edge_id] = {
+                    "id": edge_id,
+                    "sourceId": source,
+                    "targetId": target,
+                    "relation": relation,
+                    "edgeClass": edge_class,
+                    "confidence": float(confidence),
+                    "hop": hop_of,
+                    "score": round(score, 6),
+                }
 
 
-def spreading_details(*, workspace_id: int, kept: list[dict[str, Any]], record: bool,
-                      lazy_commit: bool = False) -> list[dict[str, Any]]:
+def spreading_details(
+    *, workspace_id: int, kept: list[dict[str, Any]], record: bool, lazy_commit: bool = False
+) -> list[dict[str, Any]]:
     """Names, fact text and validity for the facts spreading activation kept, and (`record`) their retrieval
     counts, in one statement."""
     if not kept:
         return []
-    bump = """
+    bump = (
+        """
     bump AS (
         UPDATE graph_edges g SET retrieval_count = g.retrieval_count + 1, last_retrieved_at = now()
         WHERE g.workspace_id = %(ws)s AND g.id = ANY(%(ids)s)
-    ),""" if record else ""
+    ),"""
+        if record
+        else ""
+    )
     lazy = f", {LAZY_COMMIT_SQL}" if record and lazy_commit else ""
     with prepared_cursor() as cursor:
         cursor.execute(
@@ -691,8 +831,17 @@ def spreading_details(*, workspace_id: int, kept: list[dict[str, Any]], record: 
     out = []
     for fact in kept:
         source, target, text, stored, valid_from, valid_to = details[fact["id"]][:6]
-        out.append({**fact, "source": source, "target": target, "fact": text, "storedConfidence": float(stored),
-                    "validFrom": valid_from, "validTo": valid_to})
+        out.append(
+            {
+                **fact,
+                "source": source,
+                "target": target,
+                "fact": text,
+                "storedConfidence": float(stored),
+                "validFrom": valid_from,
+                "validTo": valid_to,
+            }
+        )
     return out
 
 
@@ -701,10 +850,16 @@ def spreading_details(*, workspace_id: int, kept: list[dict[str, Any]], record: 
 
 def _public(fact: dict[str, Any]) -> dict[str, Any]:
     return {
-        "source": clean_fact_text(fact["source"]), "relation": fact["relation"],
-        "target": clean_fact_text(fact["target"]), "fact": clean_fact_text(fact["fact"]),
-        "edgeClass": fact["edgeClass"], "confidence": round(fact["confidence"], 4), "score": fact["score"],
-        "hop": fact["hop"], "validFrom": fact["validFrom"], "validTo": fact["validTo"],
+        "source": clean_fact_text(fact["source"]),
+        "relation": fact["relation"],
+        "target": clean_fact_text(fact["target"]),
+        "fact": clean_fact_text(fact["fact"]),
+        "edgeClass": fact["edgeClass"],
+        "confidence": round(fact["confidence"], 4),
+        "score": fact["score"],
+        "hop": fact["hop"],
+        "validFrom": fact["validFrom"],
+        "validTo": fact["validTo"],
     }
 
 
@@ -727,7 +882,8 @@ def recall_strategy(*, reading: Reading, requested: str | None) -> str:
     if requested:
         return requested
     return reading.stored_strategy or (
-        settings.GRAPH_RECALL_STRATEGY if settings.GRAPH_RECALL_STRATEGY in STRATEGIES else "bfs")
+        settings.GRAPH_RECALL_STRATEGY if settings.GRAPH_RECALL_STRATEGY in STRATEGIES else "bfs"
+    )
 
 
 def facts_recall(
@@ -757,26 +913,46 @@ def facts_recall(
     if entity:
         found, stored = entity_lookup_stored(workspace_id=workspace_id, name=entity)
         if found is None:
-            raise ApiError(404, "ENTITY_NOT_FOUND", f"No entity named {entity!r} in this workspace; "
-                           "graph/entities with a query lists the names it knows.")
+            raise ApiError(
+                404,
+                "ENTITY_NOT_FOUND",
+                f"No entity named {entity!r} in this workspace; "
+                "graph/entities with a query lists the names it knows.",
+            )
         seeds = [found]
     else:
         # BFS may apply: the seed search, the settings and the walk in one statement (seeded_bfs).
         seeded = None
         if strategy in (None, "bfs"):
-            seeded = seeded_bfs(workspace_id=workspace_id, query=query or "", requested=strategy,
-                                max_hops=max_hops, limit=limit, max_visited=visits, at=at, edge_classes=edge_classes,
-                                record=record and at is None, lazy_commit=lazy_commit)
+            seeded = seeded_bfs(
+                workspace_id=workspace_id,
+                query=query or "",
+                requested=strategy,
+                max_hops=max_hops,
+                limit=limit,
+                max_visited=visits,
+                at=at,
+                edge_classes=edge_classes,
+                record=record and at is None,
+                lazy_commit=lazy_commit,
+            )
         if seeded is None:
-            seeds, stored = seeds_find_stored(workspace_id=workspace_id, query=query or "", limit=limit, embed=embed)
+            seeds, stored = seeds_find_stored(
+                workspace_id=workspace_id, query=query or "", limit=limit, embed=embed
+            )
         else:
             seeds, stored = seeded.seeds, seeded.stored
             walked = seeded.walk if seeds else None
             if not seeds and embed:
                 seeds = embedding_seeds_find(workspace_id=workspace_id, query=query or "", limit=limit)
     if not seeds and not report_strategy:
-        return {"facts": [], "seeds": [], "strategy": strategy, "timedOut": False,
-                "durationMs": round((time.perf_counter() - started) * 1000, 2)}
+        return {
+            "facts": [],
+            "seeds": [],
+            "strategy": strategy,
+            "timedOut": False,
+            "durationMs": round((time.perf_counter() - started) * 1000, 2),
+        }
     reading = reading_for(workspace_id=workspace_id, at=at, edge_classes=edge_classes, stored=stored)
     chosen = recall_strategy(reading=reading, requested=strategy)
     timed_out = False
@@ -786,16 +962,28 @@ def facts_recall(
     elif seeds:
         if chosen == "spreading":
             try:
-                facts = spreading_activation(reading=reading, seeds=seeds,
-                                             timeout_ms=settings.GRAPH_SPREADING_TIMEOUT_MS)
+                facts = spreading_activation(
+                    reading=reading, seeds=seeds, timeout_ms=settings.GRAPH_SPREADING_TIMEOUT_MS
+                )
             except SpreadingTimeout:
                 timed_out, facts = True, []
-            kept = spreading_details(workspace_id=workspace_id, kept=_finish(facts, limit),
-                                     record=record and at is None, lazy_commit=lazy_commit)
+            kept = spreading_details(
+                workspace_id=workspace_id,
+                kept=_finish(facts, limit),
+                record=record and at is None,
+                lazy_commit=lazy_commit,
+            )
         else:
             # Scored, deduplicated, limited and (for a reading of the present) counted as retrieved in SQL.
-            kept = bfs(reading=reading, seeds=seeds, max_hops=max_hops, max_visited=visits, limit=limit,
-                       record=record and at is None, lazy_commit=lazy_commit).facts
+            kept = bfs(
+                reading=reading,
+                seeds=seeds,
+                max_hops=max_hops,
+                max_visited=visits,
+                limit=limit,
+                record=record and at is None,
+                lazy_commit=lazy_commit,
+            ).facts
     return {
         "facts": [_public(f) for f in kept],
         "seeds": [{"name": clean_fact_text(s.name), "score": round(s.score, 4)} for s in seeds],

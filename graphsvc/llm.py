@@ -118,8 +118,11 @@ def daily_token_budget(*, workspace_id: int) -> int | None:
     from graphsvc.models import GraphSettings
 
     with workspace_context(workspace_id):
-        row = GraphSettings.objects.filter(workspace_id=workspace_id).values_list(
-            "llm_daily_token_budget", flat=True).first()
+        row = (
+            GraphSettings.objects.filter(workspace_id=workspace_id)
+            .values_list("llm_daily_token_budget", flat=True)
+            .first()
+        )
     return row if row is not None else settings.GRAPH_LLM_DAILY_TOKEN_BUDGET
 
 
@@ -137,8 +140,18 @@ def next_budget_reset() -> datetime:
 
 
 def _usage_record(
-    *, workspace_id: int, memory_id: uuid.UUID | None, job_id: int | None, purpose: str, model: str,
-    prompt_tokens: int, completion_tokens: int, cost: float, ok: bool, error_code: str | None, duration_ms: int,
+    *,
+    workspace_id: int,
+    memory_id: uuid.UUID | None,
+    job_id: int | None,
+    purpose: str,
+    model: str,
+    prompt_tokens: int,
+    completion_tokens: int,
+    cost: float,
+    ok: bool,
+    error_code: str | None,
+    duration_ms: int,
 ) -> None:
     with workspace_context(workspace_id), connections["app"].cursor() as cursor:
         cursor.execute(
@@ -147,16 +160,29 @@ def _usage_record(
                                    cost_usd, ok, error_code, duration_ms, created_at)
             VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, now())
             """,
-            [workspace_id, memory_id, job_id, purpose, model, prompt_tokens, completion_tokens, cost, ok,
-             error_code, duration_ms],
+            [
+                workspace_id,
+                memory_id,
+                job_id,
+                purpose,
+                model,
+                prompt_tokens,
+                completion_tokens,
+                cost,
+                ok,
+                error_code,
+                duration_ms,
+            ],
         )
         # The same numbers, summed over all workspaces, for /metrics (ops_metric_counters holds no workspace).
-        metrics.counters_add(rows=[
-            (metrics.LLM_TOKENS, {"model": model, "direction": "prompt"}, prompt_tokens),
-            (metrics.LLM_TOKENS, {"model": model, "direction": "completion"}, completion_tokens),
-            (metrics.LLM_COST, {"model": model}, cost),
-            (metrics.LLM_CALLS, {"model": model, "outcome": "ok" if ok else "error"}, 1),
-        ])
+        metrics.counters_add(
+            rows=[
+                (metrics.LLM_TOKENS, {"model": model, "direction": "prompt"}, prompt_tokens),
+                (metrics.LLM_TOKENS, {"model": model, "direction": "completion"}, completion_tokens),
+                (metrics.LLM_COST, {"model": model}, cost),
+                (metrics.LLM_CALLS, {"model": model, "outcome": "ok" if ok else "error"}, 1),
+            ]
+        )
 
 
 def _classify_exception(exc: Exception) -> tuple[str, bool, float | None]:
@@ -175,7 +201,9 @@ def _classify_exception(exc: Exception) -> tuple[str, bool, float | None]:
         return LLM_TIMEOUT, True, None
     if isinstance(exc, litellm.RateLimitError):
         return LLM_RATE_LIMITED, True, retry_after
-    if isinstance(exc, litellm.APIConnectionError | litellm.ServiceUnavailableError | litellm.InternalServerError):
+    if isinstance(
+        exc, litellm.APIConnectionError | litellm.ServiceUnavailableError | litellm.InternalServerError
+    ):
         return LLM_UNAVAILABLE, True, retry_after
     status = getattr(exc, "status_code", None)
     if isinstance(status, int) and status >= 500:
@@ -230,7 +258,10 @@ def llm_structured(
                 model=model,
                 # Scrubbed again as a whole: a caller that built its prompt without external() still sends no
                 # secret (scrubbing is idempotent, so fenced text is unchanged).
-                messages=[{"role": "system", "content": system}, {"role": "user", "content": scrub_secrets(user)}],
+                messages=[
+                    {"role": "system", "content": system},
+                    {"role": "user", "content": scrub_secrets(user)},
+                ],
                 temperature=0,
                 response_format={
                     "type": "json_schema",
@@ -246,13 +277,25 @@ def llm_structured(
         except Exception as exc:  # noqa: BLE001 - every provider failure is classified, recorded and reported
             code, retryable, retry_after = _classify_exception(exc)
             duration_ms = int((time.monotonic() - started) * 1000)
-            _usage_record(workspace_id=workspace_id, memory_id=memory_id, job_id=job_id, purpose=purpose,
-                          model=model, prompt_tokens=0, completion_tokens=0, cost=0.0, ok=False, error_code=code,
-                          duration_ms=duration_ms)
+            _usage_record(
+                workspace_id=workspace_id,
+                memory_id=memory_id,
+                job_id=job_id,
+                purpose=purpose,
+                model=model,
+                prompt_tokens=0,
+                completion_tokens=0,
+                cost=0.0,
+                ok=False,
+                error_code=code,
+                duration_ms=duration_ms,
+            )
             last_error = LlmError(code, f"{type(exc).__name__}: {str(exc)[:300]}", retryable=retryable)
             if not retryable or attempt + 1 >= attempts:
                 raise last_error from exc
-            time.sleep(min(RETRY_AFTER_CAP_SECONDS, retry_after if retry_after is not None else 0.5 * 2**attempt))
+            time.sleep(
+                min(RETRY_AFTER_CAP_SECONDS, retry_after if retry_after is not None else 0.5 * 2**attempt)
+            )
             continue
         duration_ms = int((time.monotonic() - started) * 1000)
         usage = getattr(response, "usage", None)
@@ -262,17 +305,40 @@ def llm_structured(
         try:
             content = response.choices[0].message.content
             if isinstance(content, list):
-                content = "".join(part.get("text", "") if isinstance(part, dict) else str(part) for part in content)
+                content = "".join(
+                    part.get("text", "") if isinstance(part, dict) else str(part) for part in content
+                )
             answer = answer_model.model_validate(parse_json_answer(content or ""))
         except (ValidationError, ValueError, TypeError, AttributeError, IndexError) as exc:
-            _usage_record(workspace_id=workspace_id, memory_id=memory_id, job_id=job_id, purpose=purpose,
-                          model=model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cost=cost,
-                          ok=False, error_code=LLM_OUTPUT_INVALID, duration_ms=duration_ms)
+            _usage_record(
+                workspace_id=workspace_id,
+                memory_id=memory_id,
+                job_id=job_id,
+                purpose=purpose,
+                model=model,
+                prompt_tokens=prompt_tokens,
+                completion_tokens=completion_tokens,
+                cost=cost,
+                ok=False,
+                error_code=LLM_OUTPUT_INVALID,
+                duration_ms=duration_ms,
+            )
             # The same prompt at temperature 0 gives the same answer: not worth a retry.
-            raise LlmError(LLM_OUTPUT_INVALID, f"answer does not match the schema: {str(exc)[:300]}",
-                           retryable=False) from exc
-        _usage_record(workspace_id=workspace_id, memory_id=memory_id, job_id=job_id, purpose=purpose, model=model,
-                      prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cost=cost, ok=True,
-                      error_code=None, duration_ms=duration_ms)
+            raise LlmError(
+                LLM_OUTPUT_INVALID, f"answer does not match the schema: {str(exc)[:300]}", retryable=False
+            ) from exc
+        _usage_record(
+            workspace_id=workspace_id,
+            memory_id=memory_id,
+            job_id=job_id,
+            purpose=purpose,
+            model=model,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            cost=cost,
+            ok=True,
+            error_code=None,
+            duration_ms=duration_ms,
+        )
         return answer
     raise last_error or LlmError(LLM_UNAVAILABLE, "no attempt made", retryable=True)  # pragma: no cover

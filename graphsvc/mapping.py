@@ -54,7 +54,9 @@ class MemorySnapshot:
 class DeterministicGraph:
     nodes: list[tuple[str, str, str, dict[str, Any] | None]] = field(default_factory=list)
     links: list[tuple[str, str, str]] = field(default_factory=list)  # (node_type, node_key, role)
-    edges: list[tuple[str, tuple[str, str], tuple[str, str]]] = field(default_factory=list)  # (type, from, to)
+    edges: list[tuple[str, tuple[str, str], tuple[str, str]]] = field(
+        default_factory=list
+    )  # (type, from, to)
 
 
 def memory_label(content: str, memory_id: str) -> str:
@@ -92,14 +94,22 @@ def extract_deterministic_graph(memory: MemorySnapshot) -> DeterministicGraph:
 
     repo = ("repo", memory.project_id) if memory.project_id else None
     if repo:
-        graph.nodes.append(("repo", memory.project_id, memory.project_id.rstrip("/").split("/")[-1] or memory.project_id,
-                            {"projectId": memory.project_id}))
+        graph.nodes.append(
+            (
+                "repo",
+                memory.project_id,
+                memory.project_id.rstrip("/").split("/")[-1] or memory.project_id,
+                {"projectId": memory.project_id},
+            )
+        )
         graph.links.append((*repo, "scope"))
     user = ("user", memory.user_id) if memory.user_id else None
     if user:
         graph.nodes.append(("user", memory.user_id, memory.user_id, {"userId": memory.user_id}))
         graph.links.append((*user, "subject"))
-    category = ("category", memory.category.strip().lower()) if memory.category and memory.category.strip() else None
+    category = (
+        ("category", memory.category.strip().lower()) if memory.category and memory.category.strip() else None
+    )
     if category:
         graph.nodes.append((*category, memory.category.strip(), {"category": memory.category.strip()}))
         graph.links.append((*category, "category"))
@@ -159,7 +169,9 @@ RETURNING id
 """
 
 
-def node_ids(*, workspace_id: int, nodes: list[tuple[str, str, str, dict[str, Any] | None]]) -> dict[tuple[str, str], int]:
+def node_ids(
+    *, workspace_id: int, nodes: list[tuple[str, str, str, dict[str, Any] | None]]
+) -> dict[tuple[str, str], int]:
     """Ids of the given nodes, creating the missing ones without taking row locks on existing ones."""
     if not nodes:
         return {}
@@ -187,7 +199,8 @@ def memory_node_id(*, memory: MemorySnapshot) -> int:
     graph_node = extract_deterministic_graph(memory).nodes[0]
     with connections["app"].cursor() as cursor:
         cursor.execute(
-            _UPSERT_MEMORY_NODE, [memory.workspace_id, graph_node[1], graph_node[2], json.dumps(graph_node[3])]
+            _UPSERT_MEMORY_NODE,
+            [memory.workspace_id, graph_node[1], graph_node[2], json.dumps(graph_node[3])],
         )
         return cursor.fetchone()[0]
 
@@ -242,7 +255,9 @@ def mapping_sync(*, memory: MemorySnapshot) -> None:
     created in this transaction takes mapping_insert_fresh instead: one round trip, no savepoint."""
     graph = extract_deterministic_graph(memory)
     workspace_id = memory.workspace_id
-    orphan_candidates = _remove_own_mapping(workspace_id=workspace_id, memory_ids=[memory.id], keep_mentions=True)
+    orphan_candidates = _remove_own_mapping(
+        workspace_id=workspace_id, memory_ids=[memory.id], keep_mentions=True
+    )
     ids = node_ids(workspace_id=workspace_id, nodes=graph.nodes[1:])
     ids[("memory", str(memory.id))] = memory_node_id(memory=memory)
     with connections["app"].cursor() as cursor:
@@ -252,12 +267,20 @@ def mapping_sync(*, memory: MemorySnapshot) -> None:
             SELECT %s, %s, node_id, role, now() FROM unnest(%s::bigint[], %s::text[]) AS l(node_id, role)
             ON CONFLICT DO NOTHING
             """,
-            [workspace_id, memory.id, [ids[(t, k)] for t, k, _ in graph.links], [r for _, _, r in graph.links]],
+            [
+                workspace_id,
+                memory.id,
+                [ids[(t, k)] for t, k, _ in graph.links],
+                [r for _, _, r in graph.links],
+            ],
         )
         if graph.edges:
             from_ids = [ids[edge[1]] for edge in graph.edges]
             to_ids = [ids[edge[2]] for edge in graph.edges]
-            keys = [f"m:{memory.id}:{edge[0]}:{f}:{t}" for edge, f, t in zip(graph.edges, from_ids, to_ids, strict=True)]
+            keys = [
+                f"m:{memory.id}:{edge[0]}:{f}:{t}"
+                for edge, f, t in zip(graph.edges, from_ids, to_ids, strict=True)
+            ]
             cursor.execute(
                 """
                 INSERT INTO graph_edges (workspace_id, edge_key, from_node_id, to_node_id, edge_type, edge_class,
@@ -269,14 +292,23 @@ def mapping_sync(*, memory: MemorySnapshot) -> None:
                 ON CONFLICT (workspace_id, edge_key) WHERE expired_at IS NULL DO UPDATE
                     SET expires_at = EXCLUDED.expires_at, updated_at = now(), last_observed_at = now()
                 """,
-                [workspace_id, memory.id, memory.expires_at if memory.layer == "working" else None,
-                 keys, from_ids, to_ids, [edge[0] for edge in graph.edges]],
+                [
+                    workspace_id,
+                    memory.id,
+                    memory.expires_at if memory.layer == "working" else None,
+                    keys,
+                    from_ids,
+                    to_ids,
+                    [edge[0] for edge in graph.edges],
+                ],
             )
     orphan_candidates -= set(ids.values())
     prune_orphans(workspace_id=workspace_id, node_ids=orphan_candidates)
 
 
-def _remove_own_mapping(*, workspace_id: int, memory_ids: list[uuid.UUID], keep_mentions: bool = False) -> set[int]:
+def _remove_own_mapping(
+    *, workspace_id: int, memory_ids: list[uuid.UUID], keep_mentions: bool = False
+) -> set[int]:
     """Delete the memories' links and the mapping edges they are evidence for; return nodes that may be orphaned.
 
     A re-sync keeps the `mentions` links: they come from LLM extraction, which an edit of tags does not redo.

@@ -29,7 +29,9 @@ class GraphNode(models.Model):
     class Meta:
         db_table = "graph_nodes"
         constraints = [
-            models.UniqueConstraint(fields=["workspace", "node_type", "node_key"], name="graph_nodes_unique_key")
+            models.UniqueConstraint(
+                fields=["workspace", "node_type", "node_key"], name="graph_nodes_unique_key"
+            )
         ]
 
     @property
@@ -79,23 +81,29 @@ class GraphEdge(models.Model):
     retrieval_count = models.IntegerField(default=0)
     last_retrieved_at = models.DateTimeField(null=True, blank=True)
     # The fact that replaced this one (bi-temporal invalidation) and what the LLM said about the edge.
-    superseded_by = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
-                                      db_index=False)
+    superseded_by = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False
+    )
     metadata = models.JSONField(null=True, blank=True)
 
     class Meta:
         db_table = "graph_edges"
         constraints = [
             models.UniqueConstraint(
-                fields=["workspace", "edge_key"], condition=Q(expired_at__isnull=True), name="graph_edges_active_key"
+                fields=["workspace", "edge_key"],
+                condition=Q(expired_at__isnull=True),
+                name="graph_edges_active_key",
             )
         ]
         indexes = [
             models.Index(fields=["workspace", "from_node", "edge_type"], name="graph_edges_from"),
             models.Index(fields=["workspace", "to_node", "edge_type"], name="graph_edges_to"),
             models.Index(fields=["workspace", "evidence_memory_id"], name="graph_edges_evidence"),
-            models.Index(fields=["workspace", "expires_at"], name="graph_edges_expiry",
-                         condition=Q(expires_at__isnull=False)),
+            models.Index(
+                fields=["workspace", "expires_at"],
+                name="graph_edges_expiry",
+                condition=Q(expires_at__isnull=False),
+            ),
         ]
 
 
@@ -118,7 +126,9 @@ class MemoryNodeLink(models.Model):
     class Meta:
         db_table = "memory_node_links"
         constraints = [
-            models.UniqueConstraint(fields=["workspace", "memory_id", "node", "role"], name="memory_node_links_unique")
+            models.UniqueConstraint(
+                fields=["workspace", "memory_id", "node", "role"], name="memory_node_links_unique"
+            )
         ]
         # (node, id): expansion reads the newest links of a hub node without sorting all of them.
         indexes = [models.Index(fields=["workspace", "node", "id"], name="memory_node_links_node_id")]
@@ -151,8 +161,9 @@ class GraphEntityTerm(models.Model):
     pk = models.CompositePrimaryKey("workspace", "term", "node", "weight")
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, db_index=False, related_name="+")
     # The constraint (ON DELETE CASCADE in the database: entities are also deleted in raw SQL) is migration 0007's.
-    node = models.ForeignKey(GraphNode, on_delete=models.CASCADE, db_index=False, db_constraint=False,
-                             related_name="+")
+    node = models.ForeignKey(
+        GraphNode, on_delete=models.CASCADE, db_index=False, db_constraint=False, related_name="+"
+    )
     term = models.CharField(max_length=64, db_collation="C")
     weight = models.SmallIntegerField()
 
@@ -173,7 +184,9 @@ class GraphCommunity(models.Model):
 
     class Meta:
         db_table = "graph_communities"
-        constraints = [models.UniqueConstraint(fields=["workspace", "name"], name="graph_communities_unique_name")]
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "name"], name="graph_communities_unique_name")
+        ]
 
 
 class GraphCommunityMember(models.Model):
@@ -187,12 +200,15 @@ class GraphCommunityMember(models.Model):
     deletes fire as well; on_delete covers ORM deletes."""
 
     pk = models.CompositePrimaryKey("workspace", "node")
-    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, db_index=False, db_constraint=False,
-                                  related_name="+")
-    node = models.ForeignKey(GraphNode, on_delete=models.CASCADE, db_index=False, db_constraint=False,
-                             related_name="+")
-    community = models.ForeignKey(GraphCommunity, on_delete=models.CASCADE, db_index=False, db_constraint=False,
-                                  related_name="+")
+    workspace = models.ForeignKey(
+        Workspace, on_delete=models.CASCADE, db_index=False, db_constraint=False, related_name="+"
+    )
+    node = models.ForeignKey(
+        GraphNode, on_delete=models.CASCADE, db_index=False, db_constraint=False, related_name="+"
+    )
+    community = models.ForeignKey(
+        GraphCommunity, on_delete=models.CASCADE, db_index=False, db_constraint=False, related_name="+"
+    )
 
     class Meta:
         db_table = "graph_community_members"
@@ -242,5 +258,7 @@ class LlmUsage(models.Model):
         db_table = "llm_usage"
         indexes = [
             models.Index(fields=["workspace", "created_at"], name="llm_usage_ws_created"),
-            models.Index(fields=["workspace", "job_id"], name="llm_usage_ws_job", condition=Q(job_id__isnull=False)),
+            models.Index(
+                fields=["workspace", "job_id"], name="llm_usage_ws_job", condition=Q(job_id__isnull=False)
+            ),
         ]

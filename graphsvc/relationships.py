@@ -134,7 +134,9 @@ def classifier_prompt(*, older: MemoryText, newer: MemoryText) -> str:
 
 
 def semantic_prompt(*, memory: MemoryText, context: list[MemoryText]) -> str:
-    listed = "\n".join(f"{i}. [{item.id}] {llm.external(item.content, limit=1000)}" for i, item in enumerate(context, 1))
+    listed = "\n".join(
+        f"{i}. [{item.id}] {llm.external(item.content, limit=1000)}" for i, item in enumerate(context, 1)
+    )
     return (
         f"New note [{memory.id}]:\n{llm.external(memory.content, limit=CONTENT_LIMIT)}\n\n"
         f"Earlier notes:\n{listed or '(none)'}\n\n"
@@ -182,9 +184,13 @@ def relationships_find(
         result.calls += 1
         try:
             answer = llm.llm_structured(
-                workspace_id=workspace_id, purpose="pairwise", system=CLASSIFIER_SYSTEM,
-                user=classifier_prompt(older=other, newer=memory), answer_model=PairClassification,
-                memory_id=memory.id, job_id=job_id,
+                workspace_id=workspace_id,
+                purpose="pairwise",
+                system=CLASSIFIER_SYSTEM,
+                user=classifier_prompt(older=other, newer=memory),
+                answer_model=PairClassification,
+                memory_id=memory.id,
+                job_id=job_id,
             )
         except llm.LlmBudgetExhausted:
             raise
@@ -193,8 +199,12 @@ def relationships_find(
             continue
         if answer.confidence < settings.GRAPH_LLM_RELATIONSHIP_CONFIDENCE_THRESHOLD:
             continue
-        common = {"confidence": answer.confidence, "origin": "llm_pairwise",
-                  "evidence_text": answer.evidence[:EVIDENCE_LIMIT], "explanation": answer.explanation[:1000]}
+        common = {
+            "confidence": answer.confidence,
+            "origin": "llm_pairwise",
+            "evidence_text": answer.evidence[:EVIDENCE_LIMIT],
+            "explanation": answer.explanation[:1000],
+        }
         if answer.relationship == "contradicts":
             result.edges.append(RelationshipEdge("contradicts", memory.id, other.id, **common))
             result.edges.append(RelationshipEdge("contradicts", other.id, memory.id, **common))
@@ -205,9 +215,14 @@ def relationships_find(
         result.calls += 1
         try:
             extraction = llm.llm_structured(
-                workspace_id=workspace_id, purpose="semantic", system=SEMANTIC_SYSTEM,
-                user=semantic_prompt(memory=memory, context=context), answer_model=SemanticExtractionAnswer,
-                schema_model=SemanticExtractionSchema, memory_id=memory.id, job_id=job_id,
+                workspace_id=workspace_id,
+                purpose="semantic",
+                system=SEMANTIC_SYSTEM,
+                user=semantic_prompt(memory=memory, context=context),
+                answer_model=SemanticExtractionAnswer,
+                schema_model=SemanticExtractionSchema,
+                memory_id=memory.id,
+                job_id=job_id,
             )
         except llm.LlmBudgetExhausted:
             raise
@@ -218,14 +233,19 @@ def relationships_find(
     return result
 
 
-def _semantic_edges(*, memory: MemoryText, context: list[MemoryText], items: list[dict[str, Any]]) -> list[RelationshipEdge]:
+def _semantic_edges(
+    *, memory: MemoryText, context: list[MemoryText], items: list[dict[str, Any]]
+) -> list[RelationshipEdge]:
     edges = []
     for raw in items:
         try:
             item = SemanticEdgeSchema.model_validate(raw)
         except ValidationError:
             continue  # one malformed item does not void the others
-        if not 0.0 <= item.confidence <= 1.0 or item.confidence < settings.GRAPH_LLM_SEMANTIC_CONFIDENCE_THRESHOLD:
+        if (
+            not 0.0 <= item.confidence <= 1.0
+            or item.confidence < settings.GRAPH_LLM_SEMANTIC_CONFIDENCE_THRESHOLD
+        ):
             continue
         evidence = item.evidence[:EVIDENCE_LIMIT]
         if item.type == "conditional_on":
@@ -233,10 +253,17 @@ def _semantic_edges(*, memory: MemoryText, context: list[MemoryText], items: lis
             if key is None:
                 continue
             from_new = item.direction == "from_new"
-            edges.append(RelationshipEdge(
-                "conditional_on", memory.id if from_new else None, None if from_new else memory.id,
-                item.confidence, "llm_semantic", evidence, condition_key=key,
-            ))
+            edges.append(
+                RelationshipEdge(
+                    "conditional_on",
+                    memory.id if from_new else None,
+                    None if from_new else memory.id,
+                    item.confidence,
+                    "llm_semantic",
+                    evidence,
+                    condition_key=key,
+                )
+            )
             continue
         index = item.target_memory_index
         if index is None or not 1 <= index <= len(context):
@@ -257,7 +284,9 @@ def relationship_edges_replace(
     Call inside the workspace transaction. Edges to memories without a graph node (a failed mapping) are skipped;
     condition nodes are created on demand and shared; orphaned condition nodes are pruned.
     """
-    memory_ids = {str(memory_id)} | {str(m) for e in edges for m in (e.from_memory, e.to_memory) if m is not None}
+    memory_ids = {str(memory_id)} | {
+        str(m) for e in edges for m in (e.from_memory, e.to_memory) if m is not None
+    }
     with connections["app"].cursor() as cursor:
         cursor.execute(
             """
@@ -288,18 +317,32 @@ def relationship_edges_replace(
             condition_nodes = dict(cursor.fetchall())
         rows: dict[str, tuple[Any, ...]] = {}
         for edge in edges:
-            from_id = (node_by_memory.get(str(edge.from_memory)) if edge.from_memory
-                       else condition_nodes.get(edge.condition_key or ""))
-            to_id = (node_by_memory.get(str(edge.to_memory)) if edge.to_memory
-                     else condition_nodes.get(edge.condition_key or ""))
+            from_id = (
+                node_by_memory.get(str(edge.from_memory))
+                if edge.from_memory
+                else condition_nodes.get(edge.condition_key or "")
+            )
+            to_id = (
+                node_by_memory.get(str(edge.to_memory))
+                if edge.to_memory
+                else condition_nodes.get(edge.condition_key or "")
+            )
             if from_id is None or to_id is None or from_id == to_id:
                 continue
             metadata = {"explanation": edge.explanation} if edge.explanation else None
             key = f"r:{edge.edge_type}:{from_id}:{to_id}"
             previous = rows.get(key)
             if previous is None or previous[3] < edge.confidence:
-                rows[key] = (from_id, to_id, edge.edge_type, edge.confidence, edge.evidence_text, edge.origin,
-                             EDGE_CLASS.get(edge.edge_type, "semantic"), metadata)
+                rows[key] = (
+                    from_id,
+                    to_id,
+                    edge.edge_type,
+                    edge.confidence,
+                    edge.evidence_text,
+                    edge.origin,
+                    EDGE_CLASS.get(edge.edge_type, "semantic"),
+                    metadata,
+                )
         if rows:
             import json
 
@@ -321,10 +364,17 @@ def relationship_edges_replace(
                         last_observed_at = now()
                 """,
                 [
-                    workspace_id, memory_id, expires_at,
-                    [k for k, _ in values], [v[0] for _, v in values], [v[1] for _, v in values],
-                    [v[2] for _, v in values], [v[6] for _, v in values], [v[3] for _, v in values],
-                    [v[4] for _, v in values], [v[5] for _, v in values],
+                    workspace_id,
+                    memory_id,
+                    expires_at,
+                    [k for k, _ in values],
+                    [v[0] for _, v in values],
+                    [v[1] for _, v in values],
+                    [v[2] for _, v in values],
+                    [v[6] for _, v in values],
+                    [v[3] for _, v in values],
+                    [v[4] for _, v in values],
+                    [v[5] for _, v in values],
                     [json.dumps(v[7]) if v[7] else None for _, v in values],
                 ],
             )

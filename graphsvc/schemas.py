@@ -13,7 +13,9 @@ from config.schemas import ApiDateTime, ScopeIn, ScopeQuery, StrictIn, scope_fie
 
 class LlmUsageOut(Schema):
     tokens: int = Field(description="Prompt + completion tokens since 00:00 UTC.")
-    costUsd: float = Field(description="Cost since 00:00 UTC, from litellm's cost map (0 for unknown models).")
+    costUsd: float = Field(
+        description="Cost since 00:00 UTC, from litellm's cost map (0 for unknown models)."
+    )
     calls: int = Field(description="LLM calls since 00:00 UTC.")
     failedCalls: int = Field(description="Of those, calls that failed (timeout, 429, invalid answer …).")
 
@@ -45,9 +47,15 @@ class ExtractionOut(Schema):
     total: LlmTotalOut = Field(description="Usage since the workspace began.")
     entities: int = Field(description="Entity nodes.")
     activeFacts: int = Field(description="Facts currently valid.")
-    invalidatedFacts: int = Field(description="Facts replaced by a newer version (kept for point-in-time reads).")
-    relationshipEdges: int = Field(description="LLM relationship edges between memories (contradicts, caused_by …).")
-    lastEviction: EvictionOut | None = Field(description="What the last scheduled eviction removed (null: never ran).")
+    invalidatedFacts: int = Field(
+        description="Facts replaced by a newer version (kept for point-in-time reads)."
+    )
+    relationshipEdges: int = Field(
+        description="LLM relationship edges between memories (contradicts, caused_by …)."
+    )
+    lastEviction: EvictionOut | None = Field(
+        description="What the last scheduled eviction removed (null: never ran)."
+    )
 
 
 class ExtractionQuery(ScopeQuery):
@@ -57,7 +65,9 @@ class ExtractionQuery(ScopeQuery):
 class ExtractionSettingsIn(StrictIn):
     scope: ScopeIn = scope_field()
     dailyTokenBudget: int | None = Field(
-        ..., ge=1, le=10_000_000_000,
+        ...,
+        ge=1,
+        le=10_000_000_000,
         description="Tokens per UTC day for this workspace's LLM extraction; null removes the limit "
         "(GRAPH_LLM_DAILY_TOKEN_BUDGET then applies).",
     )
@@ -74,9 +84,13 @@ class FactsIn(StrictIn):
     entity: trimmed(512) | None = Field(None, description="One entity by name or alias (404 when unknown).")
     maxHops: int = Field(2, ge=1, le=3, description="Hops from the seed entities, 1-3 (default 2).")
     edgeClasses: list[EdgeClass] | None = Field(None, max_length=4, description="Only these edge classes.")
-    at: datetime | None = Field(None, description="Facts as they were valid at this time (valid_from <= at < valid_to).")
+    at: datetime | None = Field(
+        None, description="Facts as they were valid at this time (valid_from <= at < valid_to)."
+    )
     limit: int = Field(10, ge=1, le=100, description="Most facts, 1-100 (default 10).")
-    strategy: RecallStrategy | None = Field(None, description="bfs or spreading; omitted: the workspace setting.")
+    strategy: RecallStrategy | None = Field(
+        None, description="bfs or spreading; omitted: the workspace setting."
+    )
     scope: ScopeIn = scope_field()
 
     @model_validator(mode="after")
@@ -92,8 +106,12 @@ class FactOut(Schema):
     target: str = Field(description="Target entity's name.")
     fact: str = Field(description="The fact as one sentence (newlines and angle brackets removed).")
     edgeClass: str = Field(description="semantic, temporal, causal or entity.")
-    confidence: float = Field(description="Effective confidence: decayed since last observed, boosted by use.")
-    score: float = Field(description="Seed match x 1/(1+hop) x confidence x class weight (bfs) or activation.")
+    confidence: float = Field(
+        description="Effective confidence: decayed since last observed, boosted by use."
+    )
+    score: float = Field(
+        description="Seed match x 1/(1+hop) x confidence x class weight (bfs) or activation."
+    )
     hop: int = Field(description="Hops from the nearest seed entity.")
     validFrom: ApiDateTime | None = Field(description="When the fact became true.")
     validTo: ApiDateTime | None = Field(description="When it stopped being true (null: still true).")
@@ -160,7 +178,9 @@ class EntitiesIn(StrictIn):
     entity: trimmed(512) | None = Field(None, description="One entity with its aliases and facts (detail).")
     type: trimmed(32) | None = Field(None, description="Only this entity type (person, tool, ...).")
     limit: int = Field(20, ge=1, le=100, description="Most entities, 1-100 (default 20).")
-    cursor: str | None = Field(None, max_length=40, description="nextCursor of the previous page (list only).")
+    cursor: str | None = Field(
+        None, max_length=40, description="nextCursor of the previous page (list only)."
+    )
     scope: ScopeIn = scope_field()
 
 
@@ -184,7 +204,9 @@ class EntityOut(Schema):
     mentionCount: int = Field(description="Times it was mentioned.")
     community: str | None = Field(description="Its community's name.")
     lastSeenAt: datetime | None = Field(description="Last mention.")
-    facts: list[EntityFactOut] | None = Field(description="Its facts, current and past (detail only, at most 100).")
+    facts: list[EntityFactOut] | None = Field(
+        description="Its facts, current and past (detail only, at most 100)."
+    )
 
 
 class EntitiesOut(Schema):
@@ -228,7 +250,9 @@ class StatsOut(Schema):
 
 
 class ClearIn(StrictIn):
-    confirm: str = Field(description='Must be "delete entity graph": clearing cannot be undone.', max_length=40)
+    confirm: str = Field(
+        description='Must be "delete entity graph": clearing cannot be undone.', max_length=40
+    )
     scope: ScopeIn = scope_field()
 
 
@@ -241,8 +265,12 @@ class DecayIn(StrictIn):
     action: Literal["recompute", "set_rate"] = Field(
         description="recompute: decay retrieval counts now and report; set_rate: the rate of one edge type."
     )
-    edgeType: trimmed(128) | None = Field(None, description="set_rate: the relation; omitted = the default rate.")
-    rate: float | None = Field(None, ge=0, le=10, description="set_rate: per day, 0-10; null removes an override.")
+    edgeType: trimmed(128) | None = Field(
+        None, description="set_rate: the relation; omitted = the default rate."
+    )
+    rate: float | None = Field(
+        None, ge=0, le=10, description="set_rate: per day, 0-10; null removes an override."
+    )
     scope: ScopeIn = scope_field()
 
 

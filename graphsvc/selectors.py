@@ -103,7 +103,9 @@ def extraction_status(*, workspace_id: int) -> dict[str, Any]:
             """,
             {"ws": workspace_id, "day": day_start},
         )
-        tokens_today, cost_today, calls_today, failed_today, prompt, completion, cost, calls = cursor.fetchone()
+        tokens_today, cost_today, calls_today, failed_today, prompt, completion, cost, calls = (
+            cursor.fetchone()
+        )
         cursor.execute(
             """
             SELECT
@@ -126,22 +128,32 @@ def extraction_status(*, workspace_id: int) -> dict[str, Any]:
         "status": "off" if not enabled else ("budget_exhausted" if spent else "active"),
         "message": (
             "No GRAPH_LLM_MODEL is configured: relationships and entities are not extracted; everything else works."
-            if not enabled else
-            "Today's token budget is spent: extraction is paused until it resets (or the budget is raised)."
-            if spent else "Extraction runs after each memory is embedded."
+            if not enabled
+            else "Today's token budget is spent: extraction is paused until it resets (or the budget is raised)."
+            if spent
+            else "Extraction runs after each memory is embedded."
         ),
         "dailyTokenBudget": budget,
         "budgetResetsAt": llm.next_budget_reset(),
-        "today": {"tokens": int(tokens_today), "costUsd": float(cost_today), "calls": calls_today,
-                  "failedCalls": failed_today},
-        "total": {"promptTokens": int(prompt), "completionTokens": int(completion), "costUsd": float(cost),
-                  "calls": calls},
+        "today": {
+            "tokens": int(tokens_today),
+            "costUsd": float(cost_today),
+            "calls": calls_today,
+            "failedCalls": failed_today,
+        },
+        "total": {
+            "promptTokens": int(prompt),
+            "completionTokens": int(completion),
+            "costUsd": float(cost),
+            "calls": calls,
+        },
         "entities": entities,
         "activeFacts": active_facts,
         "invalidatedFacts": invalidated_facts,
         "relationshipEdges": relationship_edges,
-        "lastEviction": GraphSettings.objects.filter(workspace_id=workspace_id).values_list(
-            "last_eviction", flat=True).first(),
+        "lastEviction": GraphSettings.objects.filter(workspace_id=workspace_id)
+        .values_list("last_eviction", flat=True)
+        .first(),
     }
 
 
@@ -152,9 +164,17 @@ def _entity_json(row: tuple[Any, ...]) -> dict[str, Any]:
     from graphsvc.facts import clean_fact_text
 
     node_id, label, node_type, summary, mentions, community, last_seen = row
-    return {"id": str(node_id), "name": clean_fact_text(label), "type": node_type, "summary": summary,
-            "aliases": None, "mentionCount": mentions, "community": community, "lastSeenAt": last_seen,
-            "facts": None}
+    return {
+        "id": str(node_id),
+        "name": clean_fact_text(label),
+        "type": node_type,
+        "summary": summary,
+        "aliases": None,
+        "mentionCount": mentions,
+        "community": community,
+        "lastSeenAt": last_seen,
+        "facts": None,
+    }
 
 
 ENTITY_SELECT = """
@@ -165,8 +185,9 @@ ENTITY_SELECT = """
 """
 
 
-def entities_list(*, workspace_id: int, query: str | None, entity_type: str | None, limit: int,
-                  cursor_id: int | None) -> dict[str, Any]:
+def entities_list(
+    *, workspace_id: int, query: str | None, entity_type: str | None, limit: int, cursor_id: int | None
+) -> dict[str, Any]:
     """Search (seed scoring, best first) or list (newest first, keyset pages on id)."""
     from graphsvc.facts import seeds_find
     from graphsvc.models import ENTITY_TYPES
@@ -176,12 +197,15 @@ def entities_list(*, workspace_id: int, query: str | None, entity_type: str | No
         if query:
             seeds = seeds_find(workspace_id=workspace_id, query=query, limit=limit, embed=False)
             order = {seed.node_id: i for i, seed in enumerate(seeds)}
-            cursor.execute(ENTITY_SELECT + " WHERE n.workspace_id = %s AND n.id = ANY(%s) AND n.node_type = ANY(%s)",
-                           [workspace_id, list(order), types])
+            cursor.execute(
+                ENTITY_SELECT + " WHERE n.workspace_id = %s AND n.id = ANY(%s) AND n.node_type = ANY(%s)",
+                [workspace_id, list(order), types],
+            )
             rows = sorted(cursor.fetchall(), key=lambda r: order[r[0]])
             return {"entities": [_entity_json(r) for r in rows], "nextCursor": None}
         cursor.execute(
-            ENTITY_SELECT + " WHERE n.workspace_id = %s AND n.node_type = ANY(%s) AND (%s::bigint IS NULL OR n.id < %s)"
+            ENTITY_SELECT
+            + " WHERE n.workspace_id = %s AND n.node_type = ANY(%s) AND (%s::bigint IS NULL OR n.id < %s)"
             " ORDER BY n.id DESC LIMIT %s",
             [workspace_id, types, cursor_id, cursor_id, limit + 1],
         )
@@ -198,8 +222,10 @@ def entity_detail(*, workspace_id: int, node_id: int) -> dict[str, Any]:
     with connections["app"].cursor() as cursor:
         cursor.execute(ENTITY_SELECT + " WHERE n.workspace_id = %s AND n.id = %s", [workspace_id, node_id])
         data = _entity_json(cursor.fetchone())
-        cursor.execute("SELECT alias FROM graph_entity_aliases WHERE workspace_id = %s AND node_id = %s ORDER BY alias",
-                       [workspace_id, node_id])
+        cursor.execute(
+            "SELECT alias FROM graph_entity_aliases WHERE workspace_id = %s AND node_id = %s ORDER BY alias",
+            [workspace_id, node_id],
+        )
         data["aliases"] = [r[0] for r in cursor.fetchall()]
         cursor.execute(
             f"""
@@ -213,9 +239,16 @@ def entity_detail(*, workspace_id: int, node_id: int) -> dict[str, Any]:
         )
         floor = reading.params()["floor"]
         data["facts"] = [
-            {"source": clean_fact_text(s), "relation": rel, "target": clean_fact_text(t), "fact": clean_fact_text(f),
-             "confidence": round(float(c), 4), "retrievable": bool(current) and float(c) >= floor,
-             "validFrom": vf, "validTo": vt}
+            {
+                "source": clean_fact_text(s),
+                "relation": rel,
+                "target": clean_fact_text(t),
+                "fact": clean_fact_text(f),
+                "confidence": round(float(c), 4),
+                "retrievable": bool(current) and float(c) >= floor,
+                "validFrom": vf,
+                "validTo": vt,
+            }
             for s, rel, t, f, c, vf, vt, current in cursor.fetchall()
         ]
     return data
@@ -240,10 +273,16 @@ def communities_list(*, workspace_id: int, limit: int) -> dict[str, Any]:
             {"ws": workspace_id, "limit": limit},
         )
         rows = cursor.fetchall()
-    last = GraphSettings.objects.filter(workspace_id=workspace_id).values_list("communities_run_at", flat=True).first()
+    last = (
+        GraphSettings.objects.filter(workspace_id=workspace_id)
+        .values_list("communities_run_at", flat=True)
+        .first()
+    )
     return {
-        "communities": [{"id": str(i), "name": n, "summary": s, "size": size, "members": list(m)}
-                        for i, n, s, size, m in rows],
+        "communities": [
+            {"id": str(i), "name": n, "summary": s, "size": size, "members": list(m)}
+            for i, n, s, size, m in rows
+        ],
         "lastRunAt": last,
     }
 
@@ -269,17 +308,34 @@ def entity_graph_stats(*, workspace_id: int) -> dict[str, Any]:
             reading.params(),
         )
         aliases, active, invalidated, below, communities = cursor.fetchone()
-        cursor.execute("SELECT node_type, count(*) FROM graph_nodes WHERE workspace_id = %s AND node_type = ANY(%s) "
-                       "GROUP BY node_type ORDER BY node_type", [workspace_id, list(ENTITY_TYPES)])
+        cursor.execute(
+            "SELECT node_type, count(*) FROM graph_nodes WHERE workspace_id = %s AND node_type = ANY(%s) "
+            "GROUP BY node_type ORDER BY node_type",
+            [workspace_id, list(ENTITY_TYPES)],
+        )
         by_type = dict(cursor.fetchall())
-        cursor.execute("SELECT edge_type, count(*) FROM graph_edges WHERE workspace_id = %s AND origin = 'llm_entity' "
-                       "AND expired_at IS NULL AND valid_to IS NULL GROUP BY edge_type ORDER BY 2 DESC, 1 LIMIT 10",
-                       [workspace_id])
+        cursor.execute(
+            "SELECT edge_type, count(*) FROM graph_edges WHERE workspace_id = %s AND origin = 'llm_entity' "
+            "AND expired_at IS NULL AND valid_to IS NULL GROUP BY edge_type ORDER BY 2 DESC, 1 LIMIT 10",
+            [workspace_id],
+        )
         relations = dict(cursor.fetchall())
-    last = GraphSettings.objects.filter(workspace_id=workspace_id).values_list("last_eviction", flat=True).first()
-    return {"entities": sum(by_type.values()), "aliases": aliases, "activeFacts": active,
-            "invalidatedFacts": invalidated, "belowFloorFacts": below, "communities": communities,
-            "entitiesByType": by_type, "topRelations": relations, "lastEviction": last}
+    last = (
+        GraphSettings.objects.filter(workspace_id=workspace_id)
+        .values_list("last_eviction", flat=True)
+        .first()
+    )
+    return {
+        "entities": sum(by_type.values()),
+        "aliases": aliases,
+        "activeFacts": active,
+        "invalidatedFacts": invalidated,
+        "belowFloorFacts": below,
+        "communities": communities,
+        "entitiesByType": by_type,
+        "topRelations": relations,
+        "lastEviction": last,
+    }
 
 
 def graph_settings_get(*, workspace_id: int) -> dict[str, Any]:
@@ -289,8 +345,13 @@ def graph_settings_get(*, workspace_id: int) -> dict[str, Any]:
 
     row = GraphSettings.objects.filter(workspace_id=workspace_id).first()
     return {
-        "recallStrategy": row.recall_strategy if row else (
-            settings.GRAPH_RECALL_STRATEGY if settings.GRAPH_RECALL_STRATEGY in ("bfs", "spreading") else "bfs"),
+        "recallStrategy": row.recall_strategy
+        if row
+        else (
+            settings.GRAPH_RECALL_STRATEGY
+            if settings.GRAPH_RECALL_STRATEGY in ("bfs", "spreading")
+            else "bfs"
+        ),
         "decayRate": row.decay_rate if row and row.decay_rate is not None else settings.GRAPH_DECAY_RATE,
         "decayRates": (row.decay_rates if row else None) or {},
         "maxEntities": row.max_entities if row else None,

@@ -35,7 +35,9 @@ def similarity_edges_replace(*, workspace_id: int, updates: list[SimilarityUpdat
             [workspace_id, list(keys)],
         )
         node_by_memory = dict(cursor.fetchall())
-        updated_nodes = [node_by_memory[str(u.memory_id)] for u in updates if str(u.memory_id) in node_by_memory]
+        updated_nodes = [
+            node_by_memory[str(u.memory_id)] for u in updates if str(u.memory_id) in node_by_memory
+        ]
         cursor.execute(
             """
             DELETE FROM graph_edges
@@ -54,8 +56,13 @@ def similarity_edges_replace(*, workspace_id: int, updates: list[SimilarityUpdat
                 if other is None:
                     continue  # the neighbour's mapping is missing (a failed sync); a re-sync adds it
                 for from_id, to_id in ((own_node, other), (other, own_node)):
-                    rows[f"r:similar_to:{from_id}:{to_id}"] = (from_id, to_id, score, update.memory_id,
-                                                               update.expires_at)
+                    rows[f"r:similar_to:{from_id}:{to_id}"] = (
+                        from_id,
+                        to_id,
+                        score,
+                        update.memory_id,
+                        update.expires_at,
+                    )
         if not rows:
             return 0
         values = list(rows.items())
@@ -85,7 +92,9 @@ def similarity_edges_replace(*, workspace_id: int, updates: list[SimilarityUpdat
         return len(values)
 
 
-def similarity_edges_set_expiry(*, workspace_id: int, memory_id: uuid.UUID, expires_at: datetime | None) -> None:
+def similarity_edges_set_expiry(
+    *, workspace_id: int, memory_id: uuid.UUID, expires_at: datetime | None
+) -> None:
     """A layer change (working ↔ long_term) moves the expiry of the similar_to edges this memory produced."""
     with connections["app"].cursor() as cursor:
         cursor.execute(

@@ -76,20 +76,32 @@ def graph_traverse(
         raise ApiError(400, "INVALID_REQUEST", f"limit must be 1-{MAX_LIMIT}; got {limit}.")
     start, stored = entity_lookup_stored(workspace_id=workspace_id, name=start_entity)
     if start is None:
-        raise ApiError(404, "ENTITY_NOT_FOUND", f"No entity named {start_entity!r} in this workspace; "
-                       "graph/entities with a query lists the names it knows.")
-    reading = reading_for(workspace_id=workspace_id, at=at, edge_types=[t.strip().lower() for t in edge_types or []],
-                          stored=stored)
+        raise ApiError(
+            404,
+            "ENTITY_NOT_FOUND",
+            f"No entity named {start_entity!r} in this workspace; "
+            "graph/entities with a query lists the names it knows.",
+        )
+    reading = reading_for(
+        workspace_id=workspace_id,
+        at=at,
+        edge_types=[t.strip().lower() for t in edge_types or []],
+        stored=stored,
+    )
     where = reading.where()
     confidence = boosted_sql(reading.decayed(), "e.retrieval_count")
     hops = "".join("," + _hop_sql(hop, where, confidence) for hop in range(1, max_hops + 1))
     # The facts on the chosen nodes' paths count as retrieved (a reading of the present only), in the same
     # statement; the scores above were computed from the counts before it.
-    bump = """,
+    bump = (
+        """,
     bump AS (
         UPDATE graph_edges g SET retrieval_count = g.retrieval_count + 1, last_retrieved_at = now()
         WHERE g.workspace_id = %(ws)s AND g.id IN (SELECT edge FROM lineage WHERE edge IS NOT NULL)
-    )""" if at is None else ""
+    )"""
+        if at is None
+        else ""
+    )
     lazy = f", {LAZY_COMMIT_SQL} AS lazy" if at is None and lazy_commit else ""
     sql = f"""
     WITH RECURSIVE r0 AS (
@@ -113,20 +125,44 @@ def graph_traverse(
     LEFT JOIN graph_nodes t ON t.workspace_id = %(ws)s AND t.id = g.to_node_id
     """
     with prepared_cursor() as cursor:
-        cursor.execute(sql, reading.params(start=start.node_id, fanout=MAX_FANOUT, frontier=MAX_FRONTIER,
-                                           limit=limit))
+        cursor.execute(
+            sql, reading.params(start=start.node_id, fanout=MAX_FANOUT, frontier=MAX_FRONTIER, limit=limit)
+        )
         rows = cursor.fetchall()
     # node → (hop, score, parent, edge that reached it)
     reached: dict[int, tuple[int, float, int | None, dict[str, Any] | None]] = {}
     names = {start.node_id: start.name}
     chosen = []
-    for (node_id, hop, score, parent, is_chosen, name, edge_id, source, relation, target, fact, edge_class,
-         edge_confidence, *_) in rows:
+    for (
+        node_id,
+        hop,
+        score,
+        parent,
+        is_chosen,
+        name,
+        edge_id,
+        source,
+        relation,
+        target,
+        fact,
+        edge_class,
+        edge_confidence,
+        *_,
+    ) in rows:
         names[node_id] = name
-        edge = None if edge_id is None else {
-            "id": edge_id, "source": source, "relation": relation, "target": target, "fact": fact,
-            "edgeClass": edge_class, "confidence": float(edge_confidence),
-        }
+        edge = (
+            None
+            if edge_id is None
+            else {
+                "id": edge_id,
+                "source": source,
+                "relation": relation,
+                "target": target,
+                "fact": fact,
+                "edgeClass": edge_class,
+                "confidence": float(edge_confidence),
+            }
+        )
         reached[node_id] = (hop, float(score), parent, edge)
         if is_chosen:
             chosen.append(node_id)
@@ -137,17 +173,36 @@ def graph_traverse(
         path, step = [], node_id
         while step in reached and reached[step][3] is not None:
             edge = reached[step][3]
-            path.append({"source": clean_fact_text(edge["source"]), "relation": edge["relation"],
-                         "target": clean_fact_text(edge["target"])})
+            path.append(
+                {
+                    "source": clean_fact_text(edge["source"]),
+                    "relation": edge["relation"],
+                    "target": clean_fact_text(edge["target"]),
+                }
+            )
             used[edge["id"]] = edge
             step = reached[step][2]
         path.reverse()
-        nodes.append({"id": str(node_id), "name": clean_fact_text(names.get(node_id, "")), "hop": hop,
-                      "score": round(score, 6), "path": path})
+        nodes.append(
+            {
+                "id": str(node_id),
+                "name": clean_fact_text(names.get(node_id, "")),
+                "hop": hop,
+                "score": round(score, 6),
+                "path": path,
+            }
+        )
     for edge in sorted(used.values(), key=lambda e: e["id"]):
-        edges.append({"source": clean_fact_text(edge["source"]), "relation": edge["relation"],
-                      "target": clean_fact_text(edge["target"]), "confidence": round(edge["confidence"], 4),
-                      "fact": clean_fact_text(edge["fact"]), "edgeClass": edge["edgeClass"]})
+        edges.append(
+            {
+                "source": clean_fact_text(edge["source"]),
+                "relation": edge["relation"],
+                "target": clean_fact_text(edge["target"]),
+                "confidence": round(edge["confidence"], 4),
+                "fact": clean_fact_text(edge["fact"]),
+                "edgeClass": edge["edgeClass"],
+            }
+        )
     return {
         "start": {"id": str(start.node_id), "name": clean_fact_text(start.name)},
         "nodes": nodes,

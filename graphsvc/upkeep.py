@@ -128,7 +128,7 @@ def _dense_index(sources: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, 
     span = int(max(sources.max(), targets.max())) - low + 1
     if span > 4 * (len(sources) + len(targets)) + 1_000_000:
         node_ids, inverse = np.unique(np.concatenate([sources, targets]), return_inverse=True)
-        return node_ids, inverse[: len(sources)], inverse[len(sources):]
+        return node_ids, inverse[: len(sources)], inverse[len(sources) :]
     present = np.zeros(span, dtype=bool)
     present[sources - low] = True
     present[targets - low] = True
@@ -136,8 +136,9 @@ def _dense_index(sources: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, 
     return np.flatnonzero(present) + low, position[sources - low], position[targets - low]
 
 
-def _groups(edge_ids: np.ndarray, node_ids: np.ndarray, rows: np.ndarray, cols: np.ndarray,
-            labels: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+def _groups(
+    edge_ids: np.ndarray, node_ids: np.ndarray, rows: np.ndarray, cols: np.ndarray, labels: np.ndarray
+) -> list[tuple[np.ndarray, np.ndarray]]:
     """(sorted member ids, sorted intra-community edge ids) per community of two or more entities: two sorts over
     all entities and all intra edges, then slices, instead of a sort per community."""
     order = np.lexsort((node_ids, labels))  # by label, then id: members come out sorted
@@ -153,8 +154,7 @@ def _groups(edge_ids: np.ndarray, node_ids: np.ndarray, rows: np.ndarray, cols: 
     lo = np.searchsorted(edge_labels, group_labels, "left")
     hi = np.searchsorted(edge_labels, group_labels, "right")
     members = node_ids[order]
-    return [(members[s:e], intra_ids[a:b])
-            for s, e, a, b in zip(starts[big], ends[big], lo, hi, strict=True)]
+    return [(members[s:e], intra_ids[a:b]) for s, e, a, b in zip(starts[big], ends[big], lo, hi, strict=True)]
 
 
 def communities_detect(*, workspace_id: int, algorithm: str | None = None) -> dict[str, Any]:
@@ -185,21 +185,30 @@ def communities_detect(*, workspace_id: int, algorithm: str | None = None) -> di
     fingerprints = [_fingerprint(members, edges) for members, edges in groups]
     lap("fingerprint")
     outcome = _communities_write(workspace_id=workspace_id, groups=groups, fingerprints=fingerprints)
-    GraphSettings.objects.update_or_create(workspace_id=workspace_id,
-                                           defaults={"communities_run_at": timezone.now()})
+    GraphSettings.objects.update_or_create(
+        workspace_id=workspace_id, defaults={"communities_run_at": timezone.now()}
+    )
     lap("write")
-    return {"communities": len(groups), **outcome, "entities": int(len(node_ids)), "edges": int(len(edge_ids)),
-            "stages": stages}
+    return {
+        "communities": len(groups),
+        **outcome,
+        "entities": int(len(node_ids)),
+        "edges": int(len(edge_ids)),
+        "stages": stages,
+    }
 
 
 MEMBERS_INSERT = """
     INSERT INTO graph_community_members (workspace_id, node_id, community_id)
     SELECT %s, x.nid, x.cid FROM unnest(%s::bigint[], %s::bigint[]) AS x(cid, nid)
 """
-MEMBERS_UPSERT = MEMBERS_INSERT + """
+MEMBERS_UPSERT = (
+    MEMBERS_INSERT
+    + """
     ON CONFLICT (workspace_id, node_id) DO UPDATE SET community_id = EXCLUDED.community_id
     WHERE graph_community_members.community_id IS DISTINCT FROM EXCLUDED.community_id
 """
+)
 
 
 def _members_insert(cursor: Any, *, workspace_id: int, community_ids: list[int], node_ids: list[int]) -> None:
@@ -213,8 +222,9 @@ def _members_insert(cursor: Any, *, workspace_id: int, community_ids: list[int],
         cursor.execute(MEMBERS_UPSERT, [workspace_id, community_ids, node_ids])
 
 
-def _membership_reconcile(cursor: Any, *, workspace_id: int, groups: list[tuple[np.ndarray, np.ndarray]],
-                          community_of: np.ndarray) -> None:
+def _membership_reconcile(
+    cursor: Any, *, workspace_id: int, groups: list[tuple[np.ndarray, np.ndarray]], community_of: np.ndarray
+) -> None:
     """Every entity in a community has its membership row, pointing at it, and no other entity has one."""
     sizes = np.asarray([len(members) for members, _ in groups], dtype=np.int64)
     member_ids = np.concatenate([members for members, _ in groups]) if groups else np.zeros(0, np.int64)
@@ -225,23 +235,30 @@ def _membership_reconcile(cursor: Any, *, workspace_id: int, groups: list[tuple[
         "AND NOT EXISTS (SELECT 1 FROM unnest(%s::bigint[]) AS x(id) WHERE x.id = m.node_id)",
         [workspace_id, member_ids.tolist()],
     )
-    cursor.execute(MEMBERS_UPSERT, [workspace_id, np.repeat(community_of, sizes).tolist(), member_ids.tolist()])
+    cursor.execute(
+        MEMBERS_UPSERT, [workspace_id, np.repeat(community_of, sizes).tolist(), member_ids.tolist()]
+    )
 
 
-def _communities_write(*, workspace_id: int, groups: list[tuple[np.ndarray, np.ndarray]],
-                       fingerprints: list[str]) -> dict[str, int]:
+def _communities_write(
+    *, workspace_id: int, groups: list[tuple[np.ndarray, np.ndarray]], fingerprints: list[str]
+) -> dict[str, int]:
     """Set-based: one statement each to read the stored fingerprints, drop dissolved communities, name the new
     ones, insert them, point their members at them and check that no entity drifted."""
     with connections["app"].cursor() as cursor:
-        cursor.execute("SELECT id, fingerprint FROM graph_communities WHERE workspace_id = %s", [workspace_id])
+        cursor.execute(
+            "SELECT id, fingerprint FROM graph_communities WHERE workspace_id = %s", [workspace_id]
+        )
         rows = cursor.fetchall()
         # Several communities can share the empty fingerprint (a join between runs clears it): none is kept.
         stored = {fp: cid for cid, fp in rows if fp}
         keep = {fp for fp in fingerprints if fp in stored}
         dissolved = [cid for cid, fp in rows if fp not in keep]
         if dissolved:
-            cursor.execute("DELETE FROM graph_communities WHERE workspace_id = %s AND id = ANY(%s)",
-                           [workspace_id, dissolved])
+            cursor.execute(
+                "DELETE FROM graph_communities WHERE workspace_id = %s AND id = ANY(%s)",
+                [workspace_id, dissolved],
+            )
         changed = [index for index, fp in enumerate(fingerprints) if fp not in keep]
         community_of = np.zeros(len(groups), dtype=np.int64)
         for index, fp in enumerate(fingerprints):
@@ -250,8 +267,10 @@ def _communities_write(*, workspace_id: int, groups: list[tuple[np.ndarray, np.n
         if changed:
             # A new community is named after its first three members (by id).
             firsts = np.concatenate([groups[index][0][:3] for index in changed])
-            cursor.execute("SELECT id, label FROM graph_nodes WHERE workspace_id = %s AND id = ANY(%s)",
-                           [workspace_id, firsts.tolist()])
+            cursor.execute(
+                "SELECT id, label FROM graph_nodes WHERE workspace_id = %s AND id = ANY(%s)",
+                [workspace_id, firsts.tolist()],
+            )
             labels = {node_id: clean_text(label) for node_id, label in cursor.fetchall()}
             names, sizes = [], []
             for order, index in enumerate(changed):
@@ -275,16 +294,23 @@ def _communities_write(*, workspace_id: int, groups: list[tuple[np.ndarray, np.n
         # rows of dissolved ones went with the DELETE (trigger of migration 0011), so only the new communities'
         # members are written, as narrow rows of graph_community_members; an unchanged graph writes none.
         if changed:
-            _members_insert(cursor, workspace_id=workspace_id,
-                            community_ids=np.repeat(community_of[changed], sizes).tolist(), node_ids=flat.tolist())
+            _members_insert(
+                cursor,
+                workspace_id=workspace_id,
+                community_ids=np.repeat(community_of[changed], sizes).tolist(),
+                node_ids=flat.tolist(),
+            )
         # Drift check (an import, a manual edit, a merge, an entity deleted while this run was reading): the
         # membership rows must be exactly the members, each at its own community. Compared as count, sum of ids
         # and sum of id × community (exact numerics), one pass over the narrow table; a mismatch reconciles.
         sizes_all = np.asarray([len(members) for members, _ in groups], dtype=np.int64)
         member_ids = np.concatenate([members for members, _ in groups]) if groups else np.zeros(0, np.int64)
         member_cids = np.repeat(community_of, sizes_all)
-        expected = (len(member_ids), int(member_ids.astype(object).sum()) if len(member_ids) else 0,
-                    int(np.dot(member_ids.astype(object), member_cids.astype(object))) if len(member_ids) else 0)
+        expected = (
+            len(member_ids),
+            int(member_ids.astype(object).sum()) if len(member_ids) else 0,
+            int(np.dot(member_ids.astype(object), member_cids.astype(object))) if len(member_ids) else 0,
+        )
         cursor.execute(
             "SELECT count(*), coalesce(sum(node_id), 0), coalesce(sum(node_id::numeric * community_id), 0) "
             "FROM graph_community_members WHERE workspace_id = %s",
@@ -296,24 +322,33 @@ def _communities_write(*, workspace_id: int, groups: list[tuple[np.ndarray, np.n
 
 
 def _summary_prompt(names: list[str], facts: list[str]) -> str:
-    text = (f"Entities: {llm.external(', '.join(names))}\nRelationships:\n"
-            + "\n".join(f"- {llm.external(f)}" for f in facts) + "\n\nSummary:")
+    text = (
+        f"Entities: {llm.external(', '.join(names))}\nRelationships:\n"
+        + "\n".join(f"- {llm.external(f)}" for f in facts)
+        + "\n\nSummary:"
+    )
     raw = text.encode("utf-8")
     if len(raw) > MAX_SUMMARY_PROMPT_BYTES:
         text = raw[:MAX_SUMMARY_PROMPT_BYTES].decode("utf-8", errors="ignore") + "..."
     return text
 
 
-def _summary_prompts(*, workspace_id: int, created: list[tuple[int, np.ndarray, np.ndarray]]) -> dict[int, str]:
+def _summary_prompts(
+    *, workspace_id: int, created: list[tuple[int, np.ndarray, np.ndarray]]
+) -> dict[int, str]:
     """Inside the workspace context: names and up to 20 intra-community facts per community."""
     prompts: dict[int, str] = {}
     with connections["app"].cursor() as cursor:
         for cid, members, edges in created:
-            cursor.execute("SELECT label FROM graph_nodes WHERE workspace_id = %s AND id = ANY(%s) ORDER BY id "
-                           "LIMIT 30", [workspace_id, members.tolist()])
+            cursor.execute(
+                "SELECT label FROM graph_nodes WHERE workspace_id = %s AND id = ANY(%s) ORDER BY id LIMIT 30",
+                [workspace_id, members.tolist()],
+            )
             names = [clean_text(r[0]) for r in cursor.fetchall()]
-            cursor.execute("SELECT fact FROM graph_edges WHERE workspace_id = %s AND id = ANY(%s) ORDER BY id "
-                           "LIMIT %s", [workspace_id, edges.tolist(), MAX_SUMMARY_FACTS])
+            cursor.execute(
+                "SELECT fact FROM graph_edges WHERE workspace_id = %s AND id = ANY(%s) ORDER BY id LIMIT %s",
+                [workspace_id, edges.tolist(), MAX_SUMMARY_FACTS],
+            )
             prompts[cid] = _summary_prompt(names, [clean_text(r[0] or "") for r in cursor.fetchall()])
     return prompts
 
@@ -325,8 +360,13 @@ def _summary_calls(*, workspace_id: int, prompts: dict[int, str]) -> list[tuple[
     def call(item: tuple[int, str]) -> tuple[int, str]:
         cid, prompt = item
         try:
-            answer = llm.llm_structured(workspace_id=workspace_id, purpose="community_summary",
-                                        system=SUMMARY_SYSTEM, user=prompt, answer_model=SummaryAnswer)
+            answer = llm.llm_structured(
+                workspace_id=workspace_id,
+                purpose="community_summary",
+                system=SUMMARY_SYSTEM,
+                user=prompt,
+                answer_model=SummaryAnswer,
+            )
             return cid, clean_text(answer.summary)[:2000]
         except llm.LlmError:
             logger.warning("community summary failed; left empty for the next run", exc_info=True)
@@ -360,12 +400,17 @@ def community_assign(*, workspace_id: int, node_id: int) -> int | None:
         if row is None:
             return None
         # An entity already in a community stays there (a full run moves it if it should).
-        cursor.execute("INSERT INTO graph_community_members (workspace_id, node_id, community_id) "
-                       "VALUES (%s, %s, %s) ON CONFLICT (workspace_id, node_id) DO NOTHING",
-                       [workspace_id, node_id, row[0]])
+        cursor.execute(
+            "INSERT INTO graph_community_members (workspace_id, node_id, community_id) "
+            "VALUES (%s, %s, %s) ON CONFLICT (workspace_id, node_id) DO NOTHING",
+            [workspace_id, node_id, row[0]],
+        )
         if cursor.rowcount == 1:
-            cursor.execute("UPDATE graph_communities SET fingerprint = '', updated_at = now() "
-                           "WHERE workspace_id = %s AND id = %s", [workspace_id, row[0]])
+            cursor.execute(
+                "UPDATE graph_communities SET fingerprint = '', updated_at = now() "
+                "WHERE workspace_id = %s AND id = %s",
+                [workspace_id, row[0]],
+            )
         return row[0]
 
 
@@ -385,7 +430,9 @@ def retrieval_counts_decay(*, workspace_id: int) -> int:
             [RETRIEVAL_DECAY, workspace_id],
         )
         changed = cursor.rowcount
-    GraphSettings.objects.update_or_create(workspace_id=workspace_id, defaults={"retrieval_decay_at": timezone.now()})
+    GraphSettings.objects.update_or_create(
+        workspace_id=workspace_id, defaults={"retrieval_decay_at": timezone.now()}
+    )
     return changed
 
 
@@ -404,8 +451,13 @@ def decay_summary(*, workspace_id: int) -> dict[str, Any]:
             reading.params(),
         )
         total, faded = cursor.fetchone()
-    return {"activeFacts": total, "belowFloor": faded, "defaultRate": reading.rate, "rates": reading.rates,
-            "floor": settings.GRAPH_CONFIDENCE_FLOOR}
+    return {
+        "activeFacts": total,
+        "belowFloor": faded,
+        "defaultRate": reading.rate,
+        "rates": reading.rates,
+        "floor": settings.GRAPH_CONFIDENCE_FLOOR,
+    }
 
 
 # --- eviction -----------------------------------------------------------------------------------------------------
@@ -435,7 +487,9 @@ def graph_evict(*, workspace_id: int) -> dict[str, Any]:
             """,
             {"ws": workspace_id, "types": list(ENTITY_TYPES), "days": days},
         )
-        stale_entities = _entities_delete(cursor, workspace_id=workspace_id, ids=[r[0] for r in cursor.fetchall()])
+        stale_entities = _entities_delete(
+            cursor, workspace_id=workspace_id, ids=[r[0] for r in cursor.fetchall()]
+        )
         over_cap = 0
         if cap:
             cursor.execute(
@@ -453,9 +507,15 @@ def graph_evict(*, workspace_id: int) -> dict[str, Any]:
                 """,
                 {"ws": workspace_id, "types": list(ENTITY_TYPES), "cap": cap},
             )
-            over_cap = _entities_delete(cursor, workspace_id=workspace_id, ids=[r[0] for r in cursor.fetchall()])
-    result = {"expiredFacts": expired_facts, "staleEntities": stale_entities, "overCapEntities": over_cap,
-              "ranAt": timezone.now().isoformat()}
+            over_cap = _entities_delete(
+                cursor, workspace_id=workspace_id, ids=[r[0] for r in cursor.fetchall()]
+            )
+    result = {
+        "expiredFacts": expired_facts,
+        "staleEntities": stale_entities,
+        "overCapEntities": over_cap,
+        "ranAt": timezone.now().isoformat(),
+    }
     GraphSettings.objects.update_or_create(workspace_id=workspace_id, defaults={"last_eviction": result})
     return result
 
@@ -464,9 +524,15 @@ def _entities_delete(cursor: Any, *, workspace_id: int, ids: list[int]) -> int:
     """Entities with everything that points at them: the edges' and links' foreign keys do not cascade."""
     if not ids:
         return 0
-    cursor.execute("DELETE FROM graph_edges WHERE workspace_id = %s AND from_node_id = ANY(%s)", [workspace_id, ids])
-    cursor.execute("DELETE FROM graph_edges WHERE workspace_id = %s AND to_node_id = ANY(%s)", [workspace_id, ids])
-    cursor.execute("DELETE FROM memory_node_links WHERE workspace_id = %s AND node_id = ANY(%s)", [workspace_id, ids])
+    cursor.execute(
+        "DELETE FROM graph_edges WHERE workspace_id = %s AND from_node_id = ANY(%s)", [workspace_id, ids]
+    )
+    cursor.execute(
+        "DELETE FROM graph_edges WHERE workspace_id = %s AND to_node_id = ANY(%s)", [workspace_id, ids]
+    )
+    cursor.execute(
+        "DELETE FROM memory_node_links WHERE workspace_id = %s AND node_id = ANY(%s)", [workspace_id, ids]
+    )
     cursor.execute("DELETE FROM graph_nodes WHERE workspace_id = %s AND id = ANY(%s)", [workspace_id, ids])
     return cursor.rowcount
 
@@ -478,12 +544,16 @@ def graph_clear(*, workspace_id: int) -> dict[str, int]:
     """Delete the entity graph (entities, aliases, facts, communities, mention links). The memory graph built by
     deterministic mapping (memory, tag, repo nodes) stays: it is rebuilt from memories, not from the LLM."""
     with connections["app"].cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM graph_edges WHERE workspace_id = %s AND origin = 'llm_entity'",
-                       [workspace_id])
+        cursor.execute(
+            "SELECT count(*) FROM graph_edges WHERE workspace_id = %s AND origin = 'llm_entity'",
+            [workspace_id],
+        )
         facts = cursor.fetchone()[0]
         cursor.execute("DELETE FROM graph_communities WHERE workspace_id = %s", [workspace_id])
-        cursor.execute("SELECT id FROM graph_nodes WHERE workspace_id = %s AND node_type = ANY(%s)",
-                       [workspace_id, list(ENTITY_TYPES)])
+        cursor.execute(
+            "SELECT id FROM graph_nodes WHERE workspace_id = %s AND node_type = ANY(%s)",
+            [workspace_id, list(ENTITY_TYPES)],
+        )
         entities = _entities_delete(cursor, workspace_id=workspace_id, ids=[r[0] for r in cursor.fetchall()])
     return {"entities": entities, "facts": facts}
 
@@ -495,18 +565,27 @@ def graph_upkeep_run(*, workspace_id: int, force: bool = False) -> dict[str, Any
     """One workspace: communities when due (N new facts or the refresh interval), retrieval-count decay once a day,
     then eviction."""
     with workspace_context(workspace_id):
-        row = GraphSettings.objects.filter(workspace_id=workspace_id).values(
-            "communities_run_at", "retrieval_decay_at").first() or {}
+        row = (
+            GraphSettings.objects.filter(workspace_id=workspace_id)
+            .values("communities_run_at", "retrieval_decay_at")
+            .first()
+            or {}
+        )
         last_run = row.get("communities_run_at")
         with connections["app"].cursor() as cursor:
             cursor.execute(
                 "SELECT count(*) FROM (SELECT 1 FROM graph_edges WHERE workspace_id = %s AND origin = 'llm_entity' "
                 "AND created_at > %s LIMIT %s) x",
-                [workspace_id, last_run or timezone.now() - timedelta(days=36500),
-                 settings.GRAPH_COMMUNITY_REFRESH_WRITES],
+                [
+                    workspace_id,
+                    last_run or timezone.now() - timedelta(days=36500),
+                    settings.GRAPH_COMMUNITY_REFRESH_WRITES,
+                ],
             )
             new_facts = cursor.fetchone()[0]
-        stale = last_run is None or last_run < timezone.now() - timedelta(hours=settings.GRAPH_COMMUNITY_REFRESH_HOURS)
+        stale = last_run is None or last_run < timezone.now() - timedelta(
+            hours=settings.GRAPH_COMMUNITY_REFRESH_HOURS
+        )
         due = force or new_facts >= settings.GRAPH_COMMUNITY_REFRESH_WRITES or (stale and new_facts > 0)
     result: dict[str, Any] = {"workspaceId": workspace_id}
     if due:
@@ -538,8 +617,13 @@ def communities_summarize(*, workspace_id: int) -> int:
                 "AND to_node_id = ANY(%s) ORDER BY id LIMIT %s",
                 [workspace_id, members, members, MAX_SUMMARY_FACTS],
             )
-            pending.append((cid, np.asarray(members, dtype=np.int64),
-                            np.asarray([r[0] for r in cursor.fetchall()], dtype=np.int64)))
+            pending.append(
+                (
+                    cid,
+                    np.asarray(members, dtype=np.int64),
+                    np.asarray([r[0] for r in cursor.fetchall()], dtype=np.int64),
+                )
+            )
         prompts = _summary_prompts(workspace_id=workspace_id, created=pending)
     if not prompts:
         return 0
@@ -547,8 +631,11 @@ def communities_summarize(*, workspace_id: int) -> int:
     with workspace_context(workspace_id), connections["app"].cursor() as cursor:
         for cid, summary in results:
             if summary:
-                cursor.execute("UPDATE graph_communities SET summary = %s, updated_at = now() "
-                               "WHERE workspace_id = %s AND id = %s", [summary, workspace_id, cid])
+                cursor.execute(
+                    "UPDATE graph_communities SET summary = %s, updated_at = now() "
+                    "WHERE workspace_id = %s AND id = %s",
+                    [summary, workspace_id, cid],
+                )
     return sum(1 for _, summary in results if summary)
 
 
@@ -567,8 +654,10 @@ def graph_upkeep_all() -> int:
     done = 0
     for workspace_id in Workspace.objects.order_by("id").values_list("id", flat=True).iterator():
         with workspace_context(workspace_id), connections["app"].cursor() as cursor:
-            cursor.execute("SELECT 1 FROM graph_nodes WHERE workspace_id = %s AND node_type = ANY(%s) LIMIT 1",
-                           [workspace_id, list(ENTITY_TYPES)])
+            cursor.execute(
+                "SELECT 1 FROM graph_nodes WHERE workspace_id = %s AND node_type = ANY(%s) LIMIT 1",
+                [workspace_id, list(ENTITY_TYPES)],
+            )
             has_graph = cursor.fetchone() is not None
         if has_graph:
             try:

@@ -56,8 +56,12 @@ def resolve_scope(
 ) -> tuple[int, MemoryScope]:
     caller: SdkCaller = request.auth  # type: ignore[attr-defined]
     workspace_id = caller_workspace_id(
-        user=caller.user, routing_mode=caller.routing_mode, active_org_id=caller.active_org_id,
-        personal_workspace_id=caller.personal_workspace_id, tenant_id=scope.tenantId, project_id=scope.projectId,
+        user=caller.user,
+        routing_mode=caller.routing_mode,
+        active_org_id=caller.active_org_id,
+        personal_workspace_id=caller.personal_workspace_id,
+        tenant_id=scope.tenantId,
+        project_id=scope.projectId,
     )
     request.cairn_workspace_id = workspace_id  # type: ignore[attr-defined]  # for the request log line
     return workspace_id, MemoryScope(
@@ -77,7 +81,9 @@ def _idempotency_key(request: HttpRequest) -> str | None:
         return None
     if not _IDEMPOTENCY_KEY.match(key):
         raise ApiError(
-            400, "IDEMPOTENCY_KEY_INVALID", "Idempotency-Key must be 1–255 visible ASCII characters (a UUID works)."
+            400,
+            "IDEMPOTENCY_KEY_INVALID",
+            "Idempotency-Key must be 1–255 visible ASCII characters (a UUID works).",
         )
     return key
 
@@ -171,7 +177,9 @@ def memories_search(request: HttpRequest, payload: SearchIn) -> dict[str, Any]:
     return success_envelope(request, {"memories": memories, "count": len(memories), "trace": outcome.trace()})
 
 
-@router.post("/memories/list", response=Envelope[ListOut], summary="List memories, newest first, with cursors")
+@router.post(
+    "/memories/list", response=Envelope[ListOut], summary="List memories, newest first, with cursors"
+)
 def memories_list(request: HttpRequest, payload: ListIn) -> dict[str, Any]:
     workspace_id, scope = resolve_scope(request, payload.scope, include_superseded=payload.includeSuperseded)
     with workspace_context(workspace_id):
@@ -185,7 +193,9 @@ def memories_list(request: HttpRequest, payload: ListIn) -> dict[str, Any]:
             cursor=payload.cursor,
         )
         memories = selectors.memory_payloads(workspace_id=workspace_id, memories=rows)
-    return success_envelope(request, {"memories": memories, "count": len(memories), "nextCursor": next_cursor})
+    return success_envelope(
+        request, {"memories": memories, "count": len(memories), "nextCursor": next_cursor}
+    )
 
 
 _EDIT_FIELDS = {
@@ -282,43 +292,62 @@ def memories_vacuum(request: HttpRequest, payload: VacuumIn) -> dict[str, Any]:
 )
 def memories_consolidate(request: HttpRequest, payload: ConsolidateIn) -> dict[str, Any]:
     if not settings.MEMORY_CONSOLIDATION_ENABLED:
-        raise ApiError(403, "CONSOLIDATION_DISABLED",
-                       "memories/consolidate is turned off on this server (MEMORY_CONSOLIDATION_ENABLED).")
+        raise ApiError(
+            403,
+            "CONSOLIDATION_DISABLED",
+            "memories/consolidate is turned off on this server (MEMORY_CONSOLIDATION_ENABLED).",
+        )
     if payload.globalOnly and not payload.includeGlobal:
         raise ApiError(400, "INVALID_REQUEST", "globalOnly needs includeGlobal; drop includeGlobal: false.")
     workspace_id, scope = resolve_scope(request, payload.scope)
     with workspace_context(workspace_id):
         result = pipeline.memory_consolidate_flow(
-            workspace_id=workspace_id, scope=scope, types=payload.types, include_global=payload.includeGlobal,
-            global_only=payload.globalOnly, dry_run=payload.dryRun, model=payload.model,
+            workspace_id=workspace_id,
+            scope=scope,
+            types=payload.types,
+            include_global=payload.includeGlobal,
+            global_only=payload.globalOnly,
+            dry_run=payload.dryRun,
+            model=payload.model,
         )
     run = result.run
     verb = "would be" if payload.dryRun else "were"
-    return success_envelope(request, {
-        "runId": str(run.id) if run else None,
-        "dryRun": payload.dryRun,
-        "message": f"{len(result.superseded)} memories {verb} superseded in {len(result.winners)} groups.",
-        "run": {
-            "id": str(run.id) if run else None,
-            "scope": "project" if scope.project_id and not payload.globalOnly else "global",
-            "projectId": scope.project_id,
-            "userId": scope.user_id,
-            "inputCount": result.input_count,
-            "mergedCount": len(result.winners),
-            "supersededCount": len(result.superseded),
-            "conflictedCount": result.conflicted_count,
-            "model": payload.model,
-            "createdAt": run.created_at if run else timezone.now(),
-            "metadata": run.metadata if run else {"types": payload.types, "includeGlobal": payload.includeGlobal,
-                                                  "globalOnly": payload.globalOnly},
+    return success_envelope(
+        request,
+        {
+            "runId": str(run.id) if run else None,
+            "dryRun": payload.dryRun,
+            "message": f"{len(result.superseded)} memories {verb} superseded in {len(result.winners)} groups.",
+            "run": {
+                "id": str(run.id) if run else None,
+                "scope": "project" if scope.project_id and not payload.globalOnly else "global",
+                "projectId": scope.project_id,
+                "userId": scope.user_id,
+                "inputCount": result.input_count,
+                "mergedCount": len(result.winners),
+                "supersededCount": len(result.superseded),
+                "conflictedCount": result.conflicted_count,
+                "model": payload.model,
+                "createdAt": run.created_at if run else timezone.now(),
+                "metadata": run.metadata
+                if run
+                else {
+                    "types": payload.types,
+                    "includeGlobal": payload.includeGlobal,
+                    "globalOnly": payload.globalOnly,
+                },
+            },
+            "winnerMemoryIds": [str(m) for m in result.winners],
+            "supersededMemoryIds": [str(loser) for _, loser in result.superseded],
         },
-        "winnerMemoryIds": [str(m) for m in result.winners],
-        "supersededMemoryIds": [str(loser) for _, loser in result.superseded],
-    })
+    )
 
 
-@router.get("/memories/settings", response=Envelope[MemorySettingsOut],
-            summary="The workspace's memory hygiene settings (credential scrubbing, admission, importance)")
+@router.get(
+    "/memories/settings",
+    response=Envelope[MemorySettingsOut],
+    summary="The workspace's memory hygiene settings (credential scrubbing, admission, importance)",
+)
 def memories_settings_get(request: HttpRequest, query: Query[MemorySettingsQuery]) -> dict[str, Any]:
     workspace_id, _ = resolve_scope(request, query.scope())
     with workspace_context(workspace_id):
@@ -336,10 +365,13 @@ _SETTINGS_FIELDS = {
 _NULLABLE_SETTINGS = {"admissionThreshold", "importanceWeight"}
 
 
-@router.patch("/memories/settings", response=Envelope[MemorySettingsOut],
-              summary="Change the workspace's memory hygiene settings (only the fields sent)",
-              description="redactCredentials, scrubAtRest and admissionEnabled are true/false; admissionThreshold "
-              "and importanceWeight are 0–1, or null to go back to the server default.")
+@router.patch(
+    "/memories/settings",
+    response=Envelope[MemorySettingsOut],
+    summary="Change the workspace's memory hygiene settings (only the fields sent)",
+    description="redactCredentials, scrubAtRest and admissionEnabled are true/false; admissionThreshold "
+    "and importanceWeight are 0–1, or null to go back to the server default.",
+)
 def memories_settings_patch(request: HttpRequest, payload: MemorySettingsPatchIn) -> dict[str, Any]:
     changes: dict[str, Any] = {}
     for name, field in _SETTINGS_FIELDS.items():
@@ -347,12 +379,19 @@ def memories_settings_patch(request: HttpRequest, payload: MemorySettingsPatchIn
             continue
         value = getattr(payload, name)
         if value is None and name not in _NULLABLE_SETTINGS:
-            raise ApiError(400, "INVALID_REQUEST", f"{name} must be true or false, not null.",
-                           details={"issues": [{"field": name, "message": "must be true or false"}]})
+            raise ApiError(
+                400,
+                "INVALID_REQUEST",
+                f"{name} must be true or false, not null.",
+                details={"issues": [{"field": name, "message": "must be true or false"}]},
+            )
         changes[field] = value
     if not changes:
-        raise ApiError(400, "INVALID_REQUEST", "Nothing to change: send at least one of " +
-                       ", ".join(_SETTINGS_FIELDS) + ".")
+        raise ApiError(
+            400,
+            "INVALID_REQUEST",
+            "Nothing to change: send at least one of " + ", ".join(_SETTINGS_FIELDS) + ".",
+        )
     workspace_id, _ = resolve_scope(request, payload.scope)
     with workspace_context(workspace_id):
         services.memory_settings_update(workspace_id=workspace_id, changes=changes)
@@ -402,8 +441,9 @@ def context_get(request: HttpRequest, payload: ContextIn) -> HttpResponse:
     if rules.rendered is None:
         adapter = _rules_adapter()
         rules.rendered = adapter.dump_json(adapter.validate_python(rules.payloads))
-    return envelope_response_spliced(request, data, ContextOut, field="rules", rendered=rules.rendered,
-                                     before="memories")
+    return envelope_response_spliced(
+        request, data, ContextOut, field="rules", rendered=rules.rendered, before="memories"
+    )
 
 
 @functools.cache
@@ -443,7 +483,10 @@ def graph_trace(request: HttpRequest, payload: TraceIn) -> HttpResponse:
             "mode": data["mode"],
             "includeRules": payload.includeRules,
             "query": data["query"],
-            "strategy": {"requested": data["trace"]["requestedStrategy"], "applied": data["trace"]["strategy"]},
+            "strategy": {
+                "requested": data["trace"]["requestedStrategy"],
+                "applied": data["trace"]["strategy"],
+            },
             "trace": data["trace"],
             "tiers": data["_tiers"],
             "recall": recall,

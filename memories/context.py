@@ -56,11 +56,37 @@ class ContextRequest:
 # --- strategy: request, policy default, or Zeph's heuristic router -------------------------------------------
 
 _QUESTION_WORDS = {"what", "how", "why", "when", "where", "who", "which", "explain", "describe"}
-_RELATIONSHIP = ("related to", "relates to", "connection between", "relationship", "opinion on", "thinks about",
-                 "preference for", "history of", "know about")
-_TEMPORAL = ("yesterday", "today", "this morning", "tonight", "last night", "last week", "this week", "past week",
-             "last month", "this month", "past month", "when did", "remember when", "last time", "how long ago",
-             "few days ago", "few hours ago", "earlier today")
+_RELATIONSHIP = (
+    "related to",
+    "relates to",
+    "connection between",
+    "relationship",
+    "opinion on",
+    "thinks about",
+    "preference for",
+    "history of",
+    "know about",
+)
+_TEMPORAL = (
+    "yesterday",
+    "today",
+    "this morning",
+    "tonight",
+    "last night",
+    "last week",
+    "this week",
+    "past week",
+    "last month",
+    "this month",
+    "past month",
+    "when did",
+    "remember when",
+    "last time",
+    "how long ago",
+    "few days ago",
+    "few hours ago",
+    "earlier today",
+)
 _SNAKE = re.compile(r"^(?=.*_)(?=.*[a-z])[a-z0-9_]+$")
 
 
@@ -143,7 +169,9 @@ FROM (
 def _rules(*, workspace_id: int, scope: MemoryScope) -> Rules:
     params: dict[str, Any] = {"workspace_id": workspace_id, "max_rules": settings.CONTEXT_MAX_RULES}
     with prepared_cursor() as cursor:  # planning was half of its cost
-        sql = _RULES_FINGERPRINT_SQL.format(readable=selectors.readable_sql(scope, params), is_rule=_IS_RULE_SQL)
+        sql = _RULES_FINGERPRINT_SQL.format(
+            readable=selectors.readable_sql(scope, params), is_rule=_IS_RULE_SQL
+        )
         cursor.execute(sql, params)
         fingerprint = cursor.fetchone()[0] or ""
     key = (workspace_id, scope)
@@ -151,8 +179,9 @@ def _rules(*, workspace_id: int, scope: MemoryScope) -> Rules:
     if cached is not None and cached[0] == fingerprint:
         return cached[1]
     ids = [uuid.UUID(entry.partition("@")[0]) for entry in fingerprint.split(",")] if fingerprint else []
-    found = selectors.memories_readable_by_ids(workspace_id=workspace_id, scope=scope, ids=ids,
-                                               condition=f" AND {_IS_RULE_SQL}")
+    found = selectors.memories_readable_by_ids(
+        workspace_id=workspace_id, scope=scope, ids=ids, condition=f" AND {_IS_RULE_SQL}"
+    )
     memories = [found[memory_id] for memory_id in ids if memory_id in found]
     value = Rules(memories, [memory_json(m) for m in memories])
     if len(_RULES_CACHE) >= _RULES_CACHE_MAX:
@@ -175,25 +204,42 @@ class Tier:
 
 
 def _rank_tiers(
-    *, workspace_id: int, scope: MemoryScope, request: ContextRequest, strategy: Strategy, limits: dict[str, int],
+    *,
+    workspace_id: int,
+    scope: MemoryScope,
+    request: ContextRequest,
+    strategy: Strategy,
+    limits: dict[str, int],
 ) -> dict[str, Tier]:
     """Rank each tier (layer → limit). With a query, one candidate search serves every tier (see
     search.memory_search_tiers); each tier is still ranked on its own candidates."""
     if not request.query:
-        return {layer: Tier(_recent(workspace_id=workspace_id, scope=scope, layer=layer, limit=limit), None)
-                for layer, limit in limits.items()}
+        return {
+            layer: Tier(_recent(workspace_id=workspace_id, scope=scope, layer=layer, limit=limit), None)
+            for layer, limit in limits.items()
+        }
     reranking = request.half_life_days is not None or request.mmr_lambda is not None
     outcomes = search.memory_search_tiers(
-        workspace_id=workspace_id, scope=scope, query=request.query, strategy=strategy.ranking,
-        tiers=[search.TierQuery(layer=layer, limit=limit * 4 if reranking else limit,
-                                exclude_rules=layer == Memory.Layer.LONG_TERM) for layer, limit in limits.items()],
+        workspace_id=workspace_id,
+        scope=scope,
+        query=request.query,
+        strategy=strategy.ranking,
+        tiers=[
+            search.TierQuery(
+                layer=layer,
+                limit=limit * 4 if reranking else limit,
+                exclude_rules=layer == Memory.Layer.LONG_TERM,
+            )
+            for layer, limit in limits.items()
+        ],
     )
     tiers = {}
     for (layer, limit), outcome in zip(limits.items(), outcomes, strict=True):
         memories = outcome.memories
         if reranking:
-            memories = _rerank(workspace_id=workspace_id, memories=memories, outcome=outcome, request=request,
-                               limit=limit)
+            memories = _rerank(
+                workspace_id=workspace_id, memories=memories, outcome=outcome, request=request, limit=limit
+            )
         tiers[layer] = Tier(memories[:limit], outcome)
     return tiers
 
@@ -201,12 +247,18 @@ def _rank_tiers(
 def _weighted(tier: Tier, *, limit: int, importance_weight: float) -> Tier:
     memories = tier.memories[:limit]
     if importance_weight > 0 and tier.outcome is not None:
-        memories = search.importance_rerank(memories=memories, scores=tier.outcome.scores, weight=importance_weight)
+        memories = search.importance_rerank(
+            memories=memories, scores=tier.outcome.scores, weight=importance_weight
+        )
     return Tier(memories, tier.outcome)
 
 
 def _rerank(
-    *, workspace_id: int, memories: list[Memory], outcome: search.SearchOutcome, request: ContextRequest,
+    *,
+    workspace_id: int,
+    memories: list[Memory],
+    outcome: search.SearchOutcome,
+    request: ContextRequest,
     limit: int,
 ) -> list[Memory]:
     """Zeph's options on the baseline: temporal decay of relevance, then MMR for diversity."""
@@ -221,16 +273,22 @@ def _rerank(
     ordered = sorted(memories, key=lambda m: -relevance[m.id])
     if request.mmr_lambda is None or len(ordered) <= 1:
         return ordered
-    stored = vectors.stored_vectors(workspace_id=workspace_id, memory_ids=[m.id for m in ordered],
-                                    model=settings.EMBEDDING_MODEL)
+    stored = vectors.stored_vectors(
+        workspace_id=workspace_id, memory_ids=[m.id for m in ordered], model=settings.EMBEDDING_MODEL
+    )
     top = max(relevance.values()) or 1.0
     selected: list[Memory] = []
     remaining = list(ordered)
     while remaining and len(selected) < limit:
+
         def mmr(candidate: Memory) -> float:
             vector = stored.get(candidate.id)
             similarity = max(
-                (float(np.dot(vector, stored[s.id])) for s in selected if vector is not None and s.id in stored),
+                (
+                    float(np.dot(vector, stored[s.id]))
+                    for s in selected
+                    if vector is not None and s.id in stored
+                ),
                 default=0.0,
             )
             return request.mmr_lambda * relevance[candidate.id] / top - (1 - request.mmr_lambda) * similarity
@@ -265,8 +323,12 @@ def _clean_line(text: str) -> str:
 
 
 def context_text(
-    *, rules: list[Memory], memories: list[Memory], conflicts: list[dict[str, Any]],
-    facts: list[dict[str, Any]] | None = None, redact: bool = True,
+    *,
+    rules: list[Memory],
+    memories: list[Memory],
+    conflicts: list[dict[str, Any]],
+    facts: list[dict[str, Any]] | None = None,
+    redact: bool = True,
 ) -> str:
     """The ready-to-paste text. With `redact` (the workspace's redact_credentials) secrets become typed
     placeholders before the line is cut, so a key is never half-shown."""
@@ -294,14 +356,19 @@ def context_text(
             lines.append(f"- [{memory.type}] {text} ({where}){tags}")
         sections.append("## Relevant Memories\n" + "\n".join(lines))
     if conflicts:
-        sections.append("## Conflicts\n" + "\n".join(
-            f"- {c['memoryAId']} <-> {c['memoryBId']} (confidence {c['confidence']:.2f})" for c in conflicts
-        ))
+        sections.append(
+            "## Conflicts\n"
+            + "\n".join(
+                f"- {c['memoryAId']} <-> {c['memoryBId']} (confidence {c['confidence']:.2f})"
+                for c in conflicts
+            )
+        )
     if facts:
         # Names and facts are already one line without angle brackets (graphsvc.facts.clean_fact_text).
-        sections.append("## Known facts\n" + "\n".join(
-            f"- {clean(f['fact'])} (confidence {f['confidence']:.2f})" for f in facts
-        ))
+        sections.append(
+            "## Known facts\n"
+            + "\n".join(f"- {clean(f['fact'])} (confidence {f['confidence']:.2f})" for f in facts)
+        )
     return "\n\n".join(sections)
 
 
@@ -327,8 +394,9 @@ def _graph_reads(
     try:
         with transaction.atomic(using="app"):
             if traverse:
-                result.expanded, result.total_candidates = _expand(workspace_id=workspace_id, scope=scope,
-                                                                   baseline=baseline, request=request)
+                result.expanded, result.total_candidates = _expand(
+                    workspace_id=workspace_id, scope=scope, baseline=baseline, request=request
+                )
             stage = "facts"
             result.facts = _facts(workspace_id=workspace_id, query=request.query)
     except Exception:  # noqa: BLE001 - the graph is an addition to the context, never a reason to fail it
@@ -352,8 +420,9 @@ def _facts(*, workspace_id: int, query: str | None) -> list[dict[str, Any]]:
     from graphsvc.facts import facts_recall
 
     # Recall reads graph_settings inside its seed lookup: no separate settings read to cache here.
-    return facts_recall(workspace_id=workspace_id, query=query, limit=CONTEXT_FACTS, embed=False,
-                        report_strategy=False)["facts"]
+    return facts_recall(
+        workspace_id=workspace_id, query=query, limit=CONTEXT_FACTS, embed=False, report_strategy=False
+    )["facts"]
 
 
 def _fallback_reason(*, mode: str, blocked: bool, expansion_failed: bool) -> str:
@@ -375,17 +444,25 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
     started = time.perf_counter()
     rollout = rollout_services.rollout_state_get(workspace_id=workspace_id)
     hygiene_settings = selectors.memory_settings_cached(workspace_id=workspace_id)
-    importance_weight = (hygiene_settings.importance_weight if request.importance_weight is None
-                         else request.importance_weight)
+    importance_weight = (
+        hygiene_settings.importance_weight if request.importance_weight is None else request.importance_weight
+    )
     if request.include_superseded:
         scope = MemoryScope(user_id=scope.user_id, project_id=scope.project_id, include_superseded=True)
-    strategy = resolve_strategy(request.strategy, policy_default=rollout.default_strategy, query=request.query)
+    strategy = resolve_strategy(
+        request.strategy, policy_default=rollout.default_strategy, query=request.query
+    )
     # The search embeds the query itself, once its lexical candidates have shown which speakers the query names
     # (hybrid embeds it without their names: search.query_without_speakers).
     rules_found = _rules(workspace_id=workspace_id, scope=scope) if request.include_rules else Rules([], [])
     rules = rules_found.memories
-    working, long_term = _baseline_tiers(workspace_id=workspace_id, scope=scope, request=request,
-                                         strategy=strategy, importance_weight=importance_weight)
+    working, long_term = _baseline_tiers(
+        workspace_id=workspace_id,
+        scope=scope,
+        request=request,
+        strategy=strategy,
+        importance_weight=importance_weight,
+    )
     baseline = working.memories + long_term.memories
 
     # The rollout decision (memories-sh.md §4.2).
@@ -396,8 +473,9 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
     apply = run_traversal and mode == "canary" and strategy.graph_requested and not blocked
     shadow_executed = run_traversal and not apply
 
-    graph = _graph_reads(workspace_id=workspace_id, scope=scope, baseline=baseline, request=request,
-                         traverse=run_traversal)
+    graph = _graph_reads(
+        workspace_id=workspace_id, scope=scope, baseline=baseline, request=request, traverse=run_traversal
+    )
     graph_memories, total_candidates, expansion_failed = graph.expanded, graph.total_candidates, graph.failed
     if expansion_failed:
         apply, shadow_executed = False, False
@@ -422,7 +500,8 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
     fallback_triggered = strategy.graph_requested and not apply
     fallback_reason = (
         _fallback_reason(mode=mode, blocked=blocked, expansion_failed=expansion_failed)
-        if fallback_triggered else None
+        if fallback_triggered
+        else None
     )
     # The metric also counts a failed shadow traversal of a lexical request, so the gate sees every graph error.
     metric_fallback = fallback_triggered or expansion_failed
@@ -436,8 +515,9 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
         "lexicalCandidates": sum(t.outcome.lexical_candidates for t in (working, long_term) if t.outcome),
         "semanticCandidates": sum(t.outcome.semantic_candidates for t in (working, long_term) if t.outcome),
         "semanticFallbackTriggered": bool(semantic_outcome and semantic_outcome.fallback_triggered),
-        "semanticFallbackReason": semantic_outcome.fallback_reason if semantic_outcome else
-        ("query_missing" if strategy.ranking != "lexical" else None),
+        "semanticFallbackReason": semantic_outcome.fallback_reason
+        if semantic_outcome
+        else ("query_missing" if strategy.ranking != "lexical" else None),
         "graphDepth": request.graph_depth if run_traversal else 0,
         "graphLimit": request.graph_limit if run_traversal else 0,
         "rolloutMode": mode,
@@ -494,8 +574,13 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
         "longTermMemories": [payloads[m.id] for m in long_term.memories],
         "conflicts": conflicts,
         "facts": known_facts,
-        "context": context_text(rules=rules, memories=returned, conflicts=conflicts, facts=known_facts,
-                                redact=hygiene_settings.redact_credentials),
+        "context": context_text(
+            rules=rules,
+            memories=returned,
+            conflicts=conflicts,
+            facts=known_facts,
+            redact=hygiene_settings.redact_credentials,
+        ),
         "trace": trace,
         "_graph_ids": set(graph_by_id),
         "_rules": rules_found,
@@ -508,7 +593,12 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
 
 
 def _baseline_tiers(
-    *, workspace_id: int, scope: MemoryScope, request: ContextRequest, strategy: Strategy, importance_weight: float,
+    *,
+    workspace_id: int,
+    scope: MemoryScope,
+    request: ContextRequest,
+    strategy: Strategy,
+    importance_weight: float,
 ) -> tuple[Tier, Tier]:
     """Working ≤ 3, long-term for the rest of the limit. Both tiers are ranked together; the long-term one with
     the whole limit, then cut to what the working tier left (its candidate depth is max(4 × limit, 40) of the
@@ -520,15 +610,22 @@ def _baseline_tiers(
         limits[Memory.Layer.LONG_TERM] = request.limit
     if not limits:
         return Tier([], None), Tier([], None)
-    ranked = _rank_tiers(workspace_id=workspace_id, scope=scope, request=request, strategy=strategy, limits=limits)
+    ranked = _rank_tiers(
+        workspace_id=workspace_id, scope=scope, request=request, strategy=strategy, limits=limits
+    )
     working = Tier([], None)
     if Memory.Layer.WORKING in ranked:
-        working = _weighted(ranked[Memory.Layer.WORKING], limit=limits[Memory.Layer.WORKING],
-                            importance_weight=importance_weight)
+        working = _weighted(
+            ranked[Memory.Layer.WORKING],
+            limit=limits[Memory.Layer.WORKING],
+            importance_weight=importance_weight,
+        )
     long_term = Tier([], None)
     if Memory.Layer.LONG_TERM in ranked:
         long_limit = max(1, request.limit - len(working.memories)) if request.mode == "all" else request.limit
-        long_term = _weighted(ranked[Memory.Layer.LONG_TERM], limit=long_limit, importance_weight=importance_weight)
+        long_term = _weighted(
+            ranked[Memory.Layer.LONG_TERM], limit=long_limit, importance_weight=importance_weight
+        )
     return working, long_term
 
 
@@ -540,17 +637,30 @@ def _expand(
     so no candidate is lost to an over-fetch that the filter thins out."""
     if not baseline or request.graph_depth < 1 or request.graph_limit < 1:
         return [], 0
-    params = expansion.expansion_params(workspace_id=workspace_id, seed_memory_ids=[m.id for m in baseline],
-                                        limit=request.graph_limit)
+    params = expansion.expansion_params(
+        workspace_id=workspace_id, seed_memory_ids=[m.id for m in baseline], limit=request.graph_limit
+    )
     params["workspace_id"] = workspace_id
-    condition = (selectors.readable_sql(scope, params)
-                 + " AND m.layer IN ('working', 'long_term') AND m.type <> 'rule'")
-    sql = expansion.readable_expansion_sql(depth=request.graph_depth, columns=selectors.MEMORY_COLUMNS,
-                                           condition=condition)
+    condition = (
+        selectors.readable_sql(scope, params)
+        + " AND m.layer IN ('working', 'long_term') AND m.type <> 'rule'"
+    )
+    sql = expansion.readable_expansion_sql(
+        depth=request.graph_depth, columns=selectors.MEMORY_COLUMNS, condition=condition
+    )
     found = selectors.memories_from_sql(sql, params, prepared=True)
     expanded = [
-        (memory, expansion.Reason(memory.graph_ref, memory.graph_edge_type, memory.graph_hop,
-                                  memory.graph_confidence, memory.graph_score, str(memory.graph_seed)))
+        (
+            memory,
+            expansion.Reason(
+                memory.graph_ref,
+                memory.graph_edge_type,
+                memory.graph_hop,
+                memory.graph_confidence,
+                memory.graph_score,
+                str(memory.graph_seed),
+            ),
+        )
         for memory in found
     ]
     return expanded, found[0].graph_total if found else 0

@@ -37,7 +37,7 @@ TORCH_INT8_MODEL = "local/all-MiniLM-L6-v2-int8"
 QUANTISED_MIN_COSINE = 0.95
 QUANTISED_PROBES = [
     "Use connection pooling for Postgres in the payments service",
-    "Caroline said, \"I went to the LGBTQ support group yesterday and it was so powerful.\"",
+    'Caroline said, "I went to the LGBTQ support group yesterday and it was so powerful."',
     "Ünïcode, emoji 🙂 and 日本語",
     "deploy " * 300,
 ]
@@ -124,8 +124,12 @@ class LocalEmbedder:
         from memories.onnx_embedding import OnnxMiniLM, OnnxUnavailable
 
         try:
-            model = OnnxMiniLM.load(model_dir=model_dir, cache_dir=onnx_cache_dir(),
-                                    threads=settings.EMBEDDING_THREADS, quantised=self.model == ONNX_INT8_MODEL)
+            model = OnnxMiniLM.load(
+                model_dir=model_dir,
+                cache_dir=onnx_cache_dir(),
+                threads=settings.EMBEDDING_THREADS,
+                quantised=self.model == ONNX_INT8_MODEL,
+            )
         except OnnxUnavailable as exc:
             raise EmbeddingUnavailable(str(exc)) from exc
         self.backend = "onnx"
@@ -159,7 +163,10 @@ class LocalEmbedder:
         size = 1 if self.quantised else self.batch_size
         if self.backend == "onnx":
             sorted_vectors = np.concatenate(
-                [model.encode(sorted_texts[start : start + size]) for start in range(0, len(sorted_texts), size)]
+                [
+                    model.encode(sorted_texts[start : start + size])
+                    for start in range(0, len(sorted_texts), size)
+                ]
             )
         else:
             sorted_vectors = model.encode(
@@ -194,12 +201,19 @@ class LiteLLMEmbedder:
             chunk = texts[start : start + self.batch_size]
             try:
                 response = litellm.embedding(
-                    model=self.model, input=chunk, api_base=self.api_base, api_key=self.api_key,
-                    timeout=self.timeout, num_retries=0, max_retries=0,
+                    model=self.model,
+                    input=chunk,
+                    api_base=self.api_base,
+                    api_key=self.api_key,
+                    timeout=self.timeout,
+                    num_retries=0,
+                    max_retries=0,
                 )
             except Exception as exc:  # noqa: BLE001 - every provider error means "try again later"
                 raise EmbeddingUnavailable(f"{self.model}: {type(exc).__name__}: {exc}") from exc
-            data = sorted(response.data, key=lambda item: item["index"] if isinstance(item, dict) else item.index)
+            data = sorted(
+                response.data, key=lambda item: item["index"] if isinstance(item, dict) else item.index
+            )
             rows.extend((item["embedding"] if isinstance(item, dict) else item.embedding) for item in data)
         matrix = np.asarray(rows, dtype=np.float32)
         # Provider output is untrusted: a wrong shape must not reach the database.
@@ -225,8 +239,9 @@ def quantise_minilm(model) -> None:  # noqa: ANN001 - a SentenceTransformer, imp
 
     if not torch.backends.quantized.supported_engines or torch.backends.quantized.engine == "none":
         raise EmbeddingUnavailable("int8 model: this torch build has no quantised CPU kernels")
-    reference = model.encode(QUANTISED_PROBES, normalize_embeddings=True, convert_to_numpy=True,
-                             show_progress_bar=False)
+    reference = model.encode(
+        QUANTISED_PROBES, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+    )
     targets = {
         name: torch.ao.quantization.per_channel_dynamic_qconfig
         for name, module in model.named_modules()
@@ -236,8 +251,9 @@ def quantise_minilm(model) -> None:  # noqa: ANN001 - a SentenceTransformer, imp
         # torch.ao's eager-mode quantisation announces its move to torchao; it still works and ships with torch.
         warnings.simplefilter("ignore")
         torch.ao.quantization.quantize_dynamic(model, targets, dtype=torch.qint8, inplace=True)
-    probes = model.encode(QUANTISED_PROBES, normalize_embeddings=True, convert_to_numpy=True,
-                          show_progress_bar=False)
+    probes = model.encode(
+        QUANTISED_PROBES, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+    )
     lowest = float(np.min(np.sum(_normalise(probes) * _normalise(reference), axis=1)))
     if lowest < QUANTISED_MIN_COSINE:
         raise EmbeddingUnavailable(

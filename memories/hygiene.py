@@ -42,13 +42,32 @@ def importance_score(*, content: str, memory_type: str, role: str | None) -> flo
 
 # --- admission (A-MAC) -----------------------------------------------------------------------------------------
 
-_HEDGES = ("maybe", "might", "perhaps", "i think", "i believe", "not sure", "could be", "possibly", "probably",
-           "uncertain", "not certain", "i'm not sure", "im not sure", "not confident")
+_HEDGES = (
+    "maybe",
+    "might",
+    "perhaps",
+    "i think",
+    "i believe",
+    "not sure",
+    "could be",
+    "possibly",
+    "probably",
+    "uncertain",
+    "not certain",
+    "i'm not sure",
+    "im not sure",
+    "not confident",
+)
 _HEDGE_PATTERN = re.compile(r"\b(?:" + "|".join(re.escape(h) for h in _HEDGES) + r")\b")
 _ADMISSION_ROLE = {"user": 0.7, "assistant": 0.6, "tool": 0.8, "tool_result": 0.8, "system": 0.3}
 _ADMISSION_TYPE = {"rule": 0.8, "decision": 0.8, "fact": 0.7, "skill": 0.7, "note": 0.6}
-WEIGHTS = {"future_utility": 0.30, "factual_confidence": 0.15, "semantic_novelty": 0.30, "temporal_recency": 0.10,
-           "content_type_prior": 0.15}
+WEIGHTS = {
+    "future_utility": 0.30,
+    "factual_confidence": 0.15,
+    "semantic_novelty": 0.30,
+    "temporal_recency": 0.10,
+    "content_type_prior": 0.15,
+}
 
 
 def factual_confidence(content: str) -> float:
@@ -77,13 +96,15 @@ def admission_score(
 ) -> AdmissionScore:
     """The weighted A-MAC factors; `future_utility` is 0.5 on the heuristic path, a model's rating otherwise."""
     novelty = 1.0 if max_cosine is None else max(1.0 - max_cosine, 0.0)
-    return AdmissionScore({
-        "future_utility": future_utility,
-        "factual_confidence": factual_confidence(content),
-        "semantic_novelty": round(novelty, 4),
-        "temporal_recency": 1.0,
-        "content_type_prior": content_type_prior(memory_type=memory_type, role=role),
-    })
+    return AdmissionScore(
+        {
+            "future_utility": future_utility,
+            "factual_confidence": factual_confidence(content),
+            "semantic_novelty": round(novelty, 4),
+            "temporal_recency": 1.0,
+            "content_type_prior": content_type_prior(memory_type=memory_type, role=role),
+        }
+    )
 
 
 # --- consolidation upsert key ----------------------------------------------------------------------------------

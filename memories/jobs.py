@@ -59,7 +59,12 @@ def _broker_payload(func: str, args: tuple[Any, ...]) -> str:
 
     name, task_id = q_uuid()
     task: dict[str, Any] = {
-        "id": task_id, "name": name, "func": func, "args": args, "kwargs": {}, "started": timezone.now(),
+        "id": task_id,
+        "name": name,
+        "func": func,
+        "args": args,
+        "kwargs": {},
+        "started": timezone.now(),
     }
     return SignedPackage.dumps(task)
 
@@ -73,7 +78,9 @@ def broker_push(*, workspace_id: int, job_ids: list[int], delay_seconds: float =
 
     visible_at = timezone.now() + timedelta(seconds=delay_seconds)
     messages = [
-        OrmQ(key=Conf.CLUSTER_NAME, payload=_broker_payload(TASK_FUNC, (workspace_id, job_id)), lock=visible_at)
+        OrmQ(
+            key=Conf.CLUSTER_NAME, payload=_broker_payload(TASK_FUNC, (workspace_id, job_id)), lock=visible_at
+        )
         for job_id in job_ids
     ]
     OrmQ.objects.using("app").bulk_create(messages)
@@ -183,8 +190,10 @@ def jobs_claim_lock(*, workspace_id: int, kind: str) -> None:
         # the broker re-delivers its message after JOB_RETRY_SECONDS, instead of the worker sitting there until
         # django-q2 kills it at JOB_TIMEOUT_SECONDS. The jobs stay queued either way. Transaction-local.
         cursor.execute("SELECT set_config('lock_timeout', %s, true)", [f"{claim_lock_timeout_ms()}ms"])
-        cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-                       [_claim_lock_key(workspace_id=workspace_id, kind=kind)])
+        cursor.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+            [_claim_lock_key(workspace_id=workspace_id, kind=kind)],
+        )
 
 
 def claim_lock_timeout_ms() -> int:
@@ -206,8 +215,13 @@ def jobs_push_follow_up(*, workspace_id: int, kind: str) -> bool:
             WHERE EXISTS (SELECT 1 FROM pipeline_jobs WHERE workspace_id = %s AND kind = %s AND status = 'queued'
                                                       AND run_after <= now())
             """,
-            [Conf.CLUSTER_NAME, _broker_payload(KIND_TASK_FUNC, (workspace_id, kind)), timezone.now(),
-             workspace_id, kind],
+            [
+                Conf.CLUSTER_NAME,
+                _broker_payload(KIND_TASK_FUNC, (workspace_id, kind)),
+                timezone.now(),
+                workspace_id,
+                kind,
+            ],
         )
         return cursor.rowcount > 0
 
@@ -253,8 +267,12 @@ def jobs_dead_letter_lost(*, workspace_id: int) -> int:
 
 
 def jobs_claim(
-    *, workspace_id: int, job_id: int | None = None, memory_id: uuid.UUID | str | None = None,
-    kind: str | None = None, batch_size: int = 1,
+    *,
+    workspace_id: int,
+    job_id: int | None = None,
+    memory_id: uuid.UUID | str | None = None,
+    kind: str | None = None,
+    batch_size: int = 1,
 ) -> list[ClaimedJob]:
     """Claim the job (by id, or by memory and kind) and, for batchable kinds (embedding), other due jobs of its
     kind in the workspace; with only `kind` (a coalesced message), up to `batch_size` due jobs of that kind.
@@ -314,10 +332,15 @@ def jobs_claim(
             },
         )
         rows = cursor.fetchall()
-    return [ClaimedJob(id=r[0], memory_id=r[1], kind=r[2], attempts=r[3], model=r[4], claim_token=token) for r in rows]
+    return [
+        ClaimedJob(id=r[0], memory_id=r[1], kind=r[2], attempts=r[3], model=r[4], claim_token=token)
+        for r in rows
+    ]
 
 
-def jobs_succeed(*, jobs: list[ClaimedJob], error_code: str | None = None, error_message: str | None = None) -> None:
+def jobs_succeed(
+    *, jobs: list[ClaimedJob], error_code: str | None = None, error_message: str | None = None
+) -> None:
     """Mark claimed jobs done; a job re-queued meanwhile (an edit) keeps its new state. Optional degrade code."""
     if not jobs:
         return
@@ -370,7 +393,9 @@ def jobs_fail(
         broker_push(workspace_id=workspace_id, job_ids=job_ids, delay_seconds=delay)
 
 
-def jobs_defer(*, workspace_id: int, jobs: list[ClaimedJob], code: str, message: str, delay_seconds: float) -> None:
+def jobs_defer(
+    *, workspace_id: int, jobs: list[ClaimedJob], code: str, message: str, delay_seconds: float
+) -> None:
     """Put claimed jobs back without using up an attempt (a paused dependency, e.g. a spent LLM budget)."""
     run_after = timezone.now() + timedelta(seconds=delay_seconds)
     with connections["app"].cursor() as cursor:
@@ -434,4 +459,7 @@ def jobs_claim_ids(*, workspace_id: int, job_ids: list[int], include_stale: bool
             [token, workspace_id, job_ids, include_stale, _stale_before(), MAX_ATTEMPTS],
         )
         rows = cursor.fetchall()
-    return [ClaimedJob(id=r[0], memory_id=r[1], kind=r[2], attempts=r[3], model=r[4], claim_token=token) for r in rows]
+    return [
+        ClaimedJob(id=r[0], memory_id=r[1], kind=r[2], attempts=r[3], model=r[4], claim_token=token)
+        for r in rows
+    ]

@@ -260,14 +260,20 @@ def graph_traverse_sync(*, caller: SdkCaller, payload: dict[str, Any]) -> dict[s
 class ScopeArg(BaseModel):
     model_config = ConfigDict(extra="forbid")  # a misspelt scope field must fail, not widen the read
 
-    tenantId: str | None = Field(None, description="SDK-tenant workspace under your own (provisioned on first use).")
-    userId: str | None = Field(None, description="End user: reads see shared memories plus theirs; writes are theirs.")
+    tenantId: str | None = Field(
+        None, description="SDK-tenant workspace under your own (provisioned on first use)."
+    )
+    userId: str | None = Field(
+        None, description="End user: reads see shared memories plus theirs; writes are theirs."
+    )
     projectId: str | None = Field(None, description="Project, e.g. github.com/owner/repo.")
 
 
 ScopeParam = Annotated[
     ScopeArg | None,
-    Field(description="Overrides the server's default scope field by field: {tenantId?, userId?, projectId?}."),
+    Field(
+        description="Overrides the server's default scope field by field: {tenantId?, userId?, projectId?}."
+    ),
 ]
 
 
@@ -311,19 +317,33 @@ def build_server(settings: McpSettings) -> MCPServer:
     )
     async def get_context(
         ctx: Context,
-        query: Annotated[str | None, Field(description="What you are about to do or were asked, ≤ 500 chars.")] = None,
-        limit: Annotated[int | None, Field(description="Long-term memories to return, 1–50 (default 5).")] = None,
+        query: Annotated[
+            str | None, Field(description="What you are about to do or were asked, ≤ 500 chars.")
+        ] = None,
+        limit: Annotated[
+            int | None, Field(description="Long-term memories to return, 1–50 (default 5).")
+        ] = None,
         strategy: Annotated[
             Literal["lexical", "semantic", "hybrid", "auto"] | None,
             Field(description="Ranking: lexical, semantic, hybrid (also graph expansion) or auto."),
         ] = None,
-        graph_depth: Annotated[int | None, Field(description="Hops of graph expansion, 0–2 (default 1).")] = None,
-        graph_limit: Annotated[int | None, Field(description="Most memories graph expansion adds, 1–50.")] = None,
-        include_rules: Annotated[bool | None, Field(description="Include active rules (default true).")] = None,
+        graph_depth: Annotated[
+            int | None, Field(description="Hops of graph expansion, 0–2 (default 1).")
+        ] = None,
+        graph_limit: Annotated[
+            int | None, Field(description="Most memories graph expansion adds, 1–50.")
+        ] = None,
+        include_rules: Annotated[
+            bool | None, Field(description="Include active rules (default true).")
+        ] = None,
         scope: ScopeParam = None,
     ) -> dict[str, Any]:
         payload = _drop_none(
-            query=query, limit=limit, strategy=strategy, graphDepth=graph_depth, graphLimit=graph_limit,
+            query=query,
+            limit=limit,
+            strategy=strategy,
+            graphDepth=graph_depth,
+            graphLimit=graph_limit,
             includeRules=include_rules,
         )
         return await run(ctx, get_context_sync, {**payload, "scope": merged_scope(scope)})
@@ -347,7 +367,13 @@ def build_server(settings: McpSettings) -> MCPServer:
         scope: ScopeParam = None,
     ) -> dict[str, Any]:
         payload = _drop_none(
-            content=content, type=type, layer=layer, tags=tags, paths=paths, category=category, metadata=metadata
+            content=content,
+            type=type,
+            layer=layer,
+            tags=tags,
+            paths=paths,
+            category=category,
+            metadata=metadata,
         )
         return await run(ctx, add_memory_sync, {**payload, "scope": merged_scope(scope)})
 
@@ -383,12 +409,12 @@ def build_server(settings: McpSettings) -> MCPServer:
         ctx: Context,
         query: Annotated[str | None, Field(description="Words to find entities by.")] = None,
         entity: Annotated[str | None, Field(description="One entity by name or alias.")] = None,
-        max_hops: Annotated[int | None, Field(description="Hops from the matched entities, 1–3 (default 2).")] = None,
+        max_hops: Annotated[
+            int | None, Field(description="Hops from the matched entities, 1–3 (default 2).")
+        ] = None,
         limit: Annotated[int | None, Field(description="Most facts, 1–100 (default 10).")] = None,
         at: Annotated[str | None, Field(description="ISO 8601 time: facts as they were valid then.")] = None,
-        edge_classes: Annotated[
-            list[EdgeClass] | None, Field(description="Only these edge classes.")
-        ] = None,
+        edge_classes: Annotated[list[EdgeClass] | None, Field(description="Only these edge classes.")] = None,
         scope: ScopeParam = None,
     ) -> dict[str, Any]:
         payload = _drop_none(
@@ -406,7 +432,9 @@ def build_server(settings: McpSettings) -> MCPServer:
         at: Annotated[str | None, Field(description="ISO 8601 time: the graph as it was then.")] = None,
         scope: ScopeParam = None,
     ) -> dict[str, Any]:
-        payload = _drop_none(startEntity=start_entity, edgeTypes=edge_types, maxHops=max_hops, limit=limit, at=at)
+        payload = _drop_none(
+            startEntity=start_entity, edgeTypes=edge_types, maxHops=max_hops, limit=limit, at=at
+        )
         return await run(ctx, graph_traverse_sync, {**payload, "scope": merged_scope(scope)})
 
     return server

@@ -59,15 +59,20 @@ class Memory(models.Model):
         db_table = "memories"
         indexes = [
             models.Index(
-                fields=["workspace", "-created_at", "-id"], name="memories_ws_recent",
+                fields=["workspace", "-created_at", "-id"],
+                name="memories_ws_recent",
                 condition=Q(deleted_at__isnull=True),
             ),
             models.Index(
-                fields=["workspace", "user_id", "layer", "-created_at"], name="memories_ws_user_layer",
+                fields=["workspace", "user_id", "layer", "-created_at"],
+                name="memories_ws_user_layer",
                 condition=Q(deleted_at__isnull=True),
             ),
-            models.Index(fields=["workspace", "deleted_at"], name="memories_ws_deleted",
-                         condition=Q(deleted_at__isnull=False)),
+            models.Index(
+                fields=["workspace", "deleted_at"],
+                name="memories_ws_deleted",
+                condition=Q(deleted_at__isnull=False),
+            ),
         ]
 
 
@@ -107,7 +112,9 @@ class MemoryEmbedding(models.Model):
     class Meta:
         db_table = "memory_embeddings"
         constraints = [models.UniqueConstraint(fields=["memory", "model"], name="memory_embeddings_unique")]
-        indexes = [models.Index(fields=["workspace", "model", "dimension"], name="memory_embeddings_ws_model")]
+        indexes = [
+            models.Index(fields=["workspace", "model", "dimension"], name="memory_embeddings_ws_model")
+        ]
 
 
 class PipelineJob(models.Model):
@@ -178,7 +185,9 @@ class AdmissionCount(models.Model):
     class Meta:
         db_table = "admission_counts"
         constraints = [
-            models.UniqueConstraint(fields=["workspace", "admitted", "reason"], name="admission_counts_unique")
+            models.UniqueConstraint(
+                fields=["workspace", "admitted", "reason"], name="admission_counts_unique"
+            )
         ]
 
 

@@ -85,8 +85,12 @@ def _export(model_dir: Path, target: Path) -> None:
             str(target),
             input_names=["input_ids", "attention_mask", "token_type_ids"],
             output_names=["last_hidden_state"],
-            dynamic_axes={"input_ids": axes, "attention_mask": axes, "token_type_ids": axes,
-                          "last_hidden_state": axes},
+            dynamic_axes={
+                "input_ids": axes,
+                "attention_mask": axes,
+                "token_type_ids": axes,
+                "last_hidden_state": axes,
+            },
             opset_version=17,
             dynamo=False,
         )
@@ -107,7 +111,9 @@ class OnnxMiniLM:
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
-        self._session = onnxruntime.InferenceSession(str(self.path), options, providers=["CPUExecutionProvider"])
+        self._session = onnxruntime.InferenceSession(
+            str(self.path), options, providers=["CPUExecutionProvider"]
+        )
 
     @classmethod
     def load(cls, *, model_dir: Path, cache_dir: Path, threads: int, quantised: bool = False) -> OnnxMiniLM:
@@ -133,10 +139,14 @@ class OnnxMiniLM:
         with (cache_dir / ".export.lock").open("w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if not float_target.exists():
-                _build(float_target, lambda partial: (_export(model_dir, partial), _verify(model_dir, partial)))
+                _build(
+                    float_target, lambda partial: (_export(model_dir, partial), _verify(model_dir, partial))
+                )
             if quantised and not int8_target.exists():
-                _build(int8_target, lambda partial: (_quantise(float_target, partial),
-                                                     _verify_quantised(model_dir, partial)))
+                _build(
+                    int8_target,
+                    lambda partial: (_quantise(float_target, partial), _verify_quantised(model_dir, partial)),
+                )
         return target
 
     def encode(self, texts: list[str]) -> np.ndarray:
@@ -184,7 +194,11 @@ def _quantise(source: Path, target: Path) -> None:
     root.setLevel(max(level, logging.ERROR))
     try:
         quantize_dynamic(
-            str(source), str(target), per_channel=True, reduce_range=True, weight_type=QuantType.QInt8,
+            str(source),
+            str(target),
+            per_channel=True,
+            reduce_range=True,
+            weight_type=QuantType.QInt8,
             op_types_to_quantize=["MatMul"],
         )
     finally:
@@ -205,7 +219,9 @@ def _verify_quantised(model_dir: Path, exported: Path) -> None:
     from memories.embeddings import QUANTISED_MIN_COSINE
 
     session = OnnxMiniLM(model_dir=model_dir, onnx_path=exported, threads=1)
-    candidate = np.concatenate([session.encode([probe]) for probe in PROBES])  # one per run, as LocalEmbedder does
+    candidate = np.concatenate(
+        [session.encode([probe]) for probe in PROBES]
+    )  # one per run, as LocalEmbedder does
     lowest = float(np.min(np.sum(candidate * _reference_vectors(model_dir), axis=1)))
     if lowest < QUANTISED_MIN_COSINE:
         raise OnnxUnavailable(

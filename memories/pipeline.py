@@ -62,7 +62,10 @@ def graph_step(*, workspace_id: int, memory_id: uuid.UUID | None, action: Callab
     except Exception as exc:  # noqa: BLE001 - the memory write must not fail because of the graph
         logger.exception("graph mapping failed for memory %s", memory_id)
         pipeline_error_record(
-            workspace_id=workspace_id, memory_id=memory_id, stage="mapping", code=GRAPH_MAPPING_SYNC_FAILED,
+            workspace_id=workspace_id,
+            memory_id=memory_id,
+            stage="mapping",
+            code=GRAPH_MAPPING_SYNC_FAILED,
             message=f"{type(exc).__name__}: {exc}",
         )
         return False
@@ -85,7 +88,10 @@ def pipeline_error_record(
 
 
 def memory_add_flow(
-    *, workspace_id: int, scope: MemoryScope, hygiene_settings: selectors.HygieneSettings | None = None,
+    *,
+    workspace_id: int,
+    scope: MemoryScope,
+    hygiene_settings: selectors.HygieneSettings | None = None,
     **fields: Any,
 ) -> Memory:
     """Store a memory with its mapping and jobs (no admission control: imports, benches).
@@ -98,8 +104,12 @@ def memory_add_flow(
         workspace_id=workspace_id, scope=scope, scrub_at_rest=hygiene_settings.scrub_at_rest, **fields
     )
     _map_fresh(workspace_id=workspace_id, memory=memory)
-    jobs.jobs_enqueue(workspace_id=workspace_id, memory_ids=[memory.id], kind=jobs.Kind.EMBED,
-                      model=embedding_model_for(memory))
+    jobs.jobs_enqueue(
+        workspace_id=workspace_id,
+        memory_ids=[memory.id],
+        kind=jobs.Kind.EMBED,
+        model=embedding_model_for(memory),
+    )
     _compact_working(workspace_id=workspace_id, memory=memory)
     return memory
 
@@ -116,11 +126,19 @@ def _map_fresh(*, workspace_id: int, memory: Memory) -> None:
         outcome = mapping.FreshMappingOutcome(complete=False, error=f"{type(exc).__name__}: {exc}")
     if outcome.error is not None:
         logger.error("graph mapping failed for memory %s: %s", memory.id, outcome.error)
-        pipeline_error_record(workspace_id=workspace_id, memory_id=memory.id, stage="mapping",
-                              code=GRAPH_MAPPING_SYNC_FAILED, message=outcome.error)
+        pipeline_error_record(
+            workspace_id=workspace_id,
+            memory_id=memory.id,
+            stage="mapping",
+            code=GRAPH_MAPPING_SYNC_FAILED,
+            message=outcome.error,
+        )
     elif not outcome.complete:
-        graph_step(workspace_id=workspace_id, memory_id=memory.id,
-                   action=lambda: mapping.mapping_sync(memory=snapshot(memory)))
+        graph_step(
+            workspace_id=workspace_id,
+            memory_id=memory.id,
+            action=lambda: mapping.mapping_sync(memory=snapshot(memory)),
+        )
 
 
 def _compact_working(*, workspace_id: int, memory: Memory) -> None:
@@ -129,27 +147,47 @@ def _compact_working(*, workspace_id: int, memory: Memory) -> None:
         forget_side_effects(workspace_id=workspace_id, memory_ids=dropped)
 
 
-def memory_edit_flow(*, workspace_id: int, scope: MemoryScope, memory_id: str, changes: dict[str, Any]) -> Memory:
+def memory_edit_flow(
+    *, workspace_id: int, scope: MemoryScope, memory_id: str, changes: dict[str, Any]
+) -> Memory:
     before = selectors.memory_get_writable(workspace_id=workspace_id, scope=scope, memory_id=memory_id)
     if before is None:
         raise services.memory_not_found(memory_id)
     before_content, before_model, before_expiry = before.content, before.embedding_model, before.expires_at
     scrub_at_rest = selectors.memory_settings_get(workspace_id=workspace_id).scrub_at_rest
-    memory = services.memory_edit(workspace_id=workspace_id, scope=scope, memory_id=memory_id, changes=changes,
-                                  scrub_at_rest=scrub_at_rest)
-    graph_step(workspace_id=workspace_id, memory_id=memory.id,
-               action=lambda: mapping.mapping_sync(memory=snapshot(memory)))
+    memory = services.memory_edit(
+        workspace_id=workspace_id,
+        scope=scope,
+        memory_id=memory_id,
+        changes=changes,
+        scrub_at_rest=scrub_at_rest,
+    )
+    graph_step(
+        workspace_id=workspace_id,
+        memory_id=memory.id,
+        action=lambda: mapping.mapping_sync(memory=snapshot(memory)),
+    )
     content_changed = memory.content != before_content
     model_changed = (memory.embedding_model or None) != (before_model or None)
     if content_changed or model_changed:
-        jobs.jobs_enqueue(workspace_id=workspace_id, memory_ids=[memory.id], kind=jobs.Kind.EMBED,
-                          model=embedding_model_for(memory))
+        jobs.jobs_enqueue(
+            workspace_id=workspace_id,
+            memory_ids=[memory.id],
+            kind=jobs.Kind.EMBED,
+            model=embedding_model_for(memory),
+        )
     elif memory.expires_at != before_expiry:
         edge_expiry = memory.expires_at if memory.layer == Memory.Layer.WORKING else None
-        vectors.embeddings_update_expiry(workspace_id=workspace_id, memory_id=memory.id, expires_at=memory.expires_at)
-        graph_step(workspace_id=workspace_id, memory_id=memory.id,
-                   action=lambda: similarity.similarity_edges_set_expiry(
-                       workspace_id=workspace_id, memory_id=memory.id, expires_at=edge_expiry))
+        vectors.embeddings_update_expiry(
+            workspace_id=workspace_id, memory_id=memory.id, expires_at=memory.expires_at
+        )
+        graph_step(
+            workspace_id=workspace_id,
+            memory_id=memory.id,
+            action=lambda: similarity.similarity_edges_set_expiry(
+                workspace_id=workspace_id, memory_id=memory.id, expires_at=edge_expiry
+            ),
+        )
     _compact_working(workspace_id=workspace_id, memory=memory)
     return memory
 
@@ -165,14 +203,19 @@ def forget_side_effects(*, workspace_id: int, memory_ids: list[uuid.UUID]) -> No
     for start in range(0, len(memory_ids), MAPPING_BATCH_SIZE):
         batch = memory_ids[start : start + MAPPING_BATCH_SIZE]
         vectors.embeddings_delete(workspace_id=workspace_id, memory_ids=batch)
-        graph_step(workspace_id=workspace_id, memory_id=None,
-                   action=lambda batch=batch: mapping.mapping_remove(workspace_id=workspace_id, memory_ids=batch))
+        graph_step(
+            workspace_id=workspace_id,
+            memory_id=None,
+            action=lambda batch=batch: mapping.mapping_remove(workspace_id=workspace_id, memory_ids=batch),
+        )
 
 
 def memory_bulk_forget_flow(
     *, workspace_id: int, scope: MemoryScope, filters: services.BulkFilters, dry_run: bool
 ) -> dict[str, Any]:
-    result = services.memory_bulk_forget(workspace_id=workspace_id, scope=scope, filters=filters, dry_run=dry_run)
+    result = services.memory_bulk_forget(
+        workspace_id=workspace_id, scope=scope, filters=filters, dry_run=dry_run
+    )
     if not dry_run:
         forget_side_effects(workspace_id=workspace_id, memory_ids=[uuid.UUID(i) for i in result["ids"]])
     return result
@@ -192,11 +235,15 @@ class _Score(BaseModel):
     score: float = Field(ge=0.0, le=1.0)
 
 
-_UTILITY_SYSTEM = ("You are a memory relevance judge. Rate how likely this memory will be referenced in future "
-                   "conversations on a scale of 0.0 to 1.0. Answer as JSON {\"score\": <0.0-1.0>}.")
-_IMPORTANCE_SYSTEM = ("You rate how important a memory is for an AI agent to keep (stable preferences, decisions, "
-                      "facts about people and projects are important; chit-chat is not) on a scale of 0.0 to 1.0. "
-                      "Answer as JSON {\"score\": <0.0-1.0>}.")
+_UTILITY_SYSTEM = (
+    "You are a memory relevance judge. Rate how likely this memory will be referenced in future "
+    'conversations on a scale of 0.0 to 1.0. Answer as JSON {"score": <0.0-1.0>}.'
+)
+_IMPORTANCE_SYSTEM = (
+    "You rate how important a memory is for an AI agent to keep (stable preferences, decisions, "
+    "facts about people and projects are important; chit-chat is not) on a scale of 0.0 to 1.0. "
+    'Answer as JSON {"score": <0.0-1.0>}.'
+)
 
 
 def _llm_score(*, workspace_id: int, purpose: str, system: str, content: str) -> float | None:
@@ -205,8 +252,11 @@ def _llm_score(*, workspace_id: int, purpose: str, system: str, content: str) ->
         return None
     try:
         answer = llm.llm_structured(
-            workspace_id=workspace_id, purpose=purpose, system=system,
-            user=f"Memory:\n{llm.external(content, limit=500)}\n\nScore (0.0-1.0):", answer_model=_Score,
+            workspace_id=workspace_id,
+            purpose=purpose,
+            system=system,
+            user=f"Memory:\n{llm.external(content, limit=500)}\n\nScore (0.0-1.0):",
+            answer_model=_Score,
         )
     except llm.LlmError:
         return None
@@ -217,7 +267,9 @@ def importance_llm(*, workspace_id: int, content: str) -> float | None:
     """The model's importance when MEMORY_IMPORTANCE_LLM is on (a model round trip per write); else None."""
     if not settings.MEMORY_IMPORTANCE_LLM:
         return None
-    return _llm_score(workspace_id=workspace_id, purpose="importance", system=_IMPORTANCE_SYSTEM, content=content)
+    return _llm_score(
+        workspace_id=workspace_id, purpose="importance", system=_IMPORTANCE_SYSTEM, content=content
+    )
 
 
 @dataclass(frozen=True)
@@ -245,8 +297,13 @@ def _nearest_existing(
 ) -> tuple[uuid.UUID | None, float | None]:
     """The closest live memory the writer can read, and its cosine; an exact repeat counts as 1.0 even before
     its twin is embedded. (None, None) when nothing is comparable (empty store, embedder unavailable)."""
-    twin = (selectors.memories_readable(workspace_id=workspace_id, scope=scope).filter(content=content)
-            .order_by("-created_at").values_list("id", flat=True).first())
+    twin = (
+        selectors.memories_readable(workspace_id=workspace_id, scope=scope)
+        .filter(content=content)
+        .order_by("-created_at")
+        .values_list("id", flat=True)
+        .first()
+    )
     if twin is not None:
         return twin, 1.0
     try:
@@ -254,10 +311,18 @@ def _nearest_existing(
     except Exception:  # noqa: BLE001 - novelty is then unknown (1.0 in A-MAC): admit rather than lose a write
         logger.warning("admission: embedding unavailable, novelty taken as 1.0", exc_info=True)
         return None, None
-    found = vectors.nearest(workspace_id=workspace_id, model=model, query=vector, limit=10,
-                            scope=vectors.VectorScope(user_id=scope.user_id, project_id=scope.project_id))
-    live = set(selectors.memories_readable(workspace_id=workspace_id, scope=scope)
-               .filter(pk__in=[mid for mid, _ in found]).values_list("id", flat=True))
+    found = vectors.nearest(
+        workspace_id=workspace_id,
+        model=model,
+        query=vector,
+        limit=10,
+        scope=vectors.VectorScope(user_id=scope.user_id, project_id=scope.project_id),
+    )
+    live = set(
+        selectors.memories_readable(workspace_id=workspace_id, scope=scope)
+        .filter(pk__in=[mid for mid, _ in found])
+        .values_list("id", flat=True)
+    )
     for memory_id, cosine in found:
         if memory_id in live:
             return memory_id, cosine
@@ -265,16 +330,26 @@ def _nearest_existing(
 
 
 def admission_decide(
-    *, workspace_id: int, scope: MemoryScope, content: str, memory_type: str, metadata: dict[str, Any] | None,
-    model: str, threshold: float,
+    *,
+    workspace_id: int,
+    scope: MemoryScope,
+    content: str,
+    memory_type: str,
+    metadata: dict[str, Any] | None,
+    model: str,
+    threshold: float,
 ) -> AdmissionDecision:
     """Zeph's A-MAC: a heuristic score with future utility 0.5 admits on the fast path (≥ threshold + margin);
     below that a configured model rates future utility and the composite must reach the threshold. A near-exact
     repeat (cosine ≥ MEMORY_ADMISSION_DUPLICATE_COSINE) is refused outright: without a model A-MAC alone would
     admit it (its heuristic never drops under 0.475)."""
     role = hygiene.memory_role(metadata)
-    nearest_id, cosine = _nearest_existing(workspace_id=workspace_id, scope=scope, content=content, model=model)
-    heuristic = hygiene.admission_score(content=content, memory_type=memory_type, role=role, max_cosine=cosine)
+    nearest_id, cosine = _nearest_existing(
+        workspace_id=workspace_id, scope=scope, content=content, model=model
+    )
+    heuristic = hygiene.admission_score(
+        content=content, memory_type=memory_type, role=role, max_cosine=cosine
+    )
 
     def decide(admitted: bool, reason: str, score: hygiene.AdmissionScore) -> AdmissionDecision:
         return AdmissionDecision(admitted, reason, score.composite, nearest_id, cosine, score.factors)
@@ -283,9 +358,16 @@ def admission_decide(
         return decide(False, "NEAR_DUPLICATE", heuristic)
     if heuristic.composite >= threshold + settings.MEMORY_ADMISSION_FAST_PATH_MARGIN:
         return decide(True, "FAST_PATH", heuristic)
-    utility = _llm_score(workspace_id=workspace_id, purpose="admission", system=_UTILITY_SYSTEM, content=content)
-    scored = heuristic if utility is None else hygiene.admission_score(
-        content=content, memory_type=memory_type, role=role, max_cosine=cosine, future_utility=utility)
+    utility = _llm_score(
+        workspace_id=workspace_id, purpose="admission", system=_UTILITY_SYSTEM, content=content
+    )
+    scored = (
+        heuristic
+        if utility is None
+        else hygiene.admission_score(
+            content=content, memory_type=memory_type, role=role, max_cosine=cosine, future_utility=utility
+        )
+    )
     if scored.composite >= threshold or nearest_id is None:
         return decide(True, "SCORE", scored)
     return decide(False, "LOW_SCORE", scored)
@@ -306,27 +388,41 @@ def memory_add_admitted_flow(*, workspace_id: int, scope: MemoryScope, **fields:
     decision = None
     if hygiene_settings.admission_enabled:
         decision = admission_decide(
-            workspace_id=workspace_id, scope=scope, content=fields["content"], memory_type=fields.get("type") or "note",
-            metadata=fields.get("metadata"), model=fields.get("embedding_model") or settings.EMBEDDING_MODEL,
+            workspace_id=workspace_id,
+            scope=scope,
+            content=fields["content"],
+            memory_type=fields.get("type") or "note",
+            metadata=fields.get("metadata"),
+            model=fields.get("embedding_model") or settings.EMBEDDING_MODEL,
             threshold=hygiene_settings.admission_threshold,
         )
-        services.admission_count_record(workspace_id=workspace_id, admitted=decision.admitted, reason=decision.reason)
+        services.admission_count_record(
+            workspace_id=workspace_id, admitted=decision.admitted, reason=decision.reason
+        )
         if not decision.admitted and decision.nearest_id is not None:
             existing = Memory.objects.get(workspace_id=workspace_id, pk=decision.nearest_id)
             return AddOutcome(existing, False, decision)
-    memory = memory_add_flow(workspace_id=workspace_id, scope=scope, hygiene_settings=hygiene_settings, **fields)
+    memory = memory_add_flow(
+        workspace_id=workspace_id, scope=scope, hygiene_settings=hygiene_settings, **fields
+    )
     return AddOutcome(memory, True, decision)
 
 
-def memory_consolidate_flow(*, workspace_id: int, scope: MemoryScope, **options: Any) -> services.ConsolidationResult:
+def memory_consolidate_flow(
+    *, workspace_id: int, scope: MemoryScope, **options: Any
+) -> services.ConsolidationResult:
     """Consolidate, then link each winner to what it replaced with a `supersedes` edge (best-effort, as mapping)."""
     result = services.memory_consolidate(workspace_id=workspace_id, scope=scope, **options)
     # Superseded memories keep their vectors and edges (includeSuperseded still finds them); every read path
     # reloads through memories_readable, which leaves them out by default.
     if result.run is not None and result.superseded:
-        graph_step(workspace_id=workspace_id, memory_id=None,
-                   action=lambda: graph_services.supersedes_edges_add(workspace_id=workspace_id,
-                                                                      pairs=result.superseded))
+        graph_step(
+            workspace_id=workspace_id,
+            memory_id=None,
+            action=lambda: graph_services.supersedes_edges_add(
+                workspace_id=workspace_id, pairs=result.superseded
+            ),
+        )
     return result
 
 
@@ -352,8 +448,13 @@ def job_run(
         batchable = kind in jobs.BATCHABLE_KINDS or (kind is None and job_id is not None)
         if batchable:
             jobs.jobs_claim_lock(workspace_id=workspace_id, kind=kind or jobs.Kind.EMBED)
-        claimed = jobs.jobs_claim(workspace_id=workspace_id, job_id=job_id, memory_id=memory_id, kind=kind,
-                                  batch_size=EMBED_BATCH_SIZE)
+        claimed = jobs.jobs_claim(
+            workspace_id=workspace_id,
+            job_id=job_id,
+            memory_id=memory_id,
+            kind=kind,
+            batch_size=EMBED_BATCH_SIZE,
+        )
         embed_claimed = sum(1 for job in claimed if job.kind in jobs.BATCHABLE_KINDS)
         if batchable and embed_claimed >= EMBED_BATCH_SIZE:
             # More may be waiting, some with no message of their own: the next batch gets one now, so another
@@ -372,18 +473,26 @@ def job_run(
         runner = _RUNNERS[kind]
         started = time.perf_counter()
         runner(workspace_id=workspace_id, claimed=group)
-        _job_metrics_record(workspace_id=workspace_id, kind=kind, group=group, seconds=time.perf_counter() - started)
+        _job_metrics_record(
+            workspace_id=workspace_id, kind=kind, group=group, seconds=time.perf_counter() - started
+        )
     return len(claimed)
 
 
-def _job_metrics_record(*, workspace_id: int, kind: str, group: list[jobs.ClaimedJob], seconds: float) -> None:
+def _job_metrics_record(
+    *, workspace_id: int, kind: str, group: list[jobs.ClaimedJob], seconds: float
+) -> None:
     """Outcomes of the jobs just run, for /metrics; best-effort, a metrics failure never fails a job."""
     try:
         with workspace_context(workspace_id):
-            statuses = list(PipelineJob.objects.filter(id__in=[job.id for job in group]).values_list("status", "model"))
+            statuses = list(
+                PipelineJob.objects.filter(id__in=[job.id for job in group]).values_list("status", "model")
+            )
         outcomes = {"succeeded": 0, "retry": 0, "dead_letter": 0, "other": 0}
         for status, _ in statuses:
-            key = {"succeeded": "succeeded", "queued": "retry", "dead_letter": "dead_letter"}.get(status, "other")
+            key = {"succeeded": "succeeded", "queued": "retry", "dead_letter": "dead_letter"}.get(
+                status, "other"
+            )
             outcomes[key] += 1
         ops_metrics.job_duration_record(kind=kind, seconds=seconds, outcomes=outcomes)
         if kind == jobs.Kind.EMBED and outcomes["succeeded"]:
@@ -392,7 +501,9 @@ def _job_metrics_record(*, workspace_id: int, kind: str, group: list[jobs.Claime
                 if status == "succeeded":
                     name = model or settings.EMBEDDING_MODEL
                     embedded[name] = embedded.get(name, 0) + 1
-            ops_metrics.counters_add(rows=[(ops_metrics.EMBEDDINGS, {"model": m}, n) for m, n in embedded.items()])
+            ops_metrics.counters_add(
+                rows=[(ops_metrics.EMBEDDINGS, {"model": m}, n) for m, n in embedded.items()]
+            )
     except Exception:  # noqa: BLE001
         logger.warning("could not record job metrics", exc_info=True)
 
@@ -400,7 +511,9 @@ def _job_metrics_record(*, workspace_id: int, kind: str, group: list[jobs.Claime
 def _load_memories(workspace_id: int, memory_ids: list[uuid.UUID]) -> dict[uuid.UUID, Memory]:
     return {
         memory.id: memory
-        for memory in Memory.objects.filter(workspace_id=workspace_id, pk__in=memory_ids, deleted_at__isnull=True)
+        for memory in Memory.objects.filter(
+            workspace_id=workspace_id, pk__in=memory_ids, deleted_at__isnull=True
+        )
     }
 
 
@@ -421,27 +534,45 @@ def run_embed_jobs(*, workspace_id: int, claimed: list[jobs.ClaimedJob]) -> None
             if not isinstance(exc, EmbeddingUnavailable):
                 logger.exception("embedding with %s failed", model)
             with workspace_context(workspace_id):
-                jobs.jobs_fail(workspace_id=workspace_id, jobs=group, code=EMBEDDING_FAILED,
-                               message=f"{type(exc).__name__}: {exc}")
+                jobs.jobs_fail(
+                    workspace_id=workspace_id,
+                    jobs=group,
+                    code=EMBEDDING_FAILED,
+                    message=f"{type(exc).__name__}: {exc}",
+                )
             continue
         rows = []
         for job, vector in zip(group, matrix, strict=True):
             memory = memories[job.memory_id]
-            rows.append(vectors.EmbeddingRow(
-                memory_id=memory.id, user_id=memory.user_id, scope=memory.scope, project_id=memory.project_id,
-                expires_at=memory.expires_at, content_sha256=vectors.content_hash(memory.content), vector=vector,
-            ))
+            rows.append(
+                vectors.EmbeddingRow(
+                    memory_id=memory.id,
+                    user_id=memory.user_id,
+                    scope=memory.scope,
+                    project_id=memory.project_id,
+                    expires_at=memory.expires_at,
+                    content_sha256=vectors.content_hash(memory.content),
+                    vector=vector,
+                )
+            )
         with workspace_context(workspace_id):
             current = _load_memories(workspace_id, [row.memory_id for row in rows])
             # An edit during embedding re-queued its own job; do not store a vector of the old text.
-            rows = [r for r in rows if r.memory_id in current
-                    and vectors.content_hash(current[r.memory_id].content) == r.content_sha256]
+            rows = [
+                r
+                for r in rows
+                if r.memory_id in current
+                and vectors.content_hash(current[r.memory_id].content) == r.content_sha256
+            ]
             vectors.embeddings_store(workspace_id=workspace_id, model=model, rows=rows)
             jobs.jobs_succeed(jobs=group)
             # Run inline below; if this task dies first, its re-delivered message picks them up (job_run).
             similarity_ids = jobs.jobs_enqueue(
-                workspace_id=workspace_id, memory_ids=[r.memory_id for r in rows], kind=jobs.Kind.SIMILARITY,
-                model=model, push=False,
+                workspace_id=workspace_id,
+                memory_ids=[r.memory_id for r in rows],
+                kind=jobs.Kind.SIMILARITY,
+                model=model,
+                push=False,
             )
         if similarity_ids:
             with workspace_context(workspace_id):
@@ -467,22 +598,35 @@ def run_similarity_jobs(*, workspace_id: int, claimed: list[jobs.ClaimedJob]) ->
             updates = []
             for model, group in by_model.items():
                 found = vectors.neighbours_of_memories(
-                    workspace_id=workspace_id, model=model, memory_ids=[m.id for m in group],
+                    workspace_id=workspace_id,
+                    model=model,
+                    memory_ids=[m.id for m in group],
                     limit=settings.SIMILARITY_EDGE_MAX_PER_MEMORY,
                 )
                 for memory in group:
-                    kept = [(mid, score) for mid, score in found.get(memory.id, [])
-                            if score >= settings.SIMILARITY_EDGE_THRESHOLD]
+                    kept = [
+                        (mid, score)
+                        for mid, score in found.get(memory.id, [])
+                        if score >= settings.SIMILARITY_EDGE_THRESHOLD
+                    ]
                     expiry = memory.expires_at if memory.layer == Memory.Layer.WORKING else None
-                    updates.append(similarity.SimilarityUpdate(memory_id=memory.id, neighbours=kept, expires_at=expiry))
+                    updates.append(
+                        similarity.SimilarityUpdate(memory_id=memory.id, neighbours=kept, expires_at=expiry)
+                    )
             similarity.similarity_edges_replace(workspace_id=workspace_id, updates=updates)
             jobs.jobs_succeed(jobs=claimed)
-            _enqueue_llm_steps(workspace_id=workspace_id, memories=[m for group in by_model.values() for m in group])
+            _enqueue_llm_steps(
+                workspace_id=workspace_id, memories=[m for group in by_model.values() for m in group]
+            )
     except Exception as exc:  # noqa: BLE001 - retried; the stored embedding is reused
         logger.exception("similarity edges failed in workspace %s", workspace_id)
         with workspace_context(workspace_id):
-            jobs.jobs_fail(workspace_id=workspace_id, jobs=claimed, code=GRAPH_RELATIONSHIP_SYNC_FAILED,
-                           message=f"{type(exc).__name__}: {exc}")
+            jobs.jobs_fail(
+                workspace_id=workspace_id,
+                jobs=claimed,
+                code=GRAPH_RELATIONSHIP_SYNC_FAILED,
+                message=f"{type(exc).__name__}: {exc}",
+            )
 
 
 def _enqueue_llm_steps(*, workspace_id: int, memories: list[Memory]) -> None:
@@ -514,22 +658,39 @@ def _recent_peers(workspace_id: int, memory: Memory, limit: int) -> list[Memory]
     with workspace_context(workspace_id):
         return list(
             selectors.memories_readable(workspace_id=workspace_id, scope=scope)
-            .exclude(pk=memory.id).filter(injection_flags=[])
+            .exclude(pk=memory.id)
+            .filter(injection_flags=[])
             .exclude(layer=Memory.Layer.RULE)
             .order_by("-updated_at", "-id")[:limit]
         )
 
 
-def _llm_failed(*, workspace_id: int, job: jobs.ClaimedJob, memory_id: uuid.UUID, stage: str, code: str,
-                error: llm.LlmError) -> None:
+def _llm_failed(
+    *,
+    workspace_id: int,
+    job: jobs.ClaimedJob,
+    memory_id: uuid.UUID,
+    stage: str,
+    code: str,
+    error: llm.LlmError,
+) -> None:
     message = f"{error.code}: {error}"
     with workspace_context(workspace_id):
         if isinstance(error, llm.LlmBudgetExhausted):
-            jobs.jobs_defer(workspace_id=workspace_id, jobs=[job], code=error.code, message=str(error),
-                            delay_seconds=settings.GRAPH_LLM_BUDGET_RECHECK_SECONDS)
+            jobs.jobs_defer(
+                workspace_id=workspace_id,
+                jobs=[job],
+                code=error.code,
+                message=str(error),
+                delay_seconds=settings.GRAPH_LLM_BUDGET_RECHECK_SECONDS,
+            )
             return
-        jobs.jobs_fail(workspace_id=workspace_id, jobs=[job], code=code, message=message, final=not error.retryable)
-        pipeline_error_record(workspace_id=workspace_id, memory_id=memory_id, stage=stage, code=code, message=message)
+        jobs.jobs_fail(
+            workspace_id=workspace_id, jobs=[job], code=code, message=message, final=not error.retryable
+        )
+        pipeline_error_record(
+            workspace_id=workspace_id, memory_id=memory_id, stage=stage, code=code, message=message
+        )
 
 
 def run_relate_jobs(*, workspace_id: int, claimed: list[jobs.ClaimedJob]) -> None:
@@ -540,46 +701,80 @@ def run_relate_jobs(*, workspace_id: int, claimed: list[jobs.ClaimedJob]) -> Non
         model = job.model or embedding_model_for(memory)
         with workspace_context(workspace_id):
             found = vectors.neighbours_of_memories(
-                workspace_id=workspace_id, model=model, memory_ids=[memory.id],
+                workspace_id=workspace_id,
+                model=model,
+                memory_ids=[memory.id],
                 limit=max(20, settings.GRAPH_LLM_PAIRWISE_MAX_CALLS),
             ).get(memory.id, [])
             neighbours = _load_memories(workspace_id, [mid for mid, _ in found])
-        candidates = [(_memory_text(neighbours[mid]), score) for mid, score in found
-                      if mid in neighbours and not neighbours[mid].injection_flags]
-        context = [_memory_text(m) for m in _recent_peers(workspace_id, memory,
-                                                          settings.GRAPH_LLM_SEMANTIC_CONTEXT_LIMIT)]
+        candidates = [
+            (_memory_text(neighbours[mid]), score)
+            for mid, score in found
+            if mid in neighbours and not neighbours[mid].injection_flags
+        ]
+        context = [
+            _memory_text(m)
+            for m in _recent_peers(workspace_id, memory, settings.GRAPH_LLM_SEMANTIC_CONTEXT_LIMIT)
+        ]
         try:
             result = relationships.relationships_find(
-                workspace_id=workspace_id, memory=_memory_text(memory), candidates=candidates, context=context,
+                workspace_id=workspace_id,
+                memory=_memory_text(memory),
+                candidates=candidates,
+                context=context,
                 job_id=job.id,
             )
         except llm.LlmBudgetExhausted as exc:
-            _llm_failed(workspace_id=workspace_id, job=job, memory_id=memory.id, stage="relate",
-                        code=exc.code, error=exc)
+            _llm_failed(
+                workspace_id=workspace_id,
+                job=job,
+                memory_id=memory.id,
+                stage="relate",
+                code=exc.code,
+                error=exc,
+            )
             continue
         degrade = result.degrade_message()
         if result.calls and len(result.issues) and sum(result.issues.values()) == result.calls:
             code = next(iter(sorted(result.issues)))
             retryable = result.all_failed_transiently
-            _llm_failed(workspace_id=workspace_id, job=job, memory_id=memory.id, stage="relate", code=code,
-                        error=llm.LlmError(code, degrade or code, retryable=retryable))
+            _llm_failed(
+                workspace_id=workspace_id,
+                job=job,
+                memory_id=memory.id,
+                stage="relate",
+                code=code,
+                error=llm.LlmError(code, degrade or code, retryable=retryable),
+            )
             continue
         expiry = memory.expires_at if memory.layer == Memory.Layer.WORKING else None
         try:
             with workspace_context(workspace_id):
                 relationships.relationship_edges_replace(
-                    workspace_id=workspace_id, memory_id=memory.id, edges=result.edges, expires_at=expiry)
+                    workspace_id=workspace_id, memory_id=memory.id, edges=result.edges, expires_at=expiry
+                )
                 jobs.jobs_succeed(
-                    jobs=[job], error_code=relationships.GRAPH_RELATIONSHIP_PARTIAL_DEGRADE if degrade else None,
-                    error_message=degrade)
+                    jobs=[job],
+                    error_code=relationships.GRAPH_RELATIONSHIP_PARTIAL_DEGRADE if degrade else None,
+                    error_message=degrade,
+                )
                 if degrade:
-                    pipeline_error_record(workspace_id=workspace_id, memory_id=memory.id, stage="relate",
-                                          code=relationships.GRAPH_RELATIONSHIP_PARTIAL_DEGRADE, message=degrade)
+                    pipeline_error_record(
+                        workspace_id=workspace_id,
+                        memory_id=memory.id,
+                        stage="relate",
+                        code=relationships.GRAPH_RELATIONSHIP_PARTIAL_DEGRADE,
+                        message=degrade,
+                    )
         except Exception as exc:  # noqa: BLE001 - retried with backoff
             logger.exception("relationship edges failed for memory %s", memory.id)
             with workspace_context(workspace_id):
-                jobs.jobs_fail(workspace_id=workspace_id, jobs=[job], code=GRAPH_RELATIONSHIP_SYNC_FAILED,
-                               message=f"{type(exc).__name__}: {exc}")
+                jobs.jobs_fail(
+                    workspace_id=workspace_id,
+                    jobs=[job],
+                    code=GRAPH_RELATIONSHIP_SYNC_FAILED,
+                    message=f"{type(exc).__name__}: {exc}",
+                )
 
 
 def run_extract_jobs(*, workspace_id: int, claimed: list[jobs.ClaimedJob]) -> None:
@@ -588,8 +783,11 @@ def run_extract_jobs(*, workspace_id: int, claimed: list[jobs.ClaimedJob]) -> No
         memory = _llm_job_memory(workspace_id, job)
         if memory is None:
             continue
-        context = [m.content for m in _recent_peers(workspace_id, memory, settings.GRAPH_ENTITY_CONTEXT_MEMORIES)
-                   if m.created_at <= memory.created_at]
+        context = [
+            m.content
+            for m in _recent_peers(workspace_id, memory, settings.GRAPH_ENTITY_CONTEXT_MEMORIES)
+            if m.created_at <= memory.created_at
+        ]
         try:
             embedder = get_embedder(embedder_model)
             embed = embedder.embed
@@ -597,18 +795,34 @@ def run_extract_jobs(*, workspace_id: int, claimed: list[jobs.ClaimedJob]) -> No
             embed = None
         try:
             entities.entities_extract(
-                workspace_id=workspace_id, memory_id=memory.id, content=memory.content, context=context,
-                observed_at=memory.created_at, job_id=job.id, embed=embed, embedding_model=embedder_model,
+                workspace_id=workspace_id,
+                memory_id=memory.id,
+                content=memory.content,
+                context=context,
+                observed_at=memory.created_at,
+                job_id=job.id,
+                embed=embed,
+                embedding_model=embedder_model,
             )
         except llm.LlmError as exc:
-            _llm_failed(workspace_id=workspace_id, job=job, memory_id=memory.id, stage="extract",
-                        code=entities.GRAPH_LLM_ENTITY_EXTRACTION_FAILED, error=exc)
+            _llm_failed(
+                workspace_id=workspace_id,
+                job=job,
+                memory_id=memory.id,
+                stage="extract",
+                code=entities.GRAPH_LLM_ENTITY_EXTRACTION_FAILED,
+                error=exc,
+            )
             continue
         except Exception as exc:  # noqa: BLE001 - retried with backoff
             logger.exception("entity extraction failed for memory %s", memory.id)
             with workspace_context(workspace_id):
-                jobs.jobs_fail(workspace_id=workspace_id, jobs=[job], code=entities.GRAPH_LLM_ENTITY_EXTRACTION_FAILED,
-                               message=f"{type(exc).__name__}: {exc}")
+                jobs.jobs_fail(
+                    workspace_id=workspace_id,
+                    jobs=[job],
+                    code=entities.GRAPH_LLM_ENTITY_EXTRACTION_FAILED,
+                    message=f"{type(exc).__name__}: {exc}",
+                )
             continue
         with workspace_context(workspace_id):
             jobs.jobs_succeed(jobs=[job])

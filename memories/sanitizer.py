@@ -31,9 +31,7 @@ _COMPILED = {name: re.compile(pattern, re.IGNORECASE) for name, pattern in _PATT
 def normalise_for_scan(text: str) -> str:
     text = text[:MAX_SCAN_CHARS]
     # Drop format (Cf: zero-width, bidi controls) and control characters except whitespace.
-    cleaned = "".join(
-        ch for ch in text if unicodedata.category(ch) not in {"Cf", "Cc"} or ch in "\n\t "
-    )
+    cleaned = "".join(ch for ch in text if unicodedata.category(ch) not in {"Cf", "Cc"} or ch in "\n\t ")
     return unicodedata.normalize("NFKC", cleaned)
 
 

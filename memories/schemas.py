@@ -17,6 +17,7 @@ MemoryType = Literal["rule", "decision", "fact", "note", "skill"]
 MemoryLayer = Literal["rule", "working", "long_term"]
 SearchStrategy = Literal["lexical", "semantic", "hybrid", "baseline", "hybrid_graph"]
 
+
 def _has_nul(value: Any) -> bool:
     if isinstance(value, str):
         return "\x00" in value
@@ -38,7 +39,9 @@ def _check_metadata(value: dict[str, Any] | None) -> dict[str, Any] | None:
         raise ValueError(NUL_MESSAGE)
     size = len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
     if size > settings.MEMORY_METADATA_MAX_BYTES:
-        raise ValueError(f"metadata is {size} bytes as JSON; the limit is {settings.MEMORY_METADATA_MAX_BYTES}")
+        raise ValueError(
+            f"metadata is {size} bytes as JSON; the limit is {settings.MEMORY_METADATA_MAX_BYTES}"
+        )
     return value
 
 
@@ -49,7 +52,9 @@ class DictOut(BaseModel):
 
 
 class PipelineStepOut(DictOut):
-    status: Literal["queued", "processing", "succeeded", "dead_letter"] = Field(description="State of this step.")
+    status: Literal["queued", "processing", "succeeded", "dead_letter"] = Field(
+        description="State of this step."
+    )
     attempts: int = Field(description="Attempts so far (at most 5, then dead_letter).")
     lastErrorCode: str | None = Field(description="Code of the last failure, e.g. EMBEDDING_FAILED.")
 
@@ -73,21 +78,27 @@ class MemoryOut(DictOut):
     paths: list[str] = Field(description="File paths the memory is about.")
     category: str | None = Field(description="Category.")
     metadata: dict[str, Any] | None = Field(description="Caller's metadata object.")
-    createdAt: ApiDateTime = Field(description="When it was written (or the time given in metadata on import).")
+    createdAt: ApiDateTime = Field(
+        description="When it was written (or the time given in metadata on import)."
+    )
     updatedAt: ApiDateTime = Field(description="Last change.")
     injectionFlags: list[str] = Field(
         description="Prompt-injection patterns found in the content; flagged memories are kept and searchable but "
         "skipped by LLM extraction."
     )
     importance: float = Field(
-        0.5, description="Write-time importance 0–1 (markers such as 'important:', length, role); blended into "
-        "ranking with importanceWeight."
+        0.5,
+        description="Write-time importance 0–1 (markers such as 'important:', length, role); blended into "
+        "ranking with importanceWeight.",
     )
     supersededBy: str | None = Field(
-        None, description="The newer memory that replaced this one in memories/consolidate; superseded memories "
-        "are left out of search, list and context unless includeSuperseded is true."
+        None,
+        description="The newer memory that replaced this one in memories/consolidate; superseded memories "
+        "are left out of search, list and context unless includeSuperseded is true.",
     )
-    pipeline: PipelineOut | None = Field(None, description="Background processing (embedding, similarity edges).")
+    pipeline: PipelineOut | None = Field(
+        None, description="Background processing (embedding, similarity edges)."
+    )
 
 
 class AddIn(StrictIn):
@@ -95,7 +106,9 @@ class AddIn(StrictIn):
     type: MemoryType = Field("note", description="Kind of memory. Default note.")
     layer: MemoryLayer | None = Field(None, description="Default: rule for type rule, otherwise long_term.")
     tags: list[Tag] = Field(default_factory=list, max_length=50, description="Up to 50 tags of 1–120 chars.")
-    paths: list[Path] = Field(default_factory=list, max_length=100, description="Up to 100 paths of 1–300 chars.")
+    paths: list[Path] = Field(
+        default_factory=list, max_length=100, description="Up to 100 paths of 1–300 chars."
+    )
     category: trimmed(120) | None = Field(None, description="Category, 1–120 chars.")
     metadata: dict[str, Any] | None = Field(None, description="Any JSON object up to 16 KB.")
     embeddingModel: trimmed(160) | None = Field(None, description="Embedding model to use for this memory.")
@@ -125,16 +138,22 @@ class AddOut(Schema):
     )
     message: str = Field(description="Human-readable outcome.")
     memory: MemoryOut = Field(description="The stored memory (the existing one when not admitted).")
-    admitted: bool = Field(True, description="False when admission control refused the memory (nothing written).")
+    admitted: bool = Field(
+        True, description="False when admission control refused the memory (nothing written)."
+    )
     admission: AdmissionOut | None = Field(
         None, description="The admission decision, when the workspace has admission control on."
     )
     embeddingModel: str = Field(description="Embedding model that will embed this memory.")
-    embeddingModelSource: Literal["request", "workspace_default"] = Field(description="Where the model came from.")
+    embeddingModelSource: Literal["request", "workspace_default"] = Field(
+        description="Where the model came from."
+    )
 
 
 class SearchIn(StrictIn):
-    query: trimmed(500) = Field(description="What to look for, 1–500 chars; web-search syntax (\"phrase\", -not, or).")
+    query: trimmed(500) = Field(
+        description='What to look for, 1–500 chars; web-search syntax ("phrase", -not, or).'
+    )
     type: MemoryType | None = Field(None, description="Only this type.")
     layer: MemoryLayer | None = Field(None, description="Only this layer.")
     strategy: SearchStrategy | None = Field(
@@ -142,8 +161,11 @@ class SearchIn(StrictIn):
     )
     limit: int = Field(10, ge=1, le=50, description="1–50, default 10.")
     importanceWeight: float | None = Field(
-        None, ge=0, le=1, description="Weight of memory importance in the ranking, 0–1; omitted: the workspace's "
-        "setting (default 0.15). 0 turns it off."
+        None,
+        ge=0,
+        le=1,
+        description="Weight of memory importance in the ranking, 0–1; omitted: the workspace's "
+        "setting (default 0.15). 0 turns it off.",
     )
     includeSuperseded: bool = Field(False, description="Also return memories consolidation superseded.")
     scope: ScopeIn = scope_field()
@@ -183,8 +205,12 @@ class ListOut(Schema):
 class EditIn(StrictIn):
     id: trimmed(64) = Field(description="Memory id.")
     content: trimmed(8000) | None = Field(None, description="New text.")
-    type: MemoryType | None = Field(None, description="New type; rule without layer also makes the layer rule.")
-    layer: MemoryLayer | None = Field(None, description="New layer; working restarts the expiry, others clear it.")
+    type: MemoryType | None = Field(
+        None, description="New type; rule without layer also makes the layer rule."
+    )
+    layer: MemoryLayer | None = Field(
+        None, description="New layer; working restarts the expiry, others clear it."
+    )
     tags: list[Tag] | None = Field(None, max_length=50, description="Replaces the tags.")
     paths: list[Path] | None = Field(None, max_length=100, description="Replaces the paths.")
     category: trimmed(120) | None = Field(None, description="New category.")
@@ -200,7 +226,9 @@ class EditOut(Schema):
     updated: bool = Field(description="Always true on success.")
     message: str = Field(description="Human-readable outcome.")
     embeddingModel: str = Field(description="Embedding model for this memory.")
-    embeddingModelSource: Literal["request", "workspace_default"] = Field(description="Where the model came from.")
+    embeddingModelSource: Literal["request", "workspace_default"] = Field(
+        description="Where the model came from."
+    )
     memory: MemoryOut = Field(description="The memory after the change.")
 
 
@@ -217,10 +245,13 @@ class ForgetOut(Schema):
 
 class BulkForgetFilters(StrictIn):
     types: list[MemoryType] | None = Field(None, max_length=5, description="Memories of these types.")
-    tags: list[trimmed(128)] | None = Field(None, max_length=50, description="Memories carrying any of these tags.")
+    tags: list[trimmed(128)] | None = Field(
+        None, max_length=50, description="Memories carrying any of these tags."
+    )
     olderThanDays: int | None = Field(None, ge=1, le=36500, description="Created more than N days ago.")
     pattern: trimmed(500) | None = Field(
-        None, description="Glob over the whole content: * any text, ? one character (use *word* for a substring)."
+        None,
+        description="Glob over the whole content: * any text, ? one character (use *word* for a substring).",
     )
     projectId: trimmed(240) | None = Field(None, description="Narrow to one project (not enough on its own).")
     all: bool | None = Field(None, description="Everything in scope; must be the only filter.")
@@ -260,8 +291,12 @@ ContextMode = Literal["all", "working", "long_term", "rules_only"]
 
 
 class ContextIn(StrictIn):
-    query: trimmed(500) | None = Field(None, description="What the agent is about to do or asks; omit for recency.")
-    limit: int = Field(5, ge=1, le=50, description="Memories in the baseline, 1–50 (default 5); working tier ≤ 3.")
+    query: trimmed(500) | None = Field(
+        None, description="What the agent is about to do or asks; omit for recency."
+    )
+    limit: int = Field(
+        5, ge=1, le=50, description="Memories in the baseline, 1–50 (default 5); working tier ≤ 3."
+    )
     includeRules: bool = Field(True, description="Include every active rule in scope (project rules first).")
     mode: ContextMode = Field("all", description="all, working, long_term or rules_only.")
     strategy: ContextStrategy | None = Field(
@@ -272,14 +307,23 @@ class ContextIn(StrictIn):
     graphDepth: int = Field(1, ge=0, le=2, description="Hops of graph expansion, 0–2 (default 1).")
     graphLimit: int = Field(8, ge=1, le=50, description="Most memories expansion may add, 1–50 (default 8).")
     halfLifeDays: float | None = Field(
-        None, gt=0, le=3650, description="Temporal decay of the baseline ranking (half-life in days); off by default."
+        None,
+        gt=0,
+        le=3650,
+        description="Temporal decay of the baseline ranking (half-life in days); off by default.",
     )
     mmrLambda: float | None = Field(
-        None, ge=0, le=1, description="MMR diversity of the baseline ranking (0.7 is Zeph's value); off by default."
+        None,
+        ge=0,
+        le=1,
+        description="MMR diversity of the baseline ranking (0.7 is Zeph's value); off by default.",
     )
     importanceWeight: float | None = Field(
-        None, ge=0, le=1, description="Weight of memory importance in the ranking, 0–1; omitted: the workspace's "
-        "setting (default 0.15). 0 turns it off."
+        None,
+        ge=0,
+        le=1,
+        description="Weight of memory importance in the ranking, 0–1; omitted: the workspace's "
+        "setting (default 0.15). 0 turns it off.",
     )
     includeSuperseded: bool = Field(False, description="Also return memories consolidation superseded.")
     scope: ScopeIn = scope_field()
@@ -288,7 +332,9 @@ class ContextIn(StrictIn):
 class GraphReasonOut(DictOut):
     whyIncluded: Literal["graph_expansion"] = Field(description="Always graph_expansion.")
     linkedViaNode: str = Field(description="The node it was reached through, as <node_type>:<node_key>.")
-    edgeType: str = Field(description="Edge type of the last step, or shared_node for a shared tag/repo/type.")
+    edgeType: str = Field(
+        description="Edge type of the last step, or shared_node for a shared tag/repo/type."
+    )
     hopCount: int = Field(description="Hops from the seed.")
     confidence: float = Field(description="Confidence of that edge, 0–1.")
     seedMemoryId: str = Field(description="The baseline memory the path started from.")
@@ -334,7 +380,9 @@ class ContextTraceOut(DictOut):
     )
     totalCandidates: int = Field(description="Baseline plus added memories.")
     retrievalPolicyDefaultStrategy: str = Field(description="The workspace's default strategy.")
-    retrievalPolicyAppliedStrategy: str = Field(description="hybrid when expansion applied, else the ranking.")
+    retrievalPolicyAppliedStrategy: str = Field(
+        description="hybrid when expansion applied, else the ranking."
+    )
     retrievalPolicySelection: Literal["request", "policy_default", "router"] = Field(
         description="Where the strategy came from."
     )
@@ -346,8 +394,12 @@ class ContextTraceOut(DictOut):
 class ContextOut(DictOut):
     mode: ContextMode = Field(description="The mode used.")
     query: str | None = Field(description="The query used.")
-    rules: list[ContextMemoryOut] = Field(description="Active rules in scope (empty with includeRules false).")
-    memories: list[ContextMemoryOut] = Field(description="The memories for this mode, baseline first, then graph.")
+    rules: list[ContextMemoryOut] = Field(
+        description="Active rules in scope (empty with includeRules false)."
+    )
+    memories: list[ContextMemoryOut] = Field(
+        description="The memories for this mode, baseline first, then graph."
+    )
     workingMemories: list[ContextMemoryOut] = Field(description="Working tier (≤ 3 plus graph additions).")
     longTermMemories: list[ContextMemoryOut] = Field(description="Long-term tier.")
     conflicts: list[ConflictOut] = Field(description="Contradictions among the returned memories.")
@@ -404,7 +456,9 @@ class ConsolidateIn(StrictIn):
     includeGlobal: bool = Field(True, description="With a projectId: also consolidate global memories.")
     globalOnly: bool = Field(False, description="Only global memories.")
     dryRun: bool = Field(False, description="Report what would be superseded without changing anything.")
-    model: trimmed(160) | None = Field(None, description="Recorded on the run only (consolidation is deterministic).")
+    model: trimmed(160) | None = Field(
+        None, description="Recorded on the run only (consolidation is deterministic)."
+    )
     scope: ScopeIn = scope_field()
 
 
@@ -413,7 +467,9 @@ class ConsolidationRunOut(Schema):
     scope: Literal["global", "project"] = Field(description="project when called with a projectId.")
     projectId: str | None = Field(description="The projectId of the call.")
     userId: str | None = Field(description="The userId of the call.")
-    inputCount: int = Field(description="Memories considered (at most MEMORY_CONSOLIDATION_MAX_INPUT, newest).")
+    inputCount: int = Field(
+        description="Memories considered (at most MEMORY_CONSOLIDATION_MAX_INPUT, newest)."
+    )
     mergedCount: int = Field(description="Groups with more than one memory (each keeps its newest).")
     supersededCount: int = Field(description="Memories marked superseded.")
     conflictedCount: int = Field(description="Superseded memories whose text differed from the winner's.")
@@ -428,19 +484,31 @@ class ConsolidateOut(Schema):
     message: str = Field(description="Human-readable outcome.")
     run: ConsolidationRunOut = Field(description="The run and its counts.")
     winnerMemoryIds: list[str] = Field(description="The newest memory of each merged group.")
-    supersededMemoryIds: list[str] = Field(description="The memories superseded (or that would be, on a dry run).")
+    supersededMemoryIds: list[str] = Field(
+        description="The memories superseded (or that would be, on a dry run)."
+    )
 
 
 class MemorySettingsOut(Schema):
-    redactCredentials: bool = Field(description="Secrets become typed placeholders in context text (default true).")
-    scrubAtRest: bool = Field(description="Secrets are also replaced in stored content at write time (default false).")
+    redactCredentials: bool = Field(
+        description="Secrets become typed placeholders in context text (default true)."
+    )
+    scrubAtRest: bool = Field(
+        description="Secrets are also replaced in stored content at write time (default false)."
+    )
     admissionEnabled: bool = Field(description="A-MAC admission control on memories/add (default false).")
-    admissionThreshold: float = Field(description="Composite score a memory needs to be admitted (default 0.40).")
-    admissionFastPathMargin: float = Field(description="Server setting: admit without a model at threshold + this.")
-    admissionDuplicateCosine: float = Field(description="Server setting: cosine at or above which a new memory is "
-                                            "refused as a near-duplicate.")
-    importanceWeight: float = Field(description="Weight of importance in ranking when a request gives none "
-                                    "(default 0.15).")
+    admissionThreshold: float = Field(
+        description="Composite score a memory needs to be admitted (default 0.40)."
+    )
+    admissionFastPathMargin: float = Field(
+        description="Server setting: admit without a model at threshold + this."
+    )
+    admissionDuplicateCosine: float = Field(
+        description="Server setting: cosine at or above which a new memory is refused as a near-duplicate."
+    )
+    importanceWeight: float = Field(
+        description="Weight of importance in ranking when a request gives none (default 0.15)."
+    )
 
 
 class MemorySettingsPatchIn(StrictIn):
@@ -450,7 +518,9 @@ class MemorySettingsPatchIn(StrictIn):
     admissionThreshold: float | None = Field(
         None, ge=0, le=1, description="0–1; null restores the server default."
     )
-    importanceWeight: float | None = Field(None, ge=0, le=1, description="0–1; null restores the server default.")
+    importanceWeight: float | None = Field(
+        None, ge=0, le=1, description="0–1; null restores the server default."
+    )
     scope: ScopeIn = scope_field()
 
 

@@ -41,26 +41,49 @@ _REFERENCE_VALUE = re.compile(
     r"^(?:os\.environ|os\.getenv|process\.env|env\(|getenv|settings\.|config\.|\$|<|\{\{|%\(|\[REDACTED)",
     re.IGNORECASE,
 )
-_PLACEHOLDER_VALUES = {"none", "null", "true", "false", "changeme", "xxxxxx", "******", "redacted", "required",
-                       "optional", "string"}
+_PLACEHOLDER_VALUES = {
+    "none",
+    "null",
+    "true",
+    "false",
+    "changeme",
+    "xxxxxx",
+    "******",
+    "redacted",
+    "required",
+    "optional",
+    "string",
+}
 
 
 def _assignment(match: re.Match[str]) -> str:
     value = match.group(3)
     bare = value.strip("\"'")
-    if _REFERENCE_VALUE.match(bare) or bare.lower() in _PLACEHOLDER_VALUES or set(bare) <= {"*", "x", "X", "."}:
+    if (
+        _REFERENCE_VALUE.match(bare)
+        or bare.lower() in _PLACEHOLDER_VALUES
+        or set(bare) <= {"*", "x", "X", "."}
+    ):
         return match.group(0)
-    return match.group(1) + match.group(2) + placeholder("password" if "pass" in match.group(1).lower()
-                                                         or "pwd" in match.group(1).lower() else "secret")
+    return (
+        match.group(1)
+        + match.group(2)
+        + placeholder(
+            "password" if "pass" in match.group(1).lower() or "pwd" in match.group(1).lower() else "secret"
+        )
+    )
 
 
 # Order matters: specific provider shapes first, so a key inside an assignment gets its own type.
 _RULES: tuple[_Rule, ...] = (
-    _Rule("private_key", re.compile(
-        r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----.*?(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
-        r"|\Z)",
-        re.DOTALL,
-    )),
+    _Rule(
+        "private_key",
+        re.compile(
+            r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----.*?(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
+            r"|\Z)",
+            re.DOTALL,
+        ),
+    ),
     _Rule("anthropic_key", re.compile(r"\bsk-ant-[A-Za-z0-9_\-]{20,}")),
     _Rule("openai_key", re.compile(r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}")),
     _Rule("stripe_key", re.compile(r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}")),
@@ -72,17 +95,27 @@ _RULES: tuple[_Rule, ...] = (
     _Rule("huggingface_token", re.compile(r"\bhf_[A-Za-z0-9]{30,}")),
     _Rule("jwt", re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}")),
     # `Bearer <token>`: a token is long and has a digit; "bearer of bad news" has neither.
-    _Rule("bearer_token", re.compile(r"(\b[Bb]earer\s+)(?=[A-Za-z0-9._~+/\-]*\d)[A-Za-z0-9._~+/\-]{16,}=*"),
-          _keep_prefix("bearer_token")),
+    _Rule(
+        "bearer_token",
+        re.compile(r"(\b[Bb]earer\s+)(?=[A-Za-z0-9._~+/\-]*\d)[A-Za-z0-9._~+/\-]{16,}=*"),
+        _keep_prefix("bearer_token"),
+    ),
     # scheme://user:password@host — the user name stays, the password goes.
-    _Rule("url_password", re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@]+:)(?!\[REDACTED)[^\s@/]+(?=@)"),
-          _keep_prefix("url_password")),
+    _Rule(
+        "url_password",
+        re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@]+:)(?!\[REDACTED)[^\s@/]+(?=@)"),
+        _keep_prefix("url_password"),
+    ),
     # password=…, "api_key": "…", secret: … (the label stays; references such as os.environ[...] survive).
-    _Rule("secret", re.compile(
-        r"""(?i)(\b(?:password|passwd|pwd|passphrase|secret|client[_\-]?secret|secret[_\-]?key|api[_\-]?key|"""
-        r"""access[_\-]?key|access[_\-]?token|auth[_\-]?token|refresh[_\-]?token|private[_\-]?key|token)\b["']?)"""
-        r"""(\s*(?:=|:|=>)\s*)("[^"\s]{6,}"|'[^'\s]{6,}'|[^\s"',;]{6,})"""
-    ), _assignment),
+    _Rule(
+        "secret",
+        re.compile(
+            r"""(?i)(\b(?:password|passwd|pwd|passphrase|secret|client[_\-]?secret|secret[_\-]?key|api[_\-]?key|"""
+            r"""access[_\-]?key|access[_\-]?token|auth[_\-]?token|refresh[_\-]?token|private[_\-]?key|token)\b["']?)"""
+            r"""(\s*(?:=|:|=>)\s*)("[^"\s]{6,}"|'[^'\s]{6,}'|[^\s"',;]{6,})"""
+        ),
+        _assignment,
+    ),
 )
 
 

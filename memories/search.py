@@ -106,15 +106,26 @@ def memory_search(
 
     `importance_weight` > 0 re-orders the top `limit` by relevance (max-normalised) + weight · importance, as Zeph
     does after MMR: importance changes the order of what was found, never what is found."""
-    outcome = _ranked(workspace_id=workspace_id, scope=scope, query=query, type=type, layer=layer, limit=limit,
-                      strategy=strategy, exclude_rules=exclude_rules)
+    outcome = _ranked(
+        workspace_id=workspace_id,
+        scope=scope,
+        query=query,
+        type=type,
+        layer=layer,
+        limit=limit,
+        strategy=strategy,
+        exclude_rules=exclude_rules,
+    )
     if importance_weight > 0:
-        outcome.memories = importance_rerank(memories=outcome.memories, scores=outcome.scores,
-                                             weight=importance_weight)
+        outcome.memories = importance_rerank(
+            memories=outcome.memories, scores=outcome.scores, weight=importance_weight
+        )
     return outcome
 
 
-def importance_rerank(*, memories: list[Memory], scores: dict[uuid.UUID, float], weight: float) -> list[Memory]:
+def importance_rerank(
+    *, memories: list[Memory], scores: dict[uuid.UUID, float], weight: float
+) -> list[Memory]:
     """Zeph: score = relevance / max relevance + weight · importance, then re-sort (ties keep their order).
 
     Lexical ranking has no score: its rank stands in, as a reciprocal-rank score (1 / (60 + rank))."""
@@ -136,24 +147,40 @@ class TierQuery:
 
 
 def memory_search_tiers(
-    *, workspace_id: int, scope: MemoryScope, query: str, tiers: list[TierQuery], strategy: str | None,
+    *,
+    workspace_id: int,
+    scope: MemoryScope,
+    query: str,
+    tiers: list[TierQuery],
+    strategy: str | None,
 ) -> list[SearchOutcome]:
     """memory_search(layer=…) for each tier, ranked exactly as one call per tier would rank it, from candidates
     fetched once: one BM25 statement for all layers, one vector search, one load of the vector candidates and one
     check for unembedded memories, instead of one of each per tier."""
     requested = normalise_strategy(strategy)
     depths = {tier.layer: _depth(requested, tier.limit) for tier in tiers}
-    lexical = selectors.memory_search_lexical_layers(workspace_id=workspace_id, scope=scope, query=query,
-                                                     depths=depths)
+    lexical = selectors.memory_search_lexical_layers(
+        workspace_id=workspace_id, scope=scope, query=query, depths=depths
+    )
     semantic: Candidates | None = None
     if requested != "lexical":
         query_vector = _vector_for(query=query, requested=requested, lexical=_flatten(lexical.values()))
-        semantic = _semantic_candidates(workspace_id=workspace_id, scope=scope, query_vector=query_vector,
-                                        depths=depths)
+        semantic = _semantic_candidates(
+            workspace_id=workspace_id, scope=scope, query_vector=query_vector, depths=depths
+        )
     return [
-        _rank(workspace_id=workspace_id, scope=scope, query=query, requested=requested, limit=tier.limit,
-              type=None, layer=tier.layer, lexical=lexical[tier.layer], semantic=semantic,
-              exclude_rules=tier.exclude_rules)
+        _rank(
+            workspace_id=workspace_id,
+            scope=scope,
+            query=query,
+            requested=requested,
+            limit=tier.limit,
+            type=None,
+            layer=tier.layer,
+            lexical=lexical[tier.layer],
+            semantic=semantic,
+            exclude_rules=tier.exclude_rules,
+        )
         for tier in tiers
     ]
 
@@ -186,7 +213,12 @@ def _depth(requested: str, limit: int) -> int:
 
 
 def _semantic_candidates(
-    *, workspace_id: int, scope: MemoryScope, query_vector: Any, depths: dict[str, int], type: str | None = None,
+    *,
+    workspace_id: int,
+    scope: MemoryScope,
+    query_vector: Any,
+    depths: dict[str, int],
+    type: str | None = None,
 ) -> Candidates:
     if query_vector is None:
         return Candidates(None, [], False)
@@ -198,8 +230,9 @@ def _semantic_candidates(
         limit=max(depths.values()),
     )
     layers = [layer for layer in depths if layer]
-    neighbours, memories = _nearest_loaded(workspace_id=workspace_id, scope=scope, statement=statement, type=type,
-                                           layers=layers)
+    neighbours, memories = _nearest_loaded(
+        workspace_id=workspace_id, scope=scope, statement=statement, type=type, layers=layers
+    )
     if not neighbours:
         return Candidates([], [], False)
     # The load answers the unembedded-memories question on every row (an uncorrelated EXISTS, evaluated once);
@@ -226,7 +259,11 @@ ORDER BY n.distance, n.memory_id
 
 
 def _nearest_loaded(
-    *, workspace_id: int, scope: MemoryScope, statement: vectors.NearestStatement, type: str | None,
+    *,
+    workspace_id: int,
+    scope: MemoryScope,
+    statement: vectors.NearestStatement,
+    type: str | None,
     layers: list[str],
 ) -> tuple[list[tuple[uuid.UUID, float]], list[Memory]]:
     """The neighbours (id, cosine) best first, and the readable memories among them in that order."""
@@ -236,9 +273,13 @@ def _nearest_loaded(
         condition, params["type"] = condition + " AND m.type = %(type)s", type
     if layers:
         condition, params["layers"] = condition + " AND m.layer = ANY(%(layers)s::text[])", list(layers)
-    sql = _NEAREST_LOADED_SQL.format(nearest=statement.sql, columns=selectors.MEMORY_COLUMNS,
-                                     unembedded=_UNEMBEDDED_SQL, readable=selectors.readable_sql(scope, params),
-                                     condition=condition)
+    sql = _NEAREST_LOADED_SQL.format(
+        nearest=statement.sql,
+        columns=selectors.MEMORY_COLUMNS,
+        unembedded=_UNEMBEDDED_SQL,
+        readable=selectors.readable_sql(scope, params),
+        condition=condition,
+    )
     rows = selectors.memories_from_sql(sql, params, prepared=statement.prepared)
     neighbours = [(row.near_id, float(row.near_similarity)) for row in rows]
     return neighbours, [row for row in rows if row.id is not None]
@@ -263,23 +304,48 @@ def _ranked(
     semantic: Candidates | None = None
     if requested != "lexical":
         query_vector = _vector_for(query=query, requested=requested, lexical=lexical)
-        semantic = _semantic_candidates(workspace_id=workspace_id, scope=scope, query_vector=query_vector,
-                                        depths={layer: depth}, type=type)
-    return _rank(workspace_id=workspace_id, scope=scope, query=query, requested=requested, limit=limit, type=type,
-                 layer=layer, lexical=lexical, semantic=semantic, exclude_rules=exclude_rules)
+        semantic = _semantic_candidates(
+            workspace_id=workspace_id,
+            scope=scope,
+            query_vector=query_vector,
+            depths={layer: depth},
+            type=type,
+        )
+    return _rank(
+        workspace_id=workspace_id,
+        scope=scope,
+        query=query,
+        requested=requested,
+        limit=limit,
+        type=type,
+        layer=layer,
+        lexical=lexical,
+        semantic=semantic,
+        exclude_rules=exclude_rules,
+    )
 
 
 def _rank(
-    *, workspace_id: int, scope: MemoryScope, query: str, requested: str, limit: int, type: str | None,
-    layer: str | None, lexical: list[Memory], semantic: Candidates | None, exclude_rules: bool,
+    *,
+    workspace_id: int,
+    scope: MemoryScope,
+    query: str,
+    requested: str,
+    limit: int,
+    type: str | None,
+    layer: str | None,
+    lexical: list[Memory],
+    semantic: Candidates | None,
+    exclude_rules: bool,
 ) -> SearchOutcome:
     """One ranking from fetched candidates. With several tiers, `semantic` holds every tier's vector candidates:
     this tier takes the first `depth` neighbours, as a search with its own limit would have found them."""
-    lexical = lexical[:_depth(requested, limit)]
+    lexical = lexical[: _depth(requested, limit)]
     if exclude_rules:
         lexical = [memory for memory in lexical if memory.type != Memory.Type.RULE]
-    outcome = SearchOutcome(memories=lexical[:limit], requested=requested, applied="lexical",
-                            lexical_candidates=len(lexical))
+    outcome = SearchOutcome(
+        memories=lexical[:limit], requested=requested, applied="lexical", lexical_candidates=len(lexical)
+    )
     if semantic is None:
         return outcome
 
@@ -291,8 +357,10 @@ def _rank(
         return fall_back("query_embedding_unavailable")
     if not semantic.neighbours:
         return fall_back("vectors_unavailable")
-    in_depth = {mid for mid, _ in semantic.neighbours[:_depth(requested, limit)]}
-    semantic_memories = [m for m in semantic.memories if m.id in in_depth and (layer is None or m.layer == layer)]
+    in_depth = {mid for mid, _ in semantic.neighbours[: _depth(requested, limit)]}
+    semantic_memories = [
+        m for m in semantic.memories if m.id in in_depth and (layer is None or m.layer == layer)
+    ]
     if exclude_rules:
         semantic_memories = [memory for memory in semantic_memories if memory.type != Memory.Type.RULE]
     outcome.semantic_candidates = len(semantic_memories)
@@ -332,7 +400,10 @@ def _min_max(values: dict[uuid.UUID, float]) -> dict[uuid.UUID, float]:
 
 
 def hybrid_fusion(
-    *, lexical: list[Memory], semantic: list[Memory], cosine: dict[uuid.UUID, float],
+    *,
+    lexical: list[Memory],
+    semantic: list[Memory],
+    cosine: dict[uuid.UUID, float],
     lexical_weight: float | None = None,
 ) -> list[tuple[Memory, float]]:
     """Weighted sum of the min-max-scaled BM25 and cosine scores of each side's candidates.
@@ -346,15 +417,22 @@ def hybrid_fusion(
     by_id: dict[uuid.UUID, Memory] = {m.id: m for m in semantic}
     by_id.update({m.id: m for m in lexical})
     scores = {
-        memory_id: weight * lexical_scores.get(memory_id, 0.0) + (1 - weight) * semantic_scores.get(memory_id, 0.0)
+        memory_id: weight * lexical_scores.get(memory_id, 0.0)
+        + (1 - weight) * semantic_scores.get(memory_id, 0.0)
         for memory_id in by_id
     }
     return _ordered(scores, by_id)
 
 
 def session_neighbour_lift(
-    fused: list[tuple[Memory, float]], *, workspace_id: int, scope: MemoryScope, type: str | None,
-    layer: str | None, exclude_rules: bool, weights: tuple[float, ...] | None = None,
+    fused: list[tuple[Memory, float]],
+    *,
+    workspace_id: int,
+    scope: MemoryScope,
+    type: str | None,
+    layer: str | None,
+    exclude_rules: bool,
+    weights: tuple[float, ...] | None = None,
     reply_weight: float | None = None,
 ) -> list[tuple[Memory, float]]:
     """Lift each memory by weights[d - 1] × the best score among the memories d turns before or after it in its
@@ -377,7 +455,12 @@ def session_neighbour_lift(
     scores = {memory.id: score for memory, score in fused}
     by_id = {memory.id: memory for memory, _ in fused}
     found = selectors.session_neighbours(
-        workspace_id=workspace_id, scope=scope, memory_ids=anchors, type=type, layer=layer, span=len(weights),
+        workspace_id=workspace_id,
+        scope=scope,
+        memory_ids=anchors,
+        type=type,
+        layer=layer,
+        span=len(weights),
     )
     reply = settings.SEARCH_REPLY_LIFT if reply_weight is None else reply_weight
     # best[(memory, d)]: the best weighted candidate score d turns away. Adjacency is symmetric, and every candidate
@@ -386,12 +469,15 @@ def session_neighbour_lift(
     for anchor_id, neighbour, distance in found:
         if exclude_rules and neighbour.type == Memory.Type.RULE:
             continue
-        weight = reply_lift_weight(by_id[anchor_id], neighbour, distance=distance, weights=weights, reply=reply)
+        weight = reply_lift_weight(
+            by_id[anchor_id], neighbour, distance=distance, weights=weights, reply=reply
+        )
         by_id.setdefault(neighbour.id, neighbour)
         key = (neighbour.id, distance)
         best[key] = max(best.get(key, 0.0), weight * scores[anchor_id])
     lifted = {
-        memory_id: scores.get(memory_id, 0.0) + sum(best.get((memory_id, d), 0.0) for d in range(1, len(weights) + 1))
+        memory_id: scores.get(memory_id, 0.0)
+        + sum(best.get((memory_id, d), 0.0) for d in range(1, len(weights) + 1))
         for memory_id in by_id
     }
     return _ordered(lifted, by_id)
@@ -403,8 +489,11 @@ def reply_lift_weight(
     """The lift `neighbour` gets from `anchor`: weights[distance - 1], or `reply` (when larger) for the turn right
     after a question, which is where its answer is. LoCoMo dev R@10 0.777 → 0.787 with 0.8 (bench/README.md)."""
     weight = weights[distance - 1]
-    if distance == 1 and reply > weight and is_question(anchor.content) and (
-        (neighbour.created_at, str(neighbour.id)) > (anchor.created_at, str(anchor.id))
+    if (
+        distance == 1
+        and reply > weight
+        and is_question(anchor.content)
+        and ((neighbour.created_at, str(neighbour.id)) > (anchor.created_at, str(anchor.id)))
     ):
         return reply
     return weight
@@ -418,7 +507,9 @@ def is_question(content: str) -> bool:
     return content.rstrip(_TRAILING_QUOTES).endswith("?")
 
 
-def question_damping(fused: list[tuple[Memory, float]], *, weight: float | None = None) -> list[tuple[Memory, float]]:
+def question_damping(
+    fused: list[tuple[Memory, float]], *, weight: float | None = None
+) -> list[tuple[Memory, float]]:
     """Multiply by (1 − weight) the score of memories that end with a question mark.
 
     A question repeats the words of the question asked about it ("What other hobbies do you have?" matches
@@ -505,7 +596,9 @@ def query_without_speakers(query: str, *, speakers: list[str]) -> str:
 def _ordered(scores: dict[uuid.UUID, float], by_id: dict[uuid.UUID, Memory]) -> list[tuple[Memory, float]]:
     # Ties: newer first, then id, so equal scores give the same order on every call. (A UUID sorts as its text
     # does: same width, dashes in the same places; comparing the UUIDs skips formatting them.)
-    ordered = sorted(scores.items(), key=lambda item: (-item[1], -by_id[item[0]].created_at.timestamp(), item[0]))
+    ordered = sorted(
+        scores.items(), key=lambda item: (-item[1], -by_id[item[0]].created_at.timestamp(), item[0])
+    )
     return [(by_id[memory_id], score) for memory_id, score in ordered]
 
 
@@ -522,8 +615,10 @@ def reciprocal_rank_fusion(rankings: list[list[Memory]], k: int = RRF_K) -> list
 
 # Memories still waiting for their vector (or whose embedding failed). Uncorrelated: as an EXISTS in a load, the
 # planner evaluates it once per statement.
-_UNEMBEDDED_SQL = ("SELECT 1 FROM pipeline_jobs j WHERE j.workspace_id = %(workspace_id)s AND j.kind = 'embed' "
-                   "AND j.status IN ('queued', 'processing', 'dead_letter')")
+_UNEMBEDDED_SQL = (
+    "SELECT 1 FROM pipeline_jobs j WHERE j.workspace_id = %(workspace_id)s AND j.kind = 'embed' "
+    "AND j.status IN ('queued', 'processing', 'dead_letter')"
+)
 
 
 def _has_unembedded_memories(workspace_id: int) -> bool:

@@ -75,7 +75,9 @@ def memory_get_writable(*, workspace_id: int, scope: MemoryScope, memory_id: str
     if parsed is None:
         return None
     return (
-        Memory.objects.filter(writable_q(scope), workspace_id=workspace_id, pk=parsed, deleted_at__isnull=True)
+        Memory.objects.filter(
+            writable_q(scope), workspace_id=workspace_id, pk=parsed, deleted_at__isnull=True
+        )
         .select_for_update()
         .first()
     )
@@ -101,7 +103,9 @@ def decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
         return moment, uuid.UUID(memory_id)
     except (ValueError, TypeError, binascii.Error, json.JSONDecodeError):
         raise ApiError(
-            400, "INVALID_CURSOR", "cursor is not one this API returned; pass nextCursor from the previous page."
+            400,
+            "INVALID_CURSOR",
+            "cursor is not one this API returned; pass nextCursor from the previous page.",
         ) from None
 
 
@@ -121,7 +125,9 @@ def memory_list(
     if layer:
         queryset = queryset.filter(layer=layer)
     if tag_substring:
-        queryset = queryset.extra(where=["array_to_string(tags, ',') LIKE %s"], params=[f"%{_like_escape(tag_substring)}%"])
+        queryset = queryset.extra(
+            where=["array_to_string(tags, ',') LIKE %s"], params=[f"%{_like_escape(tag_substring)}%"]
+        )
     if cursor:
         created_at, memory_id = decode_cursor(cursor)
         queryset = queryset.filter(Q(created_at__lt=created_at) | Q(created_at=created_at, id__lt=memory_id))
@@ -231,8 +237,8 @@ def _memory_from_values(names: tuple[str, ...], values: list[Any]) -> Memory:
 
 
 def _memory_from_db(names: tuple[str, ...], values: list[Any]) -> Memory:
-    memory = Memory.from_db("app", None, values[:len(_MEMORY_FIELDS)])
-    for name, value in zip(names[len(_MEMORY_FIELDS):], values[len(_MEMORY_FIELDS):], strict=True):
+    memory = Memory.from_db("app", None, values[: len(_MEMORY_FIELDS)])
+    for name, value in zip(names[len(_MEMORY_FIELDS) :], values[len(_MEMORY_FIELDS) :], strict=True):
         setattr(memory, name, value)
     return memory
 
@@ -242,8 +248,11 @@ def _plain_memory_fields() -> bool:
     """Whether setting a loaded Memory's attributes directly is what Model.__init__ would do: every field stores
     its value under its attname unchanged (no custom descriptor) and nothing listens to Memory's init signals."""
     plain = (DeferredAttribute, ForeignKeyDeferredAttribute)
-    return (all(type(Memory.__dict__.get(field.attname)) in plain for field in _MEMORY_FIELDS)
-            and not signals.pre_init.has_listeners(Memory) and not signals.post_init.has_listeners(Memory))
+    return (
+        all(type(Memory.__dict__.get(field.attname)) in plain for field in _MEMORY_FIELDS)
+        and not signals.pre_init.has_listeners(Memory)
+        and not signals.post_init.has_listeners(Memory)
+    )
 
 
 @functools.cache
@@ -264,14 +273,21 @@ def readable_sql(scope: MemoryScope, params: dict[str, Any]) -> str:
     """readable_q as SQL on alias m (its values put into params; the workspace is %(workspace_id)s). The hot
     reads of context/get use it: building and compiling the ORM's filter cost more CPU than the statements."""
     parts = _scope_sql(scope, params)
-    return ("m.workspace_id = %(workspace_id)s AND m.deleted_at IS NULL "
-            "AND (m.expires_at IS NULL OR m.expires_at > now()) "
-            f"AND {parts['user_rule']} AND {parts['project_rule']}")
+    return (
+        "m.workspace_id = %(workspace_id)s AND m.deleted_at IS NULL "
+        "AND (m.expires_at IS NULL OR m.expires_at > now()) "
+        f"AND {parts['user_rule']} AND {parts['project_rule']}"
+    )
 
 
 def memories_readable_by_ids(
-    *, workspace_id: int, scope: MemoryScope, ids: list[uuid.UUID], condition: str = "",
-    condition_params: dict[str, Any] | None = None, annotation: str = "",
+    *,
+    workspace_id: int,
+    scope: MemoryScope,
+    ids: list[uuid.UUID],
+    condition: str = "",
+    condition_params: dict[str, Any] | None = None,
+    annotation: str = "",
 ) -> dict[uuid.UUID, Memory]:
     """The readable memories among `ids`, by id. `condition` adds SQL on m (`AND …`, its values named in
     `condition_params`); `annotation` adds one select expression (`<sql> AS <name>`), read back as an attribute."""
@@ -279,8 +295,10 @@ def memories_readable_by_ids(
         return {}
     params: dict[str, Any] = {**(condition_params or {}), "workspace_id": workspace_id, "ids": list(ids)}
     extra = f", {annotation}" if annotation else ""
-    sql = (f"SELECT {MEMORY_COLUMNS}{extra} FROM memories m "
-           f"WHERE m.id = ANY(%(ids)s::uuid[]) AND {readable_sql(scope, params)} {condition}")
+    sql = (
+        f"SELECT {MEMORY_COLUMNS}{extra} FROM memories m "
+        f"WHERE m.id = ANY(%(ids)s::uuid[]) AND {readable_sql(scope, params)} {condition}"
+    )
     # Prepared: an id lookup plans the same whatever the ids (0.5 of its 1 ms of PostgreSQL CPU was planning).
     return {memory.id: memory for memory in memories_from_sql(sql, params, prepared=True)}
 
@@ -317,16 +335,18 @@ def memory_search_lexical_layers(
     as one call per layer would give. context/get ranks its working and long-term tiers this way."""
     if _uses_search_syntax(query) or len(depths) < 2:
         return {
-            layer: memory_search_lexical(workspace_id=workspace_id, scope=scope, query=query, type=None,
-                                         layer=layer, limit=limit)
+            layer: memory_search_lexical(
+                workspace_id=workspace_id, scope=scope, query=query, type=None, layer=layer, limit=limit
+            )
             for layer, limit in depths.items()
         }
     found = _bm25_layers(workspace_id=workspace_id, scope=scope, query=query, depths=depths)
     if any(found.values()) or _has_search_terms(query):
         return found
     return {
-        layer: memory_search_lexical(workspace_id=workspace_id, scope=scope, query=query, type=None, layer=layer,
-                                     limit=limit)
+        layer: memory_search_lexical(
+            workspace_id=workspace_id, scope=scope, query=query, type=None, layer=layer, limit=limit
+        )
         for layer, limit in depths.items()
     }
 
@@ -390,7 +410,9 @@ LIMIT %(limit)s
 BM25_POOL_FACTOR = 5  # memories scored per wanted result before the scope filter (retried unbounded if short)
 BM25_POOL_MIN = 200
 
-_STATS_CACHE: dict[int, tuple[float, float, float]] = {}  # workspace → (valid until, memory count, mean length)
+_STATS_CACHE: dict[
+    int, tuple[float, float, float]
+] = {}  # workspace → (valid until, memory count, mean length)
 _STATS_CACHE_MAX = 10_000
 
 
@@ -447,8 +469,10 @@ def _document_frequencies(workspace_id: int, lexemes: list[str]) -> Frequencies:
             # A stale count only shifts a word's weight. A zero is remembered too, but only to skip this round
             # trip: the BM25 statement counts it again (see _WEIGHTS_SQL), so a new memory's word is never hidden.
             _DF_CACHE[(workspace_id, lexeme)] = (now + settings.SEARCH_BM25_STATS_SECONDS, known[lexeme])
-    return Frequencies(known=[(lexeme, known[lexeme]) for lexeme in lexemes if known[lexeme] > 0],
-                       recheck=[lexeme for lexeme in lexemes if known[lexeme] == 0])
+    return Frequencies(
+        known=[(lexeme, known[lexeme]) for lexeme in lexemes if known[lexeme] > 0],
+        recheck=[lexeme for lexeme in lexemes if known[lexeme] == 0],
+    )
 
 
 # The lexemes of a query text and whether it has search terms depend on the text alone (the 'english'
@@ -481,7 +505,9 @@ def _bm25_params(*, workspace_id: int, frequencies: Frequencies, limit: int) -> 
     count = max(count, max((frequency for _, frequency in frequencies.known), default=0), 1.0)
     return {
         "lexemes": [lexeme for lexeme, _ in frequencies.known],
-        "idfs": [math.log(1 + (count - frequency + 0.5) / (frequency + 0.5)) for _, frequency in frequencies.known],
+        "idfs": [
+            math.log(1 + (count - frequency + 0.5) / (frequency + 0.5)) for _, frequency in frequencies.known
+        ],
         "recheck": frequencies.recheck,
         "count": count,
         "avgdl": max(mean_length, 1.0),
@@ -496,7 +522,10 @@ def _bm25(*, workspace_id: int, params: dict[str, Any], parts: dict[str, str]) -
     frequencies = _document_frequencies(workspace_id, _query_lexemes(params["query"]))
     if not frequencies:
         return []
-    params = {**params, **_bm25_params(workspace_id=workspace_id, frequencies=frequencies, limit=params["limit"])}
+    params = {
+        **params,
+        **_bm25_params(workspace_id=workspace_id, frequencies=frequencies, limit=params["limit"]),
+    }
     sql = _BM25_SQL.format(**parts, weights=_WEIGHTS_SQL)
     rows = memories_from_sql(sql, params)
     if len(rows) < params["limit"] and sum(frequency for _, frequency in frequencies.known) > params["pool"]:
@@ -563,8 +592,11 @@ def _bm25_layers(
             small = layer in SMALL_LAYERS
             source = "pool" if bounded and not small else "scored"
             narrow = _SMALL_LAYER_NARROW.format(layer=_layer_literal(layer), **parts) if small else ""
-            branches.append(_BM25_LAYER_BRANCH.format(source=source, i=i, narrow=narrow, layer=_layer_literal(layer),
-                                                      **parts))
+            branches.append(
+                _BM25_LAYER_BRANCH.format(
+                    source=source, i=i, narrow=narrow, layer=_layer_literal(layer), **parts
+                )
+            )
         sql = _BM25_LAYERS_SQL.format(weights=_WEIGHTS_SQL, branches=" UNION ALL ".join(branches))
         rows = memories_from_sql(sql, params, prepared=True)
         for layer in layers:
@@ -609,7 +641,11 @@ def pipeline_status(*, workspace_id: int, memory_ids: list[uuid.UUID]) -> dict[u
         "memory_id", "kind", "status", "attempts", "last_error_code"
     )
     for memory_id, kind, status, attempts, error_code in rows:
-        steps.setdefault(memory_id, {})[kind] = {"status": status, "attempts": attempts, "lastErrorCode": error_code}
+        steps.setdefault(memory_id, {})[kind] = {
+            "status": status,
+            "attempts": attempts,
+            "lastErrorCode": error_code,
+        }
     return {
         memory_id: {
             "status": next(s for s in _STATUS_ORDER if any(step["status"] == s for step in by_kind.values())),
@@ -621,7 +657,10 @@ def pipeline_status(*, workspace_id: int, memory_ids: list[uuid.UUID]) -> dict[u
 
 def just_queued_pipeline() -> dict[str, Any]:
     """The pipeline of a memory written a moment ago, known without asking the database."""
-    return {"status": "queued", "steps": {"embed": {"status": "queued", "attempts": 0, "lastErrorCode": None}}}
+    return {
+        "status": "queued",
+        "steps": {"embed": {"status": "queued", "attempts": 0, "lastErrorCode": None}},
+    }
 
 
 def memory_payloads(*, workspace_id: int, memories: list[Memory]) -> list[dict[str, Any]]:
@@ -729,7 +768,12 @@ WHERE a.workspace_id = %(workspace_id)s AND a.id = ANY(%(ids)s) AND a.metadata ?
 
 
 def session_neighbours(
-    *, workspace_id: int, scope: MemoryScope, memory_ids: list[uuid.UUID], type: str | None, layer: str | None,
+    *,
+    workspace_id: int,
+    scope: MemoryScope,
+    memory_ids: list[uuid.UUID],
+    type: str | None,
+    layer: str | None,
     span: int = 1,
 ) -> list[tuple[uuid.UUID, Memory, int]]:
     """(memory id, neighbour, distance) for the `span` readable memories before and the `span` after each given
@@ -741,6 +785,7 @@ def session_neighbours(
     extra = _type_layer_sql(params, type=type, layer=layer)
     sql = _SESSION_NEIGHBOURS_SQL.format(**_scope_sql(scope, params), extra=extra)
     return [(row.anchor_id, row, int(row.distance)) for row in memories_from_sql(sql, params)]
+
 
 # --- hygiene settings and admission counters (issue #10) ------------------------------------------------------
 
@@ -763,10 +808,16 @@ def memory_settings_get(*, workspace_id: int) -> HygieneSettings:
         redact_credentials=row.redact_credentials if row else settings.MEMORY_REDACT_CREDENTIALS,
         scrub_at_rest=row.scrub_at_rest if row else False,
         admission_enabled=row.admission_enabled if row else False,
-        admission_threshold=(row.admission_threshold if row and row.admission_threshold is not None
-                             else settings.MEMORY_ADMISSION_THRESHOLD),
-        importance_weight=(row.importance_weight if row and row.importance_weight is not None
-                           else settings.MEMORY_IMPORTANCE_WEIGHT),
+        admission_threshold=(
+            row.admission_threshold
+            if row and row.admission_threshold is not None
+            else settings.MEMORY_ADMISSION_THRESHOLD
+        ),
+        importance_weight=(
+            row.importance_weight
+            if row and row.importance_weight is not None
+            else settings.MEMORY_IMPORTANCE_WEIGHT
+        ),
     )
 
 
@@ -813,7 +864,9 @@ def admission_status(*, workspace_id: int) -> dict[str, Any]:
     """What graph/status shows of admission control: on/off and the decisions counted so far."""
     from memories.models import AdmissionCount
 
-    rows = list(AdmissionCount.objects.filter(workspace_id=workspace_id).values("admitted", "reason", "count"))
+    rows = list(
+        AdmissionCount.objects.filter(workspace_id=workspace_id).values("admitted", "reason", "count")
+    )
     return {
         "enabled": memory_settings_get(workspace_id=workspace_id).admission_enabled,
         "admitted": sum(r["count"] for r in rows if r["admitted"]),

@@ -58,7 +58,9 @@ def memory_add(
     if scrub_at_rest:
         content = scrub_secrets(content)
     if importance is None:
-        importance = hygiene.importance_score(content=content, memory_type=type, role=hygiene.memory_role(metadata))
+        importance = hygiene.importance_score(
+            content=content, memory_type=type, role=hygiene.memory_role(metadata)
+        )
     memory = Memory.objects.create(
         workspace_id=workspace_id,
         content=content,
@@ -85,7 +87,13 @@ def working_memory_compact(*, workspace_id: int, user_id: str | None) -> list[uu
     """Forget a user's expired working memories and all but the newest N (WORKING_MEMORY_MAX_ITEMS_PER_USER)."""
     now = timezone.now()
     user_rule = "user_id = %s" if user_id else "user_id IS NULL"
-    params: list[Any] = [now, workspace_id, *([user_id] if user_id else []), now, settings.WORKING_MEMORY_MAX_ITEMS_PER_USER]
+    params: list[Any] = [
+        now,
+        workspace_id,
+        *([user_id] if user_id else []),
+        now,
+        settings.WORKING_MEMORY_MAX_ITEMS_PER_USER,
+    ]
     sql = f"""
         UPDATE memories SET deleted_at = %s
         WHERE id IN (
@@ -111,7 +119,12 @@ _EDITABLE = ("content", "type", "layer", "tags", "paths", "category", "metadata"
 
 
 def memory_edit(
-    *, workspace_id: int, scope: MemoryScope, memory_id: str, changes: dict[str, Any], scrub_at_rest: bool = False
+    *,
+    workspace_id: int,
+    scope: MemoryScope,
+    memory_id: str,
+    changes: dict[str, Any],
+    scrub_at_rest: bool = False,
 ) -> Memory:
     """Apply the fields present in `changes` (memories-sh.md §1.4 edit rules)."""
     unknown = set(changes) - set(_EDITABLE)
@@ -119,8 +132,10 @@ def memory_edit(
         raise ValueError(f"not editable: {sorted(unknown)}")
     if not changes:
         raise ApiError(
-            400, "INVALID_REQUEST", "Nothing to change: send at least one of content, type, layer, tags, paths, "
-            "category, metadata or embeddingModel."
+            400,
+            "INVALID_REQUEST",
+            "Nothing to change: send at least one of content, type, layer, tags, paths, "
+            "category, metadata or embeddingModel.",
         )
     memory = selectors.memory_get_writable(workspace_id=workspace_id, scope=scope, memory_id=memory_id)
     if memory is None:
@@ -223,15 +238,21 @@ def memory_bulk_forget(
     *, workspace_id: int, scope: MemoryScope, filters: BulkFilters, dry_run: bool
 ) -> dict[str, Any]:
     matching = Memory.objects.filter(
-        selectors.writable_q(scope), bulk_filters_q(filters), workspace_id=workspace_id, deleted_at__isnull=True
+        selectors.writable_q(scope),
+        bulk_filters_q(filters),
+        workspace_id=workspace_id,
+        deleted_at__isnull=True,
     )
     if dry_run:
         total = matching.count()
-        preview = matching.order_by("-created_at", "-id").values("id", "type", "content")[:BULK_DRY_RUN_PREVIEW_LIMIT]
+        preview = matching.order_by("-created_at", "-id").values("id", "type", "content")[
+            :BULK_DRY_RUN_PREVIEW_LIMIT
+        ]
         return {
             "count": total,
             "memories": [
-                {"id": str(row["id"]), "type": row["type"], "contentPreview": row["content"][:80]} for row in preview
+                {"id": str(row["id"]), "type": row["type"], "contentPreview": row["content"][:80]}
+                for row in preview
             ],
             "message": f"{total} memories would be forgotten.",
         }
@@ -255,7 +276,9 @@ def memory_vacuum(
 ) -> int:
     """Delete forgotten memories for good, in batches, within the caller's write scope."""
     purged = 0
-    forgotten = Memory.objects.filter(selectors.writable_q(scope), workspace_id=workspace_id, deleted_at__isnull=False)
+    forgotten = Memory.objects.filter(
+        selectors.writable_q(scope), workspace_id=workspace_id, deleted_at__isnull=False
+    )
     while purged < VACUUM_MAX_PER_CALL:
         batch = list(forgotten.values_list("id", flat=True)[:BULK_BATCH_SIZE])
         if not batch:
@@ -271,7 +294,9 @@ def memory_vacuum(
 
 
 def request_fingerprint(body: Any) -> str:
-    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":"), default=str).encode()).hexdigest()
+    return hashlib.sha256(
+        json.dumps(body, sort_keys=True, separators=(",", ":"), default=str).encode()
+    ).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -312,7 +337,9 @@ def idempotency_claim(*, workspace_id: int, user_id: int, key: str, request_hash
             f"{settings.IDEMPOTENCY_TTL_HOURS} h. Use a new key for a new request.",
             details={"idempotencyKey": key},
         )
-    return IdempotencyClaim(record_id=None, replay_status=record.response_status, replay_data=record.response_data)
+    return IdempotencyClaim(
+        record_id=None, replay_status=record.response_status, replay_data=record.response_data
+    )
 
 
 def idempotency_complete(*, record_id: int, status: int, data: Any) -> None:
@@ -321,8 +348,13 @@ def idempotency_complete(*, record_id: int, status: int, data: Any) -> None:
 
 # --- hygiene: settings, admission counters, consolidation (issue #10) -----------------------------------------
 
-_SETTINGS_FIELDS = ("redact_credentials", "scrub_at_rest", "admission_enabled", "admission_threshold",
-                    "importance_weight")
+_SETTINGS_FIELDS = (
+    "redact_credentials",
+    "scrub_at_rest",
+    "admission_enabled",
+    "admission_threshold",
+    "importance_weight",
+)
 
 
 def memory_settings_update(*, workspace_id: int, changes: dict[str, Any]) -> MemorySettings:
@@ -399,8 +431,13 @@ def memory_consolidate(
     )
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for row in rows:  # newest first, so each group's first row is its winner
-        key = (row["scope"], row["project_id"], row["user_id"], row["type"],
-               hygiene.upsert_key(content=row["content"], category=row["category"]))
+        key = (
+            row["scope"],
+            row["project_id"],
+            row["user_id"],
+            row["type"],
+            hygiene.upsert_key(content=row["content"], category=row["category"]),
+        )
         groups.setdefault(key, []).append(row)
     winners: list[uuid.UUID] = []
     superseded: list[tuple[uuid.UUID, uuid.UUID]] = []

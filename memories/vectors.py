@@ -117,7 +117,8 @@ def stored_vector(*, workspace_id: int, memory_id: uuid.UUID, model: str) -> np.
 def embeddings_delete(*, workspace_id: int, memory_ids: list[uuid.UUID]) -> None:
     with connections["app"].cursor() as cursor:
         cursor.execute(
-            "DELETE FROM memory_embeddings WHERE workspace_id = %s AND memory_id = ANY(%s)", [workspace_id, memory_ids]
+            "DELETE FROM memory_embeddings WHERE workspace_id = %s AND memory_id = ANY(%s)",
+            [workspace_id, memory_ids],
         )
 
 
@@ -212,7 +213,9 @@ def _scope_filter(scope: VectorScope, *, exclude: bool) -> str:
     return " AND ".join(clauses)
 
 
-def _indexed_search_setup(cursor: CursorWrapper, *, workspace_id: int, dimension: int, scope: VectorScope) -> int:
+def _indexed_search_setup(
+    cursor: CursorWrapper, *, workspace_id: int, dimension: int, scope: VectorScope
+) -> int:
     """Set this transaction's search parameters and count the rows the scope can see, in one round trip.
 
     The count stops at VECTOR_EXACT_MAX_SCOPED_ROWS + 1 (the caller only needs to know whether it is over) and
@@ -268,7 +271,11 @@ def search_settings_ensure(sender: object, connection: Any, **kwargs: object) ->
     settings, a search of a wide scope whose size is already known needs no set-up round trip
     (_indexed_search_setup). Only with GRAPH_PREPARED_STATEMENTS, which already assumes one server session per
     connection: behind a pooler in transaction mode the per-search settings stay the only ones."""
-    if connection.alias != "app" or connection.vendor != "postgresql" or not settings.GRAPH_PREPARED_STATEMENTS:
+    if (
+        connection.alias != "app"
+        or connection.vendor != "postgresql"
+        or not settings.GRAPH_PREPARED_STATEMENTS
+    ):
         return
     with connection.cursor() as cursor:
         cursor.execute(
@@ -303,8 +310,9 @@ def nearest(
     exclude: uuid.UUID | None = None,
 ) -> list[tuple[uuid.UUID, float]]:
     """The `limit` memories closest to `query` (cosine similarity, best first) within the read scope."""
-    statement = nearest_statement(workspace_id=workspace_id, model=model, query=query, scope=scope, limit=limit,
-                                  exclude=exclude)
+    statement = nearest_statement(
+        workspace_id=workspace_id, model=model, query=query, scope=scope, limit=limit, exclude=exclude
+    )
     with prepared_cursor() if statement.prepared else connections["app"].cursor() as cursor:
         cursor.execute(statement.sql, statement.params)
         return [(row[0], float(row[1])) for row in cursor.fetchall()]
@@ -362,7 +370,9 @@ def nearest_statement(
                 f"WHERE {rows} AND {user} AND {scope_filter}"
                 for user in _user_conditions(scope)
             )
-            candidates = f"SELECT memory_id, distance FROM ({branches}) visible ORDER BY distance LIMIT %(limit)s"
+            candidates = (
+                f"SELECT memory_id, distance FROM ({branches}) visible ORDER BY distance LIMIT %(limit)s"
+            )
         else:
             candidates = f"""
                 SELECT e.memory_id, {distance} AS distance FROM memory_embeddings e
@@ -377,7 +387,8 @@ def nearest_statement(
     # bound instead, the generic plan cannot know the workspace is small and may scan the whole table.
     return NearestStatement(
         f"SELECT memory_id, 1 - distance AS similarity, distance FROM ({candidates}) candidates ORDER BY distance",
-        params, prepared=visible is not None,
+        params,
+        prepared=visible is not None,
     )
 
 
@@ -427,10 +438,14 @@ def hnsw_index_ensure(*, workspace_id: int, dimension: int) -> bool:
                     continue
                 if row:
                     cursor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {index}")  # a failed earlier build
-                cursor.execute(f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {index} ON memory_embeddings {definition}")
+                cursor.execute(
+                    f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {index} ON memory_embeddings {definition}"
+                )
                 logger.info("built %s", index)
             # The float4 HNSW index of earlier versions: searches no longer use it, writes would still pay for it.
-            cursor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {_legacy_hnsw_index_name(workspace_id, dimension)}")
+            cursor.execute(
+                f"DROP INDEX CONCURRENTLY IF EXISTS {_legacy_hnsw_index_name(workspace_id, dimension)}"
+            )
             return True
         finally:
             cursor.execute("SELECT pg_advisory_unlock(hashtext(%s))", [name])
@@ -470,10 +485,14 @@ def neighbours_of_memories(
         for dimension in dimensions:
             workspace_sql, dimension_sql = int(workspace_id), int(dimension)
             if hnsw_index_ready(workspace_id=workspace_id, dimension=dimension):
-                cursor.execute("SELECT set_config('hnsw.ef_search', %s, true)", [str(settings.VECTOR_HNSW_EF_SEARCH)])
+                cursor.execute(
+                    "SELECT set_config('hnsw.ef_search', %s, true)", [str(settings.VECTOR_HNSW_EF_SEARCH)]
+                )
                 cursor.execute("SELECT set_config('hnsw.iterative_scan', 'strict_order', true)")
-                cursor.execute("SELECT set_config('hnsw.max_scan_tuples', %s, true)",
-                               [str(settings.VECTOR_HNSW_MAX_SCAN)])
+                cursor.execute(
+                    "SELECT set_config('hnsw.max_scan_tuples', %s, true)",
+                    [str(settings.VECTOR_HNSW_MAX_SCAN)],
+                )
                 order = hnsw_order(dimension_sql, "e.embedding", "q.embedding")
             else:
                 order = "e.embedding <=> q.embedding"
@@ -503,7 +522,9 @@ def neighbours_of_memories(
     return result
 
 
-def stored_vectors(*, workspace_id: int, memory_ids: list[uuid.UUID], model: str) -> dict[uuid.UUID, np.ndarray]:
+def stored_vectors(
+    *, workspace_id: int, memory_ids: list[uuid.UUID], model: str
+) -> dict[uuid.UUID, np.ndarray]:
     """Stored vectors of several memories (MMR needs the candidates' vectors)."""
     if not memory_ids:
         return {}

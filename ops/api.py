@@ -26,13 +26,16 @@ NDJSON = "application/x-ndjson"
     description="Streams the workspace — memories, optional vectors, graph nodes, edges, memory links, entity "
     "aliases, communities, rollout, graph and memory settings — as one JSON object per line: a header (format, version) first, "
     "a trailer with per-kind counts last. Import it with workspace/import or `manage.py workspace_import`.",
-    openapi_extra={"responses": {200: {"description": "JSON Lines", "content": {NDJSON: {"schema": {
-        "type": "string"}}}}}},
+    openapi_extra={
+        "responses": {200: {"description": "JSON Lines", "content": {NDJSON: {"schema": {"type": "string"}}}}}
+    },
 )
 def workspace_export(request: HttpRequest, payload: ExportIn) -> StreamingHttpResponse:
     workspace_id, _ = resolve_scope(request, payload.scope)
     response = StreamingHttpResponse(
-        export.workspace_export_lines(workspace_id=workspace_id, include_embeddings=payload.includeEmbeddings),
+        export.workspace_export_lines(
+            workspace_id=workspace_id, include_embeddings=payload.includeEmbeddings
+        ),
         content_type=NDJSON,
     )
     response["Content-Disposition"] = f'attachment; filename="cairn-workspace-{workspace_id}.jsonl"'

@@ -85,90 +85,189 @@ def workspace_export_records(*, workspace_id: int, include_embeddings: bool) -> 
                 "sourceWorkspaceId": workspace_id,
                 "includesEmbeddings": include_embeddings,
             }
-            for row in _rows("SELECT mode, autopilot_enabled FROM rollout_configs WHERE workspace_id = %s", ws):
+            for row in _rows(
+                "SELECT mode, autopilot_enabled FROM rollout_configs WHERE workspace_id = %s", ws
+            ):
                 yield emit("rollout", {"mode": row["mode"], "autopilotEnabled": row["autopilot_enabled"]})
-            for row in _rows("SELECT default_strategy, default_autopilot_enabled FROM retrieval_policies "
-                             "WHERE workspace_id = %s", ws):
-                yield emit("retrieval_policy", {"defaultStrategy": row["default_strategy"],
-                                                "autopilotEnabled": row["default_autopilot_enabled"]})
-            for row in _rows("SELECT llm_daily_token_budget, recall_strategy, decay_rate, decay_rates, max_entities "
-                             "FROM graph_settings WHERE workspace_id = %s", ws):
-                yield emit("graph_settings", {
-                    "llmDailyTokenBudget": row["llm_daily_token_budget"], "recallStrategy": row["recall_strategy"],
-                    "decayRate": row["decay_rate"], "decayRates": _object(row["decay_rates"]),
-                    "maxEntities": row["max_entities"],
-                })
-            for row in _rows("SELECT redact_credentials, scrub_at_rest, admission_enabled, admission_threshold, "
-                             "importance_weight FROM memory_settings WHERE workspace_id = %s", ws):
-                yield emit("memory_settings", {
-                    "redactCredentials": row["redact_credentials"], "scrubAtRest": row["scrub_at_rest"],
-                    "admissionEnabled": row["admission_enabled"], "admissionThreshold": row["admission_threshold"],
-                    "importanceWeight": row["importance_weight"],
-                })
+            for row in _rows(
+                "SELECT default_strategy, default_autopilot_enabled FROM retrieval_policies "
+                "WHERE workspace_id = %s",
+                ws,
+            ):
+                yield emit(
+                    "retrieval_policy",
+                    {
+                        "defaultStrategy": row["default_strategy"],
+                        "autopilotEnabled": row["default_autopilot_enabled"],
+                    },
+                )
+            for row in _rows(
+                "SELECT llm_daily_token_budget, recall_strategy, decay_rate, decay_rates, max_entities "
+                "FROM graph_settings WHERE workspace_id = %s",
+                ws,
+            ):
+                yield emit(
+                    "graph_settings",
+                    {
+                        "llmDailyTokenBudget": row["llm_daily_token_budget"],
+                        "recallStrategy": row["recall_strategy"],
+                        "decayRate": row["decay_rate"],
+                        "decayRates": _object(row["decay_rates"]),
+                        "maxEntities": row["max_entities"],
+                    },
+                )
+            for row in _rows(
+                "SELECT redact_credentials, scrub_at_rest, admission_enabled, admission_threshold, "
+                "importance_weight FROM memory_settings WHERE workspace_id = %s",
+                ws,
+            ):
+                yield emit(
+                    "memory_settings",
+                    {
+                        "redactCredentials": row["redact_credentials"],
+                        "scrubAtRest": row["scrub_at_rest"],
+                        "admissionEnabled": row["admission_enabled"],
+                        "admissionThreshold": row["admission_threshold"],
+                        "importanceWeight": row["importance_weight"],
+                    },
+                )
             for row in _rows(
                 """SELECT id, content, type, layer, scope, project_id, user_id, tags, paths, category, metadata,
                           embedding_model, injection_flags, expires_at, created_at, updated_at, deleted_at,
                           importance, superseded_by
-                   FROM memories WHERE workspace_id = %s ORDER BY created_at, id""", ws):
-                yield emit("memory", {
-                    "id": str(row["id"]), "content": row["content"], "type": row["type"], "layer": row["layer"],
-                    "scope": row["scope"], "projectId": row["project_id"], "userId": row["user_id"],
-                    "tags": row["tags"], "paths": row["paths"], "category": row["category"],
-                    "metadata": row["metadata"] if not isinstance(row["metadata"], str) else json.loads(row["metadata"]),
-                    "embeddingModel": row["embedding_model"], "injectionFlags": row["injection_flags"],
-                    "expiresAt": _iso(row["expires_at"]), "createdAt": _iso(row["created_at"]),
-                    "updatedAt": _iso(row["updated_at"]), "deletedAt": _iso(row["deleted_at"]),
-                    "importance": row["importance"],
-                    "supersededBy": str(row["superseded_by"]) if row["superseded_by"] else None,
-                })
+                   FROM memories WHERE workspace_id = %s ORDER BY created_at, id""",
+                ws,
+            ):
+                yield emit(
+                    "memory",
+                    {
+                        "id": str(row["id"]),
+                        "content": row["content"],
+                        "type": row["type"],
+                        "layer": row["layer"],
+                        "scope": row["scope"],
+                        "projectId": row["project_id"],
+                        "userId": row["user_id"],
+                        "tags": row["tags"],
+                        "paths": row["paths"],
+                        "category": row["category"],
+                        "metadata": row["metadata"]
+                        if not isinstance(row["metadata"], str)
+                        else json.loads(row["metadata"]),
+                        "embeddingModel": row["embedding_model"],
+                        "injectionFlags": row["injection_flags"],
+                        "expiresAt": _iso(row["expires_at"]),
+                        "createdAt": _iso(row["created_at"]),
+                        "updatedAt": _iso(row["updated_at"]),
+                        "deletedAt": _iso(row["deleted_at"]),
+                        "importance": row["importance"],
+                        "supersededBy": str(row["superseded_by"]) if row["superseded_by"] else None,
+                    },
+                )
             if include_embeddings:
-                for row in _rows("SELECT memory_id, model, dimension, embedding::text AS v, content_sha256 "
-                                 "FROM memory_embeddings WHERE workspace_id = %s ORDER BY id", ws):
-                    yield emit("embedding", {"memoryId": str(row["memory_id"]), "model": row["model"],
-                                             "dimension": row["dimension"], "vector": json.loads(row["v"]),
-                                             "contentSha256": row["content_sha256"]})
-            for row in _rows("SELECT c.id, c.name, c.summary, c.fingerprint, ARRAY(SELECT m.node_id "
-                             "FROM graph_community_members m WHERE m.workspace_id = c.workspace_id "
-                             "AND m.community_id = c.id ORDER BY m.node_id) AS member_node_ids "
-                             "FROM graph_communities c WHERE c.workspace_id = %s ORDER BY c.id", ws):
-                yield emit("community", {"id": row["id"], "name": row["name"], "summary": row["summary"],
-                                         "memberNodeIds": row["member_node_ids"], "fingerprint": row["fingerprint"]})
+                for row in _rows(
+                    "SELECT memory_id, model, dimension, embedding::text AS v, content_sha256 "
+                    "FROM memory_embeddings WHERE workspace_id = %s ORDER BY id",
+                    ws,
+                ):
+                    yield emit(
+                        "embedding",
+                        {
+                            "memoryId": str(row["memory_id"]),
+                            "model": row["model"],
+                            "dimension": row["dimension"],
+                            "vector": json.loads(row["v"]),
+                            "contentSha256": row["content_sha256"],
+                        },
+                    )
+            for row in _rows(
+                "SELECT c.id, c.name, c.summary, c.fingerprint, ARRAY(SELECT m.node_id "
+                "FROM graph_community_members m WHERE m.workspace_id = c.workspace_id "
+                "AND m.community_id = c.id ORDER BY m.node_id) AS member_node_ids "
+                "FROM graph_communities c WHERE c.workspace_id = %s ORDER BY c.id",
+                ws,
+            ):
+                yield emit(
+                    "community",
+                    {
+                        "id": row["id"],
+                        "name": row["name"],
+                        "summary": row["summary"],
+                        "memberNodeIds": row["member_node_ids"],
+                        "fingerprint": row["fingerprint"],
+                    },
+                )
             embedding_column = "embedding::text" if include_embeddings else "NULL::text"
             for row in _rows(
                 f"""SELECT id, node_type, node_key, label, metadata, summary, {embedding_column} AS v,
                            embedding_model, first_seen_at, last_seen_at, mention_count, m.community_id
                     FROM graph_nodes n
                     LEFT JOIN graph_community_members m ON m.workspace_id = n.workspace_id AND m.node_id = n.id
-                    WHERE n.workspace_id = %s ORDER BY id""", ws):
-                yield emit("node", {
-                    "id": row["id"], "nodeType": row["node_type"], "nodeKey": row["node_key"], "label": row["label"],
-                    "metadata": row["metadata"], "summary": row["summary"],
-                    "embedding": json.loads(row["v"]) if row["v"] else None,
-                    "embeddingModel": row["embedding_model"] if row["v"] else None,
-                    "firstSeenAt": _iso(row["first_seen_at"]), "lastSeenAt": _iso(row["last_seen_at"]),
-                    "mentionCount": row["mention_count"], "communityId": row["community_id"],
-                })
-            for row in _rows("SELECT node_id, alias FROM graph_entity_aliases WHERE workspace_id = %s ORDER BY id", ws):
+                    WHERE n.workspace_id = %s ORDER BY id""",
+                ws,
+            ):
+                yield emit(
+                    "node",
+                    {
+                        "id": row["id"],
+                        "nodeType": row["node_type"],
+                        "nodeKey": row["node_key"],
+                        "label": row["label"],
+                        "metadata": row["metadata"],
+                        "summary": row["summary"],
+                        "embedding": json.loads(row["v"]) if row["v"] else None,
+                        "embeddingModel": row["embedding_model"] if row["v"] else None,
+                        "firstSeenAt": _iso(row["first_seen_at"]),
+                        "lastSeenAt": _iso(row["last_seen_at"]),
+                        "mentionCount": row["mention_count"],
+                        "communityId": row["community_id"],
+                    },
+                )
+            for row in _rows(
+                "SELECT node_id, alias FROM graph_entity_aliases WHERE workspace_id = %s ORDER BY id", ws
+            ):
                 yield emit("alias", {"nodeId": row["node_id"], "alias": row["alias"]})
             for row in _rows(
                 """SELECT id, edge_key, from_node_id, to_node_id, edge_type, edge_class, weight, confidence, fact,
                           evidence_memory_id, evidence_text, origin, valid_from, valid_to, created_at, expired_at,
                           expires_at, last_observed_at, superseded_by_id, metadata
-                   FROM graph_edges WHERE workspace_id = %s ORDER BY id""", ws):
-                yield emit("edge", {
-                    "id": row["id"], "edgeKey": row["edge_key"], "fromNodeId": row["from_node_id"],
-                    "toNodeId": row["to_node_id"], "edgeType": row["edge_type"], "edgeClass": row["edge_class"],
-                    "weight": row["weight"], "confidence": row["confidence"], "fact": row["fact"],
-                    "evidenceMemoryId": str(row["evidence_memory_id"]) if row["evidence_memory_id"] else None,
-                    "evidenceText": row["evidence_text"], "origin": row["origin"],
-                    "validFrom": _iso(row["valid_from"]), "validTo": _iso(row["valid_to"]),
-                    "createdAt": _iso(row["created_at"]), "expiredAt": _iso(row["expired_at"]),
-                    "expiresAt": _iso(row["expires_at"]), "lastObservedAt": _iso(row["last_observed_at"]),
-                    "supersededById": row["superseded_by_id"], "metadata": row["metadata"],
-                })
-            for row in _rows("SELECT memory_id, node_id, role FROM memory_node_links WHERE workspace_id = %s "
-                             "ORDER BY id", ws):
-                yield emit("link", {"memoryId": str(row["memory_id"]), "nodeId": row["node_id"], "role": row["role"]})
+                   FROM graph_edges WHERE workspace_id = %s ORDER BY id""",
+                ws,
+            ):
+                yield emit(
+                    "edge",
+                    {
+                        "id": row["id"],
+                        "edgeKey": row["edge_key"],
+                        "fromNodeId": row["from_node_id"],
+                        "toNodeId": row["to_node_id"],
+                        "edgeType": row["edge_type"],
+                        "edgeClass": row["edge_class"],
+                        "weight": row["weight"],
+                        "confidence": row["confidence"],
+                        "fact": row["fact"],
+                        "evidenceMemoryId": str(row["evidence_memory_id"])
+                        if row["evidence_memory_id"]
+                        else None,
+                        "evidenceText": row["evidence_text"],
+                        "origin": row["origin"],
+                        "validFrom": _iso(row["valid_from"]),
+                        "validTo": _iso(row["valid_to"]),
+                        "createdAt": _iso(row["created_at"]),
+                        "expiredAt": _iso(row["expired_at"]),
+                        "expiresAt": _iso(row["expires_at"]),
+                        "lastObservedAt": _iso(row["last_observed_at"]),
+                        "supersededById": row["superseded_by_id"],
+                        "metadata": row["metadata"],
+                    },
+                )
+            for row in _rows(
+                "SELECT memory_id, node_id, role FROM memory_node_links WHERE workspace_id = %s ORDER BY id",
+                ws,
+            ):
+                yield emit(
+                    "link", {"memoryId": str(row["memory_id"]), "nodeId": row["node_id"], "role": row["role"]}
+                )
             yield {"kind": "trailer", "counts": counts}
 
 

@@ -7,8 +7,17 @@ import logging
 from datetime import UTC, datetime
 
 # Only these attributes of a record are copied: an arbitrary `extra` could carry a body or a secret.
-CONTEXT_FIELDS = ("request_id", "workspace_id", "key_prefix", "route", "method", "status", "duration_ms",
-                  "job_kind", "job_id")
+CONTEXT_FIELDS = (
+    "request_id",
+    "workspace_id",
+    "key_prefix",
+    "route",
+    "method",
+    "status",
+    "duration_ms",
+    "job_kind",
+    "job_id",
+)
 
 
 class JsonFormatter(logging.Formatter):

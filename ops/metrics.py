@@ -97,20 +97,28 @@ class DatabaseCollector(Collector):
                 """
             )
             ready, delayed, oldest = cursor.fetchone()
-            cursor.execute("SELECT coalesce(extract(epoch FROM now() - max(seen_at)), -1), count(*) "
-                           "FROM ops_worker_heartbeats WHERE seen_at > now() - interval '10 minutes'")
+            cursor.execute(
+                "SELECT coalesce(extract(epoch FROM now() - max(seen_at)), -1), count(*) "
+                "FROM ops_worker_heartbeats WHERE seen_at > now() - interval '10 minutes'"
+            )
             heartbeat_age, workers = cursor.fetchone()
-        queue = GaugeMetricFamily("cairn_queue_depth", "Broker messages waiting, by state (ready, delayed retry).",
-                                  labels=["state"])
+        queue = GaugeMetricFamily(
+            "cairn_queue_depth", "Broker messages waiting, by state (ready, delayed retry).", labels=["state"]
+        )
         queue.add_metric(["ready"], ready)
         queue.add_metric(["delayed"], delayed)
         yield queue
-        yield GaugeMetricFamily("cairn_queue_oldest_age_seconds", "Age of the oldest ready broker message.",
-                                value=float(oldest))
-        yield GaugeMetricFamily("cairn_worker_heartbeat_age_seconds",
-                                "Seconds since a worker last beat (-1: none in 10 minutes).", value=float(heartbeat_age))
-        yield GaugeMetricFamily("cairn_workers_alive", "Worker processes that beat in the last 10 minutes.",
-                                value=float(workers))
+        yield GaugeMetricFamily(
+            "cairn_queue_oldest_age_seconds", "Age of the oldest ready broker message.", value=float(oldest)
+        )
+        yield GaugeMetricFamily(
+            "cairn_worker_heartbeat_age_seconds",
+            "Seconds since a worker last beat (-1: none in 10 minutes).",
+            value=float(heartbeat_age),
+        )
+        yield GaugeMetricFamily(
+            "cairn_workers_alive", "Worker processes that beat in the last 10 minutes.", value=float(workers)
+        )
         yield from _counter_families(counters)
 
 
@@ -130,7 +138,9 @@ def _counter_families(rows: list[tuple[str, Any, float]]) -> Iterator[Metric]:
             family.add_metric([str(labels[key]) for key in names], value)
     yield from families.values()
     if buckets:
-        histogram = HistogramMetricFamily(JOB_SECONDS, "Duration of one job task run, per kind.", labels=["kind"])
+        histogram = HistogramMetricFamily(
+            JOB_SECONDS, "Duration of one job task run, per kind.", labels=["kind"]
+        )
         for kind, counts in sorted(buckets.items()):
             cumulative, series = 0.0, []
             for le in [*(str(b) for b in JOB_DURATION_BUCKETS), "+Inf"]:

@@ -35,13 +35,16 @@ class RequestLogMiddleware:
         route = route_of(request)
         if route == "/metrics":
             return response  # scrapes would otherwise dominate the histogram they read
-        REQUEST_SECONDS.labels(route=route, method=request.method or "", status=str(response.status_code)).observe(
-            duration
-        )
+        REQUEST_SECONDS.labels(
+            route=route, method=request.method or "", status=str(response.status_code)
+        ).observe(duration)
         auth = getattr(request, "auth", None)
         api_key = getattr(auth, "api_key", None)
         logger.info(
-            "%s %s %s", request.method, route, response.status_code,
+            "%s %s %s",
+            request.method,
+            route,
+            response.status_code,
             extra={
                 "request_id": getattr(request, "cairn_request_id", None) or response.get("X-Request-Id"),
                 "workspace_id": getattr(request, "cairn_workspace_id", None),

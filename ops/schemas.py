@@ -11,12 +11,16 @@ from config.schemas import ScopeIn, StrictIn, scope_field, trimmed
 class ExportIn(StrictIn):
     scope: ScopeIn = scope_field()
     includeEmbeddings: bool = Field(
-        False, description="Also export memory and entity vectors (large). Without them the importing server "
-        "queues embedding jobs for the imported memories.")
+        False,
+        description="Also export memory and entity vectors (large). Without them the importing server "
+        "queues embedding jobs for the imported memories.",
+    )
 
 
 class ImportQuery(Schema):
-    tenantId: trimmed(120) | None = Field(None, description="As scope.tenantId: the workspace to import into.")
+    tenantId: trimmed(120) | None = Field(
+        None, description="As scope.tenantId: the workspace to import into."
+    )
     projectId: trimmed(240) | None = Field(None, description="As scope.projectId (routing only).")
 
     def scope(self) -> ScopeIn:

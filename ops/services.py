@@ -32,14 +32,30 @@ _SCOPES = {"global", "project"}
 _ROLES = {"self", "type", "scope", "subject", "category", "tag", "mentions"}
 _EDGE_CLASSES = {"semantic", "temporal", "causal", "entity"}
 _ORIGINS = {"mapping", "similarity", "llm_pairwise", "llm_semantic", "llm_entity", "manual", "consolidation"}
-_KINDS = {"rollout", "retrieval_policy", "graph_settings", "memory_settings", "memory", "embedding", "community", "node", "alias",
-          "edge", "link", "trailer"}
+_KINDS = {
+    "rollout",
+    "retrieval_policy",
+    "graph_settings",
+    "memory_settings",
+    "memory",
+    "embedding",
+    "community",
+    "node",
+    "alias",
+    "edge",
+    "link",
+    "trailer",
+}
 
 
 class ImportFileError(ApiError):
     def __init__(self, line: int, message: str) -> None:
-        super().__init__(422, "IMPORT_FILE_INVALID", f"Line {line}: {message} Nothing was imported.",
-                         details={"line": line})
+        super().__init__(
+            422,
+            "IMPORT_FILE_INVALID",
+            f"Line {line}: {message} Nothing was imported.",
+            details={"line": line},
+        )
 
 
 @dataclass
@@ -78,9 +94,13 @@ def _lines(source: Iterable[bytes | str]) -> Iterable[tuple[int, dict[str, Any]]
     for raw in source:
         number += 1
         if number > max_lines + 2:  # header and trailer do not count
-            raise ImportFileError(number, f"the file has more than {max_lines} records (EXPORT_IMPORT_MAX_LINES).")
+            raise ImportFileError(
+                number, f"the file has more than {max_lines} records (EXPORT_IMPORT_MAX_LINES)."
+            )
         if len(raw) > max_bytes:
-            raise ImportFileError(number, f"the line is longer than {max_bytes} bytes (EXPORT_IMPORT_MAX_LINE_BYTES).")
+            raise ImportFileError(
+                number, f"the line is longer than {max_bytes} bytes (EXPORT_IMPORT_MAX_LINE_BYTES)."
+            )
         text = raw.decode("utf-8", errors="strict") if isinstance(raw, bytes) else raw
         if not text.strip():
             continue
@@ -142,8 +162,12 @@ def _vector(record: dict[str, Any], key: str, line: int, dimension: int | None =
     value = record.get(key)
     if value is None:
         return None
-    if (not isinstance(value, list) or not value or len(value) > 16_000
-            or not all(isinstance(x, int | float) and not isinstance(x, bool) for x in value)):
+    if (
+        not isinstance(value, list)
+        or not value
+        or len(value) > 16_000
+        or not all(isinstance(x, int | float) and not isinstance(x, bool) for x in value)
+    ):
         raise ImportFileError(line, f"'{key}' must be a non-empty list of numbers.")
     if dimension is not None and len(value) != dimension:
         raise ImportFileError(line, f"'{key}' has {len(value)} numbers but 'dimension' says {dimension}.")
@@ -178,7 +202,9 @@ def remap_edge_key(key: str, *, nodes: dict[int, int], memories: dict[str, uuid.
             memory = memories.get(parts[1])
             if memory is None:
                 return key
-            return ":".join(["m", str(memory), *parts[2:-2], str(nodes[int(parts[-2])]), str(nodes[int(parts[-1])])])
+            return ":".join(
+                ["m", str(memory), *parts[2:-2], str(nodes[int(parts[-2])]), str(nodes[int(parts[-1])])]
+            )
         if parts[0] in ("r", "c") and len(parts) >= 4:  # relationship and consolidation edges
             return ":".join([*parts[:-2], str(nodes[int(parts[-2])]), str(nodes[int(parts[-1])])])
         if parts[0] == "f" and len(parts) >= 4:
@@ -199,8 +225,11 @@ def workspace_import(*, workspace_id: int, lines: Iterable[bytes | str]) -> Impo
     if header.get("kind") != "header" or header.get("format") != FORMAT:
         raise ImportFileError(line, f"the first line must be the header of a {FORMAT} file.")
     if header.get("version") != VERSION:
-        raise ImportFileError(line, f"version {header.get('version')!r} is not supported; this server reads "
-                                    f"version {VERSION}. Export again with this server's version.")
+        raise ImportFileError(
+            line,
+            f"version {header.get('version')!r} is not supported; this server reads "
+            f"version {VERSION}. Export again with this server's version.",
+        )
     state = _State(workspace_id=workspace_id, same_workspace=header.get("sourceWorkspaceId") == workspace_id)
     trailer: dict[str, Any] | None = None
     with workspace_context(workspace_id), connections["app"].cursor() as cursor:
@@ -217,15 +246,22 @@ def workspace_import(*, workspace_id: int, lines: Iterable[bytes | str]) -> Impo
             created = _IMPORTERS[kind](cursor, state, record, line)
             report.count(kind, created)
         if trailer is None:
-            raise ImportFileError(line, "the file ends without its trailer line: it was cut short. Export it again.")
+            raise ImportFileError(
+                line, "the file ends without its trailer line: it was cut short. Export it again."
+            )
         if trailer.get("counts") != state.seen:
-            raise ImportFileError(line, f"the trailer counts {trailer.get('counts')} but the file holds {state.seen}.")
+            raise ImportFileError(
+                line, f"the trailer counts {trailer.get('counts')} but the file holds {state.seen}."
+            )
         _finish(cursor, state)
         missing = [mid for mid, model in state.created_memories.items() if mid not in state.embedded]
         for model in {state.created_memories[mid] for mid in missing}:
             group = [mid for mid in missing if state.created_memories[mid] == model]
-            report.embed_jobs_queued += len(jobs.jobs_enqueue(workspace_id=workspace_id, memory_ids=group,
-                                                              kind=jobs.Kind.EMBED, model=model))
+            report.embed_jobs_queued += len(
+                jobs.jobs_enqueue(
+                    workspace_id=workspace_id, memory_ids=group, kind=jobs.Kind.EMBED, model=model
+                )
+            )
     return report
 
 
@@ -237,8 +273,10 @@ def _finish(cursor: Any, state: _State) -> None:
     for memory_id, source_winner in state.memory_supersessions:
         winner = state.memories.get(source_winner)
         if winner is not None:
-            cursor.execute("UPDATE memories SET superseded_by = %s WHERE id = %s AND workspace_id = %s",
-                           [winner, memory_id, state.workspace_id])
+            cursor.execute(
+                "UPDATE memories SET superseded_by = %s WHERE id = %s AND workspace_id = %s",
+                [winner, memory_id, state.workspace_id],
+            )
 
 
 def _import_setting(table: str, columns: dict[str, Any]) -> Any:
@@ -297,20 +335,34 @@ def _import_memory(cursor: Any, state: _State, record: dict[str, Any], line: int
         raise ImportFileError(line, "'id' must be a UUID.") from None
     if source in state.memories:
         raise ImportFileError(line, f"memory {source} appears twice.")
-    new_id = uuid.UUID(source) if state.same_workspace else uuid.uuid5(_NAMESPACE, f"{state.workspace_id}:{source}")
+    new_id = (
+        uuid.UUID(source)
+        if state.same_workspace
+        else uuid.uuid5(_NAMESPACE, f"{state.workspace_id}:{source}")
+    )
     metadata = record.get("metadata")
     if metadata is not None and not isinstance(metadata, dict):
         raise ImportFileError(line, "'metadata' must be an object or null.")
     created_at = _time(record, "createdAt", line, optional=False)
     values = [
-        new_id, state.workspace_id, _str(record, "content", line, max_len=1_000_000),
-        _choice(record, "type", line, _MEMORY_TYPES), _choice(record, "layer", line, _LAYERS),
-        _choice(record, "scope", line, _SCOPES), _str(record, "projectId", line, max_len=240, optional=True),
-        _str(record, "userId", line, max_len=120, optional=True), _str_list(record, "tags", line),
-        _str_list(record, "paths", line), _str(record, "category", line, max_len=120, optional=True),
-        _json(metadata), _str(record, "embeddingModel", line, max_len=160, optional=True),
-        [flag[:40] for flag in _str_list(record, "injectionFlags", line)], _time(record, "expiresAt", line),
-        created_at, _time(record, "updatedAt", line) or created_at, _time(record, "deletedAt", line),
+        new_id,
+        state.workspace_id,
+        _str(record, "content", line, max_len=1_000_000),
+        _choice(record, "type", line, _MEMORY_TYPES),
+        _choice(record, "layer", line, _LAYERS),
+        _choice(record, "scope", line, _SCOPES),
+        _str(record, "projectId", line, max_len=240, optional=True),
+        _str(record, "userId", line, max_len=120, optional=True),
+        _str_list(record, "tags", line),
+        _str_list(record, "paths", line),
+        _str(record, "category", line, max_len=120, optional=True),
+        _json(metadata),
+        _str(record, "embeddingModel", line, max_len=160, optional=True),
+        [flag[:40] for flag in _str_list(record, "injectionFlags", line)],
+        _time(record, "expiresAt", line),
+        created_at,
+        _time(record, "updatedAt", line) or created_at,
+        _time(record, "deletedAt", line),
         _fraction(record, "importance", line, default=0.5),
     ]
     superseded_by = _str(record, "supersededBy", line, max_len=36, optional=True)
@@ -327,10 +379,15 @@ def _import_memory(cursor: Any, state: _State, record: dict[str, Any], line: int
     created = cursor.rowcount == 1
     if not created:
         # The id exists: fine if it is this workspace's (a second run), never if it is another's (RLS hides it).
-        cursor.execute("SELECT 1 FROM memories WHERE id = %s AND workspace_id = %s", [new_id, state.workspace_id])
+        cursor.execute(
+            "SELECT 1 FROM memories WHERE id = %s AND workspace_id = %s", [new_id, state.workspace_id]
+        )
         if cursor.fetchone() is None:
-            raise ImportFileError(line, f"memory {source} belongs to another workspace; import into the workspace "
-                                        "it was exported from, or into a new one.")
+            raise ImportFileError(
+                line,
+                f"memory {source} belongs to another workspace; import into the workspace "
+                "it was exported from, or into a new one.",
+            )
     else:
         if superseded_by:
             state.memory_supersessions.append((new_id, superseded_by))
@@ -355,8 +412,14 @@ def _import_embedding(cursor: Any, state: _State, record: dict[str, Any], line: 
         FROM memories WHERE id = %s AND workspace_id = %s
         ON CONFLICT (memory_id, model) DO NOTHING
         """,
-        [_str(record, "model", line, max_len=160), dimension, vector, _str(record, "contentSha256", line, max_len=64),
-         memory_id, state.workspace_id],
+        [
+            _str(record, "model", line, max_len=160),
+            dimension,
+            vector,
+            _str(record, "contentSha256", line, max_len=64),
+            memory_id,
+            state.workspace_id,
+        ],
     )
     state.embedded.add(memory_id)
     return cursor.rowcount == 1
@@ -365,7 +428,11 @@ def _import_embedding(cursor: Any, state: _State, record: dict[str, Any], line: 
 def _import_community(cursor: Any, state: _State, record: dict[str, Any], line: int) -> bool:
     source = _int(record, "id", line)
     members = record.get("memberNodeIds") or []
-    if not isinstance(members, list) or not all(isinstance(m, int) for m in members) or len(members) > 100_000:
+    if (
+        not isinstance(members, list)
+        or not all(isinstance(m, int) for m in members)
+        or len(members) > 100_000
+    ):
         raise ImportFileError(line, "'memberNodeIds' must be a list of node ids.")
     name = _str(record, "name", line, max_len=300)
     cursor.execute(
@@ -373,13 +440,19 @@ def _import_community(cursor: Any, state: _State, record: dict[str, Any], line: 
         INSERT INTO graph_communities (workspace_id, name, summary, fingerprint, created_at, updated_at)
         VALUES (%s, %s, %s, %s, now(), now()) ON CONFLICT (workspace_id, name) DO NOTHING RETURNING id
         """,
-        [state.workspace_id, name, _str(record, "summary", line, max_len=100_000, optional=True) or "",
-         _str(record, "fingerprint", line, max_len=64)],
+        [
+            state.workspace_id,
+            name,
+            _str(record, "summary", line, max_len=100_000, optional=True) or "",
+            _str(record, "fingerprint", line, max_len=64),
+        ],
     )
     row = cursor.fetchone()
     if row is None:
-        cursor.execute("SELECT id FROM graph_communities WHERE workspace_id = %s AND name = %s",
-                       [state.workspace_id, name])
+        cursor.execute(
+            "SELECT id FROM graph_communities WHERE workspace_id = %s AND name = %s",
+            [state.workspace_id, name],
+        )
         state.communities[source] = cursor.fetchone()[0]
         return False
     state.communities[source] = row[0]
@@ -406,22 +479,35 @@ def _import_node(cursor: Any, state: _State, record: dict[str, Any], line: int) 
         VALUES (%s, %s, %s, %s, %s::jsonb, %s, %s::vector, %s, %s, %s, %s, now(), now())
         ON CONFLICT (workspace_id, node_type, node_key) DO NOTHING RETURNING id
         """,
-        [state.workspace_id, node_type, key, _str(record, "label", line, max_len=300), _json(metadata),
-         _str(record, "summary", line, max_len=100_000, optional=True), _vector(record, "embedding", line),
-         _str(record, "embeddingModel", line, max_len=160, optional=True), _time(record, "firstSeenAt", line),
-         _time(record, "lastSeenAt", line), mention_count],
+        [
+            state.workspace_id,
+            node_type,
+            key,
+            _str(record, "label", line, max_len=300),
+            _json(metadata),
+            _str(record, "summary", line, max_len=100_000, optional=True),
+            _vector(record, "embedding", line),
+            _str(record, "embeddingModel", line, max_len=160, optional=True),
+            _time(record, "firstSeenAt", line),
+            _time(record, "lastSeenAt", line),
+            mention_count,
+        ],
     )
     row = cursor.fetchone()
     if row is None:
-        cursor.execute("SELECT id FROM graph_nodes WHERE workspace_id = %s AND node_type = %s AND node_key = %s",
-                       [state.workspace_id, node_type, key])
+        cursor.execute(
+            "SELECT id FROM graph_nodes WHERE workspace_id = %s AND node_type = %s AND node_key = %s",
+            [state.workspace_id, node_type, key],
+        )
         state.nodes[source] = cursor.fetchone()[0]
         return False
     state.nodes[source] = row[0]
     if community is not None:
         # Membership is a row of its own (issue 6); an entity that was already here keeps its community.
-        cursor.execute("INSERT INTO graph_community_members (workspace_id, node_id, community_id) VALUES (%s, %s, %s)",
-                       [state.workspace_id, row[0], community])
+        cursor.execute(
+            "INSERT INTO graph_community_members (workspace_id, node_id, community_id) VALUES (%s, %s, %s)",
+            [state.workspace_id, row[0], community],
+        )
     return True
 
 
@@ -429,15 +515,24 @@ def _import_alias(cursor: Any, state: _State, record: dict[str, Any], line: int)
     cursor.execute(
         "INSERT INTO graph_entity_aliases (workspace_id, node_id, alias, created_at) VALUES (%s, %s, %s, now()) "
         "ON CONFLICT DO NOTHING",
-        [state.workspace_id, _node_ref(state, record, "nodeId", line), _str(record, "alias", line, max_len=600)],
+        [
+            state.workspace_id,
+            _node_ref(state, record, "nodeId", line),
+            _str(record, "alias", line, max_len=600),
+        ],
     )
     return cursor.rowcount == 1
 
 
 def _import_edge(cursor: Any, state: _State, record: dict[str, Any], line: int) -> bool:
     source = _int(record, "id", line)
-    from_node, to_node = _node_ref(state, record, "fromNodeId", line), _node_ref(state, record, "toNodeId", line)
-    key = remap_edge_key(_str(record, "edgeKey", line, max_len=200), nodes=state.nodes, memories=state.memories)
+    from_node, to_node = (
+        _node_ref(state, record, "fromNodeId", line),
+        _node_ref(state, record, "toNodeId", line),
+    )
+    key = remap_edge_key(
+        _str(record, "edgeKey", line, max_len=200), nodes=state.nodes, memories=state.memories
+    )
     evidence = record.get("evidenceMemoryId")
     evidence_id = state.memories.get(evidence) if isinstance(evidence, str) else None
     expired_at = _time(record, "expiredAt", line)
@@ -447,8 +542,10 @@ def _import_edge(cursor: Any, state: _State, record: dict[str, Any], line: int) 
     metadata = record.get("metadata")
     if expired_at is not None:
         # Invalidated facts are history, outside the unique key: one with the same key and end is the same row.
-        cursor.execute("SELECT id FROM graph_edges WHERE workspace_id = %s AND edge_key = %s AND expired_at = %s",
-                       [state.workspace_id, key, expired_at])
+        cursor.execute(
+            "SELECT id FROM graph_edges WHERE workspace_id = %s AND edge_key = %s AND expired_at = %s",
+            [state.workspace_id, key, expired_at],
+        )
         row = cursor.fetchone()
         if row is not None:
             state.edges[source] = row[0]
@@ -463,17 +560,34 @@ def _import_edge(cursor: Any, state: _State, record: dict[str, Any], line: int) 
                 %s::jsonb)
         ON CONFLICT (workspace_id, edge_key) WHERE expired_at IS NULL DO NOTHING RETURNING id
         """,
-        [state.workspace_id, key, from_node, to_node, _str(record, "edgeType", line, max_len=128),
-         _choice(record, "edgeClass", line, _EDGE_CLASSES), float(weight), float(confidence),
-         _str(record, "fact", line, max_len=100_000, optional=True), evidence_id,
-         _str(record, "evidenceText", line, max_len=100_000, optional=True), _choice(record, "origin", line, _ORIGINS),
-         _time(record, "validFrom", line), _time(record, "validTo", line), _time(record, "createdAt", line),
-         expired_at, _time(record, "expiresAt", line), _time(record, "lastObservedAt", line), _json(metadata)],
+        [
+            state.workspace_id,
+            key,
+            from_node,
+            to_node,
+            _str(record, "edgeType", line, max_len=128),
+            _choice(record, "edgeClass", line, _EDGE_CLASSES),
+            float(weight),
+            float(confidence),
+            _str(record, "fact", line, max_len=100_000, optional=True),
+            evidence_id,
+            _str(record, "evidenceText", line, max_len=100_000, optional=True),
+            _choice(record, "origin", line, _ORIGINS),
+            _time(record, "validFrom", line),
+            _time(record, "validTo", line),
+            _time(record, "createdAt", line),
+            expired_at,
+            _time(record, "expiresAt", line),
+            _time(record, "lastObservedAt", line),
+            _json(metadata),
+        ],
     )
     row = cursor.fetchone()
     if row is None:
-        cursor.execute("SELECT id FROM graph_edges WHERE workspace_id = %s AND edge_key = %s AND expired_at IS NULL",
-                       [state.workspace_id, key])
+        cursor.execute(
+            "SELECT id FROM graph_edges WHERE workspace_id = %s AND edge_key = %s AND expired_at IS NULL",
+            [state.workspace_id, key],
+        )
         state.edges[source] = cursor.fetchone()[0]
         return False
     state.edges[source] = row[0]
@@ -487,38 +601,58 @@ def _import_link(cursor: Any, state: _State, record: dict[str, Any], line: int) 
     cursor.execute(
         "INSERT INTO memory_node_links (workspace_id, memory_id, node_id, role, created_at) "
         "VALUES (%s, %s, %s, %s, now()) ON CONFLICT DO NOTHING",
-        [state.workspace_id, _memory_ref(state, record, "memoryId", line), _node_ref(state, record, "nodeId", line),
-         _choice(record, "role", line, _ROLES)],
+        [
+            state.workspace_id,
+            _memory_ref(state, record, "memoryId", line),
+            _node_ref(state, record, "nodeId", line),
+            _choice(record, "role", line, _ROLES),
+        ],
     )
     return cursor.rowcount == 1
 
 
 _IMPORTERS = {
-    "rollout": _import_setting("rollout_configs", {
-        "mode": lambda r, line: _choice(r, "mode", line, {"off", "shadow", "canary"}),
-        "autopilot_enabled": _bool("autopilotEnabled"),
-    }),
-    "retrieval_policy": _import_setting("retrieval_policies", {
-        "default_strategy": lambda r, line: _choice(r, "defaultStrategy", line, {"lexical", "hybrid"}),
-        "default_autopilot_enabled": _bool("autopilotEnabled"),
-        "ready_window_streak": lambda r, line: 0,
-    }),
-    "graph_settings": _import_setting("graph_settings", {
-        "llm_daily_token_budget": lambda r, line: _int(r, "llmDailyTokenBudget", line, optional=True),
-        "recall_strategy": lambda r, line: (_choice(r, "recallStrategy", line, {"bfs", "spreading"})
-                                            if r.get("recallStrategy") is not None else "bfs"),
-        "decay_rate": lambda r, line: _rate(r.get("decayRate"), "decayRate", line),
-        "decay_rates": lambda r, line: Jsonb({k: _rate(v, f"decayRates.{k}", line)
-                                              for k, v in _object(r, "decayRates", line).items()}),
-        "max_entities": lambda r, line: _int(r, "maxEntities", line, optional=True),
-    }),
-    "memory_settings": _import_setting("memory_settings", {
-        "redact_credentials": _bool("redactCredentials"),
-        "scrub_at_rest": _bool("scrubAtRest"),
-        "admission_enabled": _bool("admissionEnabled"),
-        "admission_threshold": lambda r, line: _fraction(r, "admissionThreshold", line, default=None),
-        "importance_weight": lambda r, line: _fraction(r, "importanceWeight", line, default=None),
-    }),
+    "rollout": _import_setting(
+        "rollout_configs",
+        {
+            "mode": lambda r, line: _choice(r, "mode", line, {"off", "shadow", "canary"}),
+            "autopilot_enabled": _bool("autopilotEnabled"),
+        },
+    ),
+    "retrieval_policy": _import_setting(
+        "retrieval_policies",
+        {
+            "default_strategy": lambda r, line: _choice(r, "defaultStrategy", line, {"lexical", "hybrid"}),
+            "default_autopilot_enabled": _bool("autopilotEnabled"),
+            "ready_window_streak": lambda r, line: 0,
+        },
+    ),
+    "graph_settings": _import_setting(
+        "graph_settings",
+        {
+            "llm_daily_token_budget": lambda r, line: _int(r, "llmDailyTokenBudget", line, optional=True),
+            "recall_strategy": lambda r, line: (
+                _choice(r, "recallStrategy", line, {"bfs", "spreading"})
+                if r.get("recallStrategy") is not None
+                else "bfs"
+            ),
+            "decay_rate": lambda r, line: _rate(r.get("decayRate"), "decayRate", line),
+            "decay_rates": lambda r, line: Jsonb(
+                {k: _rate(v, f"decayRates.{k}", line) for k, v in _object(r, "decayRates", line).items()}
+            ),
+            "max_entities": lambda r, line: _int(r, "maxEntities", line, optional=True),
+        },
+    ),
+    "memory_settings": _import_setting(
+        "memory_settings",
+        {
+            "redact_credentials": _bool("redactCredentials"),
+            "scrub_at_rest": _bool("scrubAtRest"),
+            "admission_enabled": _bool("admissionEnabled"),
+            "admission_threshold": lambda r, line: _fraction(r, "admissionThreshold", line, default=None),
+            "importance_weight": lambda r, line: _fraction(r, "importanceWeight", line, default=None),
+        },
+    ),
     "memory": _import_memory,
     "embedding": _import_embedding,
     "community": _import_community,

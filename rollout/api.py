@@ -40,18 +40,31 @@ def graph_status_payload(*, workspace_id: int, top_nodes_limit: int) -> dict[str
     degraded = pipeline["deadLetter"] > 0 or any(error["timestamp"] >= recent_cutoff for error in errors)
     overview = services.rollout_overview(workspace_id=workspace_id)
     if overview["qualityGate"]["status"] == "unavailable":
-        errors.append({"code": "GRAPH_ROLLOUT_STATE_UNAVAILABLE", "source": "rollout", "memoryId": None,
-                       "message": "Could not read the rollout mode, metrics or quality gate.",
-                       "timestamp": overview["qualityGate"]["evaluatedAt"]})
+        errors.append(
+            {
+                "code": "GRAPH_ROLLOUT_STATE_UNAVAILABLE",
+                "source": "rollout",
+                "memoryId": None,
+                "message": "Could not read the rollout mode, metrics or quality gate.",
+                "timestamp": overview["qualityGate"]["evaluatedAt"],
+            }
+        )
     errors.extend(
-        {"code": alarm["code"], "message": alarm["message"], "source": "alarm", "memoryId": None,
-         "timestamp": alarm["triggeredAt"]}
+        {
+            "code": alarm["code"],
+            "message": alarm["message"],
+            "source": "alarm",
+            "memoryId": None,
+            "timestamp": alarm["triggeredAt"],
+        }
         for alarm in overview["alarms"]
     )
     return {
         "health": "degraded" if degraded else "ok",
         "counts": graph_selectors.graph_counts(workspace_id=workspace_id),
-        "topConnectedNodes": graph_selectors.top_connected_nodes(workspace_id=workspace_id, limit=top_nodes_limit),
+        "topConnectedNodes": graph_selectors.top_connected_nodes(
+            workspace_id=workspace_id, limit=top_nodes_limit
+        ),
         "pipeline": pipeline,
         "vectors": {"model": model, "vectors": vector_count, "accessPath": access_path},
         "extraction": graph_selectors.extraction_status(workspace_id=workspace_id),
@@ -66,7 +79,9 @@ def graph_status_payload(*, workspace_id: int, top_nodes_limit: int) -> dict[str
     }
 
 
-@router.post("/graph/status", response=Envelope[StatusOut], summary="Graph, pipeline and rollout health of a workspace")
+@router.post(
+    "/graph/status", response=Envelope[StatusOut], summary="Graph, pipeline and rollout health of a workspace"
+)
 def graph_status(request: HttpRequest, payload: StatusIn) -> dict[str, Any]:
     workspace_id, _ = resolve_scope(request, payload.scope)
     with workspace_context(workspace_id):
@@ -74,7 +89,9 @@ def graph_status(request: HttpRequest, payload: StatusIn) -> dict[str, Any]:
     return success_envelope(request, data)
 
 
-@router.get("/graph/status", response=Envelope[StatusOut], summary="Graph, pipeline and rollout health (query string)")
+@router.get(
+    "/graph/status", response=Envelope[StatusOut], summary="Graph, pipeline and rollout health (query string)"
+)
 def graph_status_get(request: HttpRequest, query: Query[StatusQuery]) -> dict[str, Any]:
     return graph_status(request, StatusIn(topNodesLimit=query.topNodesLimit, scope=query.scope()))
 
@@ -126,7 +143,10 @@ def graph_rollout_set(request: HttpRequest, payload: RolloutSetIn) -> dict[str, 
     workspace_id, _ = resolve_scope(request, payload.scope)
     with workspace_context(workspace_id):
         services.rollout_mode_set(
-            workspace_id=workspace_id, mode=payload.mode, autopilot_enabled=None, updated_by=_caller_label(request)
+            workspace_id=workspace_id,
+            mode=payload.mode,
+            autopilot_enabled=None,
+            updated_by=_caller_label(request),
         )
         data = _rollout_data(workspace_id=workspace_id, scope=payload.scope)
     return success_envelope(request, data)

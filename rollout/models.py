@@ -59,8 +59,12 @@ class RetrievalMetric(models.Model):
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, db_index=False, related_name="+")
     created_at = models.DateTimeField(default=timezone.now)
     mode = models.CharField(max_length=16)
-    requested_strategy = models.CharField(max_length=16)  # lexical | semantic | hybrid (hybrid = graph requested)
-    applied_strategy = models.CharField(max_length=16)  # hybrid_graph when graph expansion was applied, else baseline
+    requested_strategy = models.CharField(
+        max_length=16
+    )  # lexical | semantic | hybrid (hybrid = graph requested)
+    applied_strategy = models.CharField(
+        max_length=16
+    )  # hybrid_graph when graph expansion was applied, else baseline
     shadow_executed = models.BooleanField(default=False)
     baseline_candidates = models.IntegerField(default=0)
     graph_candidates = models.IntegerField(default=0)

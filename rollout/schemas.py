@@ -27,7 +27,9 @@ class CountsOut(Schema):
 
 
 class TopNodeOut(Schema):
-    nodeType: str = Field(description="memory, memory_type, repo, user, category, topic, condition or an entity type.")
+    nodeType: str = Field(
+        description="memory, memory_type, repo, user, category, topic, condition or an entity type."
+    )
     nodeKey: str = Field(description="Key of the node within its type.")
     label: str = Field(description="Display label.")
     memoryLinks: int = Field(description="Memories linked to the node.")
@@ -55,7 +57,9 @@ class PipelineCountsOut(Schema):
 class VectorsOut(Schema):
     model: str = Field(description="Embedding model searches use.")
     vectors: int = Field(description="Stored vectors of that model in the workspace.")
-    accessPath: Literal["exact", "hnsw"] = Field(description="exact scan (small workspaces) or an HNSW index.")
+    accessPath: Literal["exact", "hnsw"] = Field(
+        description="exact scan (small workspaces) or an HNSW index."
+    )
 
 
 # --- rollout (memories-sh.md §5.5) ----------------------------------------------------------------------------------
@@ -68,8 +72,12 @@ class RolloutModeOut(Schema):
         description="off: baseline only. shadow: traverse the graph for metrics, never apply it. canary: apply graph "
         "expansion to hybrid requests unless the quality gate blocks."
     )
-    autopilotEnabled: bool = Field(description="Whether the mode autopilot moves the workspace to recommendedMode.")
-    updatedAt: datetime | None = Field(description="Last change; null while the workspace has its default mode.")
+    autopilotEnabled: bool = Field(
+        description="Whether the mode autopilot moves the workspace to recommendedMode."
+    )
+    updatedAt: datetime | None = Field(
+        description="Last change; null while the workspace has its default mode."
+    )
     updatedBy: str | None = Field(description="Who changed it last: user:<id> or autopilot.")
 
 
@@ -83,9 +91,13 @@ class ShadowMetricsOut(Schema):
         description="Retrievals that fell back to the baseline, not counting the mode's own fallbacks "
         "(rollout_off, shadow_mode) nor quality_gate_blocked (see gateBlockedFallbacks and modeFallbacks)."
     )
-    fallbackRate: float = Field(description="fallbackCount / totalRequests (all requests, not only hybrid ones).")
+    fallbackRate: float = Field(
+        description="fallbackCount / totalRequests (all requests, not only hybrid ones)."
+    )
     gateBlockedFallbacks: int = Field(description="Hybrid retrievals the quality gate kept from canary.")
-    modeFallbacks: int = Field(description="Hybrid retrievals that fell back because of the mode (off or shadow).")
+    modeFallbacks: int = Field(
+        description="Hybrid retrievals that fell back because of the mode (off or shadow)."
+    )
     graphErrorFallbacks: int = Field(description="Fallbacks caused by an error during graph expansion.")
     avgGraphCandidates: float = Field(description="Average graph candidates per shadow execution.")
     avgGraphExpandedCount: float = Field(description="Average memories added per canary-applied retrieval.")
@@ -126,14 +138,22 @@ class GateWindowOut(Schema):
     canaryWithExpansion: int = Field(description="Canary-applied retrievals that added at least one memory.")
     expansionCoverageRate: float = Field(description="canaryWithExpansion / canaryApplied, 4 decimals.")
     avgExpandedCount: float = Field(description="Average memories added per canary-applied retrieval.")
-    avgCandidateLift: float = Field(description="Average of max(0, total − baseline candidates) when applied.")
+    avgCandidateLift: float = Field(
+        description="Average of max(0, total − baseline candidates) when applied."
+    )
 
 
 class QualityGateOut(Schema):
     evaluatedAt: datetime = Field(description="When the gate was evaluated.")
-    windowHours: int = Field(description="Window length: current = last N hours, previous = the N hours before.")
-    minHybridSamples: int = Field(description="Judged hybrid retrievals needed before the gate can pass or fail.")
-    minCanarySamplesForRelevance: int = Field(description="Canary retrievals needed for the coverage/lift checks.")
+    windowHours: int = Field(
+        description="Window length: current = last N hours, previous = the N hours before."
+    )
+    minHybridSamples: int = Field(
+        description="Judged hybrid retrievals needed before the gate can pass or fail."
+    )
+    minCanarySamplesForRelevance: int = Field(
+        description="Canary retrievals needed for the coverage/lift checks."
+    )
     status: Literal["pass", "warn", "fail", "insufficient_data", "unavailable"] = Field(
         description="insufficient_data below minHybridSamples; fail with a blocking reason; unavailable when it "
         "could not be read (canary then stays blocked)."
@@ -148,7 +168,9 @@ class QualityGateOut(Schema):
 class PlanStageOut(Schema):
     stage: Literal["shadow", "canary", "default_on"] = Field(description="Rollout stage.")
     ready: bool = Field(description="Whether the workspace may enter it now.")
-    requiredSamples: int = Field(description="Samples it needs (shadow executions; hybrid requests for default_on).")
+    requiredSamples: int = Field(
+        description="Samples it needs (shadow executions; hybrid requests for default_on)."
+    )
     currentSamples: int = Field(description="Samples in the window.")
     blockerCodes: list[str] = Field(description="What keeps it from being ready.")
 
@@ -203,10 +225,14 @@ class RetrievalPolicyOut(Schema):
     lastDecision: str | None = Field(
         description="promote_hybrid_default, hold_lexical_default, keep_hybrid_default or rollback_lexical_default."
     )
-    lastEvaluatedAt: datetime | None = Field(description="Last evaluation (at most one per policy window counts).")
+    lastEvaluatedAt: datetime | None = Field(
+        description="Last evaluation (at most one per policy window counts)."
+    )
     updatedAt: datetime | None = Field(description="Last change of the default strategy.")
     updatedBy: str | None = Field(description="Who changed it (autopilot).")
-    autopilotEnabled: bool = Field(description="Whether the default-strategy autopilot may change the default.")
+    autopilotEnabled: bool = Field(
+        description="Whether the default-strategy autopilot may change the default."
+    )
 
 
 class ScopeOut(Schema):
@@ -226,12 +252,17 @@ class RolloutOut(Schema):
 
 class RolloutQuery(ScopeQuery):
     windowHours: int | None = Field(
-        None, ge=1, le=168, description="Window of the metrics, gate and plan shown, 1–168 hours (default 24)."
+        None,
+        ge=1,
+        le=168,
+        description="Window of the metrics, gate and plan shown, 1–168 hours (default 24).",
     )
 
 
 class RolloutSetIn(StrictIn):
-    mode: RolloutMode = Field(description="off, shadow or canary. canary is refused (409) while the gate blocks.")
+    mode: RolloutMode = Field(
+        description="off, shadow or canary. canary is refused (409) while the gate blocks."
+    )
     scope: ScopeIn = scope_field()
 
 
@@ -249,16 +280,22 @@ class AdmissionStatusOut(Schema):
     enabled: bool = Field(description="Whether admission control is on for memories/add (memories/settings).")
     admitted: int = Field(description="memories/add calls admitted since counting began.")
     rejected: int = Field(description="memories/add calls refused (nothing written).")
-    byReason: dict[str, int] = Field(description="Counts per reason: FAST_PATH, SCORE, NEAR_DUPLICATE, LOW_SCORE.")
+    byReason: dict[str, int] = Field(
+        description="Counts per reason: FAST_PATH, SCORE, NEAR_DUPLICATE, LOW_SCORE."
+    )
 
 
 class StatusOut(Schema):
-    health: Literal["ok", "degraded"] = Field(description="degraded when jobs are dead-lettered or errors are recent.")
+    health: Literal["ok", "degraded"] = Field(
+        description="degraded when jobs are dead-lettered or errors are recent."
+    )
     counts: CountsOut = Field(description="Graph size.")
     topConnectedNodes: list[TopNodeOut] = Field(description="Hub nodes, highest degree first.")
     pipeline: PipelineCountsOut = Field(description="Background job counts.")
     vectors: VectorsOut = Field(description="Vector search state.")
-    extraction: ExtractionOut = Field(description="LLM extraction: on/off, token budget, usage, what it built.")
+    extraction: ExtractionOut = Field(
+        description="LLM extraction: on/off, token budget, usage, what it built."
+    )
     admission: AdmissionStatusOut | None = Field(None, description="Admission control decisions (issue #10).")
     rollout: RolloutModeOut = Field(description="The workspace's graph retrieval mode.")
     shadowMetrics: ShadowMetricsOut = Field(description="Retrieval metrics of the last gate window.")
@@ -269,7 +306,6 @@ class StatusOut(Schema):
         description="Latest failures, newest first (at most 20), then the alarms with source 'alarm'."
     )
     sampledAt: datetime = Field(description="When these numbers were read.")
-
 
 
 class StatusQuery(ScopeQuery):

@@ -81,8 +81,12 @@ class RolloutSettings:
 
     @classmethod
     def defaults(cls) -> RolloutSettings:
-        return cls(mode=settings.ROLLOUT_DEFAULT_MODE, autopilot_enabled=False, config_updated_at=None,
-                   config_updated_by=None)
+        return cls(
+            mode=settings.ROLLOUT_DEFAULT_MODE,
+            autopilot_enabled=False,
+            config_updated_at=None,
+            config_updated_by=None,
+        )
 
 
 def rollout_settings_get(*, workspace_id: int) -> RolloutSettings:
@@ -101,8 +105,20 @@ def rollout_settings_get(*, workspace_id: int) -> RolloutSettings:
         )
         row = cursor.fetchone()
     defaults = RolloutSettings.defaults()
-    (mode, autopilot, config_at, config_by, strategy, streak, decision, evaluated_at, window_start, policy_at,
-     policy_by, default_autopilot) = row
+    (
+        mode,
+        autopilot,
+        config_at,
+        config_by,
+        strategy,
+        streak,
+        decision,
+        evaluated_at,
+        window_start,
+        policy_at,
+        policy_by,
+        default_autopilot,
+    ) = row
     return RolloutSettings(
         mode=mode or defaults.mode,
         autopilot_enabled=bool(autopilot),
@@ -115,7 +131,9 @@ def rollout_settings_get(*, workspace_id: int) -> RolloutSettings:
         last_window_start=window_start,
         policy_updated_at=policy_at,
         policy_updated_by=policy_by,
-        default_autopilot_enabled=defaults.default_autopilot_enabled if default_autopilot is None else default_autopilot,
+        default_autopilot_enabled=defaults.default_autopilot_enabled
+        if default_autopilot is None
+        else default_autopilot,
     )
 
 
@@ -128,7 +146,9 @@ class WindowStats:
     end_at: datetime
     total_requests: int = 0
     hybrid_requested_all: int = 0  # every hybrid request, whatever happened to it
-    hybrid_requested: int = 0  # hybrid requests the gate judges: without configuration and gate-block fallbacks
+    hybrid_requested: int = (
+        0  # hybrid requests the gate judges: without configuration and gate-block fallbacks
+    )
     canary_applied: int = 0
     hybrid_fallbacks: int = 0  # fallbacks among the judged hybrid requests
     gate_blocked_fallbacks: int = 0
@@ -205,7 +225,9 @@ def _metric(value: Any, digits: int = 4) -> float:
     return round(float(value), digits) if value is not None else 0.0
 
 
-def metrics_windows(*, workspace_id: int, now: datetime, window_hours: int) -> tuple[WindowStats, WindowStats]:
+def metrics_windows(
+    *, workspace_id: int, now: datetime, window_hours: int
+) -> tuple[WindowStats, WindowStats]:
     """The current window [now − N h, now) and the previous one before it, in one indexed aggregate."""
     current_start = now - timedelta(hours=window_hours)
     previous_start = current_start - timedelta(hours=window_hours)
@@ -292,8 +314,15 @@ class QualityGate:
     def unavailable(cls, *, now: datetime, window_hours: int) -> QualityGate:
         """The gate could not be read: canary stays blocked (fail closed) until it can."""
         start = now - timedelta(hours=window_hours)
-        return cls(now, window_hours, "unavailable", True, [], WindowStats(start, now),
-                   WindowStats(start - timedelta(hours=window_hours), start))
+        return cls(
+            now,
+            window_hours,
+            "unavailable",
+            True,
+            [],
+            WindowStats(start, now),
+            WindowStats(start - timedelta(hours=window_hours), start),
+        )
 
     def payload(self) -> dict[str, Any]:
         return {
@@ -310,11 +339,26 @@ class QualityGate:
         }
 
 
-def _reason(code: str, severity: str, metric: str, current: float, previous: float | None, threshold: float,
-            message: str) -> dict[str, Any]:
+def _reason(
+    code: str,
+    severity: str,
+    metric: str,
+    current: float,
+    previous: float | None,
+    threshold: float,
+    message: str,
+) -> dict[str, Any]:
     # Every reason blocks, warnings included, as in the anchor (§5.3).
-    return {"code": code, "severity": severity, "blocking": True, "metric": metric, "currentValue": current,
-            "previousValue": previous, "threshold": round(threshold, 4), "message": message}
+    return {
+        "code": code,
+        "severity": severity,
+        "blocking": True,
+        "metric": metric,
+        "currentValue": current,
+        "previousValue": previous,
+        "threshold": round(threshold, 4),
+        "message": message,
+    }
 
 
 def _pct(value: float) -> str:
@@ -328,59 +372,100 @@ def quality_gate_evaluate(
     enough_now = current.hybrid_requested >= GATE.min_hybrid_samples
     enough_both = enough_now and previous.hybrid_requested >= GATE.min_hybrid_samples
     if enough_now and current.fallback_rate >= GATE.max_fallback_rate:
-        reasons.append(_reason(
-            "FALLBACK_RATE_ABOVE_LIMIT", "critical", "fallback_rate", current.fallback_rate, previous.fallback_rate,
-            GATE.max_fallback_rate,
-            f"Fallback rate {_pct(current.fallback_rate)} is above the {_pct(GATE.max_fallback_rate)} threshold.",
-        ))
+        reasons.append(
+            _reason(
+                "FALLBACK_RATE_ABOVE_LIMIT",
+                "critical",
+                "fallback_rate",
+                current.fallback_rate,
+                previous.fallback_rate,
+                GATE.max_fallback_rate,
+                f"Fallback rate {_pct(current.fallback_rate)} is above the {_pct(GATE.max_fallback_rate)} threshold.",
+            )
+        )
     if enough_now and current.graph_error_fallback_rate >= GATE.max_graph_error_fallback_rate:
-        reasons.append(_reason(
-            "GRAPH_ERROR_RATE_ABOVE_LIMIT", "critical", "graph_error_rate", current.graph_error_fallback_rate,
-            previous.graph_error_fallback_rate, GATE.max_graph_error_fallback_rate,
-            f"Graph error fallback rate {_pct(current.graph_error_fallback_rate)} is above the "
-            f"{_pct(GATE.max_graph_error_fallback_rate)} threshold.",
-        ))
+        reasons.append(
+            _reason(
+                "GRAPH_ERROR_RATE_ABOVE_LIMIT",
+                "critical",
+                "graph_error_rate",
+                current.graph_error_fallback_rate,
+                previous.graph_error_fallback_rate,
+                GATE.max_graph_error_fallback_rate,
+                f"Graph error fallback rate {_pct(current.graph_error_fallback_rate)} is above the "
+                f"{_pct(GATE.max_graph_error_fallback_rate)} threshold.",
+            )
+        )
     if enough_both:
         delta = current.fallback_rate - previous.fallback_rate
         if delta >= GATE.max_fallback_rate_increase:
-            reasons.append(_reason(
-                "FALLBACK_RATE_REGRESSION", "critical", "fallback_rate", current.fallback_rate,
-                previous.fallback_rate, GATE.max_fallback_rate_increase,
-                f"Fallback rate rose by {delta * 100:.1f} points window over window.",
-            ))
+            reasons.append(
+                _reason(
+                    "FALLBACK_RATE_REGRESSION",
+                    "critical",
+                    "fallback_rate",
+                    current.fallback_rate,
+                    previous.fallback_rate,
+                    GATE.max_fallback_rate_increase,
+                    f"Fallback rate rose by {delta * 100:.1f} points window over window.",
+                )
+            )
         delta = current.graph_error_fallback_rate - previous.graph_error_fallback_rate
         if delta >= GATE.max_graph_error_rate_increase:
-            reasons.append(_reason(
-                "GRAPH_ERROR_RATE_REGRESSION", "critical", "graph_error_rate", current.graph_error_fallback_rate,
-                previous.graph_error_fallback_rate, GATE.max_graph_error_rate_increase,
-                f"Graph error fallback rate rose by {delta * 100:.1f} points window over window.",
-            ))
+            reasons.append(
+                _reason(
+                    "GRAPH_ERROR_RATE_REGRESSION",
+                    "critical",
+                    "graph_error_rate",
+                    current.graph_error_fallback_rate,
+                    previous.graph_error_fallback_rate,
+                    GATE.max_graph_error_rate_increase,
+                    f"Graph error fallback rate rose by {delta * 100:.1f} points window over window.",
+                )
+            )
     if current.canary_applied >= GATE.min_canary_samples_for_relevance:
         if current.expansion_coverage_rate < GATE.min_expansion_coverage_rate:
-            reasons.append(_reason(
-                "EXPANSION_COVERAGE_TOO_LOW", "warning", "expansion_coverage", current.expansion_coverage_rate,
-                previous.expansion_coverage_rate, GATE.min_expansion_coverage_rate,
-                f"Graph expansion coverage {_pct(current.expansion_coverage_rate)} is below the "
-                f"{_pct(GATE.min_expansion_coverage_rate)} minimum.",
-            ))
+            reasons.append(
+                _reason(
+                    "EXPANSION_COVERAGE_TOO_LOW",
+                    "warning",
+                    "expansion_coverage",
+                    current.expansion_coverage_rate,
+                    previous.expansion_coverage_rate,
+                    GATE.min_expansion_coverage_rate,
+                    f"Graph expansion coverage {_pct(current.expansion_coverage_rate)} is below the "
+                    f"{_pct(GATE.min_expansion_coverage_rate)} minimum.",
+                )
+            )
         if previous.canary_applied >= GATE.min_canary_samples_for_relevance:
             drop = previous.expansion_coverage_rate - current.expansion_coverage_rate
             if drop >= GATE.max_expansion_coverage_drop:
-                reasons.append(_reason(
-                    "EXPANSION_COVERAGE_REGRESSION", "warning", "expansion_coverage",
-                    current.expansion_coverage_rate, previous.expansion_coverage_rate,
-                    GATE.max_expansion_coverage_drop,
-                    f"Graph expansion coverage dropped {drop * 100:.1f} points window over window.",
-                ))
+                reasons.append(
+                    _reason(
+                        "EXPANSION_COVERAGE_REGRESSION",
+                        "warning",
+                        "expansion_coverage",
+                        current.expansion_coverage_rate,
+                        previous.expansion_coverage_rate,
+                        GATE.max_expansion_coverage_drop,
+                        f"Graph expansion coverage dropped {drop * 100:.1f} points window over window.",
+                    )
+                )
             if previous.avg_candidate_lift > 0:
                 floor = previous.avg_candidate_lift * (1 - GATE.max_candidate_lift_drop_ratio)
                 if current.avg_candidate_lift < floor:
-                    reasons.append(_reason(
-                        "CANDIDATE_LIFT_REGRESSION", "warning", "candidate_lift", current.avg_candidate_lift,
-                        previous.avg_candidate_lift, floor,
-                        f"Average candidate lift dropped from {previous.avg_candidate_lift:.2f} to "
-                        f"{current.avg_candidate_lift:.2f}.",
-                    ))
+                    reasons.append(
+                        _reason(
+                            "CANDIDATE_LIFT_REGRESSION",
+                            "warning",
+                            "candidate_lift",
+                            current.avg_candidate_lift,
+                            previous.avg_candidate_lift,
+                            floor,
+                            f"Average candidate lift dropped from {previous.avg_candidate_lift:.2f} to "
+                            f"{current.avg_candidate_lift:.2f}.",
+                        )
+                    )
     blocked = any(reason["blocking"] for reason in reasons)
     if not enough_now:
         status = "insufficient_data"
@@ -441,8 +526,14 @@ def _baseline_metric(metric: str, comparator: str, target: float, current: float
         ready, gap = current >= target, max(0.0, target - current)
     else:
         ready, gap = current <= target, max(0.0, current - target)
-    return {"metric": metric, "comparator": comparator, "target": target, "current": round(current, 4),
-            "gapToGoal": round(gap, 4), "ready": ready}
+    return {
+        "metric": metric,
+        "comparator": comparator,
+        "target": target,
+        "current": round(current, 4),
+        "gapToGoal": round(gap, 4),
+        "ready": ready,
+    }
 
 
 @dataclass(frozen=True)
@@ -467,7 +558,9 @@ class RolloutPlan:
         if self.ready_for_default_on:
             rationale = "Canary quality meets every default-on SLO: hybrid retrieval can become the default."
         else:
-            rationale = "Keep lexical as the default until these clear: " + ", ".join(self.blocker_codes) + "."
+            rationale = (
+                "Keep lexical as the default until these clear: " + ", ".join(self.blocker_codes) + "."
+            )
         return {
             "evaluatedAt": self.evaluated_at,
             "currentMode": self.current_mode,
@@ -478,21 +571,42 @@ class RolloutPlan:
             "blockerCodes": self.blocker_codes,
             "stages": self.stages,
             "baseline": [
-                _baseline_metric("shadow_executions", ">=", SLO["minShadowExecutionsForCanary"],
-                                 current.shadow_executions),
-                _baseline_metric("shadow_avg_graph_candidates", ">=", SLO["minShadowAverageGraphCandidates"],
-                                 current.shadow_avg_graph_candidates),
-                _baseline_metric("shadow_graph_error_rate", "<=", SLO["maxShadowGraphErrorRateForCanary"],
-                                 shadow_graph_error_rate(current)),
-                _baseline_metric("hybrid_samples", ">=", SLO["minHybridSamplesForDefaultOn"],
-                                 current.hybrid_requested),
-                _baseline_metric("canary_samples", ">=", SLO["minCanarySamplesForDefaultOn"],
-                                 current.canary_applied),
-                _baseline_metric("fallback_rate", "<=", SLO["maxFallbackRateForDefaultOn"], current.fallback_rate),
-                _baseline_metric("graph_error_rate", "<=", SLO["maxGraphErrorRateForDefaultOn"],
-                                 current.graph_error_fallback_rate),
-                _baseline_metric("expansion_coverage", ">=", SLO["minExpansionCoverageForDefaultOn"],
-                                 current.expansion_coverage_rate),
+                _baseline_metric(
+                    "shadow_executions", ">=", SLO["minShadowExecutionsForCanary"], current.shadow_executions
+                ),
+                _baseline_metric(
+                    "shadow_avg_graph_candidates",
+                    ">=",
+                    SLO["minShadowAverageGraphCandidates"],
+                    current.shadow_avg_graph_candidates,
+                ),
+                _baseline_metric(
+                    "shadow_graph_error_rate",
+                    "<=",
+                    SLO["maxShadowGraphErrorRateForCanary"],
+                    shadow_graph_error_rate(current),
+                ),
+                _baseline_metric(
+                    "hybrid_samples", ">=", SLO["minHybridSamplesForDefaultOn"], current.hybrid_requested
+                ),
+                _baseline_metric(
+                    "canary_samples", ">=", SLO["minCanarySamplesForDefaultOn"], current.canary_applied
+                ),
+                _baseline_metric(
+                    "fallback_rate", "<=", SLO["maxFallbackRateForDefaultOn"], current.fallback_rate
+                ),
+                _baseline_metric(
+                    "graph_error_rate",
+                    "<=",
+                    SLO["maxGraphErrorRateForDefaultOn"],
+                    current.graph_error_fallback_rate,
+                ),
+                _baseline_metric(
+                    "expansion_coverage",
+                    ">=",
+                    SLO["minExpansionCoverageForDefaultOn"],
+                    current.expansion_coverage_rate,
+                ),
             ],
             "slo": dict(SLO),
             "autopilot": {"enabled": self.autopilot_enabled, "applied": self.autopilot_applied},
@@ -500,7 +614,11 @@ class RolloutPlan:
 
 
 def rollout_plan_build(
-    *, evaluated_at: datetime, mode: str, gate: QualityGate, autopilot_enabled: bool = False,
+    *,
+    evaluated_at: datetime,
+    mode: str,
+    gate: QualityGate,
+    autopilot_enabled: bool = False,
     autopilot_applied: bool = False,
 ) -> RolloutPlan:
     """Stages are 'ready to enter': shadow needs nothing, canary needs shadow evidence, default-on canary quality."""
@@ -514,17 +632,39 @@ def rollout_plan_build(
         recommended = mode
     current = gate.current
     stages = [
-        {"stage": "shadow", "ready": True, "requiredSamples": 0, "currentSamples": current.shadow_executions,
-         "blockerCodes": []},
-        {"stage": "canary", "ready": not canary, "requiredSamples": int(SLO["minShadowExecutionsForCanary"]),
-         "currentSamples": current.shadow_executions, "blockerCodes": canary},
-        {"stage": "default_on", "ready": not default_on, "requiredSamples": int(SLO["minHybridSamplesForDefaultOn"]),
-         "currentSamples": current.hybrid_requested, "blockerCodes": default_on},
+        {
+            "stage": "shadow",
+            "ready": True,
+            "requiredSamples": 0,
+            "currentSamples": current.shadow_executions,
+            "blockerCodes": [],
+        },
+        {
+            "stage": "canary",
+            "ready": not canary,
+            "requiredSamples": int(SLO["minShadowExecutionsForCanary"]),
+            "currentSamples": current.shadow_executions,
+            "blockerCodes": canary,
+        },
+        {
+            "stage": "default_on",
+            "ready": not default_on,
+            "requiredSamples": int(SLO["minHybridSamplesForDefaultOn"]),
+            "currentSamples": current.hybrid_requested,
+            "blockerCodes": default_on,
+        },
     ]
     return RolloutPlan(
-        evaluated_at=evaluated_at, current_mode=mode, recommended_mode=recommended,
-        ready_for_default_on=not default_on, blocker_codes=default_on, canary_blocker_codes=canary, gate=gate,
-        autopilot_enabled=autopilot_enabled, autopilot_applied=autopilot_applied, stages=stages,
+        evaluated_at=evaluated_at,
+        current_mode=mode,
+        recommended_mode=recommended,
+        ready_for_default_on=not default_on,
+        blocker_codes=default_on,
+        canary_blocker_codes=canary,
+        gate=gate,
+        autopilot_enabled=autopilot_enabled,
+        autopilot_applied=autopilot_applied,
+        stages=stages,
     )
 
 
@@ -532,7 +672,11 @@ def rollout_plan_build(
 
 
 def shadow_metrics_payload(
-    *, window: WindowStats, window_hours: int, last_fallback_at: datetime | None, last_fallback_reason: str | None
+    *,
+    window: WindowStats,
+    window_hours: int,
+    last_fallback_at: datetime | None,
+    last_fallback_reason: str | None,
 ) -> dict[str, Any]:
     return {
         "windowHours": window_hours,
@@ -556,22 +700,53 @@ def rollout_alarms(*, shadow: dict[str, Any], gate: QualityGate, now: datetime) 
     alarms: list[dict[str, Any]] = []
     total, fallback_rate, hours = shadow["totalRequests"], shadow["fallbackRate"], shadow["windowHours"]
     if total >= 20 and fallback_rate >= 0.15:
-        alarms.append({"code": "HIGH_FALLBACK_RATE", "severity": "critical", "triggeredAt": now,
-                       "message": f"Fallback rate is {_pct(fallback_rate)} over the last {hours} h."})
+        alarms.append(
+            {
+                "code": "HIGH_FALLBACK_RATE",
+                "severity": "critical",
+                "triggeredAt": now,
+                "message": f"Fallback rate is {_pct(fallback_rate)} over the last {hours} h.",
+            }
+        )
     elif total >= 10 and fallback_rate >= 0.05:
-        alarms.append({"code": "ELEVATED_FALLBACK_RATE", "severity": "warning", "triggeredAt": now,
-                       "message": f"Fallback rate is {_pct(fallback_rate)} over the last {hours} h."})
+        alarms.append(
+            {
+                "code": "ELEVATED_FALLBACK_RATE",
+                "severity": "warning",
+                "triggeredAt": now,
+                "message": f"Fallback rate is {_pct(fallback_rate)} over the last {hours} h.",
+            }
+        )
     errors = shadow["graphErrorFallbacks"]
     if errors >= 3:
-        alarms.append({"code": "GRAPH_EXPANSION_ERRORS", "severity": "critical", "triggeredAt": now,
-                       "message": f"{errors} graph expansion error fallback{'s' if errors != 1 else ''} in the "
-                       f"last {hours} h."})
+        alarms.append(
+            {
+                "code": "GRAPH_EXPANSION_ERRORS",
+                "severity": "critical",
+                "triggeredAt": now,
+                "message": f"{errors} graph expansion error fallback{'s' if errors != 1 else ''} in the "
+                f"last {hours} h.",
+            }
+        )
     if gate.canary_blocked:
         codes = ", ".join(gate.blocking_codes[:3])
-        alarms.append({"code": "CANARY_QUALITY_GATE_BLOCKED", "severity": "critical", "triggeredAt": now,
-                       "message": f"Canary rollout blocked by the retrieval quality gate ({codes})." if codes
-                       else f"Canary rollout blocked by the retrieval quality gate (status {gate.status})."})
+        alarms.append(
+            {
+                "code": "CANARY_QUALITY_GATE_BLOCKED",
+                "severity": "critical",
+                "triggeredAt": now,
+                "message": f"Canary rollout blocked by the retrieval quality gate ({codes})."
+                if codes
+                else f"Canary rollout blocked by the retrieval quality gate (status {gate.status}).",
+            }
+        )
     elif gate.status == "warn":
-        alarms.append({"code": "CANARY_QUALITY_GATE_WARNING", "severity": "warning", "triggeredAt": now,
-                       "message": "The retrieval quality gate sees warning-level drift; watch it before canary."})
+        alarms.append(
+            {
+                "code": "CANARY_QUALITY_GATE_WARNING",
+                "severity": "warning",
+                "triggeredAt": now,
+                "message": "The retrieval quality gate sees warning-level drift; watch it before canary.",
+            }
+        )
     return alarms

@@ -100,12 +100,18 @@ def _evaluate(*, workspace_id: int, now: datetime, window_hours: int | None = No
     try:
         with workspace_context(workspace_id), transaction.atomic(using="app"):
             rollout_settings = selectors.rollout_settings_get(workspace_id=workspace_id)
-            current, previous = selectors.metrics_windows(workspace_id=workspace_id, now=now, window_hours=hours)
+            current, previous = selectors.metrics_windows(
+                workspace_id=workspace_id, now=now, window_hours=hours
+            )
     except DatabaseError:
         logger.exception("rollout state unavailable for workspace %s", workspace_id)
-        return _Evaluation(selectors.RolloutSettings.defaults(),
-                           selectors.QualityGate.unavailable(now=now, window_hours=hours))
-    gate = selectors.quality_gate_evaluate(current=current, previous=previous, window_hours=hours, evaluated_at=now)
+        return _Evaluation(
+            selectors.RolloutSettings.defaults(),
+            selectors.QualityGate.unavailable(now=now, window_hours=hours),
+        )
+    gate = selectors.quality_gate_evaluate(
+        current=current, previous=previous, window_hours=hours, evaluated_at=now
+    )
     return _Evaluation(rollout_settings, gate)
 
 
@@ -174,8 +180,12 @@ def retrieval_metric_record(
     else:
         with workspace_context(workspace_id):
             _metric_insert(values)
-    ops_metrics.RETRIEVALS.labels(endpoint=endpoint, requested=requested_strategy, applied=applied_strategy,
-                                  fallback_reason=fallback_reason or "none").inc()
+    ops_metrics.RETRIEVALS.labels(
+        endpoint=endpoint,
+        requested=requested_strategy,
+        applied=applied_strategy,
+        fallback_reason=fallback_reason or "none",
+    ).inc()
 
 
 _METRIC_INSERT_SQL = "INSERT INTO {table} ({columns}) VALUES ({values})"
@@ -201,10 +211,14 @@ def _metric_insert(values: dict[str, Any], *, relaxed_commit: bool = False) -> N
 def _metric_insert_sql(columns: tuple[str, ...], relaxed_commit: bool) -> str:
     # The same few column lists on every call: the typed statement text is built once per process.
     connection = connections["app"]
-    typed = [f"%s::{_TYPE_LENGTH.sub('', RetrievalMetric._meta.get_field(name).db_type(connection))}"
-             for name in columns]
+    typed = [
+        f"%s::{_TYPE_LENGTH.sub('', RetrievalMetric._meta.get_field(name).db_type(connection))}"
+        for name in columns
+    ]
     template = _METRIC_INSERT_RELAXED_SQL if relaxed_commit else _METRIC_INSERT_SQL
-    return template.format(table=RetrievalMetric._meta.db_table, columns=", ".join(columns), values=", ".join(typed))
+    return template.format(
+        table=RetrievalMetric._meta.db_table, columns=", ".join(columns), values=", ".join(typed)
+    )
 
 
 def retrieval_metrics_purge(*, older_than_days: int | None = None) -> int:
@@ -214,7 +228,9 @@ def retrieval_metrics_purge(*, older_than_days: int | None = None) -> int:
     deleted = 0
     for workspace_id in Workspace.objects.order_by("id").values_list("id", flat=True).iterator():
         with workspace_context(workspace_id):
-            count, _ = RetrievalMetric.objects.filter(workspace_id=workspace_id, created_at__lt=cutoff).delete()
+            count, _ = RetrievalMetric.objects.filter(
+                workspace_id=workspace_id, created_at__lt=cutoff
+            ).delete()
         deleted += count
     return deleted
 
@@ -230,7 +246,10 @@ def metrics_purge_schedule_ensure(*, using: str = "default") -> None:
     if first is None:
         # First run an hour out: a fresh database has nothing to purge, and test workers stay free for their jobs.
         Schedule.objects.using(using).create(
-            name=PURGE_SCHEDULE_NAME, func=PURGE_TASK, schedule_type=Schedule.HOURLY, repeats=-1,
+            name=PURGE_SCHEDULE_NAME,
+            func=PURGE_TASK,
+            schedule_type=Schedule.HOURLY,
+            repeats=-1,
             next_run=timezone.now() + timedelta(hours=1),
         )
         return
@@ -296,8 +315,12 @@ def _mode_autopilot_apply(*, workspace_id: int, evaluation: _Evaluation, now: da
             workspace_id=workspace_id, mode=evaluation.settings.mode, autopilot_enabled=True
         ).update(mode=plan.recommended_mode, updated_at=now, updated_by=AUTOPILOT)
     if changed:
-        logger.info("rollout autopilot moved workspace %s from %s to %s", workspace_id, evaluation.settings.mode,
-                    plan.recommended_mode)
+        logger.info(
+            "rollout autopilot moved workspace %s from %s to %s",
+            workspace_id,
+            evaluation.settings.mode,
+            plan.recommended_mode,
+        )
         rollout_cache_clear(workspace_id)
     return bool(changed)
 
@@ -305,8 +328,9 @@ def _mode_autopilot_apply(*, workspace_id: int, evaluation: _Evaluation, now: da
 def rollout_autopilot_apply(*, workspace_id: int) -> bool:
     """The mode autopilot on demand (GET graph/rollout), on the configured gate window."""
     now = _now()
-    return _mode_autopilot_apply(workspace_id=workspace_id, evaluation=_evaluate(workspace_id=workspace_id, now=now),
-                                 now=now)
+    return _mode_autopilot_apply(
+        workspace_id=workspace_id, evaluation=_evaluate(workspace_id=workspace_id, now=now), now=now
+    )
 
 
 # --- default-strategy autopilot -------------------------------------------------------------------------------------
@@ -330,7 +354,9 @@ def retrieval_policy_evaluate(*, workspace_id: int) -> None:
     now = _now()
     window = policy_window_start(now)
     state = rollout_state_get(workspace_id=workspace_id)
-    rollback_due = state.default_strategy == RetrievalPolicy.Strategy.HYBRID and not state.ready_for_default_on
+    rollback_due = (
+        state.default_strategy == RetrievalPolicy.Strategy.HYBRID and not state.ready_for_default_on
+    )
     seen = _policy_windows.get(workspace_id)
     if seen is not None and seen[0] == window and (seen[1] or not rollback_due):
         return
@@ -348,8 +374,9 @@ def retrieval_policy_evaluate(*, workspace_id: int) -> None:
 
 def _policy_evaluate_locked(*, workspace_id: int, now: datetime, window: datetime) -> bool:
     """Returns whether the default strategy or the mode changed."""
-    RetrievalPolicy.objects.bulk_create([RetrievalPolicy(workspace_id=workspace_id, updated_at=now)],
-                                        ignore_conflicts=True)
+    RetrievalPolicy.objects.bulk_create(
+        [RetrievalPolicy(workspace_id=workspace_id, updated_at=now)], ignore_conflicts=True
+    )
     # The row lock serialises processes that cross into a new window together: one advances the streak.
     policy = RetrievalPolicy.objects.select_for_update().get(workspace_id=workspace_id)
     evaluation = _evaluate(workspace_id=workspace_id, now=now)
@@ -387,7 +414,9 @@ def _policy_evaluate_locked(*, workspace_id: int, now: datetime, window: datetim
 # --- the overview graph/status and graph/rollout show ---------------------------------------------------------------
 
 
-def rollout_overview(*, workspace_id: int, window_hours: int | None = None, autopilot_applied: bool = False) -> dict[str, Any]:
+def rollout_overview(
+    *, workspace_id: int, window_hours: int | None = None, autopilot_applied: bool = False
+) -> dict[str, Any]:
     """rollout, shadowMetrics, qualityGate, rolloutPlan, retrievalPolicy and alarms, read fresh (never cached)."""
     now = _now()
     hours = window_hours or settings.ROLLOUT_GATE_WINDOW_HOURS
@@ -396,15 +425,26 @@ def rollout_overview(*, workspace_id: int, window_hours: int | None = None, auto
     last_at, last_reason = None, None
     if gate.status != "unavailable":
         with workspace_context(workspace_id):
-            last_at, last_reason = selectors.last_fallback(workspace_id=workspace_id, since=gate.current.start_at)
-    shadow = selectors.shadow_metrics_payload(window=gate.current, window_hours=hours, last_fallback_at=last_at,
-                                              last_fallback_reason=last_reason)
-    plan = selectors.rollout_plan_build(evaluated_at=now, mode=current.mode, gate=gate,
-                                        autopilot_enabled=current.autopilot_enabled,
-                                        autopilot_applied=autopilot_applied)
+            last_at, last_reason = selectors.last_fallback(
+                workspace_id=workspace_id, since=gate.current.start_at
+            )
+    shadow = selectors.shadow_metrics_payload(
+        window=gate.current, window_hours=hours, last_fallback_at=last_at, last_fallback_reason=last_reason
+    )
+    plan = selectors.rollout_plan_build(
+        evaluated_at=now,
+        mode=current.mode,
+        gate=gate,
+        autopilot_enabled=current.autopilot_enabled,
+        autopilot_applied=autopilot_applied,
+    )
     return {
-        "rollout": {"mode": current.mode, "autopilotEnabled": current.autopilot_enabled,
-                    "updatedAt": current.config_updated_at, "updatedBy": current.config_updated_by},
+        "rollout": {
+            "mode": current.mode,
+            "autopilotEnabled": current.autopilot_enabled,
+            "updatedAt": current.config_updated_at,
+            "updatedBy": current.config_updated_by,
+        },
         "shadowMetrics": shadow,
         "qualityGate": gate.payload(),
         "rolloutPlan": plan.payload(),

@@ -28,8 +28,18 @@ def main() -> int:
     python = sys.executable
     gunicorn = str(Path(python).with_name("gunicorn"))
     commands = {
-        "web": [gunicorn, "config.wsgi", "--config", "config/gunicorn_conf.py", "--bind", bind,
-                "--workers", web_workers, "--access-logfile", "-"],
+        "web": [
+            gunicorn,
+            "config.wsgi",
+            "--config",
+            "config/gunicorn_conf.py",
+            "--bind",
+            bind,
+            "--workers",
+            web_workers,
+            "--access-logfile",
+            "-",
+        ],
         "worker": [python, "manage.py", "qcluster"],
     }
     children = {name: subprocess.Popen(cmd, cwd=ROOT) for name, cmd in commands.items()}

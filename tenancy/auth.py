@@ -54,7 +54,9 @@ class SdkKeyAuth(AuthBase):
         key_hash = services.api_key_hash(token)
         now = timezone.now()
         found = caller_lookup(
-            key_hash=key_hash, limit=settings.RATE_LIMIT_REQUESTS, window_seconds=settings.RATE_LIMIT_WINDOW_SECONDS,
+            key_hash=key_hash,
+            limit=settings.RATE_LIMIT_REQUESTS,
+            window_seconds=settings.RATE_LIMIT_WINDOW_SECONDS,
             now=now,
         )
         decision = found.rate
@@ -75,6 +77,9 @@ class SdkKeyAuth(AuthBase):
         if api_key.expires_at <= now:
             raise ApiError(401, "API_KEY_EXPIRED", "This API key has expired. Create a new one.")
         return SdkCaller(
-            api_key=api_key, user=user, routing_mode=found.routing_mode, active_org_id=found.active_org_id,
+            api_key=api_key,
+            user=user,
+            routing_mode=found.routing_mode,
+            active_org_id=found.active_org_id,
             personal_workspace_id=found.personal_workspace_id,
         )

@@ -93,8 +93,12 @@ def caller_lookup(
     clock = time.time() if clock is None else clock
     window_start = int(clock // window_seconds) * window_seconds
     params = {
-        "bucket": key_hash, "window": window_start, "limit": limit, "now": now,
-        "touch_before": now - TOUCH_INTERVAL, "personal": Workspace.Kind.PERSONAL,
+        "bucket": key_hash,
+        "window": window_start,
+        "limit": limit,
+        "now": now,
+        "touch_before": now - TOUCH_INTERVAL,
+        "personal": Workspace.Kind.PERSONAL,
     }
     # Prepared (every SDK request runs it; its plan is key lookups whatever the values): planning was 0.9 of its
     # 1.2 ms of PostgreSQL CPU.
@@ -104,7 +108,9 @@ def caller_lookup(
     if random.random() < 1 / 512:
         with connections["app"].cursor() as cursor:
             # Old windows are garbage; clearing them now and then keeps the unlogged table small.
-            cursor.execute("DELETE FROM rate_limit_counters WHERE window_start < %s", [window_start - window_seconds])
+            cursor.execute(
+                "DELETE FROM rate_limit_counters WHERE window_start < %s", [window_start - window_seconds]
+            )
     hits, touched, found, routing_mode, personal_id, active_org_id = row[:6]
     retry_after = max(1, math.ceil(window_start + window_seconds - clock))
     rate = RateLimitDecision(

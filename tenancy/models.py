@@ -24,19 +24,29 @@ class Workspace(models.Model):
     # Orgs only: the GitHub-owner-shaped handle used by repo routing (memories-sh.md §6).
     slug = models.CharField(max_length=39, null=True, blank=True)
     personal_owner = models.OneToOneField(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="personal_workspace"
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="personal_workspace",
     )
     # SDK tenants only: the personal or org workspace that owns the tenant, and the caller's tenantId.
-    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="tenants")
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="tenants"
+    )
     tenant_id = models.CharField(max_length=120, null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         db_table = "workspaces"
         constraints = [
-            models.UniqueConstraint(fields=["slug"], condition=Q(kind="org"), name="workspaces_org_slug_unique"),
             models.UniqueConstraint(
-                fields=["parent", "tenant_id"], condition=Q(kind="sdk_tenant"), name="workspaces_tenant_unique"
+                fields=["slug"], condition=Q(kind="org"), name="workspaces_org_slug_unique"
+            ),
+            models.UniqueConstraint(
+                fields=["parent", "tenant_id"],
+                condition=Q(kind="sdk_tenant"),
+                name="workspaces_tenant_unique",
             ),
             models.CheckConstraint(
                 condition=(
@@ -77,17 +87,23 @@ class UserSettings(models.Model):
         AUTO = "auto"
         ACTIVE_WORKSPACE = "active_workspace"
 
-    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="cairn_settings")
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="cairn_settings"
+    )
     routing_mode = models.CharField(max_length=20, choices=RoutingMode.choices, default=RoutingMode.AUTO)
     # The org the user works in when routing does not pick one from a repo (memories.sh's current_org_id).
-    active_org = models.ForeignKey(Workspace, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    active_org = models.ForeignKey(
+        Workspace, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
 
     class Meta:
         db_table = "user_settings"
 
 
 class RepoOwnerMapping(models.Model):
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="repo_owner_mappings")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="repo_owner_mappings"
+    )
     owner = models.CharField(max_length=39)
     org = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)

@@ -28,14 +28,18 @@ class RateLimitDecision:
     retry_after_seconds: int
 
 
-def rate_limit_hit(*, bucket: str, limit: int, window_seconds: int, now: float | None = None) -> RateLimitDecision:
+def rate_limit_hit(
+    *, bucket: str, limit: int, window_seconds: int, now: float | None = None
+) -> RateLimitDecision:
     now = time.time() if now is None else now
     window_start = int(now // window_seconds) * window_seconds
     with connections["app"].cursor() as cursor:
         cursor.execute(_UPSERT, [bucket, window_start])
         hits = cursor.fetchone()[0]
         if random.random() < 1 / 512:
-            cursor.execute("DELETE FROM rate_limit_counters WHERE window_start < %s", [window_start - window_seconds])
+            cursor.execute(
+                "DELETE FROM rate_limit_counters WHERE window_start < %s", [window_start - window_seconds]
+            )
     retry_after = max(1, math.ceil(window_start + window_seconds - now))
     return RateLimitDecision(
         allowed=hits <= limit, limit=limit, remaining=max(0, limit - hits), retry_after_seconds=retry_after

@@ -69,14 +69,18 @@ def workspace_role(*, user: AbstractBaseUser, workspace: Workspace) -> str | Non
 
 
 def memberships_for_workspace(*, workspace: Workspace) -> list[Membership]:
-    return list(Membership.objects.select_related("user").filter(workspace=workspace).order_by("role", "user__username"))
+    return list(
+        Membership.objects.select_related("user")
+        .filter(workspace=workspace)
+        .order_by("role", "user__username")
+    )
 
 
 def tenants_for_workspaces(*, workspaces: list[Workspace], limit: int) -> list[Workspace]:
     return list(
-        Workspace.objects.filter(kind=Workspace.Kind.SDK_TENANT, parent__in=workspaces).order_by("parent_id", "tenant_id")[
-            :limit
-        ]
+        Workspace.objects.filter(kind=Workspace.Kind.SDK_TENANT, parent__in=workspaces).order_by(
+            "parent_id", "tenant_id"
+        )[:limit]
     )
 
 

@@ -26,7 +26,9 @@ def personal_workspace_ensure(*, user: AbstractBaseUser) -> Workspace:
             personal_owner=user,
             defaults={"kind": Workspace.Kind.PERSONAL, "name": f"{user.get_username()} (personal)"},
         )
-        Membership.objects.get_or_create(workspace=workspace, user=user, defaults={"role": Membership.Role.OWNER})
+        Membership.objects.get_or_create(
+            workspace=workspace, user=user, defaults={"role": Membership.Role.OWNER}
+        )
         UserSettings.objects.get_or_create(user=user)
     return workspace
 
@@ -65,7 +67,11 @@ class CreatedApiKey:
 
 
 def api_key_create(
-    *, user: AbstractBaseUser, expires_at: datetime | None = None, name: str = "", created_via: str = "command"
+    *,
+    user: AbstractBaseUser,
+    expires_at: datetime | None = None,
+    name: str = "",
+    created_via: str = "command",
 ) -> CreatedApiKey:
     now = timezone.now()
     if expires_at is None:
@@ -173,7 +179,9 @@ def personal_workspace(*, user: AbstractBaseUser) -> Workspace:
 def tenant_workspace_resolve(*, user: AbstractBaseUser, tenant_id: str) -> Workspace:
     """The SDK-tenant workspace for tenantId under the caller's own workspace, provisioned on first use."""
     parent = routed_workspace(user=user, project_id=None)
-    existing = Workspace.objects.filter(kind=Workspace.Kind.SDK_TENANT, parent=parent, tenant_id=tenant_id).first()
+    existing = Workspace.objects.filter(
+        kind=Workspace.Kind.SDK_TENANT, parent=parent, tenant_id=tenant_id
+    ).first()
     if existing is not None:
         return existing
     if not settings.SDK_AUTO_PROVISION_TENANTS:
@@ -202,7 +210,9 @@ def tenant_workspace_resolve(*, user: AbstractBaseUser, tenant_id: str) -> Works
         return Workspace.objects.get(kind=Workspace.Kind.SDK_TENANT, parent=parent, tenant_id=tenant_id)
 
 
-def workspace_for_scope(*, user: AbstractBaseUser, tenant_id: str | None, project_id: str | None) -> Workspace:
+def workspace_for_scope(
+    *, user: AbstractBaseUser, tenant_id: str | None, project_id: str | None
+) -> Workspace:
     if tenant_id:
         return tenant_workspace_resolve(user=user, tenant_id=tenant_id)
     return routed_workspace(user=user, project_id=project_id)
@@ -225,7 +235,11 @@ def membership_role_change(*, org: Workspace, user: AbstractBaseUser, role: str)
         membership = Membership.objects.select_for_update().filter(workspace=org, user=user).first()
         if membership is None:
             raise ValueError(f"{user.get_username()} is not a member of {org.slug}")
-        if membership.role == Membership.Role.OWNER and role != Membership.Role.OWNER and _owner_count(org=org) <= 1:
+        if (
+            membership.role == Membership.Role.OWNER
+            and role != Membership.Role.OWNER
+            and _owner_count(org=org) <= 1
+        ):
             raise ValueError("an organization needs at least one owner: make someone else owner first")
         membership.role = role
         membership.save(update_fields=["role"])
@@ -247,8 +261,13 @@ def membership_remove(*, org: Workspace, user: AbstractBaseUser) -> None:
 
 
 def caller_workspace_id(
-    *, user: AbstractBaseUser, routing_mode: str, active_org_id: int | None, personal_workspace_id: int | None,
-    tenant_id: str | None, project_id: str | None,
+    *,
+    user: AbstractBaseUser,
+    routing_mode: str,
+    active_org_id: int | None,
+    personal_workspace_id: int | None,
+    tenant_id: str | None,
+    project_id: str | None,
 ) -> int:
     """workspace_for_scope(...).id, deciding from what the auth statement already read (tenancy.caller).
 

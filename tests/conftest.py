@@ -45,7 +45,9 @@ class SdkClient:
         extra = {"HTTP_AUTHORIZATION": f"Bearer {self.key}"} if self.key else {}
         return self.client.get(f"{API}/{path}", **extra)
 
-    def ok(self, path: str, body: Any = None, *, status: int = 200, headers: dict[str, str] | None = None) -> Any:
+    def ok(
+        self, path: str, body: Any = None, *, status: int = 200, headers: dict[str, str] | None = None
+    ) -> Any:
         response = self.post(path, body, headers=headers)
         assert response.status_code == status, response.content
         envelope = response.json()
@@ -78,7 +80,9 @@ class Personas:
 
 
 def make_user(username: str) -> Any:
-    return get_user_model().objects.create_user(username, email=f"{username}@example.com", password="pw-" + username)
+    return get_user_model().objects.create_user(
+        username, email=f"{username}@example.com", password="pw-" + username
+    )
 
 
 def make_key(user: Any) -> str:

@@ -45,7 +45,9 @@ def test_it_rejects_expired_keys(personas):
 def test_it_rejects_revoked_keys(personas):
     created = services.api_key_create(user=personas.alice)
     services.api_key_revoke(api_key=created.api_key)
-    error = SdkClient(Client(), created.raw_key).error("memories/list", {}, status=401, code="INVALID_API_KEY")
+    error = SdkClient(Client(), created.raw_key).error(
+        "memories/list", {}, status=401, code="INVALID_API_KEY"
+    )
     assert "revoked" in error["message"]
 
 

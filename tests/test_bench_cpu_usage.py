@@ -37,8 +37,9 @@ time.sleep(30)
 
 def test_it_counts_a_process_tree_and_divides_by_requests() -> None:
     # Its own process group, so both go at the end.
-    process = subprocess.Popen([sys.executable, "-c", _BURNER], stdout=subprocess.PIPE, text=True,
-                               start_new_session=True)
+    process = subprocess.Popen(
+        [sys.executable, "-c", _BURNER], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
     try:
         before = cpu_usage.snapshot(web_root=process.pid, database_root=-1)
         # Both have burnt their share once the parent says so (it waits for the child's word).

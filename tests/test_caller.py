@@ -26,7 +26,10 @@ def landed_in(api, scope) -> int:
 
 def test_it_checks_the_key_in_one_statement_before_the_write(personas):
     personas.alice_api.add("warm up")  # the first call touches last_used_at; the next ones must not
-    with CaptureQueriesContext(connections["app"]) as app, CaptureQueriesContext(connections["default"]) as owner:
+    with (
+        CaptureQueriesContext(connections["app"]) as app,
+        CaptureQueriesContext(connections["default"]) as owner,
+    ):
         personas.alice_api.add("counted")
     before_write = []
     for query in app.captured_queries:
@@ -38,7 +41,9 @@ def test_it_checks_the_key_in_one_statement_before_the_write(personas):
     assert owner.captured_queries == []
     # Planned once per connection (prepared), not on every request.
     with connections["app"].cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE '%rate_limit_counters%'")
+        cursor.execute(
+            "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE '%rate_limit_counters%'"
+        )
         assert cursor.fetchone()[0] == 1
 
 
@@ -60,7 +65,9 @@ def test_it_touches_a_key_at_most_once_a_minute(personas):
 def test_it_does_not_touch_revoked_rate_limited_or_inactive_callers(personas):
     revoked = services.api_key_create(user=personas.bob)
     services.api_key_revoke(api_key=revoked.api_key)
-    lookup = caller_lookup(key_hash=revoked.api_key.key_hash, limit=100, window_seconds=60, now=timezone.now())
+    lookup = caller_lookup(
+        key_hash=revoked.api_key.key_hash, limit=100, window_seconds=60, now=timezone.now()
+    )
     assert lookup.api_key is not None and lookup.api_key.revoked_at is not None
     assert ApiKey.objects.get(pk=revoked.api_key.pk).last_used_at is None
 
@@ -71,7 +78,9 @@ def test_it_does_not_touch_revoked_rate_limited_or_inactive_callers(personas):
     personas.charlie.is_active = False
     personas.charlie.save()
     inactive = services.api_key_create(user=personas.charlie)
-    lookup = caller_lookup(key_hash=inactive.api_key.key_hash, limit=100, window_seconds=60, now=timezone.now())
+    lookup = caller_lookup(
+        key_hash=inactive.api_key.key_hash, limit=100, window_seconds=60, now=timezone.now()
+    )
     assert lookup.user is not None and not lookup.user.is_active
     assert ApiKey.objects.get(pk=inactive.api_key.pk).last_used_at is None
 
@@ -86,7 +95,9 @@ def test_it_spends_the_budget_of_unknown_keys():
 
 def test_it_returns_the_user_with_the_key(personas):
     created = services.api_key_create(user=personas.alice)
-    lookup = caller_lookup(key_hash=created.api_key.key_hash, limit=100, window_seconds=60, now=timezone.now())
+    lookup = caller_lookup(
+        key_hash=created.api_key.key_hash, limit=100, window_seconds=60, now=timezone.now()
+    )
     assert lookup.user.pk == personas.alice.pk and lookup.user.get_username() == "alice"
     assert lookup.api_key.pk == created.api_key.pk and lookup.api_key.user is lookup.user
     assert lookup.personal_workspace_id == personas.alice.personal_workspace.id

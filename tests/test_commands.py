@@ -47,8 +47,18 @@ def test_it_manages_members_and_routing(personas):
     run("member_set", "--org", "acme", "--username", "charlie", "--role", "admin")
     assert Membership.objects.get(workspace=personas.acme, user=personas.charlie).role == "admin"
 
-    output = run("routing", "--username", "charlie", "--mode", "active_workspace", "--active-org", "acme",
-                 "--map", "acme-platform", "acme")
+    output = run(
+        "routing",
+        "--username",
+        "charlie",
+        "--mode",
+        "active_workspace",
+        "--active-org",
+        "acme",
+        "--map",
+        "acme-platform",
+        "acme",
+    )
     assert "mode: active_workspace" in output and "map: acme-platform -> acme" in output
     assert UserSettings.objects.get(user=personas.charlie).active_org == personas.acme
     assert "map:" not in run("routing", "--username", "charlie", "--unmap", "acme-platform")

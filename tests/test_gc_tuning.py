@@ -39,13 +39,21 @@ def test_it_leaves_pythons_defaults_when_turned_off(settings, restored_gc):
 
 
 def _python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", **env})
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", **env},
+    )
 
 
 def test_it_tunes_a_process_that_loads_the_wsgi_application():
-    done = _python("import gc, config.wsgi; print(gc.get_threshold()[0], gc.get_freeze_count() > 0)",
-                   WEB_GC_GEN0_THRESHOLD="20000")
+    done = _python(
+        "import gc, config.wsgi; print(gc.get_threshold()[0], gc.get_freeze_count() > 0)",
+        WEB_GC_GEN0_THRESHOLD="20000",
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split()[-2:] == ["20000", "True"]
 

@@ -24,7 +24,10 @@ def test_it_is_exact_across_two_processes():
     start_at = str(time.time() + 3)
     processes = [
         subprocess.Popen(
-            [sys.executable, str(HELPER), bucket, "100", "120", start_at], env=env, stdout=subprocess.PIPE, text=True
+            [sys.executable, str(HELPER), bucket, "100", "120", start_at],
+            env=env,
+            stdout=subprocess.PIPE,
+            text=True,
         )
         for _ in range(2)
     ]

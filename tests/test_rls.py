@@ -45,7 +45,9 @@ def test_it_connects_as_a_role_rls_applies_to():
     with connections["app"].cursor() as cursor:
         cursor.execute("SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = current_user")
         superuser, bypass = cursor.fetchone()
-        cursor.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'public' AND tableowner = current_user")
+        cursor.execute(
+            "SELECT count(*) FROM pg_tables WHERE schemaname = 'public' AND tableowner = current_user"
+        )
         owned = cursor.fetchone()[0]
     assert not superuser and not bypass
     assert owned == 0
@@ -54,7 +56,9 @@ def test_it_connects_as_a_role_rls_applies_to():
 def _make_memory(workspace_id: int, content: str) -> Memory:
     now = timezone.now()
     with workspace_context(workspace_id):
-        return Memory.objects.create(workspace_id=workspace_id, content=content, created_at=now, updated_at=now)
+        return Memory.objects.create(
+            workspace_id=workspace_id, content=content, created_at=now, updated_at=now
+        )
 
 
 def test_it_shows_nothing_without_a_workspace(personas):
@@ -77,11 +81,17 @@ def test_it_shows_only_the_current_workspace(personas):
 def test_it_refuses_writes_into_another_workspace(personas):
     now = timezone.now()
     with pytest.raises(DatabaseError, match="row-level security"), workspace_context(personas.globex.id):
-        Memory.objects.create(workspace_id=personas.acme.id, content="planted", created_at=now, updated_at=now)
+        Memory.objects.create(
+            workspace_id=personas.acme.id, content="planted", created_at=now, updated_at=now
+        )
 
 
 def test_it_refuses_to_nest_another_workspace(personas):
-    with pytest.raises(RuntimeError), workspace_context(personas.acme.id), workspace_context(personas.globex.id):
+    with (
+        pytest.raises(RuntimeError),
+        workspace_context(personas.acme.id),
+        workspace_context(personas.globex.id),
+    ):
         pass
 
 

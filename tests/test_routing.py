@@ -64,7 +64,10 @@ def test_it_never_routes_outsiders_into_an_org(personas):
 
 def test_it_follows_explicit_owner_mappings(personas):
     services.repo_owner_mapping_set(user=personas.alice, owner="@Acme-Platform", org=personas.acme)
-    assert workspace_of(personas.alice_api, {"projectId": "github.com/acme-platform/backend"}) == personas.acme.id
+    assert (
+        workspace_of(personas.alice_api, {"projectId": "github.com/acme-platform/backend"})
+        == personas.acme.id
+    )
 
 
 def test_it_ignores_mappings_after_membership_ends(personas):
@@ -91,7 +94,9 @@ def test_it_caps_owner_mappings(personas):
 
 def test_it_sends_unparsable_projects_to_personal(personas):
     services.active_org_set(user=personas.alice, org=personas.acme)
-    assert workspace_of(personas.alice_api, {"projectId": "local-notes"}) == personas.alice.personal_workspace.id
+    assert (
+        workspace_of(personas.alice_api, {"projectId": "local-notes"}) == personas.alice.personal_workspace.id
+    )
 
 
 def test_it_uses_the_active_org_without_a_project(personas):
@@ -119,7 +124,9 @@ def test_it_keeps_the_same_tenant_id_apart_between_owners(personas):
     charlie_tenant = workspace_of(personas.charlie_api, {"tenantId": "shared-name"})
     assert alice_tenant != charlie_tenant
     memory = personas.alice_api.add("alice's customer data", scope={"tenantId": "shared-name"})
-    found = personas.charlie_api.ok("memories/search", {"query": "customer", "scope": {"tenantId": "shared-name"}})
+    found = personas.charlie_api.ok(
+        "memories/search", {"query": "customer", "scope": {"tenantId": "shared-name"}}
+    )
     assert memory["id"] not in [m["id"] for m in found["memories"]]
 
 
@@ -133,14 +140,18 @@ def test_it_shares_org_tenants_between_members(personas):
 
 def test_it_can_refuse_unknown_tenants(personas, settings):
     settings.SDK_AUTO_PROVISION_TENANTS = False
-    personas.alice_api.error("memories/list", {"scope": {"tenantId": "nobody"}}, status=404, code="TENANT_NOT_FOUND")
+    personas.alice_api.error(
+        "memories/list", {"scope": {"tenantId": "nobody"}}, status=404, code="TENANT_NOT_FOUND"
+    )
 
 
 def test_it_caps_tenants_per_owner(personas, settings):
     settings.MAX_TENANT_WORKSPACES_PER_OWNER = 2
     personas.alice_api.ok("memories/list", {"scope": {"tenantId": "t1"}})
     personas.alice_api.ok("memories/list", {"scope": {"tenantId": "t2"}})
-    personas.alice_api.error("memories/list", {"scope": {"tenantId": "t3"}}, status=409, code="TENANT_LIMIT_REACHED")
+    personas.alice_api.error(
+        "memories/list", {"scope": {"tenantId": "t3"}}, status=409, code="TENANT_LIMIT_REACHED"
+    )
 
 
 def test_it_validates_scope_fields(alice_api):

@@ -52,8 +52,15 @@ def signed_in_page(browser: Any, live_server: Any, user: Any, problems: list[str
     client = Client()
     client.force_login(user)
     context = browser.new_context(base_url=live_server.url, viewport={"width": 1400, "height": 900})
-    context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": client.cookies[settings.SESSION_COOKIE_NAME].value,
-                          "url": live_server.url}])
+    context.add_cookies(
+        [
+            {
+                "name": settings.SESSION_COOKIE_NAME,
+                "value": client.cookies[settings.SESSION_COOKIE_NAME].value,
+                "url": live_server.url,
+            }
+        ]
+    )
     context.set_default_timeout(15_000)
     page = context.new_page()
     watch(page, problems)
@@ -63,8 +70,14 @@ def signed_in_page(browser: Any, live_server: Any, user: Any, problems: list[str
 def watch(page: Any, problems: list[str]) -> None:
     """Collect script errors and CSP refusals: either means a page is broken for real users."""
     page.on("pageerror", lambda error: problems.append(f"pageerror: {error}"))
-    page.on("console", lambda msg: problems.append(f"console: {msg.text}")
-            if msg.type == "error" and "favicon" not in msg.text else None)
+    page.on(
+        "console",
+        lambda msg: (
+            problems.append(f"console: {msg.text}")
+            if msg.type == "error" and "favicon" not in msg.text
+            else None
+        ),
+    )
 
 
 def screenshot(page: Any, name: str) -> None:

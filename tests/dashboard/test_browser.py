@@ -36,14 +36,17 @@ def wait_until(page: Any, expression: str, timeout: float = 15.0) -> None:
 
 
 def counts(page: Any) -> tuple[int, int]:
-    nodes, edges = page.evaluate("[window.cairnExplorer.cy.nodes().length, window.cairnExplorer.cy.edges().length]")
+    nodes, edges = page.evaluate(
+        "[window.cairnExplorer.cy.nodes().length, window.cairnExplorer.cy.edges().length]"
+    )
     return nodes, edges
 
 
 def click_edge(page: Any, edge_id: int) -> None:
     """Click the middle of an edge where Cytoscape drew it."""
     point = page.evaluate(
-        "id => { const e = window.cairnExplorer.cy.getElementById('e' + id); return e.renderedMidpoint(); }", edge_id
+        "id => { const e = window.cairnExplorer.cy.getElementById('e' + id); return e.renderedMidpoint(); }",
+        edge_id,
     )
     box = page.locator("#graph-canvas").bounding_box()
     page.mouse.click(box["x"] + point["x"], box["y"] + point["y"])
@@ -105,8 +108,15 @@ def test_it_filters_expands_and_restores_a_deep_link(browser, live_server, perso
     assert "graph_node_key=billing" in page.url
     # From Python's 1-hop view (Python, Ada), "expand" on Ada adds her other neighbour without leaving the view.
     with workspace_context(personas.acme.id):
-        GraphEdge.objects.create(workspace_id=personas.acme.id, edge_key="r:works_on", from_node=graph.ada,
-                                 to_node=graph.topic, edge_type="works_on", edge_class="entity", origin="llm_entity")
+        GraphEdge.objects.create(
+            workspace_id=personas.acme.id,
+            edge_key="r:works_on",
+            from_node=graph.ada,
+            to_node=graph.topic,
+            edge_type="works_on",
+            edge_class="entity",
+            origin="llm_entity",
+        )
     page.goto(f"/w/{personas.acme.id}/graph/?graph_node_type=language&graph_node_key=python")
     wait_for_graph(page)
     assert counts(page) == (2, 1)
@@ -118,8 +128,10 @@ def test_it_filters_expands_and_restores_a_deep_link(browser, live_server, perso
     assert "graph_node_key=ada+lovelace" in page.url  # the selection is in the link
 
     # A deep link restores the focused node, the filters and the selected edge.
-    link = (f"/w/{personas.acme.id}/graph/?graph_node_type=person&graph_node_key=ada+lovelace"
-            f"&graph_edge_id={graph.fact.id}&graph_mc=0.5&graph_ev=1")
+    link = (
+        f"/w/{personas.acme.id}/graph/?graph_node_type=person&graph_node_key=ada+lovelace"
+        f"&graph_edge_id={graph.fact.id}&graph_mc=0.5&graph_ev=1"
+    )
     page.goto(link)
     wait_for_graph(page)
     assert counts(page) == (2, 1)

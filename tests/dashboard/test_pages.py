@@ -92,7 +92,10 @@ def test_it_gives_the_top_nodes(alice_web, personas, graph):
     data = alice_web.get(f"/w/{personas.acme.id}/graph/data/").json()
     labels = {node["label"] for node in data["nodes"]}
     assert {"Ada Lovelace", "Python", "billing"} <= labels
-    assert {edge["id"] for edge in data["edges"]} == {graph.fact.id, graph.topic_edge.id}  # the replaced fact is gone
+    assert {edge["id"] for edge in data["edges"]} == {
+        graph.fact.id,
+        graph.topic_edge.id,
+    }  # the replaced fact is gone
     assert data["focus"] is None
 
 
@@ -119,8 +122,12 @@ def test_it_filters_edges(alice_web, personas, graph):
 
 @pytest.mark.parametrize(
     ("query", "code"),
-    [("graph_mw=2", "INVALID_FILTER"), ("graph_mc=abc", "INVALID_FILTER"), ("limit=0", "INVALID_LIMIT"),
-     ("limit=99999", "INVALID_LIMIT")],
+    [
+        ("graph_mw=2", "INVALID_FILTER"),
+        ("graph_mc=abc", "INVALID_FILTER"),
+        ("limit=0", "INVALID_LIMIT"),
+        ("limit=99999", "INVALID_LIMIT"),
+    ],
 )
 def test_it_explains_a_bad_filter(alice_web, personas, query, code):
     r = alice_web.get(f"/w/{personas.acme.id}/graph/data/?{query}")
@@ -165,8 +172,13 @@ def test_it_pages_through_memories(alice_web, personas):
     now = timezone.now()
     with workspace_context(personas.acme.id):
         for i in range(30):
-            Memory.objects.create(workspace_id=personas.acme.id, content=f"note number {i}", user_id=f"u{i % 2}",
-                                  created_at=now, updated_at=now)
+            Memory.objects.create(
+                workspace_id=personas.acme.id,
+                content=f"note number {i}",
+                user_id=f"u{i % 2}",
+                created_at=now,
+                updated_at=now,
+            )
     first = alice_web.get(f"/w/{personas.acme.id}/memories/")
     assert first.content.count(b"data-memory-id") == 25 and b"Load more" in first.content
     cursor = first.context["next_cursor"]
@@ -221,7 +233,9 @@ def test_it_signs_out_with_a_post_only(alice_web, personas):
 def test_it_opens_an_sdk_tenant_with_the_parent_role(bob_web, charlie_web, personas):
     from tenancy.models import Workspace
 
-    tenant = Workspace.objects.create(kind="sdk_tenant", parent=personas.acme, tenant_id="shop-1", name="tenant shop-1")
+    tenant = Workspace.objects.create(
+        kind="sdk_tenant", parent=personas.acme, tenant_id="shop-1", name="tenant shop-1"
+    )
     assert b"shop-1" in bob_web.get("/").content
     assert bob_web.get(f"/w/{tenant.id}/graph/").status_code == 200
     assert bob_web.post(f"/w/{tenant.id}/rollout/mode/", {"mode": "shadow"}).status_code == 403
@@ -229,8 +243,11 @@ def test_it_opens_an_sdk_tenant_with_the_parent_role(bob_web, charlie_web, perso
 
 
 def test_it_serves_the_vendored_files(alice_web):
-    for path in ("/static/vendor/htmx-2.0.11.min.js", "/static/vendor/cytoscape-3.34.4.min.js",
-                 "/static/dashboard/explorer.js"):
+    for path in (
+        "/static/vendor/htmx-2.0.11.min.js",
+        "/static/vendor/cytoscape-3.34.4.min.js",
+        "/static/dashboard/explorer.js",
+    ):
         response = alice_web.get(path)
         assert response.status_code == 200, path
 

@@ -93,8 +93,13 @@ def _role(org, user) -> str | None:
 
 def test_it_adds_a_member_by_username_or_email(alice_web, personas):
     dave, erin = make_user("dave"), make_user("erin")
-    assert alice_web.post(f"/w/{personas.acme.id}/members/", {"identifier": "dave", "role": "admin"}).status_code == 302
-    r = alice_web.post(f"/w/{personas.acme.id}/members/", {"identifier": "ERIN@example.com", "role": "member"})
+    assert (
+        alice_web.post(f"/w/{personas.acme.id}/members/", {"identifier": "dave", "role": "admin"}).status_code
+        == 302
+    )
+    r = alice_web.post(
+        f"/w/{personas.acme.id}/members/", {"identifier": "ERIN@example.com", "role": "member"}
+    )
     assert r.status_code == 302
     assert _role(personas.acme, dave) == "admin" and _role(personas.acme, erin) == "member"
 
@@ -121,9 +126,20 @@ def test_it_keeps_admins_away_from_owners(personas):
     services.membership_set(org=personas.acme, user=personas.bob, role="admin")
     bob_web = signed_in(personas.bob)
     make_user("dave")
-    assert bob_web.post(f"/w/{personas.acme.id}/members/", {"identifier": "dave", "role": "owner"}).status_code == 403
-    assert bob_web.post(f"/w/{personas.acme.id}/members/{personas.alice.id}/role/", {"role": "member"}).status_code == 403
-    assert bob_web.post(f"/w/{personas.acme.id}/members/", {"identifier": "dave", "role": "admin"}).status_code == 302
+    assert (
+        bob_web.post(f"/w/{personas.acme.id}/members/", {"identifier": "dave", "role": "owner"}).status_code
+        == 403
+    )
+    assert (
+        bob_web.post(
+            f"/w/{personas.acme.id}/members/{personas.alice.id}/role/", {"role": "member"}
+        ).status_code
+        == 403
+    )
+    assert (
+        bob_web.post(f"/w/{personas.acme.id}/members/", {"identifier": "dave", "role": "admin"}).status_code
+        == 302
+    )
 
 
 def test_it_keeps_the_last_owner(alice_web, personas):
@@ -198,7 +214,9 @@ def test_it_revokes_only_your_own_keys(alice_web, charlie_web, personas):
 
 
 def test_it_sets_the_routing_mode_and_active_org(bob_web, personas):
-    r = bob_web.post("/settings/routing/", {"action": "mode", "mode": "active_workspace", "active_org": "acme"})
+    r = bob_web.post(
+        "/settings/routing/", {"action": "mode", "mode": "active_workspace", "active_org": "acme"}
+    )
     assert r.status_code == 302
     user_settings = UserSettings.objects.get(user=personas.bob)
     assert user_settings.routing_mode == "active_workspace" and user_settings.active_org == personas.acme
@@ -231,7 +249,9 @@ def test_it_hides_signup_when_off(db):
 def test_it_signs_up_when_on(settings, db):
     settings.DASHBOARD_SIGNUP_ENABLED = True
     client = Client()
-    r = client.post("/accounts/signup/", {"username": "frank", "password1": "a-long-passphrase-1",
-                                          "password2": "a-long-passphrase-1"})
+    r = client.post(
+        "/accounts/signup/",
+        {"username": "frank", "password1": "a-long-passphrase-1", "password2": "a-long-passphrase-1"},
+    )
     assert r.status_code == 302
     assert b"frank (personal)" in client.get("/").content

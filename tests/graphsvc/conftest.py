@@ -48,11 +48,16 @@ class FakeLlm:
     def _answer(self, body: dict[str, Any]) -> str:
         purpose = purpose_of(body)
         user = body["messages"][1]["content"]
-        script = self.answers.get(purpose, {"entities": [], "facts": []} if purpose == "entity_extraction"
-                                  else {"edges": []} if purpose == "semantic"
-                                  else {"same_entity": False} if purpose == "entity_disambiguation"
-                                  else {"relationship": "unrelated", "confidence": 0.9, "explanation": "-",
-                                        "evidence": ""})
+        script = self.answers.get(
+            purpose,
+            {"entities": [], "facts": []}
+            if purpose == "entity_extraction"
+            else {"edges": []}
+            if purpose == "semantic"
+            else {"same_entity": False}
+            if purpose == "entity_disambiguation"
+            else {"relationship": "unrelated", "confidence": 0.9, "explanation": "-", "evidence": ""},
+        )
         if isinstance(script, list):
             index = min(len(self.calls_for(purpose)) - 1, len(script) - 1)
             script = script[index]

@@ -15,8 +15,15 @@ class GraphBuilder:
         self.workspace_id = workspace_id
         self.ids: dict[str, int] = {}
 
-    def entity(self, name: str, *, type: str = "concept", summary: str | None = None,
-               aliases: tuple[str, ...] = (), last_seen: datetime | None = None) -> int:
+    def entity(
+        self,
+        name: str,
+        *,
+        type: str = "concept",
+        summary: str | None = None,
+        aliases: tuple[str, ...] = (),
+        last_seen: datetime | None = None,
+    ) -> int:
         with workspace_context(self.workspace_id), connections["app"].cursor() as cursor:
             cursor.execute(
                 """
@@ -24,19 +31,41 @@ class GraphBuilder:
                     last_seen_at, mention_count, created_at, updated_at)
                 VALUES (%s, %s, %s, %s, %s, %s, %s, 1, %s, now()) RETURNING id
                 """,
-                [self.workspace_id, type, name.lower(), name, summary, last_seen or timezone.now(),
-                 last_seen or timezone.now(), last_seen or timezone.now()],
+                [
+                    self.workspace_id,
+                    type,
+                    name.lower(),
+                    name,
+                    summary,
+                    last_seen or timezone.now(),
+                    last_seen or timezone.now(),
+                    last_seen or timezone.now(),
+                ],
             )
             node_id = cursor.fetchone()[0]
             for alias in (name.lower(), *aliases):
-                cursor.execute("INSERT INTO graph_entity_aliases (workspace_id, node_id, alias, created_at) "
-                               "VALUES (%s, %s, %s, now())", [self.workspace_id, node_id, alias])
+                cursor.execute(
+                    "INSERT INTO graph_entity_aliases (workspace_id, node_id, alias, created_at) "
+                    "VALUES (%s, %s, %s, now())",
+                    [self.workspace_id, node_id, alias],
+                )
         self.ids[name] = node_id
         return node_id
 
-    def fact(self, source: str, relation: str, target: str, *, edge_class: str = "semantic",
-             confidence: float = 1.0, observed_days_ago: float = 0, valid_from: datetime | None = None,
-             valid_to: datetime | None = None, retrievals: int = 0, fact: str | None = None) -> int:
+    def fact(
+        self,
+        source: str,
+        relation: str,
+        target: str,
+        *,
+        edge_class: str = "semantic",
+        confidence: float = 1.0,
+        observed_days_ago: float = 0,
+        valid_from: datetime | None = None,
+        valid_to: datetime | None = None,
+        retrievals: int = 0,
+        fact: str | None = None,
+    ) -> int:
         for name in (source, target):
             if name not in self.ids:
                 self.entity(name)
@@ -50,9 +79,21 @@ class GraphBuilder:
                 VALUES (%s, %s, %s, %s, %s, %s, 1.0, %s, %s, 'llm_entity', %s, %s, %s, %s, now(), %s, %s)
                 RETURNING id
                 """,
-                [self.workspace_id, f"f:{self.ids[source]}:{self.ids[target]}:{edge_class}:{relation}:{valid_from}",
-                 self.ids[source], self.ids[target], relation, edge_class, confidence,
-                 fact or f"{source} {relation.replace('_', ' ')} {target}.", valid_from or observed, valid_to,
-                 valid_to, observed, observed, retrievals],
+                [
+                    self.workspace_id,
+                    f"f:{self.ids[source]}:{self.ids[target]}:{edge_class}:{relation}:{valid_from}",
+                    self.ids[source],
+                    self.ids[target],
+                    relation,
+                    edge_class,
+                    confidence,
+                    fact or f"{source} {relation.replace('_', ' ')} {target}.",
+                    valid_from or observed,
+                    valid_to,
+                    valid_to,
+                    observed,
+                    observed,
+                    retrievals,
+                ],
             )
             return cursor.fetchone()[0]

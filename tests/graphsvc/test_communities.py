@@ -16,8 +16,12 @@ def two_clusters(workspace_id: int) -> GraphBuilder:
     g = GraphBuilder(workspace_id)
     for a, b in [("Ant One", "Ant Two"), ("Ant Two", "Ant Three"), ("Ant One", "Ant Three")]:
         g.fact(a, "works_with", b)
-    for a, b in [("Bee One", "Bee Two"), ("Bee Two", "Bee Three"), ("Bee One", "Bee Three"),
-                 ("Bee Three", "Bee Four")]:
+    for a, b in [
+        ("Bee One", "Bee Two"),
+        ("Bee Two", "Bee Three"),
+        ("Bee One", "Bee Three"),
+        ("Bee Three", "Bee Four"),
+    ]:
         g.fact(a, "depends_on", b)
     g.entity("Lonely Node")
     return g
@@ -29,7 +33,9 @@ def community_of(node_id: int) -> int | None:
 
 
 def members_of(community_id: int) -> list[int]:
-    return list(GraphCommunityMember.objects.filter(community_id=community_id).values_list("node_id", flat=True))
+    return list(
+        GraphCommunityMember.objects.filter(community_id=community_id).values_list("node_id", flat=True)
+    )
 
 
 def detect(workspace_id: int, **kwargs):
@@ -109,12 +115,22 @@ def test_it_places_entities_new_from_extraction_in_their_neighbours_community(al
     g = two_clusters(alice_ws)
     with workspace_context(alice_ws):  # detection only: summaries would need committed rows (threads)
         upkeep.communities_detect(workspace_id=alice_ws)
-    fact = {"source": "Ant Four", "target": "Ant One", "relation": "works_with", "fact": "Ant Four works with Ant One.",
-            "edge_class": "semantic", "confidence": 0.9, "temporal_hint": None, "valid_from": None,
-            "replaces_previous": False}
+    fact = {
+        "source": "Ant Four",
+        "target": "Ant One",
+        "relation": "works_with",
+        "fact": "Ant Four works with Ant One.",
+        "edge_class": "semantic",
+        "confidence": 0.9,
+        "temporal_hint": None,
+        "valid_from": None,
+        "replaces_previous": False,
+    }
     fake_llm.answers["entity_extraction"] = {
-        "entities": [{"name": "Ant Four", "type": "concept", "summary": None},
-                     {"name": "Ant One", "type": "concept", "summary": None}],
+        "entities": [
+            {"name": "Ant Four", "type": "concept", "summary": None},
+            {"name": "Ant One", "type": "concept", "summary": None},
+        ],
         "facts": [fact],
     }
     alice_api.add("Ant Four works with Ant One.")
@@ -131,10 +147,15 @@ def test_it_writes_only_new_memberships_and_reconciles_drifted_ones(alice_ws):
         ants = community_of(g.ids["Ant One"])
         # Drift the way an import or a manual edit could: one member loses its community, an outsider gains one.
         GraphCommunityMember.objects.filter(node_id=g.ids["Ant Two"]).delete()
-        GraphCommunityMember.objects.create(workspace_id=alice_ws, node_id=g.ids["Lonely Node"], community_id=ants)
+        GraphCommunityMember.objects.create(
+            workspace_id=alice_ws, node_id=g.ids["Lonely Node"], community_id=ants
+        )
         again = upkeep.communities_detect(workspace_id=alice_ws)
-        assert again["written"] == 0 and again["unchanged"] == 2 and set(again["stages"]) == {
-            "load", "partition", "fingerprint", "write"}
+        assert (
+            again["written"] == 0
+            and again["unchanged"] == 2
+            and set(again["stages"]) == {"load", "partition", "fingerprint", "write"}
+        )
         assert community_of(g.ids["Ant Two"]) == ants
         assert community_of(g.ids["Lonely Node"]) is None
         assert GraphCommunityMember.objects.count() == 7
@@ -148,7 +169,9 @@ def test_it_moves_a_drifted_member_into_its_new_community(alice_ws):
         g.fact("Bee Four", "depends_on", "Bee Five")
         # Bee Five is filed under the ants (kept by the next run) before the run puts it with the bees: the
         # plain insert of the new bee community's members conflicts and the upsert moves it.
-        GraphCommunityMember.objects.create(workspace_id=alice_ws, node_id=g.ids["Bee Five"], community_id=ants)
+        GraphCommunityMember.objects.create(
+            workspace_id=alice_ws, node_id=g.ids["Bee Five"], community_id=ants
+        )
         statements: list[str] = []
 
         def spy(execute, sql, params, many, context):
@@ -187,10 +210,15 @@ def test_it_keeps_memberships_inside_their_workspace(alice_ws, personas):
     # Row-level security: charlie's workspace can neither read alice's rows nor write one into her workspace.
     with workspace_context(personas.globex.id):
         assert GraphCommunityMember.objects.count() == 0
-    with (pytest.raises(DatabaseError, match="row-level security"), workspace_context(personas.globex.id),
-          connections["app"].cursor() as cursor):
-        cursor.execute("INSERT INTO graph_community_members (workspace_id, node_id, community_id) "
-                       "VALUES (%s, 1, %s)", [alice_ws, community.id])
+    with (
+        pytest.raises(DatabaseError, match="row-level security"),
+        workspace_context(personas.globex.id),
+        connections["app"].cursor() as cursor,
+    ):
+        cursor.execute(
+            "INSERT INTO graph_community_members (workspace_id, node_id, community_id) VALUES (%s, 1, %s)",
+            [alice_ws, community.id],
+        )
 
 
 def test_it_builds_the_same_split_whatever_order_the_facts_arrive_in():
@@ -214,7 +242,9 @@ def test_it_reads_memberships_for_entities_and_seed_caps(alice_ws, personas):
         assert len(seeds_find(workspace_id=alice_ws, query="ant", limit=10, embed=False)) == 5
         upkeep.communities_detect(workspace_id=alice_ws)
         # All five are one community now: seed search takes at most three of them.
-        assert len(seeds_find(workspace_id=alice_ws, query="ant", limit=10, embed=False)) == SEED_COMMUNITY_CAP
+        assert (
+            len(seeds_find(workspace_id=alice_ws, query="ant", limit=10, embed=False)) == SEED_COMMUNITY_CAP
+        )
         name = GraphCommunity.objects.get().name
     detail = personas.alice_api.ok("graph/entities", {"entity": "Ant Hub"})["entities"][0]
     assert detail["community"] == name

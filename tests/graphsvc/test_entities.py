@@ -26,18 +26,50 @@ EXTRACTED = {
         {"name": "Kubernetes", "type": "technology", "summary": "Container orchestration"},
     ],
     "facts": [
-        {"source": "Alice Martin", "target": "Billing Service", "relation": "Works On", "fact":
-         "Alice Martin works on the billing service.", "edge_class": "semantic", "confidence": 0.9,
-         "temporal_hint": None, "valid_from": None, "replaces_previous": False},
-        {"source": "Billing Service", "target": "Kubernetes", "relation": "runs_on", "fact":
-         "The billing service runs on Kubernetes.", "edge_class": "bogus", "confidence": None,
-         "temporal_hint": None, "valid_from": None, "replaces_previous": False},
-        {"source": "Alice Martin", "target": "Nobody Known", "relation": "knows", "fact": "dangling",
-         "edge_class": "semantic", "confidence": 0.9, "temporal_hint": None, "valid_from": None,
-         "replaces_previous": False},
-        {"source": "Alice Martin", "target": "Alice Martin", "relation": "is", "fact": "self loop",
-         "edge_class": "entity", "confidence": 0.9, "temporal_hint": None, "valid_from": None,
-         "replaces_previous": False},
+        {
+            "source": "Alice Martin",
+            "target": "Billing Service",
+            "relation": "Works On",
+            "fact": "Alice Martin works on the billing service.",
+            "edge_class": "semantic",
+            "confidence": 0.9,
+            "temporal_hint": None,
+            "valid_from": None,
+            "replaces_previous": False,
+        },
+        {
+            "source": "Billing Service",
+            "target": "Kubernetes",
+            "relation": "runs_on",
+            "fact": "The billing service runs on Kubernetes.",
+            "edge_class": "bogus",
+            "confidence": None,
+            "temporal_hint": None,
+            "valid_from": None,
+            "replaces_previous": False,
+        },
+        {
+            "source": "Alice Martin",
+            "target": "Nobody Known",
+            "relation": "knows",
+            "fact": "dangling",
+            "edge_class": "semantic",
+            "confidence": 0.9,
+            "temporal_hint": None,
+            "valid_from": None,
+            "replaces_previous": False,
+        },
+        {
+            "source": "Alice Martin",
+            "target": "Alice Martin",
+            "relation": "is",
+            "fact": "self loop",
+            "edge_class": "entity",
+            "confidence": 0.9,
+            "temporal_hint": None,
+            "valid_from": None,
+            "replaces_previous": False,
+        },
     ],
 }
 
@@ -53,8 +85,11 @@ def entity_nodes(workspace_id: int) -> dict[str, GraphNode]:
 
 def facts(workspace_id: int, **filters) -> list[GraphEdge]:
     with workspace_context(workspace_id):
-        return list(GraphEdge.objects.filter(origin="llm_entity", **filters)
-                    .select_related("from_node", "to_node").order_by("id"))
+        return list(
+            GraphEdge.objects.filter(origin="llm_entity", **filters)
+            .select_related("from_node", "to_node")
+            .order_by("id")
+        )
 
 
 def facts_at(workspace_id: int, at: datetime) -> set[str]:
@@ -69,7 +104,9 @@ def facts_at(workspace_id: int, at: datetime) -> set[str]:
 
 def test_it_extracts_typed_entities_mentions_and_facts(alice_api, alice_ws, local_embedder, fake_llm):
     fake_llm.answers["entity_extraction"] = EXTRACTED
-    memory = alice_api.add("Alice Martin works on the billing service, which runs on Kubernetes. She writes Go.")
+    memory = alice_api.add(
+        "Alice Martin works on the billing service, which runs on Kubernetes. She writes Go."
+    )
     run_jobs(alice_ws)
 
     nodes = entity_nodes(alice_ws)
@@ -81,14 +118,20 @@ def test_it_extracts_typed_entities_mentions_and_facts(alice_api, alice_ws, loca
     assert nodes["billing service"].embedding_model == "local/all-MiniLM-L6-v2-int8-onnx"
     assert nodes["alice martin"].mention_count == 1 and nodes["alice martin"].first_seen_at is not None
     with workspace_context(alice_ws):
-        mentions = set(MemoryNodeLink.objects.filter(memory_id=memory["id"], role="mentions")
-                       .values_list("node__node_key", flat=True))
+        mentions = set(
+            MemoryNodeLink.objects.filter(memory_id=memory["id"], role="mentions").values_list(
+                "node__node_key", flat=True
+            )
+        )
         aliases = set(GraphEntityAlias.objects.values_list("alias", flat=True))
     assert mentions == {"alice martin", "billing service", "kubernetes"}
     assert aliases == {"alice martin", "billing service", "kubernetes"}
 
     stored = {(f.from_node.node_key, f.edge_type, f.to_node.node_key): f for f in facts(alice_ws)}
-    assert set(stored) == {("alice martin", "works_on", "billing service"), ("billing service", "runs_on", "kubernetes")}
+    assert set(stored) == {
+        ("alice martin", "works_on", "billing service"),
+        ("billing service", "runs_on", "kubernetes"),
+    }
     works = stored[("alice martin", "works_on", "billing service")]
     assert works.confidence == pytest.approx(0.9) and works.edge_class == "semantic"
     assert works.fact == "Alice Martin works on the billing service."
@@ -107,9 +150,20 @@ def test_it_caps_entities_and_facts_per_memory(alice_api, alice_ws, local_embedd
     settings.GRAPH_FACT_MAX_PER_MEMORY = 1
     fake_llm.answers["entity_extraction"] = {
         "entities": [{"name": f"Service Number {i}", "type": "project", "summary": None} for i in range(8)],
-        "facts": [{"source": "Service Number 0", "target": f"Service Number {i}", "relation": "calls",
-                   "fact": f"Service 0 calls service {i}.", "edge_class": "semantic", "confidence": 0.9,
-                   "temporal_hint": None, "valid_from": None, "replaces_previous": False} for i in (1, 2)],
+        "facts": [
+            {
+                "source": "Service Number 0",
+                "target": f"Service Number {i}",
+                "relation": "calls",
+                "fact": f"Service 0 calls service {i}.",
+                "edge_class": "semantic",
+                "confidence": 0.9,
+                "temporal_hint": None,
+                "valid_from": None,
+                "replaces_previous": False,
+            }
+            for i in (1, 2)
+        ],
     }
     alice_api.add("Service number 0 calls services one through seven over gRPC every minute.")
     run_jobs(alice_ws)
@@ -117,20 +171,37 @@ def test_it_caps_entities_and_facts_per_memory(alice_api, alice_ws, local_embedd
     assert len(facts(alice_ws)) == 1
 
 
-def test_it_changes_a_fact_by_invalidating_first_and_keeps_history(alice_api, alice_ws, local_embedder, fake_llm):
+def test_it_changes_a_fact_by_invalidating_first_and_keeps_history(
+    alice_api, alice_ws, local_embedder, fake_llm
+):
     def works_at(company: str, valid_from: str | None, replaces: bool = False) -> dict:
-        return {"entities": [{"name": "Alice Martin", "type": "person", "summary": None},
-                             {"name": company, "type": "organization", "summary": None}],
-                "facts": [{"source": "Alice Martin", "target": company, "relation": "works_at",
-                           "fact": f"Alice Martin works at {company}.", "edge_class": "semantic",
-                           "confidence": 0.8, "temporal_hint": "since" if valid_from else None,
-                           "valid_from": valid_from, "replaces_previous": replaces}]}
+        return {
+            "entities": [
+                {"name": "Alice Martin", "type": "person", "summary": None},
+                {"name": company, "type": "organization", "summary": None},
+            ],
+            "facts": [
+                {
+                    "source": "Alice Martin",
+                    "target": company,
+                    "relation": "works_at",
+                    "fact": f"Alice Martin works at {company}.",
+                    "edge_class": "semantic",
+                    "confidence": 0.8,
+                    "temporal_hint": "since" if valid_from else None,
+                    "valid_from": valid_from,
+                    "replaces_previous": replaces,
+                }
+            ],
+        }
 
-    fake_llm.answers["entity_extraction"] = script_for({
-        "works at Globex": works_at("Globex", "2024-01-15"),
-        "still at Globex": works_at("Globex", None),
-        "moved to Initech": works_at("Initech", "2026-03-01", replaces=True),
-    })
+    fake_llm.answers["entity_extraction"] = script_for(
+        {
+            "works at Globex": works_at("Globex", "2024-01-15"),
+            "still at Globex": works_at("Globex", None),
+            "moved to Initech": works_at("Initech", "2026-03-01", replaces=True),
+        }
+    )
     alice_api.add("Alice Martin works at Globex since January 2024.")
     run_jobs(alice_ws)
     alice_api.add("Alice Martin is still at Globex, confirmed.")
@@ -159,16 +230,29 @@ def test_it_replaces_a_changed_sentence_for_the_same_relation(alice_api, alice_w
     def store(sentence: str, confidence: float) -> str:
         with workspace_context(alice_ws):
             return entities.fact_store(
-                workspace_id=alice_ws, evidence_memory_id=None, evidence_text=None,
-                fact=entities.FactInput(source_id=source.node_id, target_id=target.node_id, relation="uses",
-                                        fact=sentence, edge_class="semantic", confidence=confidence,
-                                        valid_from=None, temporal_hint=None, replaces_previous=False))
+                workspace_id=alice_ws,
+                evidence_memory_id=None,
+                evidence_text=None,
+                fact=entities.FactInput(
+                    source_id=source.node_id,
+                    target_id=target.node_id,
+                    relation="uses",
+                    fact=sentence,
+                    edge_class="semantic",
+                    confidence=confidence,
+                    valid_from=None,
+                    temporal_hint=None,
+                    replaces_previous=False,
+                ),
+            )
 
     assert store("The payments API uses PostgreSQL 15.", 0.6) == "inserted"
     assert store("the payments API uses PostgreSQL 15. ", 0.9) == "reinforced"
     assert store("The payments API uses PostgreSQL 17.", 0.7) == "changed"
     old, new = facts(alice_ws)
-    assert old.confidence == pytest.approx(0.9) and old.valid_to is not None and old.superseded_by_id == new.id
+    assert (
+        old.confidence == pytest.approx(0.9) and old.valid_to is not None and old.superseded_by_id == new.id
+    )
     assert new.fact == "The payments API uses PostgreSQL 17." and new.expired_at is None
 
 
@@ -213,7 +297,9 @@ def test_it_resolves_by_alias_canonical_name_and_trigram(alice_ws):
     assert node.summary == "A database; The DB we run"
     assert node.mention_count == 4 and node.label == "PostgreSQLs"
     with workspace_context(alice_ws):
-        aliases = set(GraphEntityAlias.objects.filter(node_id=created.node_id).values_list("alias", flat=True))
+        aliases = set(
+            GraphEntityAlias.objects.filter(node_id=created.node_id).values_list("alias", flat=True)
+        )
     assert aliases == {"postgresql", "postgres", "postgresqls"}
 
 
@@ -221,17 +307,30 @@ def test_it_merges_by_embedding_and_asks_the_model_in_the_ambiguous_band(alice_w
     base, close = vectors_with_cosine(0.9)
     _, ambiguous = vectors_with_cosine(0.78)
     _, far = vectors_with_cosine(0.5, axis=3)
-    table = {"kube cluster": base, "k8s platform": close, "orchestrator": ambiguous, "container host": ambiguous,
-             "lasagna": far}
-    ctx = entities.ResolutionContext(workspace_id=alice_ws, embed=fixed_embedder(table), embedding_model="fake")
+    table = {
+        "kube cluster": base,
+        "k8s platform": close,
+        "orchestrator": ambiguous,
+        "container host": ambiguous,
+        "lasagna": far,
+    }
+    ctx = entities.ResolutionContext(
+        workspace_id=alice_ws, embed=fixed_embedder(table), embedding_model="fake"
+    )
     first = entities.entity_resolve(ctx=ctx, name="Kube Cluster", entity_type="tool", summary="runs our pods")
-    merged = entities.entity_resolve(ctx=ctx, name="K8s Platform", entity_type="tool", summary="runs our pods")
+    merged = entities.entity_resolve(
+        ctx=ctx, name="K8s Platform", entity_type="tool", summary="runs our pods"
+    )
     assert (merged.outcome, merged.node_id) == ("embedding", first.node_id)
     assert merged.score == pytest.approx(0.9, abs=1e-4)
 
     # Keyed on the new mention (the existing entity's label changes to the latest surface form on a merge).
-    fake_llm.answers["entity_disambiguation"] = script_for({"New mention:\n- name: <external-data>Orchestrator":
-                                                            {"same_entity": True}, "*": {"same_entity": False}})
+    fake_llm.answers["entity_disambiguation"] = script_for(
+        {
+            "New mention:\n- name: <external-data>Orchestrator": {"same_entity": True},
+            "*": {"same_entity": False},
+        }
+    )
     said_same = entities.entity_resolve(ctx=ctx, name="Orchestrator", entity_type="tool", summary=None)
     said_other = entities.entity_resolve(ctx=ctx, name="Container Host", entity_type="tool", summary=None)
     assert (said_same.outcome, said_same.node_id) == ("llm", first.node_id)
@@ -246,8 +345,11 @@ def test_it_merges_by_embedding_and_asks_the_model_in_the_ambiguous_band(alice_w
 
 def test_it_creates_a_new_entity_when_resolution_fails(alice_ws, fake_llm):
     base, ambiguous = vectors_with_cosine(0.78)
-    ctx = entities.ResolutionContext(workspace_id=alice_ws, embed=fixed_embedder({"redis": base, "valkey": ambiguous}),
-                                     embedding_model="fake")
+    ctx = entities.ResolutionContext(
+        workspace_id=alice_ws,
+        embed=fixed_embedder({"redis": base, "valkey": ambiguous}),
+        embedding_model="fake",
+    )
     first = entities.entity_resolve(ctx=ctx, name="Redis", entity_type="tool", summary=None)
     fake_llm.fail["entity_disambiguation"] = (500, {"error": {"message": "boom"}})
     second = entities.entity_resolve(ctx=ctx, name="Valkey", entity_type="tool", summary=None)
@@ -293,33 +395,49 @@ def test_it_creates_one_entity_when_the_same_name_is_extracted_concurrently(pers
     assert node.mention_count == len(surfaces)
 
 
-def test_it_reports_malformed_answers_without_touching_anything_else(alice_api, alice_ws, local_embedder, fake_llm):
+def test_it_reports_malformed_answers_without_touching_anything_else(
+    alice_api, alice_ws, local_embedder, fake_llm
+):
     fake_llm.answers["entity_extraction"] = '{"entities": [{"name": "Broken"'
     memory = alice_api.add("Dana leads the data platform team in Lisbon.")
     run_jobs(alice_ws)
     with workspace_context(alice_ws):
         steps = dict(PipelineJob.objects.filter(memory_id=memory["id"]).values_list("kind", "status"))
         extract = PipelineJob.objects.get(memory_id=memory["id"], kind="extract")
-    assert steps == {"embed": "succeeded", "similarity": "succeeded", "relate": "succeeded",
-                     "extract": "dead_letter"}
+    assert steps == {
+        "embed": "succeeded",
+        "similarity": "succeeded",
+        "relate": "succeeded",
+        "extract": "dead_letter",
+    }
     assert extract.last_error_code == "GRAPH_LLM_ENTITY_EXTRACTION_FAILED"
     assert "LLM_OUTPUT_INVALID" in extract.last_error_message
     assert extract.attempts == 1  # a malformed answer is not retried: the same prompt gives the same answer
     status = alice_api.ok("graph/status", {})
     assert status["recentErrors"][0]["code"] == "GRAPH_LLM_ENTITY_EXTRACTION_FAILED"
-    assert alice_api.ok("memories/search", {"query": "data platform Lisbon"})["memories"][0]["id"] == memory["id"]
+    assert (
+        alice_api.ok("memories/search", {"query": "data platform Lisbon"})["memories"][0]["id"]
+        == memory["id"]
+    )
     assert entity_nodes(alice_ws) == {}
 
 
-def test_it_keeps_mentions_on_a_tags_edit_and_forgets_facts_with_their_memory(alice_api, alice_ws, local_embedder,
-                                                                              fake_llm):
-    fake_llm.answers["entity_extraction"] = script_for({"billing": EXTRACTED, "*": {"entities": [], "facts": []}})
+def test_it_keeps_mentions_on_a_tags_edit_and_forgets_facts_with_their_memory(
+    alice_api, alice_ws, local_embedder, fake_llm
+):
+    fake_llm.answers["entity_extraction"] = script_for(
+        {"billing": EXTRACTED, "*": {"entities": [], "facts": []}}
+    )
     memory = alice_api.add("Alice Martin works on the billing service, which runs on Kubernetes.")
     keeper = alice_api.add("Kubernetes upgrades happen every quarter.")
     run_jobs(alice_ws)
     with workspace_context(alice_ws):
-        MemoryNodeLink.objects.create(workspace_id=alice_ws, memory_id=keeper["id"], role="mentions",
-                                      node=GraphNode.objects.get(node_key="kubernetes"))
+        MemoryNodeLink.objects.create(
+            workspace_id=alice_ws,
+            memory_id=keeper["id"],
+            role="mentions",
+            node=GraphNode.objects.get(node_key="kubernetes"),
+        )
     alice_api.ok("memories/edit", {"id": memory["id"], "tags": ["team"]})
     with workspace_context(alice_ws):
         assert MemoryNodeLink.objects.filter(memory_id=memory["id"], role="mentions").count() == 3
@@ -368,5 +486,6 @@ def test_it_clamps_and_parses_dates(alice_ws):
     assert entities.normalise_name("\u202eAdmin\u202c Panel") == "admin panel"
     assert entities.normalise_relation("Works  On") == "works_on"
     assert len(entities.normalise_name("x" * 600).encode()) == 512
-    assert entities.fact_edge_key(source_id=1, target_id=2, edge_class="semantic", relation="r" * 300).startswith(
-        "f:1:2:semantic:h")
+    assert entities.fact_edge_key(
+        source_id=1, target_id=2, edge_class="semantic", relation="r" * 300
+    ).startswith("f:1:2:semantic:h")

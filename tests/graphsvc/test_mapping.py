@@ -33,7 +33,11 @@ def links(ws: int, memory_id: str) -> set[tuple[str, str, str]]:
 def edges(ws: int) -> set[tuple[str, str, str]]:
     with workspace_context(ws):
         return {
-            (e.edge_type, f"{e.from_node.node_type}:{e.from_node.node_key}", f"{e.to_node.node_type}:{e.to_node.node_key}")
+            (
+                e.edge_type,
+                f"{e.from_node.node_type}:{e.from_node.node_key}",
+                f"{e.to_node.node_type}:{e.to_node.node_key}",
+            )
             for e in GraphEdge.objects.select_related("from_node", "to_node")
         }
 
@@ -150,9 +154,15 @@ def test_it_counts_the_graph_in_status(alice_api, ws):
     assert counts["orphanNodes"] == 0
     top = status["topConnectedNodes"]
     assert len(top) == 3
-    assert top[0]["nodeType"] == "repo" and top[0]["degree"] == top[0]["memoryLinks"] + top[0]["outboundEdges"]
+    assert (
+        top[0]["nodeType"] == "repo" and top[0]["degree"] == top[0]["memoryLinks"] + top[0]["outboundEdges"]
+    )
     assert status["pipeline"]["queued"] == 2
-    assert status["vectors"] == {"model": "local/all-MiniLM-L6-v2-int8-onnx", "vectors": 0, "accessPath": "exact"}
+    assert status["vectors"] == {
+        "model": "local/all-MiniLM-L6-v2-int8-onnx",
+        "vectors": 0,
+        "accessPath": "exact",
+    }
 
 
 def test_it_answers_status_by_get(alice_api):

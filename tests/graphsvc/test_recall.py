@@ -34,15 +34,23 @@ def recall(workspace_id: int, **kwargs):
 
 def test_it_finds_seeds_by_word_prefix_alias_and_near_spelling(graph, alice_ws):
     with workspace_context(alice_ws):
-        assert facts.seeds_find(workspace_id=alice_ws, query="who is alice", limit=3, embed=False)[0].name == \
-            "Alice Martin"
-        assert facts.seeds_find(workspace_id=alice_ws, query="bill", limit=3, embed=False)[0].name == \
-            "Billing Service"
-        assert facts.seeds_find(workspace_id=alice_ws, query="kubernets", limit=3, embed=False)[0].name == \
-            "Kubernetes"
+        assert (
+            facts.seeds_find(workspace_id=alice_ws, query="who is alice", limit=3, embed=False)[0].name
+            == "Alice Martin"
+        )
+        assert (
+            facts.seeds_find(workspace_id=alice_ws, query="bill", limit=3, embed=False)[0].name
+            == "Billing Service"
+        )
+        assert (
+            facts.seeds_find(workspace_id=alice_ws, query="kubernets", limit=3, embed=False)[0].name
+            == "Kubernetes"
+        )
         # Summary words count, less than names.
-        assert facts.seeds_find(workspace_id=alice_ws, query="invoices", limit=3, embed=False)[0].name == \
-            "Billing Service"
+        assert (
+            facts.seeds_find(workspace_id=alice_ws, query="invoices", limit=3, embed=False)[0].name
+            == "Billing Service"
+        )
         assert facts.seeds_find(workspace_id=alice_ws, query="zzzqqq", limit=3, embed=False) == []
 
 
@@ -82,8 +90,12 @@ def test_it_filters_by_edge_class_and_reads_a_point_in_time(graph, alice_ws):
     graph.fact("Alice Martin", "lives_in", "Berlin", valid_from=past, valid_to=changed)
     graph.fact("Alice Martin", "lives_in", "Lisbon", valid_from=changed)
     now = {f["target"] for f in recall(alice_ws, entity="Alice Martin", max_hops=1)["facts"]}
-    then = {f["target"] for f in recall(alice_ws, entity="alice martin", max_hops=1,
-                                        at=timezone.now() - timedelta(days=200))["facts"]}
+    then = {
+        f["target"]
+        for f in recall(alice_ws, entity="alice martin", max_hops=1, at=timezone.now() - timedelta(days=200))[
+            "facts"
+        ]
+    }
     assert "Lisbon" in now and "Berlin" not in now
     assert "Berlin" in then and "Lisbon" not in then
 
@@ -172,15 +184,20 @@ def test_it_spends_the_visit_budget_on_the_strongest_links_of_a_hub(alice_ws, mo
     monkeypatch.setattr(facts, "MAX_FANOUT", 3)
     with workspace_context(alice_ws):
         capped = facts.bfs(reading=reading, seeds=seeds, max_hops=1, max_visited=50, limit=20)
-    assert {name for name, node_id in g.ids.items() if capped.depth.get(node_id) == 1} == \
-        {"Strong Cause 0", "Strong Cause 1", "Strong Cause 2"}
+    assert {name for name, node_id in g.ids.items() if capped.depth.get(node_id) == 1} == {
+        "Strong Cause 0",
+        "Strong Cause 1",
+        "Strong Cause 2",
+    }
 
 
 def test_it_counts_retrievals_in_the_recall_statement_only_for_returned_facts(graph, alice_ws):
     data = recall(alice_ws, query="Alice", limit=1)
     assert len(data["facts"]) == 1
     with workspace_context(alice_ws), connections["app"].cursor() as cursor:
-        cursor.execute("SELECT edge_type, retrieval_count FROM graph_edges WHERE workspace_id = %s", [alice_ws])
+        cursor.execute(
+            "SELECT edge_type, retrieval_count FROM graph_edges WHERE workspace_id = %s", [alice_ws]
+        )
         counts = dict(cursor.fetchall())
     assert counts["works_on"] == 1 and sum(counts.values()) == 1
     recall(alice_ws, query="Alice", limit=1, at=timezone.now())  # a point-in-time read counts nothing
@@ -192,7 +209,9 @@ def test_it_counts_retrievals_in_the_recall_statement_only_for_returned_facts(gr
 def test_it_prepares_the_recall_statements_unless_told_not_to(graph, alice_ws, settings):
     def prepared() -> int:
         with connections["app"].cursor() as cursor:
-            cursor.execute("SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE '%%WITH v0 AS%%'")
+            cursor.execute(
+                "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE '%%WITH v0 AS%%'"
+            )
             return cursor.fetchone()[0]
 
     # The connection may carry statements prepared by earlier tests: count what this test adds.
@@ -221,4 +240,6 @@ def test_it_commits_retrieval_counts_lazily_only_when_the_caller_owns_the_transa
     assert synchronous_commit_after() == "on"  # context/get recalls inside a transaction that may hold more
     assert synchronous_commit_after(lazy_commit=True) == "off"
     assert synchronous_commit_after(lazy_commit=True, strategy="spreading") == "off"
-    assert synchronous_commit_after(lazy_commit=True, record=False) == "on"  # nothing written: nothing to relax
+    assert (
+        synchronous_commit_after(lazy_commit=True, record=False) == "on"
+    )  # nothing written: nothing to relax

@@ -14,8 +14,15 @@ from graphsvc.models import GraphCommunity, GraphCommunityMember, GraphSettings
 from tenancy.rls import workspace_context
 from tests.graphsvc.graph_builder import GraphBuilder
 
-QUERIES = ["what does alpha depend on", "billing alpha outage", "kubernets", "who runs the billing service",
-           "invoices", "zzzqqq nothing", "al"]
+QUERIES = [
+    "what does alpha depend on",
+    "billing alpha outage",
+    "kubernets",
+    "who runs the billing service",
+    "invoices",
+    "zzzqqq nothing",
+    "al",
+]
 
 
 @pytest.fixture
@@ -36,7 +43,9 @@ def graph(alice_ws) -> GraphBuilder:
         community = GraphCommunity.objects.create(workspace_id=alice_ws, name="alphas", fingerprint="x")
         GraphCommunityMember.objects.bulk_create(
             GraphCommunityMember(workspace_id=alice_ws, node_id=g.ids[n], community_id=community.id)
-            for n in g.ids if n.startswith("Alpha"))
+            for n in g.ids
+            if n.startswith("Alpha")
+        )
     return g
 
 
@@ -50,8 +59,14 @@ def two_statements(workspace_id: int, query: str, *, limit: int, max_hops: int) 
 
 def one_statement(workspace_id: int, query: str, *, limit: int, max_hops: int) -> tuple[list, list]:
     visits = min(facts.MAX_VISITED, max(facts.MIN_VISITS, facts.VISITS_PER_FACT * limit))
-    seeded = facts.seeded_bfs(workspace_id=workspace_id, query=query, requested=None, max_hops=max_hops,
-                              limit=limit, max_visited=visits)
+    seeded = facts.seeded_bfs(
+        workspace_id=workspace_id,
+        query=query,
+        requested=None,
+        max_hops=max_hops,
+        limit=limit,
+        max_visited=visits,
+    )
     assert seeded is not None
     return seeded.seeds, seeded.walk.facts if seeded.seeds else []
 
@@ -66,9 +81,12 @@ def test_it_finds_the_same_seeds_scores_and_facts_as_the_two_statement_path(grap
                 new_seeds, new_facts = one_statement(alice_ws, query, limit=limit, max_hops=max_hops)
                 assert new_seeds == old_seeds, (query, limit)  # ids, names and exact float scores, in order
                 # Effective confidence decays with the clock, which moved between the two reads.
-                assert [f["confidence"] for f in new_facts] == pytest.approx([f["confidence"] for f in old_facts])
-                assert [{**f, "confidence": 0} for f in new_facts] == [{**f, "confidence": 0} for f in old_facts], \
-                    (query, limit, max_hops)
+                assert [f["confidence"] for f in new_facts] == pytest.approx(
+                    [f["confidence"] for f in old_facts]
+                )
+                assert [{**f, "confidence": 0} for f in new_facts] == [
+                    {**f, "confidence": 0} for f in old_facts
+                ], (query, limit, max_hops)
                 compared += len(new_facts)
     assert compared > 50
     # The community cap applied alike: five Alphas match, at most three seed.
@@ -81,7 +99,9 @@ def test_it_recalls_by_query_in_one_statement(graph, alice_ws):
     with workspace_context(alice_ws):
         for max_hops in (1, 2, 3):
             with CaptureQueriesContext(connections["app"]) as queries:
-                data = facts.facts_recall(workspace_id=alice_ws, query="billing", max_hops=max_hops, embed=False)
+                data = facts.facts_recall(
+                    workspace_id=alice_ws, query="billing", max_hops=max_hops, embed=False
+                )
             assert data["facts"] and data["strategy"] == "bfs"
             assert len(queries) == 1 <= max_hops + 2
         # No word matched: the seed statement answered, nothing more runs without an embedding.
@@ -93,10 +113,14 @@ def test_it_recalls_by_query_in_one_statement(graph, alice_ws):
 def test_it_applies_the_workspace_decay_rate_read_in_the_same_statement(graph, alice_ws):
     def confidence() -> float:
         with workspace_context(alice_ws):
-            data = facts.facts_recall(workspace_id=alice_ws, query="alpha five", max_hops=1, limit=50, embed=False,
-                                      record=False)
-        return next(f["confidence"] for f in data["facts"]
-                    if (f["source"], f["relation"]) == ("Alpha Five", "depends_on"))
+            data = facts.facts_recall(
+                workspace_id=alice_ws, query="alpha five", max_hops=1, limit=50, embed=False, record=False
+            )
+        return next(
+            f["confidence"]
+            for f in data["facts"]
+            if (f["source"], f["relation"]) == ("Alpha Five", "depends_on")
+        )
 
     default = confidence()  # 40 days at GRAPH_DECAY_RATE
     with workspace_context(alice_ws):
@@ -104,22 +128,29 @@ def test_it_applies_the_workspace_decay_rate_read_in_the_same_statement(graph, a
     assert confidence() == pytest.approx(0.7) and default < 0.7
     with workspace_context(alice_ws):
         GraphSettings.objects.filter(workspace_id=alice_ws).update(decay_rates={"depends_on": 0.02})
-    assert confidence() == pytest.approx(0.7 * 2.718281828 ** -0.8, abs=1e-3)
+    assert confidence() == pytest.approx(0.7 * 2.718281828**-0.8, abs=1e-3)
 
 
-def test_it_runs_spreading_activation_when_the_workspace_chose_it_and_counts_only_what_it_returns(graph, alice_ws):
+def test_it_runs_spreading_activation_when_the_workspace_chose_it_and_counts_only_what_it_returns(
+    graph, alice_ws
+):
     with workspace_context(alice_ws):
-        explicit = facts.facts_recall(workspace_id=alice_ws, query="billing", embed=False, strategy="spreading",
-                                      record=False)
+        explicit = facts.facts_recall(
+            workspace_id=alice_ws, query="billing", embed=False, strategy="spreading", record=False
+        )
         GraphSettings.objects.create(workspace_id=alice_ws, recall_strategy="spreading")
         data = facts.facts_recall(workspace_id=alice_ws, query="billing", embed=False)
         with connections["app"].cursor() as cursor:
-            cursor.execute("SELECT coalesce(sum(retrieval_count), 0) FROM graph_edges WHERE workspace_id = %s "
-                           "AND edge_type <> 'uses'", [alice_ws])  # the fixture's 'uses' facts start counted
+            cursor.execute(
+                "SELECT coalesce(sum(retrieval_count), 0) FROM graph_edges WHERE workspace_id = %s "
+                "AND edge_type <> 'uses'",
+                [alice_ws],
+            )  # the fixture's 'uses' facts start counted
             counted = cursor.fetchone()[0]
     assert data["strategy"] == "spreading" and data["facts"]
-    assert [(f["source"], f["relation"], f["target"]) for f in data["facts"]] == \
-        [(f["source"], f["relation"], f["target"]) for f in explicit["facts"]]
+    assert [(f["source"], f["relation"], f["target"]) for f in data["facts"]] == [
+        (f["source"], f["relation"], f["target"]) for f in explicit["facts"]
+    ]
     # The walk statement walked nothing (the BFS does not apply): only spreading's returned facts were counted.
     assert counted == sum(f["relation"] != "uses" for f in data["facts"])
 
@@ -129,8 +160,10 @@ def test_it_plans_the_recall_statement_once(graph, alice_ws):
         for _ in range(3):
             facts.facts_recall(workspace_id=alice_ws, query="billing", embed=False, record=False)
         with connections["app"].cursor() as cursor:
-            cursor.execute("SELECT generic_plans, custom_plans FROM pg_prepared_statements "
-                           "WHERE statement LIKE '%%cfg AS MATERIALIZED%%'")
+            cursor.execute(
+                "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
+                "WHERE statement LIKE '%%cfg AS MATERIALIZED%%'"
+            )
             plans = cursor.fetchall()
     assert plans and all(generic >= 1 and custom == 0 for generic, custom in plans)
 

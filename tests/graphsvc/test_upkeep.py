@@ -27,9 +27,13 @@ def test_it_evicts_old_invalidated_facts_and_stale_entities_and_reports_counts(a
     long_ago = timezone.now() - timedelta(days=200)
     g.entity("Old Lib", last_seen=long_ago)
     g.entity("New Lib", last_seen=long_ago)
-    g.fact("Old Lib", "used_by", "Old App", valid_from=long_ago, valid_to=timezone.now() - timedelta(days=100))
+    g.fact(
+        "Old Lib", "used_by", "Old App", valid_from=long_ago, valid_to=timezone.now() - timedelta(days=100)
+    )
     g.fact("New Lib", "used_by", "New App")  # active: New Lib stays however old its last mention
-    g.fact("Recent Lib", "used_by", "Old App", valid_from=long_ago, valid_to=timezone.now() - timedelta(days=10))
+    g.fact(
+        "Recent Lib", "used_by", "Old App", valid_from=long_ago, valid_to=timezone.now() - timedelta(days=10)
+    )
     with workspace_context(alice_ws):
         result = upkeep.graph_evict(workspace_id=alice_ws)
     assert result["expiredFacts"] == 1 and result["staleEntities"] == 1
@@ -44,9 +48,12 @@ def test_it_keeps_the_entity_cap_dropping_the_least_connected_first(alice_ws, al
         g.fact("Hub Node", "links", f"Leaf {i:02d}")
     g.fact("Leaf 00", "links", "Leaf 01")
     g.entity("Island", last_seen=timezone.now() - timedelta(days=5))
-    response = alice_api.client.patch("/api/sdk/v1/graph/settings", data={"maxEntities": 10},
-                                      content_type="application/json",
-                                      HTTP_AUTHORIZATION=f"Bearer {alice_api.key}")
+    response = alice_api.client.patch(
+        "/api/sdk/v1/graph/settings",
+        data={"maxEntities": 10},
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {alice_api.key}",
+    )
     assert response.status_code == 200 and response.json()["data"]["maxEntities"] == 10
     with workspace_context(alice_ws):
         assert upkeep.graph_evict(workspace_id=alice_ws)["overCapEntities"] == 4
@@ -70,7 +77,10 @@ def test_it_decays_retrieval_counts_and_sets_rates_per_relation(alice_ws, alice_
     facts = alice_api.ok("graph/facts", {"entity": "Vim Editor"})["facts"]
     assert [f["relation"] for f in facts] == ["used_by"]
     detail = alice_api.ok("graph/entities", {"entity": "vim editor"})["entities"][0]
-    assert {f["relation"]: f["retrievable"] for f in detail["facts"]} == {"used_by": True, "replaced_by": False}
+    assert {f["relation"]: f["retrievable"] for f in detail["facts"]} == {
+        "used_by": True,
+        "replaced_by": False,
+    }
     alice_api.error("graph/decay", {"action": "set_rate"}, status=400, code="INVALID_REQUEST")
     alice_api.error("graph/decay", {"action": "set_rate", "rate": 11}, status=400, code="INVALID_REQUEST")
 
@@ -78,11 +88,19 @@ def test_it_decays_retrieval_counts_and_sets_rates_per_relation(alice_ws, alice_
 def test_it_clears_the_entity_graph_only_with_confirmation(alice_ws, personas):
     g = GraphBuilder(alice_ws)
     g.fact("Gone Soon", "links", "Also Gone")
-    error = personas.alice_api.error("graph/clear", {"confirm": "yes"}, status=400, code="CONFIRMATION_REQUIRED")
+    error = personas.alice_api.error(
+        "graph/clear", {"confirm": "yes"}, status=400, code="CONFIRMATION_REQUIRED"
+    )
     assert "delete entity graph" in error["message"]
-    assert personas.charlie_api.ok("graph/clear", {"confirm": "delete entity graph"}) == {"entities": 0, "facts": 0}
+    assert personas.charlie_api.ok("graph/clear", {"confirm": "delete entity graph"}) == {
+        "entities": 0,
+        "facts": 0,
+    }
     assert names(alice_ws) == {"Gone Soon", "Also Gone"}
-    assert personas.alice_api.ok("graph/clear", {"confirm": "delete entity graph"}) == {"entities": 2, "facts": 1}
+    assert personas.alice_api.ok("graph/clear", {"confirm": "delete entity graph"}) == {
+        "entities": 2,
+        "facts": 1,
+    }
     assert names(alice_ws) == set()
     with workspace_context(alice_ws), connections["app"].cursor() as cursor:
         cursor.execute("SELECT count(*) FROM graph_entity_terms")
@@ -111,7 +129,13 @@ def test_it_keeps_decay_and_settings_per_tenant(alice_ws, personas):
     charlie = personas.charlie_api
     assert charlie.ok("graph/decay", {"action": "set_rate", "rate": 5})["defaultRate"] == 5
     assert charlie.ok("graph/decay", {"action": "recompute"}) | {"rates": {}} == {
-        "activeFacts": 0, "belowFloor": 0, "defaultRate": 5, "rates": {}, "floor": 0.1, "retrievalCountsDecayed": 0}
+        "activeFacts": 0,
+        "belowFloor": 0,
+        "defaultRate": 5,
+        "rates": {},
+        "floor": 0.1,
+        "retrievalCountsDecayed": 0,
+    }
     alice = personas.alice_api.ok("graph/decay", {"action": "recompute"})
     assert alice["defaultRate"] == 0.01 and alice["activeFacts"] == 1 and alice["retrievalCountsDecayed"] == 1
     assert personas.alice_api.get("graph/settings").json()["data"]["decayRate"] == 0.01

@@ -16,7 +16,9 @@ def main() -> None:
     server = ensure_embedded_postgres()
     import psycopg
 
-    with psycopg.connect(host=server.socket_dir, port=server.port, user=APP_ROLE, dbname=DATABASE_NAME) as conn:
+    with psycopg.connect(
+        host=server.socket_dir, port=server.port, user=APP_ROLE, dbname=DATABASE_NAME
+    ) as conn:
         pid = conn.execute("SELECT pg_postmaster_start_time()::text").fetchone()[0]
     print(json.dumps({"socket": server.socket_dir, "port": server.port, "started": pid}), flush=True)
     # Stay attached until the test has heard from every process, so their lifetimes overlap.

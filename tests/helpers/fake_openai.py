@@ -49,18 +49,38 @@ class FakeProvider:
                         return self._send(*override)
                 if self.path.endswith("/embeddings"):
                     texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
-                    data = [{"object": "embedding", "index": i, "embedding": fake_vector(t, provider.dimension)}
-                            for i, t in enumerate(texts)]
-                    return self._send(200, {"object": "list", "data": data, "model": body.get("model"),
-                                            "usage": {"prompt_tokens": len(texts), "total_tokens": len(texts)}})
+                    data = [
+                        {"object": "embedding", "index": i, "embedding": fake_vector(t, provider.dimension)}
+                        for i, t in enumerate(texts)
+                    ]
+                    return self._send(
+                        200,
+                        {
+                            "object": "list",
+                            "data": data,
+                            "model": body.get("model"),
+                            "usage": {"prompt_tokens": len(texts), "total_tokens": len(texts)},
+                        },
+                    )
                 if self.path.endswith("/chat/completions"):
                     content = provider.chat_answer(body) if provider.chat_answer else "{}"
-                    return self._send(200, {
-                        "id": "chatcmpl-test", "object": "chat.completion", "created": 0, "model": body.get("model"),
-                        "choices": [{"index": 0, "finish_reason": "stop",
-                                     "message": {"role": "assistant", "content": content}}],
-                        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
-                    })
+                    return self._send(
+                        200,
+                        {
+                            "id": "chatcmpl-test",
+                            "object": "chat.completion",
+                            "created": 0,
+                            "model": body.get("model"),
+                            "choices": [
+                                {
+                                    "index": 0,
+                                    "finish_reason": "stop",
+                                    "message": {"role": "assistant", "content": content},
+                                }
+                            ],
+                            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+                        },
+                    )
                 return self._send(404, {"error": {"message": "unknown path"}})
 
             def _send(self, status: int, payload: dict[str, Any]) -> None:

@@ -59,7 +59,9 @@ class FlakyProxy:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 with proxy._lock:
                     action = proxy.plan.pop(0) if proxy.plan else "forward"
-                status, headers, content = proxy._act(action, self.command, self.path, dict(self.headers), body)
+                status, headers, content = proxy._act(
+                    action, self.command, self.path, dict(self.headers), body
+                )
                 proxy.seen.append(Seen(self.command, self.path, dict(self.headers), action, status))
                 try:
                     self.send_response(status)
@@ -88,9 +90,19 @@ class FlakyProxy:
             envelope = {
                 "ok": False,
                 "data": None,
-                "error": {"type": "internal_error", "code": "SERVICE_UNAVAILABLE", "message": "Try again.",
-                          "status": 503, "retryable": True},
-                "meta": {"version": "test", "endpoint": path, "requestId": "proxy-503-request", "timestamp": ""},
+                "error": {
+                    "type": "internal_error",
+                    "code": "SERVICE_UNAVAILABLE",
+                    "message": "Try again.",
+                    "status": 503,
+                    "retryable": True,
+                },
+                "meta": {
+                    "version": "test",
+                    "endpoint": path,
+                    "requestId": "proxy-503-request",
+                    "timestamp": "",
+                },
             }
             return 503, {"Content-Type": "application/json"}, json.dumps(envelope).encode()
         if action == "hang":
@@ -102,7 +114,9 @@ class FlakyProxy:
         upstream = httpx.request(method, self.upstream + path, headers=forwarded, content=body, timeout=60)
         if action == "lose_answer":
             return 502, {"Content-Type": "text/html"}, b"<html><body>upstream answer lost</body></html>"
-        answer_headers = {name: value for name, value in upstream.headers.items() if name.lower() not in _HOP_HEADERS}
+        answer_headers = {
+            name: value for name, value in upstream.headers.items() if name.lower() not in _HOP_HEADERS
+        }
         answer_headers.pop("content-encoding", None)
         if action == "cut_body":  # a stream that breaks off: the first half of the answer, as if complete
             return upstream.status_code, answer_headers, upstream.content[: len(upstream.content) // 2]

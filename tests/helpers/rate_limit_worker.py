@@ -18,7 +18,9 @@ def main() -> None:
     bucket, hits, limit, start_at = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
     # Both processes begin at the same instant so their increments interleave.
     time.sleep(max(0.0, start_at - time.time()))
-    allowed = sum(rate_limit_hit(bucket=bucket, limit=limit, window_seconds=3600).allowed for _ in range(hits))
+    allowed = sum(
+        rate_limit_hit(bucket=bucket, limit=limit, window_seconds=3600).allowed for _ in range(hits)
+    )
     print(allowed)
 
 

@@ -34,8 +34,16 @@ def graph_calls(monkeypatch) -> list[tuple[str, dict[str, Any]]]:
 
     def facts_recall(**kwargs: Any) -> dict[str, Any]:
         calls.append(("facts", {**kwargs, "_rls_workspace": current_workspace_id()}))
-        return {"facts": [{"source": "Alex", "relation": "works_on", "target": "ProjectX",
-                           "validFrom": datetime(2026, 1, 1, tzinfo=UTC)}]}
+        return {
+            "facts": [
+                {
+                    "source": "Alex",
+                    "relation": "works_on",
+                    "target": "ProjectX",
+                    "validFrom": datetime(2026, 1, 1, tzinfo=UTC),
+                }
+            ]
+        }
 
     def graph_traverse(**kwargs: Any) -> dict[str, Any]:
         calls.append(("traverse", kwargs))
@@ -56,8 +64,12 @@ def test_it_passes_validated_arguments_to_graphsvc(graph_calls):
 
     async def scenario() -> tuple[Any, ...]:
         async with Client(server) as client:
-            facts = await client.call_tool("graph_facts", {"query": "who works on ProjectX", "at": "2026-03-01T00:00:00Z"})
-            missing = await client.call_tool("graph_traverse", {"start_entity": "Nobody", "edge_types": ["works_on"]})
+            facts = await client.call_tool(
+                "graph_facts", {"query": "who works on ProjectX", "at": "2026-03-01T00:00:00Z"}
+            )
+            missing = await client.call_tool(
+                "graph_traverse", {"start_entity": "Nobody", "edge_types": ["works_on"]}
+            )
             too_deep = await client.call_tool("graph_traverse", {"start_entity": "Alex", "max_hops": 4})
             neither = await client.call_tool("graph_facts", {"limit": 5})
             misspelt = await client.call_tool("graph_facts", {"query": "x", "scope": {"user": "someone"}})
@@ -68,20 +80,43 @@ def test_it_passes_validated_arguments_to_graphsvc(graph_calls):
 
     facts, missing, too_deep, neither = asyncio.run(scenario())
     assert not facts.is_error, facts.content
-    assert facts.structured_content == {"facts": [{"source": "Alex", "relation": "works_on", "target": "ProjectX",
-                                                   "validFrom": "2026-01-01T00:00:00Z"}]}
+    assert facts.structured_content == {
+        "facts": [
+            {
+                "source": "Alex",
+                "relation": "works_on",
+                "target": "ProjectX",
+                "validFrom": "2026-01-01T00:00:00Z",
+            }
+        ]
+    }
     assert missing.is_error and "ENTITY_NOT_FOUND: No entity named 'Nobody'." in missing.content[0].text
-    assert too_deep.is_error and "INVALID_REQUEST" in too_deep.content[0].text and "maxHops" in too_deep.content[0].text
+    assert (
+        too_deep.is_error
+        and "INVALID_REQUEST" in too_deep.content[0].text
+        and "maxHops" in too_deep.content[0].text
+    )
     assert neither.is_error and "send query or entity" in neither.content[0].text
 
     (kind, fact_call), (kind2, traverse_call) = graph_calls  # the invalid calls never reached graphsvc
     assert kind == "facts" and kind2 == "traverse"
     assert fact_call == {
-        "workspace_id": workspace_id, "scope": MemoryScope(user_id="agent-7", project_id=None),
-        "query": "who works on ProjectX", "entity": None, "max_hops": 2, "limit": 10,
-        "at": datetime(2026, 3, 1, tzinfo=UTC), "edge_classes": None, "_rls_workspace": workspace_id,
+        "workspace_id": workspace_id,
+        "scope": MemoryScope(user_id="agent-7", project_id=None),
+        "query": "who works on ProjectX",
+        "entity": None,
+        "max_hops": 2,
+        "limit": 10,
+        "at": datetime(2026, 3, 1, tzinfo=UTC),
+        "edge_classes": None,
+        "_rls_workspace": workspace_id,
     }
     assert traverse_call == {
-        "workspace_id": workspace_id, "scope": MemoryScope(user_id="agent-7", project_id=None),
-        "start_entity": "Nobody", "edge_types": ["works_on"], "max_hops": 2, "limit": 20, "at": None,
+        "workspace_id": workspace_id,
+        "scope": MemoryScope(user_id="agent-7", project_id=None),
+        "start_entity": "Nobody",
+        "edge_types": ["works_on"],
+        "max_hops": 2,
+        "limit": 20,
+        "at": None,
     }

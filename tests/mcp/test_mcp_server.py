@@ -42,9 +42,15 @@ def new_key(username: str) -> tuple[str, int]:
 
 
 def stdio(key: str, *args: str) -> Client:
-    return Client(StdioServerParameters(
-        command=sys.executable, args=["manage.py", "mcp", *args], env=server_env(CAIRN_API_KEY=key), cwd=str(ROOT)
-    ), read_timeout_seconds=60)
+    return Client(
+        StdioServerParameters(
+            command=sys.executable,
+            args=["manage.py", "mcp", *args],
+            env=server_env(CAIRN_API_KEY=key),
+            cwd=str(ROOT),
+        ),
+        read_timeout_seconds=60,
+    )
 
 
 async def ok(client: Client, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -76,10 +82,18 @@ def test_it_serves_the_memory_tools_over_stdio():
             assert {tool.name for tool in (await alice.list_tools()).tools} == TOOLS
 
             rule = await ok(alice, "add_memory", {"content": "Never deploy on Fridays", "type": "rule"})
-            note = await ok(alice, "add_memory", {"content": "Deploys run through the blue-green pipeline",
-                                                  "tags": ["deploy"], "metadata": {"source": "mcp"}})
-            private = await ok(alice, "add_memory", {"content": "User u1 deploys from a fork",
-                                                     "scope": {"userId": "u1"}})
+            note = await ok(
+                alice,
+                "add_memory",
+                {
+                    "content": "Deploys run through the blue-green pipeline",
+                    "tags": ["deploy"],
+                    "metadata": {"source": "mcp"},
+                },
+            )
+            private = await ok(
+                alice, "add_memory", {"content": "User u1 deploys from a fork", "scope": {"userId": "u1"}}
+            )
             assert note["memory"]["tags"] == ["deploy"] and rule["memory"]["layer"] == "rule"
 
             found = await ok(alice, "search_memories", {"query": "blue-green pipeline"})
@@ -93,8 +107,12 @@ def test_it_serves_the_memory_tools_over_stdio():
             assert "blue-green" in context["context"] and "Never deploy on Fridays" in context["context"]
 
             # The same limits, validation and codes as the HTTP API.
-            assert (await failure(alice, "search_memories", {"query": "x", "limit": 99})).startswith("INVALID_REQUEST")
-            assert (await failure(alice, "add_memory", {"content": "   "})).startswith("MEMORY_CONTENT_REQUIRED")
+            assert (await failure(alice, "search_memories", {"query": "x", "limit": 99})).startswith(
+                "INVALID_REQUEST"
+            )
+            assert (await failure(alice, "add_memory", {"content": "   "})).startswith(
+                "MEMORY_CONTENT_REQUIRED"
+            )
             assert (await failure(alice, "get_context", {"graph_depth": 5})).startswith("INVALID_REQUEST")
             missing = await failure(alice, "forget_memory", {"id": "00000000-0000-0000-0000-000000000000"})
             assert missing.startswith("MEMORY_NOT_FOUND")
@@ -116,9 +134,14 @@ def test_it_serves_the_memory_tools_over_stdio():
     results = asyncio.run(scenario())
     with workspace_context(alice_ws):
         stored = dict(Memory.objects.filter(workspace_id=alice_ws).values_list("content", "deleted_at"))
-        endpoints = set(RetrievalMetric.objects.filter(workspace_id=alice_ws).values_list("endpoint", flat=True))
-    assert set(stored) == {"Never deploy on Fridays", "Deploys run through the blue-green pipeline",
-                           "User u1 deploys from a fork"}
+        endpoints = set(
+            RetrievalMetric.objects.filter(workspace_id=alice_ws).values_list("endpoint", flat=True)
+        )
+    assert set(stored) == {
+        "Never deploy on Fridays",
+        "Deploys run through the blue-green pipeline",
+        "User u1 deploys from a fork",
+    }
     assert stored["Deploys run through the blue-green pipeline"] is not None  # forgotten = soft-deleted
     assert endpoints == {"mcp/get_context"}
     # The entity graph is empty here (no model configured): recall finds nothing, traversal names the problem.
@@ -129,8 +152,15 @@ def test_it_serves_the_memory_tools_over_stdio():
 
 def test_it_refuses_to_start_with_a_key_no_tool_call_would_accept():
     env = {**os.environ, **server_env(CAIRN_API_KEY="mem_" + "b" * 64)}
-    done = subprocess.run([sys.executable, "manage.py", "mcp"], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=120, stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        [sys.executable, "manage.py", "mcp"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
     assert done.returncode != 0 and "INVALID_API_KEY: This API key is not valid." in done.stderr, done.stderr
 
 
@@ -144,8 +174,11 @@ def test_it_serves_streamable_http_with_the_key_of_each_request():
     alice_key, alice_ws = new_key("mcp-http-alice")
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "manage.py", "mcp", "--http", "--port", str(port)], cwd=ROOT,
-        env={**os.environ, **server_env()}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [sys.executable, "manage.py", "mcp", "--http", "--port", str(port)],
+        cwd=ROOT,
+        env={**os.environ, **server_env()},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
     try:
@@ -161,12 +194,17 @@ def test_it_serves_streamable_http_with_the_key_of_each_request():
         async def scenario() -> None:
             url = f"http://127.0.0.1:{port}/mcp"
             headers = {"Authorization": f"Bearer {alice_key}"}
-            async with httpx2.AsyncClient(headers=headers) as http, Client(streamable_http_client(url, http_client=http)) as alice:
+            async with (
+                httpx2.AsyncClient(headers=headers) as http,
+                Client(streamable_http_client(url, http_client=http)) as alice,
+            ):
                 added = await ok(alice, "add_memory", {"content": "served over streamable HTTP"})
                 found = await ok(alice, "search_memories", {"query": "streamable"})
                 assert [m["id"] for m in found["memories"]] == [added["id"]]
             async with Client(url) as anonymous:  # no key at start, none in the request
-                assert (await failure(anonymous, "search_memories", {"query": "x"})).startswith("MISSING_API_KEY")
+                assert (await failure(anonymous, "search_memories", {"query": "x"})).startswith(
+                    "MISSING_API_KEY"
+                )
 
         asyncio.run(scenario())
     finally:

@@ -47,7 +47,15 @@ def test_it_works(alice_api):
     assert envelope["meta"]["endpoint"] == "/api/sdk/v1/memories/add"
     assert r["X-Request-Id"] == envelope["meta"]["requestId"]
     data = envelope["data"]
-    assert set(data) == {"id", "message", "memory", "embeddingModel", "embeddingModelSource", "admitted", "admission"}
+    assert set(data) == {
+        "id",
+        "message",
+        "memory",
+        "embeddingModel",
+        "embeddingModelSource",
+        "admitted",
+        "admission",
+    }
     assert data["embeddingModelSource"] == "workspace_default" and data["embeddingModel"]
     memory = data["memory"]
     assert set(memory) == MEMORY_FIELDS

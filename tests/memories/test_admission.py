@@ -15,8 +15,10 @@ from tests.memories.helpers import ACME_SCOPE, personal_workspace_id, stored_cou
 
 def turn_on(api, **extra) -> None:
     response = api.client.patch(
-        f"{API}/memories/settings", data=json.dumps({"admissionEnabled": True, **extra}),
-        content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {api.key}",
+        f"{API}/memories/settings",
+        data=json.dumps({"admissionEnabled": True, **extra}),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {api.key}",
     )
     assert response.status_code == 200, response.content
 
@@ -24,16 +26,32 @@ def turn_on(api, **extra) -> None:
 def test_it_follows_zephs_worked_example():
     # A confident user message: heuristic = 0.15 + 0.15 + 0.30·n + 0.10 + 0.105 = 0.505 + 0.30·n.
     for cosine in (0.0, 0.5, 0.85, 1.0):
-        score = admission_score(content="We ship on Mondays", memory_type="note", role="user", max_cosine=cosine)
+        score = admission_score(
+            content="We ship on Mondays", memory_type="note", role="user", max_cosine=cosine
+        )
         assert score.composite == pytest.approx(0.505 + 0.30 * (1 - cosine), abs=1e-3)
-    assert admission_score(content="x", memory_type="note", role=None, max_cosine=None).factors["semantic_novelty"] == 1
+    assert (
+        admission_score(content="x", memory_type="note", role=None, max_cosine=None).factors[
+            "semantic_novelty"
+        ]
+        == 1
+    )
 
 
 def test_it_lowers_confidence_for_hedging():
     assert factual_confidence("The API is down") == 1.0
     assert factual_confidence("I think the API might be down, not sure") == pytest.approx(0.7)
-    assert factual_confidence(" ".join(["maybe might perhaps probably possibly could be uncertain i believe",
-                                        "not certain not confident"])) == 0.2
+    assert (
+        factual_confidence(
+            " ".join(
+                [
+                    "maybe might perhaps probably possibly could be uncertain i believe",
+                    "not certain not confident",
+                ]
+            )
+        )
+        == 0.2
+    )
 
 
 def test_it_is_off_by_default(alice_api, personas):
@@ -81,16 +99,21 @@ def test_it_refuses_a_paraphrase_and_admits_something_new(personas, local_embedd
 
     status = api.ok("graph/status", {})["admission"]
     # The first memory went through admission too.
-    assert status == {"enabled": True, "admitted": 2, "rejected": 1,
-                      "byReason": {"FAST_PATH": 2, "NEAR_DUPLICATE": 1}}
+    assert status == {
+        "enabled": True,
+        "admitted": 2,
+        "rejected": 1,
+        "byReason": {"FAST_PATH": 2, "NEAR_DUPLICATE": 1},
+    }
 
 
 def test_it_compares_only_with_memories_the_writer_can_read(personas):
     turn_on(personas.alice_api)
     personas.alice_api.add("Shared: the VPN config lives in 1Password", scope={"userId": "u1"})
     # Another end user's memory is not a duplicate of this one.
-    again = personas.alice_api.post("memories/add", {"content": "Shared: the VPN config lives in 1Password",
-                                                     "scope": {"userId": "u2"}})
+    again = personas.alice_api.post(
+        "memories/add", {"content": "Shared: the VPN config lives in 1Password", "scope": {"userId": "u2"}}
+    )
     assert again.status_code == 201 and again.json()["data"]["admitted"] is True
 
 

@@ -19,8 +19,11 @@ from tests.memories.helpers import ACME_SCOPE, backdate, ids, personal_workspace
         ("Deploy day: Friday\nmore", None, "prefix:deploy day"),
         ("DEPLOY-DAY:  Monday", None, "prefix:deploy day"),
         ("We ship the mobile app every second Tuesday after QA", None, "words:we ship the mobile app every"),
-        ("Note that a long sentence with many words before a colon: is not a label", None,
-         "words:note that a long sentence with"),
+        (
+            "Note that a long sentence with many words before a colon: is not a label",
+            None,
+            "words:note that a long sentence with",
+        ),
     ],
 )
 def test_it_derives_the_upsert_key(content, category, key):
@@ -60,7 +63,12 @@ def test_it_supersedes_the_older_memories_of_a_key(personas):
 
     run = data["run"]
     assert data["runId"] == run["id"]
-    assert (run["inputCount"], run["mergedCount"], run["supersededCount"], run["conflictedCount"]) == (5, 1, 3, 2)
+    assert (run["inputCount"], run["mergedCount"], run["supersededCount"], run["conflictedCount"]) == (
+        5,
+        1,
+        3,
+        2,
+    )
     assert run["model"] == "none" and run["scope"] == "global"
     winner = data["winnerMemoryIds"][0]
     assert stored(workspace_id, old["id"]).superseded_by == stored(workspace_id, mid["id"]).superseded_by
@@ -88,14 +96,18 @@ def test_it_supersedes_the_older_memories_of_a_key(personas):
     assert old["id"] not in listed and winner in listed
     found = ids(api.ok("memories/search", {"query": "deploy day"})["memories"])
     assert found == [winner]
-    assert set(ids(api.ok("memories/search", {"query": "deploy day", "includeSuperseded": True})["memories"])) \
-        >= {old["id"], mid["id"], winner}
+    assert set(
+        ids(api.ok("memories/search", {"query": "deploy day", "includeSuperseded": True})["memories"])
+    ) >= {old["id"], mid["id"], winner}
     assert old["id"] not in ids(api.ok("context/get", {"query": "deploy day"})["memories"])
-    assert old["id"] in ids(api.ok("context/get", {"query": "deploy day", "includeSuperseded": True})["memories"])
+    assert old["id"] in ids(
+        api.ok("context/get", {"query": "deploy day", "includeSuperseded": True})["memories"]
+    )
     listed_all = ids(api.ok("memories/list", {"includeSuperseded": True})["memories"])
     assert old["id"] in listed_all
-    superseded = next(m for m in api.ok("memories/list", {"includeSuperseded": True})["memories"]
-                      if m["id"] == old["id"])
+    superseded = next(
+        m for m in api.ok("memories/list", {"includeSuperseded": True})["memories"] if m["id"] == old["id"]
+    )
     assert superseded["supersededBy"] == winner
     assert api.ok("memories/consolidate", {})["run"]["supersededCount"] == 0
 
@@ -125,15 +137,20 @@ def test_it_stays_in_the_callers_workspace(personas):
 def test_it_answers_404_for_another_owners_tenant(personas, settings):
     personas.alice_api.add("tenant note: a", scope={"tenantId": "cust-1"})
     settings.SDK_AUTO_PROVISION_TENANTS = False
-    personas.charlie_api.error("memories/consolidate", {"scope": {"tenantId": "cust-1"}}, status=404,
-                               code="TENANT_NOT_FOUND")
+    personas.charlie_api.error(
+        "memories/consolidate", {"scope": {"tenantId": "cust-1"}}, status=404, code="TENANT_NOT_FOUND"
+    )
 
 
 def test_it_validates_and_can_be_turned_off(alice_api, settings):
     error = alice_api.error("memories/consolidate", {"types": ["memo"]}, status=400, code="INVALID_REQUEST")
     assert "types" in error["message"]
-    error = alice_api.error("memories/consolidate", {"globalOnly": True, "includeGlobal": False}, status=400,
-                            code="INVALID_REQUEST")
+    error = alice_api.error(
+        "memories/consolidate",
+        {"globalOnly": True, "includeGlobal": False},
+        status=400,
+        code="INVALID_REQUEST",
+    )
     assert "globalOnly" in error["message"]
     settings.MEMORY_CONSOLIDATION_ENABLED = False
     alice_api.error("memories/consolidate", {}, status=403, code="CONSOLIDATION_DISABLED")

@@ -34,16 +34,30 @@ def ids(memories) -> list[str]:
     return [m["id"] for m in memories]
 
 
-def link(ws: int, a: str, b: str, edge_type: str, *, weight: float = 1.0, confidence: float = 1.0,
-         both: bool = False) -> None:
+def link(
+    ws: int,
+    a: str,
+    b: str,
+    edge_type: str,
+    *,
+    weight: float = 1.0,
+    confidence: float = 1.0,
+    both: bool = False,
+) -> None:
     """An edge between two memory nodes, as the similarity or LLM producers would write it."""
     with workspace_context(ws):
         nodes = {n.node_key: n for n in GraphNode.objects.filter(node_type="memory", node_key__in=[a, b])}
         pairs = [(a, b), (b, a)] if both else [(a, b)]
         for x, y in pairs:
             GraphEdge.objects.create(
-                workspace_id=ws, edge_key=f"r:{edge_type}:{nodes[x].id}:{nodes[y].id}", from_node=nodes[x],
-                to_node=nodes[y], edge_type=edge_type, weight=weight, confidence=confidence, origin="manual",
+                workspace_id=ws,
+                edge_key=f"r:{edge_type}:{nodes[x].id}:{nodes[y].id}",
+                from_node=nodes[x],
+                to_node=nodes[y],
+                edge_type=edge_type,
+                weight=weight,
+                confidence=confidence,
+                origin="manual",
             )
 
 
@@ -82,8 +96,17 @@ def test_it_ranks_by_the_query(alice_api):
 
 
 def test_it_validates_input(alice_api):
-    for body in ({"graphDepth": 3}, {"limit": 0}, {"limit": 51}, {"graphLimit": 51}, {"strategy": "magic"},
-                 {"mode": "everything"}, {"query": "q" * 501}, {"mmrLambda": 2}, {"surprise": 1}):
+    for body in (
+        {"graphDepth": 3},
+        {"limit": 0},
+        {"limit": 51},
+        {"graphLimit": 51},
+        {"strategy": "magic"},
+        {"mode": "everything"},
+        {"query": "q" * 501},
+        {"mmrLambda": 2},
+        {"surprise": 1},
+    ):
         alice_api.error("context/get", body, status=400, code="INVALID_REQUEST")
 
 
@@ -104,8 +127,12 @@ def test_it_appends_graph_memories_in_canary(alice_api):
     assert ids(data["memories"]) == [seed["id"], other["id"]]
     added = data["memories"][1]["graph"]
     assert added == {
-        "whyIncluded": "graph_expansion", "linkedViaNode": "topic:billing", "edgeType": "shared_node",
-        "hopCount": 1, "confidence": 1.0, "seedMemoryId": seed["id"],
+        "whyIncluded": "graph_expansion",
+        "linkedViaNode": "topic:billing",
+        "edgeType": "shared_node",
+        "hopCount": 1,
+        "confidence": 1.0,
+        "seedMemoryId": seed["id"],
     }
     assert "graph" not in data["memories"][0] or data["memories"][0]["graph"] is None
     trace = data["trace"]
@@ -176,20 +203,44 @@ def test_it_keeps_breadth_first_provenance(alice_api, ws):
     link(ws, near["id"], also_near["id"], "caused_by")
     link(ws, second["id"], also_near["id"], "similar_to", weight=0.5)
     with workspace_context(ws):
-        found = expansion.expand(workspace_id=ws, seed_memory_ids=[first["id"], second["id"]], depth=2, limit=10)
-        again = expansion.expand(workspace_id=ws, seed_memory_ids=[first["id"], second["id"]], depth=2, limit=10)
-    reasons = {str(m): found.reasons[m].payload() | {"score": round(found.reasons[m].score, 6)}
-               for m in found.memory_ids}
+        found = expansion.expand(
+            workspace_id=ws, seed_memory_ids=[first["id"], second["id"]], depth=2, limit=10
+        )
+        again = expansion.expand(
+            workspace_id=ws, seed_memory_ids=[first["id"], second["id"]], depth=2, limit=10
+        )
+    reasons = {
+        str(m): found.reasons[m].payload() | {"score": round(found.reasons[m].score, 6)}
+        for m in found.memory_ids
+    }
     assert reasons == {
-        near["id"]: {"whyIncluded": "graph_expansion", "linkedViaNode": f"memory:{near['id']}",
-                     "edgeType": "depends_on", "hopCount": 1, "confidence": 1.0, "seedMemoryId": first["id"],
-                     "score": 0.72},
-        also_near["id"]: {"whyIncluded": "graph_expansion", "linkedViaNode": f"memory:{also_near['id']}",
-                          "edgeType": "similar_to", "hopCount": 1, "confidence": 1.0,
-                          "seedMemoryId": second["id"], "score": 0.5},
-        far["id"]: {"whyIncluded": "graph_expansion", "linkedViaNode": f"memory:{far['id']}",
-                    "edgeType": "caused_by", "hopCount": 2, "confidence": 1.0, "seedMemoryId": second["id"],
-                    "score": 0.75},
+        near["id"]: {
+            "whyIncluded": "graph_expansion",
+            "linkedViaNode": f"memory:{near['id']}",
+            "edgeType": "depends_on",
+            "hopCount": 1,
+            "confidence": 1.0,
+            "seedMemoryId": first["id"],
+            "score": 0.72,
+        },
+        also_near["id"]: {
+            "whyIncluded": "graph_expansion",
+            "linkedViaNode": f"memory:{also_near['id']}",
+            "edgeType": "similar_to",
+            "hopCount": 1,
+            "confidence": 1.0,
+            "seedMemoryId": second["id"],
+            "score": 0.5,
+        },
+        far["id"]: {
+            "whyIncluded": "graph_expansion",
+            "linkedViaNode": f"memory:{far['id']}",
+            "edgeType": "caused_by",
+            "hopCount": 2,
+            "confidence": 1.0,
+            "seedMemoryId": second["id"],
+            "score": 0.75,
+        },
     }
     assert [str(m) for m in found.memory_ids] == [far["id"], near["id"], also_near["id"]]
     assert found.total_candidates == 3
@@ -250,12 +301,17 @@ def test_it_lists_conflicts(alice_api, ws):
     link(ws, a["id"], b["id"], "contradicts", confidence=0.92, both=True)
     data = ctx(alice_api, query="prefers", strategy="lexical")
     first, second = sorted([a["id"], b["id"]])
-    assert data["conflicts"] == [{
-        "memoryAId": first, "memoryBId": second, "edgeType": "contradicts", "confidence": 0.92,
-        "explanation": "These memories are linked by a contradiction edge from relationship extraction.",
-        "evidence": None,
-        "suggestion": "These memories may conflict. Consider asking the user to clarify which preference is current.",
-    }]
+    assert data["conflicts"] == [
+        {
+            "memoryAId": first,
+            "memoryBId": second,
+            "edgeType": "contradicts",
+            "confidence": 0.92,
+            "explanation": "These memories are linked by a contradiction edge from relationship extraction.",
+            "evidence": None,
+            "suggestion": "These memories may conflict. Consider asking the user to clarify which preference is current.",
+        }
+    ]
     assert f"## Conflicts\n- {first} <-> {second} (confidence 0.92)" in data["context"]
     assert data["trace"]["conflictCount"] == 1
 
@@ -265,7 +321,9 @@ def test_it_records_one_metric_per_retrieval(alice_api, ws):
     ctx(alice_api, query="alpha", strategy="hybrid")
     alice_api.ok("graph/trace", {"query": "alpha"})
     with workspace_context(ws):
-        rows = list(RetrievalMetric.objects.order_by("created_at").values_list("endpoint", "requested_strategy"))
+        rows = list(
+            RetrievalMetric.objects.order_by("created_at").values_list("endpoint", "requested_strategy")
+        )
     assert rows == [("context/get", "hybrid"), ("graph/trace", "lexical")]
 
 
@@ -275,7 +333,8 @@ def test_it_traces_where_each_memory_came_from(alice_api):
     set_mode(alice_api, "canary")
     data = alice_api.ok("graph/trace", {"query": "nightly", "strategy": "hybrid_graph", "limit": 1})
     assert [(r["memoryId"], r["source"]) for r in data["recall"]] == [
-        (seed["id"], "baseline"), (other["id"], "graph_expansion")
+        (seed["id"], "baseline"),
+        (other["id"], "graph_expansion"),
     ]
     assert data["strategy"] == {"requested": "hybrid", "applied": "hybrid_graph"}
     assert data["tiers"]["longTermIds"] == [seed["id"], other["id"]]
@@ -287,7 +346,9 @@ def test_it_keeps_context_inside_the_workspace(personas):
     personas.charlie_api.add("charlie billing", tags=["billing"])
     data = ctx(personas.charlie_api, query="billing", strategy="hybrid")
     assert all("alice" not in m["content"] for m in data["memories"])
-    data = ctx(personas.charlie_api, query="billing", scope={"projectId": "github.com/alice/x", "tenantId": "t"})
+    data = ctx(
+        personas.charlie_api, query="billing", scope={"projectId": "github.com/alice/x", "tenantId": "t"}
+    )
     assert data["memories"] == []
 
 
@@ -350,7 +411,9 @@ def context_queries(api, ws: int, *, depth: int) -> list[str]:
     from memories import context as context_module
     from memories.selectors import MemoryScope
 
-    request = context_module.ContextRequest(query="billing nightly", strategy="hybrid", graph_depth=depth, limit=5)
+    request = context_module.ContextRequest(
+        query="billing nightly", strategy="hybrid", graph_depth=depth, limit=5
+    )
     with workspace_context(ws):
         context_module.context_get(workspace_id=ws, scope=MemoryScope(), request=request)  # warms the caches
     with CaptureQueriesContext(connections["app"]) as queries, workspace_context(ws):
@@ -398,12 +461,22 @@ def test_it_ranks_each_tier_as_a_search_of_its_layer_would(alice_api, ws, local_
     pipeline.jobs_run_pending(workspace_id=ws)
     with workspace_context(ws):
         tiers = search.memory_search_tiers(
-            workspace_id=ws, scope=MemoryScope(), query="deploy pipeline", strategy="hybrid",
+            workspace_id=ws,
+            scope=MemoryScope(),
+            query="deploy pipeline",
+            strategy="hybrid",
             tiers=[search.TierQuery("working", 3, False), search.TierQuery("long_term", 5, True)],
         )
         alone = [
-            search.memory_search(workspace_id=ws, scope=MemoryScope(), query="deploy pipeline", layer=layer,
-                                 limit=limit, strategy="hybrid", exclude_rules=exclude)
+            search.memory_search(
+                workspace_id=ws,
+                scope=MemoryScope(),
+                query="deploy pipeline",
+                layer=layer,
+                limit=limit,
+                strategy="hybrid",
+                exclude_rules=exclude,
+            )
             for layer, limit, exclude in (("working", 3, False), ("long_term", 5, True))
         ]
     for together, single in zip(tiers, alone, strict=True):
@@ -426,9 +499,12 @@ def test_it_finds_a_word_that_was_nowhere_a_moment_ago(alice_api):
 def test_it_sees_a_settings_change_at_once_in_this_process(alice_api):
     alice_api.add("the staging password=hunter2hunter2 is rotated weekly")
     assert "hunter2hunter2" not in ctx(alice_api, query="staging password")["context"]
-    response = alice_api.client.patch("/api/sdk/v1/memories/settings", data={"redactCredentials": False},
-                                      content_type="application/json",
-                                      HTTP_AUTHORIZATION=f"Bearer {alice_api.key}")
+    response = alice_api.client.patch(
+        "/api/sdk/v1/memories/settings",
+        data={"redactCredentials": False},
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {alice_api.key}",
+    )
     assert response.status_code == 200, response.content
     assert "hunter2hunter2" in ctx(alice_api, query="staging password")["context"]
 
@@ -463,7 +539,9 @@ def test_it_never_serves_a_stale_rule_list(alice_api, ws):
     with workspace_context(ws):
         from memories.models import Memory
 
-        Memory.objects.filter(pk=second["id"]).update(content="Never deploy on Fridays", updated_at=timezone.now())
+        Memory.objects.filter(pk=second["id"]).update(
+            content="Never deploy on Fridays", updated_at=timezone.now()
+        )
     assert [r["content"] for r in ctx(alice_api)["rules"]] == ["Never deploy on Fridays"]
     assert "Never deploy on Fridays" in ctx(alice_api)["context"]
 
@@ -472,13 +550,20 @@ def test_it_answers_in_the_same_json_as_the_rest_of_the_api(alice_api, ws):
     """context/get and graph/trace are serialised by pydantic directly (config.errors.envelope_response); a memory
     must read the same there as in memories/list, which goes through ninja's renderer."""
     rule = alice_api.add("Review every migration", type="rule")
-    alice_api.add("Migrations run at night", layer="working", tags=["db"],
-                  metadata={"café": "crème", "nested": {"n": [1, 2.5, None]}, "rules": [], "memories": []})
+    alice_api.add(
+        "Migrations run at night",
+        layer="working",
+        tags=["db"],
+        metadata={"café": "crème", "nested": {"n": [1, 2.5, None]}, "rules": [], "memories": []},
+    )
     listed = {m["id"]: m for m in alice_api.ok("memories/list", {"limit": 10})["memories"]}
     # The rules of context/get are serialised once and spliced into the answer (memories.api): a query or metadata
     # that spells the field's JSON must not be taken for it.
-    for path, query in [("context/get", "migration"), ("context/get", 'migration "rules":[]'),
-                        ("graph/trace", "migration")]:
+    for path, query in [
+        ("context/get", "migration"),
+        ("context/get", 'migration "rules":[]'),
+        ("graph/trace", "migration"),
+    ]:
         response = alice_api.post(path, {"query": query, "strategy": "lexical"})
         assert response.status_code == 200 and response["Content-Type"] == "application/json; charset=utf-8"
         envelope = response.json()
@@ -489,8 +574,12 @@ def test_it_answers_in_the_same_json_as_the_rest_of_the_api(alice_api, ws):
         assert {m["id"] for m in returned} == (set(listed) if '"' not in query else {rule["id"]})
         for memory in returned:
             expected = {key: value for key, value in listed[memory["id"]].items() if key != "pipeline"}
-            assert {key: value for key, value in memory.items() if key not in ("graph", "pipeline")} == expected
-            assert memory["createdAt"].endswith("Z") and len(memory["createdAt"]) == len("2026-01-01T00:00:00.000Z")
+            assert {
+                key: value for key, value in memory.items() if key not in ("graph", "pipeline")
+            } == expected
+            assert memory["createdAt"].endswith("Z") and len(memory["createdAt"]) == len(
+                "2026-01-01T00:00:00.000Z"
+            )
     assert rule["id"] in {m["id"] for m in ctx(alice_api, query="migration")["rules"]}
 
 
@@ -502,8 +591,9 @@ def test_it_loads_raw_rows_as_the_orm_would(alice_api, ws, monkeypatch, plain):
     from memories.models import Memory
 
     monkeypatch.setattr(selectors, "_plain_memory_fields", lambda: plain)
-    added = alice_api.add("Migrations run at night", layer="working", tags=["db"],
-                          metadata={"nested": {"n": [1, 2.5]}})
+    added = alice_api.add(
+        "Migrations run at night", layer="working", tags=["db"], metadata={"nested": {"n": [1, 2.5]}}
+    )
     with workspace_context(ws):
         raw = selectors.memories_from_sql(
             f"SELECT {selectors.MEMORY_COLUMNS}, 0.5::float8 AS lexical_rank FROM memories m WHERE m.id = %(id)s",
@@ -522,6 +612,7 @@ def test_it_loads_raw_rows_as_the_orm_would(alice_api, ws, monkeypatch, plain):
 
 def _broken_sql(monkeypatch, module, function: str) -> None:
     """Make `function` run a statement PostgreSQL rejects: a real error inside the call's transaction."""
+
     def broken(**kwargs):
         with connections["app"].cursor() as cursor:
             cursor.execute("SELECT 1 / 0")
@@ -546,7 +637,10 @@ def test_it_keeps_the_facts_when_the_expansion_fails(alice_api, ws, monkeypatch)
     monkeypatch.setattr(expansion, "readable_expansion_sql", lambda **kwargs: "SELECT 1 / 0")
     data = ctx(alice_api, query="grace hopper", strategy="hybrid", limit=1)
     assert ids(data["memories"]) == [seed["id"]]
-    assert (data["trace"]["fallbackTriggered"], data["trace"]["fallbackReason"]) == (True, "graph_expansion_error")
+    assert (data["trace"]["fallbackTriggered"], data["trace"]["fallbackReason"]) == (
+        True,
+        "graph_expansion_error",
+    )
     assert [f["target"] for f in data["facts"]] == ["Compiler Zero"]
     with workspace_context(ws):
         metric = RetrievalMetric.objects.latest("created_at")

@@ -19,7 +19,7 @@ FLOAT32 = "local/all-MiniLM-L6-v2"
 
 TEXTS = [
     "Use connection pooling for Postgres in the payments service",
-    "Melanie said, \"We went camping with the kids last weekend, the boys loved it.\"",
+    'Melanie said, "We went camping with the kids last weekend, the boys loved it."',
     "The cat sat on the mat",
     "",
     "Ünïcode, emoji 🙂 and 日本語",

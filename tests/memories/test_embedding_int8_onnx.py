@@ -19,7 +19,7 @@ FLOAT32 = "local/all-MiniLM-L6-v2"
 
 TEXTS = [
     "Use connection pooling for Postgres in the payments service",
-    "Melanie said, \"We went camping with the kids last weekend, the boys loved it.\"",
+    'Melanie said, "We went camping with the kids last weekend, the boys loved it."',
     "The cat sat on the mat",
     "Ünïcode, emoji 🙂 and 日本語",
     "a much longer memory " * 120,
@@ -72,7 +72,9 @@ def test_it_never_falls_back_to_another_model(settings, monkeypatch):
 
 
 def test_it_reuses_the_quantised_graph(monkeypatch):
-    built = OnnxMiniLM.ensure_exported(model_dir=model_dir(), cache_dir=embeddings.onnx_cache_dir(), quantised=True)
+    built = OnnxMiniLM.ensure_exported(
+        model_dir=model_dir(), cache_dir=embeddings.onnx_cache_dir(), quantised=True
+    )
     assert built.name.endswith("-int8.onnx") and built.exists()
 
     def must_not_build(*args):
@@ -80,8 +82,12 @@ def test_it_reuses_the_quantised_graph(monkeypatch):
 
     monkeypatch.setattr(onnx_embedding, "_export", must_not_build)
     monkeypatch.setattr(onnx_embedding, "_quantise", must_not_build)
-    assert OnnxMiniLM.ensure_exported(model_dir=model_dir(), cache_dir=embeddings.onnx_cache_dir(),
-                                      quantised=True) == built
+    assert (
+        OnnxMiniLM.ensure_exported(
+            model_dir=model_dir(), cache_dir=embeddings.onnx_cache_dir(), quantised=True
+        )
+        == built
+    )
 
 
 def test_it_refuses_a_quantised_graph_that_drifted(tmp_path, monkeypatch):
@@ -100,10 +106,14 @@ def test_it_records_the_model_on_vectors_and_keeps_charlie_out(alice_api, person
     memory = alice_api.add("Alice's deploy key rotates every Monday.")
     pipeline.jobs_run_pending(workspace_id=workspace_id)
     with workspace_context(workspace_id):
-        stored = list(MemoryEmbedding.objects.filter(workspace_id=workspace_id).values_list("memory_id", "model"))
+        stored = list(
+            MemoryEmbedding.objects.filter(workspace_id=workspace_id).values_list("memory_id", "model")
+        )
     assert [(str(memory_id), model) for memory_id, model in stored] == [(memory["id"], INT8_ONNX)]
 
-    found = alice_api.ok("memories/search", {"query": "when does the deploy key rotate", "strategy": "semantic"})
+    found = alice_api.ok(
+        "memories/search", {"query": "when does the deploy key rotate", "strategy": "semantic"}
+    )
     assert found["trace"]["appliedStrategy"] == "semantic"
     assert [m["id"] for m in found["memories"]] == [memory["id"]]
     found = personas.charlie_api.ok("memories/search", {"query": "deploy key", "strategy": "semantic"})

@@ -25,7 +25,9 @@ def _embedded(personas) -> int:
 
 def hybrid(api, query: str, limit: int = 3) -> dict:
     # Importance off: its length heuristic would reorder close scores and hide what these tests pin.
-    return api.ok("memories/search", {"query": query, "strategy": "hybrid", "limit": limit, "importanceWeight": 0})
+    return api.ok(
+        "memories/search", {"query": query, "strategy": "hybrid", "limit": limit, "importanceWeight": 0}
+    )
 
 
 # --- question damping ------------------------------------------------------------------------------------------
@@ -51,7 +53,9 @@ def test_it_damps_only_questions_and_reorders(personas):
 def test_it_puts_the_reply_before_the_question_that_echoes_the_query(personas, local_embedder, settings):
     api = personas.alice_api
     question = api.add("Sam asked: what hobbies do you enjoy these days?", metadata={"sessionId": "chat-1"})
-    reply = api.add("Evan replied: watercolour painting and long mountain hikes", metadata={"sessionId": "chat-1"})
+    reply = api.add(
+        "Evan replied: watercolour painting and long mountain hikes", metadata={"sessionId": "chat-1"}
+    )
     for n in range(6):
         api.add(f"Invoice {n} for the quarterly office supplies was paid")
     _embedded(personas)
@@ -71,7 +75,9 @@ def test_it_puts_the_reply_before_the_question_that_echoes_the_query(personas, l
 def test_it_boosts_the_speakers_the_query_names(personas):
     workspace_id = personal_workspace_id(personas.alice)
     api = personas.alice_api
-    about = _memory(workspace_id, api.add("Caroline: Melanie paints so well", metadata={"speaker": "Caroline"})["id"])
+    about = _memory(
+        workspace_id, api.add("Caroline: Melanie paints so well", metadata={"speaker": "Caroline"})["id"]
+    )
     own = _memory(workspace_id, api.add("I paint sunsets", metadata={"speaker": "Melanie"})["id"])
     full = _memory(workspace_id, api.add("I paint too", metadata={"speaker": "Mary Ann"})["id"])
     odd = _memory(workspace_id, api.add("no name", metadata={"speaker": ["Melanie"]})["id"])
@@ -79,7 +85,10 @@ def test_it_boosts_the_speakers_the_query_names(personas):
 
     boosted = search.speaker_boost(fused, query="What does MELANIE paint?", weight=0.3)
     assert [(m.id, round(s, 4)) for m, s in boosted] == [
-        (own.id, 1.1), (about.id, 1.0), (full.id, 0.75), (odd.id, 0.7)
+        (own.id, 1.1),
+        (about.id, 1.0),
+        (full.id, 0.75),
+        (odd.id, 0.7),
     ]
     # Every word of a speaker's name must be in the query: "Ann" alone is not "Mary Ann".
     assert search.speaker_boost(fused, query="What does Ann paint?", weight=0.3) == fused
@@ -121,8 +130,14 @@ def test_it_lifts_the_turn_after_a_question_more(personas):
     def lift(memory_id: str, reply_weight: float) -> dict[str, float]:
         with workspace_context(workspace_id):
             lifted = search.session_neighbour_lift(
-                [(_memory(workspace_id, memory_id), 1.0)], workspace_id=workspace_id, scope=MemoryScope(),
-                type=None, layer=None, exclude_rules=False, weights=(0.4, 0.1), reply_weight=reply_weight,
+                [(_memory(workspace_id, memory_id), 1.0)],
+                workspace_id=workspace_id,
+                scope=MemoryScope(),
+                type=None,
+                layer=None,
+                exclude_rules=False,
+                weights=(0.4, 0.1),
+                reply_weight=reply_weight,
             )
         return {str(m.id): round(s, 4) for m, s in lifted}
 
@@ -142,18 +157,27 @@ def test_it_finds_the_speakers_a_query_names_among_the_candidates(personas):
     memories = [
         _memory(workspace_id, api.add(text, metadata=metadata)["id"])
         for text, metadata in (
-            ("hi", {"speaker": "Melanie"}), ("hey", {"speaker": "Mary Ann"}), ("yo", {"speaker": "Caroline"}),
-            ("again", {"speaker": "melanie"}), ("none", {}), ("odd", {"speaker": 7}),
+            ("hi", {"speaker": "Melanie"}),
+            ("hey", {"speaker": "Mary Ann"}),
+            ("yo", {"speaker": "Caroline"}),
+            ("again", {"speaker": "melanie"}),
+            ("none", {}),
+            ("odd", {"speaker": 7}),
         )
     ]
-    assert search.named_speakers("What do Melanie's and Mary Ann's kids like?", memories) == ["mary ann", "melanie"]
+    assert search.named_speakers("What do Melanie's and Mary Ann's kids like?", memories) == [
+        "mary ann",
+        "melanie",
+    ]
     assert search.named_speakers("What does Ann like?", memories) == []
 
 
 def test_it_takes_the_named_speakers_out_of_the_query_text():
     strip = search.query_without_speakers
     assert strip("What do Melanie's kids like?", speakers=["melanie"]) == "What do kids like?"
-    assert strip("Did MARY  ANN\u2019s dog meet Melanie?", speakers=["mary ann", "melanie"]) == "Did dog meet ?"
+    assert (
+        strip("Did MARY  ANN\u2019s dog meet Melanie?", speakers=["mary ann", "melanie"]) == "Did dog meet ?"
+    )
     # Whole words only, and nothing else goes: "Melanies" and other names stay.
     assert strip("Melanies and Caroline", speakers=["melanie"]) == "Melanies and Caroline"
     # A query that is only the name stays whole: there would be nothing to embed.
@@ -167,15 +191,21 @@ def _speaker_workspace(personas) -> tuple[dict, dict]:
     api = personas.alice_api
     said = {"speaker": "Melanie"}
     generic = api.add('Melanie said, "Haha, yes!"', metadata=said)
-    answer = api.add('Melanie said, "I go running along the river; it clears my head after a long week at work."',
-                     metadata=said)
-    api.add('Melanie said, "The quarterly report for the regional office supplies contract went out to the '
-            'finance team on Monday morning, with the vendor list, the delivery schedule, the warehouse inventory '
-            'counts, the audit notes from March, the new pricing tables and the signed purchase orders attached."',
-            metadata=said)
+    answer = api.add(
+        'Melanie said, "I go running along the river; it clears my head after a long week at work."',
+        metadata=said,
+    )
+    api.add(
+        'Melanie said, "The quarterly report for the regional office supplies contract went out to the '
+        "finance team on Monday morning, with the vendor list, the delivery schedule, the warehouse inventory "
+        'counts, the audit notes from March, the new pricing tables and the signed purchase orders attached."',
+        metadata=said,
+    )
     for n in range(5):
-        api.add(f'Caroline said, "Invoice {n} for the quarterly office supplies was paid."',
-                metadata={"speaker": "Caroline"})
+        api.add(
+            f'Caroline said, "Invoice {n} for the quarterly office supplies was paid."',
+            metadata={"speaker": "Caroline"},
+        )
     _embedded(personas)
     return generic, answer
 
@@ -198,8 +228,14 @@ def test_it_embeds_the_query_without_the_named_speaker(personas, local_embedder,
 def test_it_embeds_context_get_queries_without_the_named_speaker(personas, local_embedder, settings):
     api = personas.alice_api
     generic, answer = _speaker_workspace(personas)
-    body = {"query": "What does Melanie do to destress?", "strategy": "hybrid", "limit": 2, "mode": "long_term",
-            "includeRules": False, "importanceWeight": 0}
+    body = {
+        "query": "What does Melanie do to destress?",
+        "strategy": "hybrid",
+        "limit": 2,
+        "mode": "long_term",
+        "includeRules": False,
+        "importanceWeight": 0,
+    }
 
     settings.SEARCH_EMBED_WITHOUT_SPEAKERS = False
     assert ids(api.ok("context/get", body)["memories"]) == [generic["id"], answer["id"]]

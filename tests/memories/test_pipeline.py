@@ -74,7 +74,9 @@ def test_it_embeds_with_the_local_model_and_links_paraphrases(alice_api, alice_w
     with workspace_context(alice_ws):
         stored = {str(e.memory_id): e for e in MemoryEmbedding.objects.filter(workspace_id=alice_ws)}
         assert set(stored) == {first["id"], second["id"], unrelated["id"]}
-        assert {(e.model, e.dimension) for e in stored.values()} == {("local/all-MiniLM-L6-v2-int8-onnx", 384)}
+        assert {(e.model, e.dimension) for e in stored.values()} == {
+            ("local/all-MiniLM-L6-v2-int8-onnx", 384)
+        }
         edges = list(GraphEdge.objects.filter(workspace_id=alice_ws, edge_type="similar_to"))
     pairs = similar_pairs(alice_ws)
     assert pairs == {(first["id"], second["id"]), (second["id"], first["id"])}
@@ -169,12 +171,19 @@ def test_it_drops_a_changed_memorys_edges_whichever_end_found_them(alice_api, al
     run_jobs(alice_ws)
     # Make `first` the evidence of the pair, as a batch that listed it last would have (the order is not fixed).
     with workspace_context(alice_ws):
-        similarity.similarity_edges_replace(workspace_id=alice_ws, updates=[
-            similarity.SimilarityUpdate(memory_id=uuid.UUID(first["id"]),
-                                        neighbours=[(uuid.UUID(second["id"]), 0.9)], expires_at=None),
-        ])
-        assert set(GraphEdge.objects.filter(edge_type="similar_to").values_list("evidence_memory_id", flat=True)) \
-            == {uuid.UUID(first["id"])}
+        similarity.similarity_edges_replace(
+            workspace_id=alice_ws,
+            updates=[
+                similarity.SimilarityUpdate(
+                    memory_id=uuid.UUID(first["id"]),
+                    neighbours=[(uuid.UUID(second["id"]), 0.9)],
+                    expires_at=None,
+                ),
+            ],
+        )
+        assert set(
+            GraphEdge.objects.filter(edge_type="similar_to").values_list("evidence_memory_id", flat=True)
+        ) == {uuid.UUID(first["id"])}
     alice_api.ok("memories/edit", {"id": second["id"], "content": UNRELATED})
     run_jobs(alice_ws)
     assert similar_pairs(alice_ws) == set()

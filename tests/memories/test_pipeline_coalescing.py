@@ -59,7 +59,9 @@ def test_it_makes_a_claim_wait_for_an_add_that_rides_on_its_batch(personas, loca
 
     def add_and_hold() -> None:
         with workspace_context(ws):
-            pipeline.memory_add_flow(workspace_id=ws, scope=MemoryScope(), content="second, riding on the first")
+            pipeline.memory_add_flow(
+                workspace_id=ws, scope=MemoryScope(), content="second, riding on the first"
+            )
             seen.append(message_count())  # in its own transaction: no message of its own
             wrote.set()
             assert commit.wait(timeout=30)

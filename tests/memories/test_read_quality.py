@@ -128,7 +128,9 @@ def test_it_fuses_scores_not_ranks(personas):
     assert [m.id for m, _ in fused][:3] == [a.id, b.id, c.id]
     # RRF sees only the ranks: b is 2nd and 1st, a 1st and 3rd, so b would win.
     assert search.reciprocal_rank_fusion([lexical, semantic])[0][0].id == b.id
-    semantic_only = search.hybrid_fusion(lexical=lexical, semantic=semantic, cosine=cosine, lexical_weight=0.0)
+    semantic_only = search.hybrid_fusion(
+        lexical=lexical, semantic=semantic, cosine=cosine, lexical_weight=0.0
+    )
     assert [m.id for m, _ in semantic_only][:3] == [b.id, c.id, a.id]
 
 
@@ -141,14 +143,21 @@ def test_it_lifts_the_neighbours_of_a_match_in_its_session(personas):
     match = _memory(workspace_id, turns[2]["id"])
     with workspace_context(workspace_id):
         lifted = search.session_neighbour_lift(
-            [(match, 1.0)], workspace_id=workspace_id, scope=MemoryScope(), type=None, layer=None,
-            exclude_rules=False, weights=(0.4, 0.1),
+            [(match, 1.0)],
+            workspace_id=workspace_id,
+            scope=MemoryScope(),
+            type=None,
+            layer=None,
+            exclude_rules=False,
+            weights=(0.4, 0.1),
         )
     scores = {str(m.id): round(score, 4) for m, score in lifted}
     assert scores == {
         turns[2]["id"]: 1.0,
-        turns[1]["id"]: 0.4, turns[3]["id"]: 0.4,
-        turns[0]["id"]: 0.1, turns[4]["id"]: 0.1,
+        turns[1]["id"]: 0.4,
+        turns[3]["id"]: 0.4,
+        turns[0]["id"]: 0.1,
+        turns[4]["id"]: 0.1,
     }
     assert other["id"] not in scores and loose["id"] not in scores and turns[5]["id"] not in scores
 
@@ -159,8 +168,13 @@ def test_it_lifts_two_matches_next_to_each_other(personas):
     first, second = (_memory(workspace_id, t["id"]) for t in session_turns(api, "s1", ["q", "a"]))
     with workspace_context(workspace_id):
         lifted = search.session_neighbour_lift(
-            [(first, 1.0), (second, 0.5)], workspace_id=workspace_id, scope=MemoryScope(), type=None,
-            layer=None, exclude_rules=False, weights=(0.4,),
+            [(first, 1.0), (second, 0.5)],
+            workspace_id=workspace_id,
+            scope=MemoryScope(),
+            type=None,
+            layer=None,
+            exclude_rules=False,
+            weights=(0.4,),
         )
     assert {m.id: round(s, 4) for m, s in lifted} == {first.id: 1.2, second.id: 0.9}
 
@@ -173,8 +187,13 @@ def test_it_lifts_only_neighbours_the_caller_may_read(personas):
     match = api.add("shared match", metadata={"sessionId": "s1"})
     with workspace_context(workspace_id):
         lifted = search.session_neighbour_lift(
-            [(_memory(workspace_id, match["id"]), 1.0)], workspace_id=workspace_id, scope=MemoryScope(),
-            type=None, layer=None, exclude_rules=False, weights=(0.4,),
+            [(_memory(workspace_id, match["id"]), 1.0)],
+            workspace_id=workspace_id,
+            scope=MemoryScope(),
+            type=None,
+            layer=None,
+            exclude_rules=False,
+            weights=(0.4,),
         )
     # u2's memory is skipped: the nearest readable turn is the neighbour.
     assert [str(m.id) for m, _ in lifted] == [match["id"], before["id"]]
@@ -184,11 +203,15 @@ def test_it_lifts_only_neighbours_the_caller_may_read(personas):
 def test_it_finds_the_reply_next_to_the_question_in_hybrid_search(personas, local_embedder):
     api = personas.alice_api
     workspace_id = personal_workspace_id(personas.alice)
-    question, reply, _ = session_turns(api, "chat-1", [
-        "Melanie asked when Caroline started volunteering at the animal shelter",
-        "Caroline said: since 2016, every Saturday morning",
-        "Melanie said the weather is nice today",
-    ])
+    question, reply, _ = session_turns(
+        api,
+        "chat-1",
+        [
+            "Melanie asked when Caroline started volunteering at the animal shelter",
+            "Caroline said: since 2016, every Saturday morning",
+            "Melanie said the weather is nice today",
+        ],
+    )
     for n in range(8):
         api.add(f"Unrelated note {n} about quarterly budgets and invoices")
     with workspace_context(workspace_id):

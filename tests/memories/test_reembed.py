@@ -24,7 +24,9 @@ def provider():
     reset_embedders()
 
 
-def test_it_reembeds_with_a_new_model_and_never_mixes_models(alice_api, personas, settings, provider, local_embedder):
+def test_it_reembeds_with_a_new_model_and_never_mixes_models(
+    alice_api, personas, settings, provider, local_embedder
+):
     fake, base = provider
     workspace_id = personal_workspace_id(personas.alice)
     first = alice_api.add("Our production database is PostgreSQL 16.")
@@ -51,8 +53,14 @@ def test_it_reembeds_with_a_new_model_and_never_mixes_models(alice_api, personas
     assert found["trace"]["appliedStrategy"] == "semantic"
     assert {m["id"] for m in found["memories"]} == {first["id"], second["id"]}
 
-    call_command("reembed", "--workspace", str(workspace_id), "--drop-other-models", stdout=StringIO(),
-                 stderr=StringIO())
+    call_command(
+        "reembed",
+        "--workspace",
+        str(workspace_id),
+        "--drop-other-models",
+        stdout=StringIO(),
+        stderr=StringIO(),
+    )
     with workspace_context(workspace_id):
         # Nothing was missing, so nothing ran and the old vectors are still there until a run with work.
         assert MemoryEmbedding.objects.filter(model="openai/fake-embed").count() == 2
@@ -70,8 +78,15 @@ def test_it_queues_only_default_following_memories_for_make_run(alice_api, perso
     reset_embedders()
 
     out = StringIO()
-    call_command("reembed", "--enqueue", "--default-only", "--workspace", str(workspace_id), stdout=out,
-                 stderr=StringIO())
+    call_command(
+        "reembed",
+        "--enqueue",
+        "--default-only",
+        "--workspace",
+        str(workspace_id),
+        stdout=out,
+        stderr=StringIO(),
+    )
     assert "openai/fake-embed: 1 memories queued for the workers" in out.getvalue()
     pipeline.jobs_run_pending(workspace_id=workspace_id)
     with workspace_context(workspace_id):

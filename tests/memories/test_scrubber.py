@@ -26,8 +26,11 @@ SECRETS = [
     ("slack_token", "slack bot xoxb-123456789012-abcdefGHIJKL", "xoxb-1234"),
     ("stripe_key", "billing uses sk_live_51HqLyjWDarjtT1zdp7dc", "sk_live_51"),
     ("google_api_key", "maps key AIzaSyD-9tSrke72PouQMnMX-a7eZSW0jkFMBWY", "AIzaSyD"),
-    ("jwt", "session eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
-     "eyJhbGciOiJIUzI1NiJ9"),
+    (
+        "jwt",
+        "session eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+        "eyJhbGciOiJIUzI1NiJ9",
+    ),
     ("bearer_token", "curl -H 'Authorization: Bearer 9f8e7d6c5b4a39281706f5e4d3c2b1a0'", "9f8e7d6c5b4a"),
     ("url_password", "DATABASE_URL=postgres://app:s3cr3t-Pa55@db.internal:5432/app", "s3cr3t-Pa55"),
     ("password", "the staging password = hunter2!x", "hunter2!x"),
@@ -59,7 +62,9 @@ LOOK_ALIKES = [
 ]
 
 
-@pytest.mark.parametrize(("kind", "text", "secret"), SECRETS, ids=[f"{k}-{i}" for i, (k, *_) in enumerate(SECRETS)])
+@pytest.mark.parametrize(
+    ("kind", "text", "secret"), SECRETS, ids=[f"{k}-{i}" for i, (k, *_) in enumerate(SECRETS)]
+)
 def test_it_replaces_a_secret_by_its_typed_placeholder(kind: str, text: str, secret: str) -> None:
     scrubbed = scrub_secrets(text)
     assert secret not in scrubbed
@@ -73,8 +78,12 @@ def test_it_leaves_look_alikes_alone(text: str) -> None:
 
 
 def test_it_keeps_the_label_and_the_surrounding_text() -> None:
-    scrubbed = scrub_secrets("deploy with password=hunter2!x then restart; Bearer 9f8e7d6c5b4a39281706f5e4d3c2b1a0 ok")
-    assert scrubbed == "deploy with password=[REDACTED:password] then restart; Bearer [REDACTED:bearer_token] ok"
+    scrubbed = scrub_secrets(
+        "deploy with password=hunter2!x then restart; Bearer 9f8e7d6c5b4a39281706f5e4d3c2b1a0 ok"
+    )
+    assert (
+        scrubbed == "deploy with password=[REDACTED:password] then restart; Bearer [REDACTED:bearer_token] ok"
+    )
 
 
 def test_it_is_idempotent() -> None:
@@ -154,7 +163,11 @@ def test_it_can_leave_context_text_alone_or_scrub_at_rest(personas):
 
 
 def patch(api, body: dict) -> dict:
-    response = api.client.patch(f"{API}/memories/settings", data=json.dumps(body), content_type="application/json",
-                                HTTP_AUTHORIZATION=f"Bearer {api.key}")
+    response = api.client.patch(
+        f"{API}/memories/settings",
+        data=json.dumps(body),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {api.key}",
+    )
     assert response.status_code == 200, response.content
     return response.json()["data"]

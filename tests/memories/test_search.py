@@ -253,16 +253,30 @@ def test_it_keeps_every_neighbours_place_but_loads_only_readable_memories(person
         times = {"created_at": now, "updated_at": now}
         deleted = Memory.objects.create(workspace_id=ws, content="deleted", deleted_at=now, **times)
         kept = Memory.objects.create(workspace_id=ws, content="kept", **times)
-        working = Memory.objects.create(workspace_id=ws, content="working", layer="working",
-                                        expires_at=now + timedelta(hours=1), **times)
+        working = Memory.objects.create(
+            workspace_id=ws, content="working", layer="working", expires_at=now + timedelta(hours=1), **times
+        )
         rows = []
-        for memory, vector in ((deleted, basis[0]), (kept, basis[0] + basis[1]), (working, basis[0] + 2 * basis[1])):
-            rows.append(vectors.EmbeddingRow(memory_id=memory.id, user_id=None, scope="global", project_id=None,
-                                             expires_at=None, content_sha256="",
-                                             vector=(vector / np.linalg.norm(vector)).astype(np.float32)))
+        for memory, vector in (
+            (deleted, basis[0]),
+            (kept, basis[0] + basis[1]),
+            (working, basis[0] + 2 * basis[1]),
+        ):
+            rows.append(
+                vectors.EmbeddingRow(
+                    memory_id=memory.id,
+                    user_id=None,
+                    scope="global",
+                    project_id=None,
+                    expires_at=None,
+                    content_sha256="",
+                    vector=(vector / np.linalg.norm(vector)).astype(np.float32),
+                )
+            )
         vectors.embeddings_store(workspace_id=ws, model=settings.EMBEDDING_MODEL, rows=rows)
-        found = search_service._semantic_candidates(workspace_id=ws, scope=MemoryScope(), query_vector=query,
-                                            depths={"long_term": 40})
+        found = search_service._semantic_candidates(
+            workspace_id=ws, scope=MemoryScope(), query_vector=query, depths={"long_term": 40}
+        )
         assert [memory_id for memory_id, _ in found.neighbours] == [deleted.id, kept.id, working.id]
         expected = [float(query @ row.vector) for row in rows]
         assert [round(cosine, 4) for _, cosine in found.neighbours] == [round(value, 4) for value in expected]
@@ -270,6 +284,7 @@ def test_it_keeps_every_neighbours_place_but_loads_only_readable_memories(person
 
         # Nothing readable: the neighbours are still known, and whether vectors are missing is asked on its own.
         Memory.objects.filter(pk=kept.id).update(deleted_at=now)
-        found = search_service._semantic_candidates(workspace_id=ws, scope=MemoryScope(), query_vector=query,
-                                            depths={"long_term": 40})
+        found = search_service._semantic_candidates(
+            workspace_id=ws, scope=MemoryScope(), query_vector=query, depths={"long_term": 40}
+        )
         assert len(found.neighbours) == 3 and found.memories == [] and found.partial is False

@@ -24,8 +24,12 @@ def get(api: SdkClient, query: str = "") -> Any:
 
 
 def patch(api: SdkClient, body: Any) -> Any:
-    return api.client.patch(f"{API}/memories/settings", data=json.dumps(body), content_type="application/json",
-                            HTTP_AUTHORIZATION=f"Bearer {api.key}")
+    return api.client.patch(
+        f"{API}/memories/settings",
+        data=json.dumps(body),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {api.key}",
+    )
 
 
 def test_it_shows_the_defaults(alice_api):
@@ -39,8 +43,12 @@ def test_it_changes_only_the_fields_sent(alice_api):
     assert response.status_code == 200, response.content
     assert response.json()["data"] == {**DEFAULTS, "admissionEnabled": True, "importanceWeight": 0.3}
     patch(alice_api, {"admissionThreshold": 0.5})
-    assert get(alice_api).json()["data"] == {**DEFAULTS, "admissionEnabled": True, "importanceWeight": 0.3,
-                                             "admissionThreshold": 0.5}
+    assert get(alice_api).json()["data"] == {
+        **DEFAULTS,
+        "admissionEnabled": True,
+        "importanceWeight": 0.3,
+        "admissionThreshold": 0.5,
+    }
 
 
 def test_it_restores_a_server_default_with_null(alice_api, settings):
@@ -71,7 +79,9 @@ def test_it_keeps_settings_per_workspace(personas):
     assert get(personas.bob_api, "?projectId=github.com/acme/x").json()["data"]["scrubAtRest"] is False
     patch(personas.bob_api, {"admissionEnabled": True, "scope": ACME_SCOPE})
     assert get(personas.alice_api, "?projectId=github.com/acme/x").json()["data"]["admissionEnabled"] is True
-    assert get(personas.charlie_api, "?projectId=github.com/acme/x").json()["data"]["admissionEnabled"] is False
+    assert (
+        get(personas.charlie_api, "?projectId=github.com/acme/x").json()["data"]["admissionEnabled"] is False
+    )
     assert get(personas.alice_api).json()["data"]["admissionEnabled"] is False
 
 

@@ -23,28 +23,51 @@ DIMENSION = 8
 MODEL = "test/index-path"
 
 
-def _add(ws: int, rng: np.random.Generator, *, user_id: str | None, count: int) -> dict[uuid.UUID, np.ndarray]:
+def _add(
+    ws: int, rng: np.random.Generator, *, user_id: str | None, count: int
+) -> dict[uuid.UUID, np.ndarray]:
     now = timezone.now()
     added: dict[uuid.UUID, np.ndarray] = {}
     with workspace_context(ws):
         for i in range(count):
-            memory = Memory.objects.create(workspace_id=ws, content=f"memory {user_id} {i}", user_id=user_id,
-                                           created_at=now, updated_at=now)
+            memory = Memory.objects.create(
+                workspace_id=ws,
+                content=f"memory {user_id} {i}",
+                user_id=user_id,
+                created_at=now,
+                updated_at=now,
+            )
             vector = rng.normal(size=DIMENSION).astype(np.float32)
             added[memory.id] = vector / np.linalg.norm(vector)
-        vectors.embeddings_store(workspace_id=ws, model=MODEL, rows=[
-            vectors.EmbeddingRow(memory_id=memory_id, user_id=user_id, scope="global", project_id=None,
-                                 expires_at=None, content_sha256="", vector=vector)
-            for memory_id, vector in added.items()
-        ])
+        vectors.embeddings_store(
+            workspace_id=ws,
+            model=MODEL,
+            rows=[
+                vectors.EmbeddingRow(
+                    memory_id=memory_id,
+                    user_id=user_id,
+                    scope="global",
+                    project_id=None,
+                    expires_at=None,
+                    content_sha256="",
+                    vector=vector,
+                )
+                for memory_id, vector in added.items()
+            ],
+        )
     return added
 
 
 def _search(ws: int, query: np.ndarray, user_id: str | None) -> tuple[list[uuid.UUID], str]:
     """Nearest ids and the SQL of the search's set-up statement."""
     with workspace_context(ws), CaptureQueriesContext(connections["app"]) as captured:
-        found = vectors.nearest(workspace_id=ws, model=MODEL, query=query,
-                                scope=vectors.VectorScope(user_id=user_id, project_id=None), limit=3)
+        found = vectors.nearest(
+            workspace_id=ws,
+            model=MODEL,
+            query=query,
+            scope=vectors.VectorScope(user_id=user_id, project_id=None),
+            limit=3,
+        )
     setup = next((q["sql"] for q in captured.captured_queries if "hnsw.ef_search" in q["sql"]), "")
     return [memory_id for memory_id, _ in found], setup
 
@@ -99,7 +122,9 @@ def test_it_counts_a_wide_scope_once_and_a_narrow_one_every_time(indexed_workspa
 
 def _prepared_searches() -> int:
     with connections["app"].cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE '%%FROM memory_embeddings e%%'")
+        cursor.execute(
+            "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE '%%FROM memory_embeddings e%%'"
+        )
         return cursor.fetchone()[0]
 
 

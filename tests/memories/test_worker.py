@@ -58,8 +58,12 @@ def cluster(provider, tmp_path):
     log_path = tmp_path / "qcluster.log"
     log = log_path.open("wb")
     process = subprocess.Popen(
-        [sys.executable, "manage.py", "qcluster"], cwd=ROOT, env=env,
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        [sys.executable, "manage.py", "qcluster"],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     process.log_path = log_path  # type: ignore[attr-defined]
     yield process
@@ -85,7 +89,9 @@ def wait_for_job(workspace_id: int, memory_id: str, kind: str, *, timeout: float
         if job is not None and job.status in {"succeeded", "dead_letter"}:
             return job
         time.sleep(0.2)
-    raise AssertionError(f"{kind} job of {memory_id} did not finish in {timeout}s (last: {job and job.status})")
+    raise AssertionError(
+        f"{kind} job of {memory_id} did not finish in {timeout}s (last: {job and job.status})"
+    )
 
 
 def test_it_runs_jobs_in_a_real_cluster(cluster, provider):
@@ -99,7 +105,9 @@ def test_it_runs_jobs_in_a_real_cluster(cluster, provider):
     # The cluster beats for /readyz from its main process, and only once the apps are loaded: a beat during app
     # initialisation makes Django warn on stderr, and a beat during django-q2's fork used to hang the sentinel.
     with connections["default"].cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM ops_worker_heartbeats WHERE worker LIKE %s", [f"%:{cluster.pid}"])
+        cursor.execute(
+            "SELECT count(*) FROM ops_worker_heartbeats WHERE worker LIKE %s", [f"%:{cluster.pid}"]
+        )
         assert cursor.fetchone()[0] == 1
     assert "during app initialization" not in cluster.log_path.read_text()
 
@@ -118,9 +126,11 @@ def test_it_survives_kill_9_of_the_worker_mid_job(cluster, provider):
     assert provider.first_request.wait(timeout=60), "the worker never called the embedding provider"
 
     victims = [
-        child for child in psutil.Process(cluster.pid).children(recursive=True)
-        if any(conn.raddr and conn.raddr[1] == provider.server.server_address[1]
-               for conn in _connections(child))
+        child
+        for child in psutil.Process(cluster.pid).children(recursive=True)
+        if any(
+            conn.raddr and conn.raddr[1] == provider.server.server_address[1] for conn in _connections(child)
+        )
     ]
     assert victims, "no worker process is talking to the provider"
     for victim in victims:

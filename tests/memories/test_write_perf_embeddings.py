@@ -70,7 +70,9 @@ def test_it_reuses_the_exported_graph(settings, monkeypatch):
         raise AssertionError("exported again")
 
     monkeypatch.setattr(onnx_embedding, "_export", must_not_export)
-    assert OnnxMiniLM.ensure_exported(model_dir=model_dir(), cache_dir=embeddings.onnx_cache_dir()) == exported
+    assert (
+        OnnxMiniLM.ensure_exported(model_dir=model_dir(), cache_dir=embeddings.onnx_cache_dir()) == exported
+    )
 
 
 def test_it_refuses_a_graph_that_does_not_match_torch(tmp_path, monkeypatch):

@@ -37,7 +37,11 @@ def test_it_writes_the_job_and_its_message_in_one_statement(alice_api, personas,
     OrmQ.objects.using("app").all().delete()
     with CaptureQueriesContext(connections["app"]) as queries:
         memory = alice_api.add("Use pgbouncer in transaction mode for the API.")
-    writes = [q["sql"] for q in queries.captured_queries if "pipeline_jobs" in q["sql"] or "django_q_ormq" in q["sql"]]
+    writes = [
+        q["sql"]
+        for q in queries.captured_queries
+        if "pipeline_jobs" in q["sql"] or "django_q_ormq" in q["sql"]
+    ]
     assert len(writes) == 1 and "INSERT INTO django_q_ormq" in writes[0], writes
 
     # Nothing else queued: the add brings its own message, which names the workspace and the kind.
@@ -79,8 +83,11 @@ def test_it_queues_the_next_batch_when_a_claim_is_full(alice_api, personas, loca
         ran.append(run_message(queued[0]))
     assert ran == [2, 2, 1]
     with workspace_context(workspace_id):
-        assert set(PipelineJob.objects.filter(memory_id__in=ids(added), kind="embed")
-                   .values_list("status", flat=True)) == {"succeeded"}
+        assert set(
+            PipelineJob.objects.filter(memory_id__in=ids(added), kind="embed").values_list(
+                "status", flat=True
+            )
+        ) == {"succeeded"}
 
 
 def test_it_does_not_ride_on_a_job_whose_message_was_lost(alice_api, personas, local_embedder):
@@ -91,13 +98,17 @@ def test_it_does_not_ride_on_a_job_whose_message_was_lost(alice_api, personas, l
     OrmQ.objects.using("app").all().delete()
     with workspace_context(workspace_id):
         PipelineJob.objects.filter(memory_id=orphan["id"]).update(
-            run_after=timezone.now() - timedelta(seconds=settings.Q_CLUSTER["retry"] + 1))
+            run_after=timezone.now() - timedelta(seconds=settings.Q_CLUSTER["retry"] + 1)
+        )
     fresh = alice_api.add("Written after the purge.")
     [task] = messages()
     assert run_message(task) == 2
     with workspace_context(workspace_id):
-        assert set(PipelineJob.objects.filter(memory_id__in=[orphan["id"], fresh["id"]], kind="embed")
-                   .values_list("status", flat=True)) == {"succeeded"}
+        assert set(
+            PipelineJob.objects.filter(memory_id__in=[orphan["id"], fresh["id"]], kind="embed").values_list(
+                "status", flat=True
+            )
+        ) == {"succeeded"}
 
 
 def test_it_takes_due_jobs_along_when_its_own_job_is_done(alice_api, personas, local_embedder):
@@ -144,8 +155,9 @@ def test_it_queues_one_message_for_a_batch_of_memories(alice_api, personas):
         PipelineJob.objects.all().delete()
     OrmQ.objects.using("app").all().delete()
     with workspace_context(workspace_id):
-        ids_ = jobs.jobs_enqueue(workspace_id=workspace_id, memory_ids=[first["id"], second["id"]],
-                                 kind=jobs.Kind.EMBED)
+        ids_ = jobs.jobs_enqueue(
+            workspace_id=workspace_id, memory_ids=[first["id"], second["id"]], kind=jobs.Kind.EMBED
+        )
     assert len(ids_) == 2
     assert [task["args"] for task in messages()] == [(workspace_id, jobs.Kind.EMBED)]
 
@@ -157,7 +169,9 @@ def test_it_keeps_one_message_per_memory_for_llm_steps(alice_api, personas):
     second = alice_api.add("two")
     OrmQ.objects.using("app").all().delete()
     with workspace_context(workspace_id):
-        jobs.jobs_enqueue(workspace_id=workspace_id, memory_ids=[first["id"], second["id"]], kind=jobs.Kind.RELATE)
+        jobs.jobs_enqueue(
+            workspace_id=workspace_id, memory_ids=[first["id"], second["id"]], kind=jobs.Kind.RELATE
+        )
     assert sorted(task["args"][1] for task in messages()) == sorted([first["id"], second["id"]])
 
 

@@ -39,10 +39,17 @@ def graph_state(ws: int) -> dict[str, set[tuple]]:
                     "node_type", "node_key", "label", "metadata"
                 )
             },
-            "links": set(MemoryNodeLink.objects.values_list("memory_id", "node__node_type", "node__node_key", "role")),
+            "links": set(
+                MemoryNodeLink.objects.values_list("memory_id", "node__node_type", "node__node_key", "role")
+            ),
             "edges": set(
                 GraphEdge.objects.values_list(
-                    "edge_key", "edge_type", "from_node__node_key", "to_node__node_key", "origin", "evidence_memory_id",
+                    "edge_key",
+                    "edge_type",
+                    "from_node__node_key",
+                    "to_node__node_key",
+                    "origin",
+                    "evidence_memory_id",
                     "expires_at",
                 )
             ),
@@ -57,7 +64,9 @@ def resync(ws: int, memory_id: str) -> None:
 
 def test_it_maps_a_new_memory_as_the_full_resync_does(alice_api, ws):
     memory = alice_api.add("Use connection pooling for Postgres", **FULL)
-    working = alice_api.add("scratch note about perf", layer="working", tags=["perf"], scope={"userId": "dana"})
+    working = alice_api.add(
+        "scratch note about perf", layer="working", tags=["perf"], scope={"userId": "dana"}
+    )
     bare = alice_api.add("nothing else")
     fresh = graph_state(ws)
     assert len(fresh["edges"]) >= 8 and len(fresh["links"]) == 7 + 4 + 2
@@ -73,15 +82,21 @@ def test_it_maps_in_one_statement(alice_api, ws):
     alice_api.add("warm up", tags=["a"])
     with CaptureQueriesContext(connections["app"]) as queries:
         # A GitHub projectId would add the owner-routing reads; this measures the write itself.
-        alice_api.add("Use pooling", tags=["db"], category="ops", scope={"userId": "dana", "projectId": "api"})
-    graph = [q["sql"] for q in queries.captured_queries if "graph_" in q["sql"] or "memory_node_links" in q["sql"]]
+        alice_api.add(
+            "Use pooling", tags=["db"], category="ops", scope={"userId": "dana", "projectId": "api"}
+        )
+    graph = [
+        q["sql"] for q in queries.captured_queries if "graph_" in q["sql"] or "memory_node_links" in q["sql"]
+    ]
     assert len(graph) == 1 and "graph_mapping_insert_fresh" in graph[0], graph
     # auth, BEGIN, RLS setting, the workspace's hygiene settings (issue 10), memory, mapping (a function guarding
     # itself: no savepoint), job with its broker message (one statement), COMMIT; in a test the BEGIN is a
     # savepoint and the RLS setting is cleared at the end (tenancy.rls), hence 9.
     savepoints = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("SAVEPOINT")]
     assert len(savepoints) == 1, savepoints  # the request's transaction (a savepoint inside the test's)
-    assert len(queries.captured_queries) <= 9, "\n".join(" ".join(q["sql"].split())[:90] for q in queries.captured_queries)
+    assert len(queries.captured_queries) <= 9, "\n".join(
+        " ".join(q["sql"].split())[:90] for q in queries.captured_queries
+    )
 
 
 def test_it_falls_back_to_the_full_sync_when_the_statement_misses_a_node(alice_api, ws, monkeypatch):
@@ -101,8 +116,8 @@ def test_it_falls_back_to_the_full_sync_when_the_statement_misses_a_node(alice_a
     state = graph_state(ws)
     ours = {row for row in state["links"] if str(row[0]) == again["id"]}
     assert {row[1:] for row in ours} == {
-        (t, k.replace(reference["id"], again["id"]), r) for _, t, k, r in
-        {row for row in expected["links"] if str(row[0]) == reference["id"]}
+        (t, k.replace(reference["id"], again["id"]), r)
+        for _, t, k, r in {row for row in expected["links"] if str(row[0]) == reference["id"]}
     }
     assert len(state["edges"]) == 2 * len(expected["edges"])
 
@@ -133,7 +148,9 @@ def test_it_sees_a_tag_node_a_concurrent_write_committed(personas):
         def write() -> None:
             try:
                 with workspace_context(ws):
-                    pipeline.memory_add_flow(workspace_id=ws, scope=MemoryScope(), content="racing", tags=["race"])
+                    pipeline.memory_add_flow(
+                        workspace_id=ws, scope=MemoryScope(), content="racing", tags=["race"]
+                    )
             finally:
                 connections.close_all()
 
@@ -151,7 +168,9 @@ def test_it_sees_a_tag_node_a_concurrent_write_committed(personas):
         assert results == [mapping.FreshMappingOutcome(complete=False, error=None)]
         with workspace_context(ws):
             memory = Memory.objects.get(content="racing")
-            roles = set(MemoryNodeLink.objects.filter(memory_id=memory.id).values_list("node__node_key", "role"))
+            roles = set(
+                MemoryNodeLink.objects.filter(memory_id=memory.id).values_list("node__node_key", "role")
+            )
         assert ("race", "tag") in roles
     finally:
         other.close()
@@ -162,10 +181,14 @@ def test_it_keeps_the_write_when_the_mapping_times_out(personas, monkeypatch):
     """A statement_timeout inside the mapping function is caught there, as the client savepoint caught it."""
     ws = personal_workspace_id(personas.alice)
     with connections["default"].cursor() as cursor:
-        cursor.execute("CREATE FUNCTION test_slow_node() RETURNS trigger LANGUAGE plpgsql AS "
-                       "$$ BEGIN PERFORM pg_sleep(0.5); RETURN NEW; END $$")
-        cursor.execute("CREATE TRIGGER test_slow_node BEFORE INSERT ON graph_nodes FOR EACH ROW "
-                       "EXECUTE FUNCTION test_slow_node()")
+        cursor.execute(
+            "CREATE FUNCTION test_slow_node() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN PERFORM pg_sleep(0.5); RETURN NEW; END $$"
+        )
+        cursor.execute(
+            "CREATE TRIGGER test_slow_node BEFORE INSERT ON graph_nodes FOR EACH ROW "
+            "EXECUTE FUNCTION test_slow_node()"
+        )
     real = mapping.mapping_insert_fresh
 
     def with_timeout(**kwargs):
@@ -180,13 +203,17 @@ def test_it_keeps_the_write_when_the_mapping_times_out(personas, monkeypatch):
     monkeypatch.setattr(mapping, "mapping_insert_fresh", with_timeout)
     try:
         with workspace_context(ws):
-            memory = pipeline.memory_add_flow(workspace_id=ws, scope=MemoryScope(), content="slow graph", tags=["x"])
+            memory = pipeline.memory_add_flow(
+                workspace_id=ws, scope=MemoryScope(), content="slow graph", tags=["x"]
+            )
         with workspace_context(ws):
             assert Memory.objects.filter(pk=memory.id).exists()
             assert not GraphNode.objects.exists()
             assert PipelineJob.objects.filter(memory_id=memory.id, kind="embed").exists()
             error = PipelineError.objects.get(memory_id=memory.id)
-        assert error.code == "GRAPH_MAPPING_SYNC_FAILED" and error.message.startswith("57014")  # query_canceled
+        assert error.code == "GRAPH_MAPPING_SYNC_FAILED" and error.message.startswith(
+            "57014"
+        )  # query_canceled
     finally:
         with connections["default"].cursor() as cursor:
             cursor.execute("DROP TRIGGER test_slow_node ON graph_nodes")

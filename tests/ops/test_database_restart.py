@@ -32,8 +32,12 @@ def restart_embedded_postgres() -> None:
 
     pgdata = Path(var_dir()) / "pgdata"
     # -m fast: every open connection (the live server's, this process's) is cut, as in a crash or failover.
-    pg_ctl(["-w", "-m", "fast", "-l", str(pgdata / "log"), "restart"], pgdata=pgdata, user="embedded_postgres",
-           timeout=60)
+    pg_ctl(
+        ["-w", "-m", "fast", "-l", str(pgdata / "log"), "restart"],
+        pgdata=pgdata,
+        user="embedded_postgres",
+        timeout=60,
+    )
 
 
 def writer(url: str, key: str, until: float, results: list[tuple[int, dict]], number: int) -> None:
@@ -42,9 +46,14 @@ def writer(url: str, key: str, until: float, results: list[tuple[int, dict]], nu
         sequence += 1
         body = json.dumps({"content": f"writer {number} note {sequence}"}).encode()
         request = urllib.request.Request(
-            f"{url}{API}/memories/add", data=body, method="POST",
-            headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json",
-                     "Idempotency-Key": str(uuid.uuid4())},
+            f"{url}{API}/memories/add",
+            data=body,
+            method="POST",
+            headers={
+                "Authorization": f"Bearer {key}",
+                "Content-Type": "application/json",
+                "Idempotency-Key": str(uuid.uuid4()),
+            },
         )
         try:
             with urllib.request.urlopen(request, timeout=30) as response:
@@ -63,7 +72,9 @@ def test_it_keeps_every_acknowledged_write_across_a_database_restart(live_server
     workspace_id = user.personal_workspace.id
     results: list[tuple[int, dict]] = []
     until = time.monotonic() + 12
-    threads = [threading.Thread(target=writer, args=(live_server.url, key, until, results, n)) for n in range(3)]
+    threads = [
+        threading.Thread(target=writer, args=(live_server.url, key, until, results, n)) for n in range(3)
+    ]
     for thread in threads:
         thread.start()
     time.sleep(3)
@@ -75,8 +86,10 @@ def test_it_keeps_every_acknowledged_write_across_a_database_restart(live_server
     connections.close_all()  # this process's connections died with the server too
 
     assert before_restart > 0
-    print(f"restart: {len(results)} writes, {sum(s == 201 for s, _ in results)} acknowledged, "
-          f"{sum(s != 201 for s, _ in results)} refused")
+    print(
+        f"restart: {len(results)} writes, {sum(s == 201 for s, _ in results)} acknowledged, "
+        f"{sum(s != 201 for s, _ in results)} refused"
+    )
     created = [body["data"]["id"] for status, body in results if status == 201]
     failed = [(status, body) for status, body in results if status != 201]
     assert all(status != 0 for status, _ in failed), failed  # always an HTTP answer
@@ -84,7 +97,7 @@ def test_it_keeps_every_acknowledged_write_across_a_database_restart(live_server
         assert status == 503 and body["ok"] is False, body
         assert body["error"]["retryable"] is True and body["error"]["code"] == "DATABASE_UNAVAILABLE"
     # Recovered without a restart of the server: writes after the restart succeed.
-    assert any(status == 201 for status, _ in results[restarted_at + 3:]), results[restarted_at:]
+    assert any(status == 201 for status, _ in results[restarted_at + 3 :]), results[restarted_at:]
     with workspace_context(workspace_id):
         stored = set(Memory.objects.filter(workspace_id=workspace_id).values_list("id", flat=True))
     assert {uuid.UUID(memory_id) for memory_id in created} <= stored

@@ -32,11 +32,15 @@ def provider(settings):
             time.sleep(2.5)  # beyond the 1 s timeouts below
             return None
         status = int(fake.failure)  # type: ignore[attr-defined]
-        return status, {"error": {"message": f"injected {status}", "type": "server_error", "code": str(status)}}
+        return status, {
+            "error": {"message": f"injected {status}", "type": "server_error", "code": str(status)}
+        }
 
     fake.before_answer = before
-    fake.chat_answer = lambda body: '{"entities": [], "facts": [], "edges": [], "relationship": "unrelated", ' \
-                                    '"confidence": 0.9, "explanation": "-", "evidence": ""}'
+    fake.chat_answer = lambda body: (
+        '{"entities": [], "facts": [], "edges": [], "relationship": "unrelated", '
+        '"confidence": 0.9, "explanation": "-", "evidence": ""}'
+    )
     url = fake.start()
     settings.EMBEDDING_MODEL = "openai/fake-embed"
     settings.EMBEDDING_API_BASE = url
@@ -57,8 +61,10 @@ def provider(settings):
 
 def job_states(workspace_id: int, memory_id: str) -> dict[str, tuple[str, str | None]]:
     with workspace_context(workspace_id):
-        return {job.kind: (job.status, job.last_error_code)
-                for job in PipelineJob.objects.filter(memory_id=memory_id)}
+        return {
+            job.kind: (job.status, job.last_error_code)
+            for job in PipelineJob.objects.filter(memory_id=memory_id)
+        }
 
 
 @pytest.mark.parametrize("target", ["embeddings", "llm"])

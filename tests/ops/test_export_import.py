@@ -17,8 +17,15 @@ from tests.conftest import API, SdkClient
 from tests.memories.helpers import ACME_SCOPE
 
 NDJSON = "application/x-ndjson"
-TABLES = ("memories", "graph_nodes", "graph_edges", "memory_node_links", "graph_entity_aliases",
-          "graph_communities", "memory_embeddings")
+TABLES = (
+    "memories",
+    "graph_nodes",
+    "graph_edges",
+    "memory_node_links",
+    "graph_entity_aliases",
+    "graph_communities",
+    "memory_embeddings",
+)
 
 
 def export_lines(api: SdkClient, **body: Any) -> list[dict[str, Any]]:
@@ -30,8 +37,12 @@ def export_lines(api: SdkClient, **body: Any) -> list[dict[str, Any]]:
 
 def import_lines(api: SdkClient, lines: list[dict[str, Any]] | bytes, *, query: str = "") -> Any:
     body = lines if isinstance(lines, bytes) else "".join(json.dumps(line) + "\n" for line in lines).encode()
-    return api.client.post(f"{API}/workspace/import{query}", data=body, content_type=NDJSON,
-                           HTTP_AUTHORIZATION=f"Bearer {api.key}")
+    return api.client.post(
+        f"{API}/workspace/import{query}",
+        data=body,
+        content_type=NDJSON,
+        HTTP_AUTHORIZATION=f"Bearer {api.key}",
+    )
 
 
 def counts(workspace_id: int) -> dict[str, int]:
@@ -46,21 +57,31 @@ def counts(workspace_id: int) -> dict[str, int]:
 def add_entity_graph(workspace_id: int, memory_id: str) -> None:
     """Entities, an alias, a community and a fact that superseded an older one, as #5's extraction writes them."""
     with workspace_context(workspace_id), connections["app"].cursor() as cursor:
-        cursor.execute("INSERT INTO graph_communities (workspace_id, name, summary, fingerprint, created_at, "
-                       "updated_at) VALUES (%s, 'databases', 'db people', 'fp1', now(), now()) RETURNING id",
-                       [workspace_id])
+        cursor.execute(
+            "INSERT INTO graph_communities (workspace_id, name, summary, fingerprint, created_at, "
+            "updated_at) VALUES (%s, 'databases', 'db people', 'fp1', now(), now()) RETURNING id",
+            [workspace_id],
+        )
         community = cursor.fetchone()[0]
         ids = []
         for key in ("ada", "postgres"):
             cursor.execute(
                 "INSERT INTO graph_nodes (workspace_id, node_type, node_key, label, created_at, updated_at, "
                 "mention_count, embedding) VALUES (%s, %s, %s, %s, now(), now(), 2, '[1,0,0]') "
-                "RETURNING id", [workspace_id, "person" if key == "ada" else "tool", key, key.title()])
+                "RETURNING id",
+                [workspace_id, "person" if key == "ada" else "tool", key, key.title()],
+            )
             ids.append(cursor.fetchone()[0])
-            cursor.execute("INSERT INTO graph_community_members (workspace_id, node_id, community_id) "
-                           "VALUES (%s, %s, %s)", [workspace_id, ids[-1], community])
-        cursor.execute("INSERT INTO graph_entity_aliases (workspace_id, node_id, alias, created_at) "
-                       "VALUES (%s, %s, 'ada l.', now())", [workspace_id, ids[0]])
+            cursor.execute(
+                "INSERT INTO graph_community_members (workspace_id, node_id, community_id) "
+                "VALUES (%s, %s, %s)",
+                [workspace_id, ids[-1], community],
+            )
+        cursor.execute(
+            "INSERT INTO graph_entity_aliases (workspace_id, node_id, alias, created_at) "
+            "VALUES (%s, %s, 'ada l.', now())",
+            [workspace_id, ids[0]],
+        )
         edge_ids = []
         for relation, expired in (("uses", "now()"), ("prefers", "NULL")):
             cursor.execute(
@@ -68,13 +89,24 @@ def add_entity_graph(workspace_id: int, memory_id: str) -> None:
                 f"weight, confidence, fact, evidence_memory_id, origin, created_at, updated_at, expired_at, "
                 f"retrieval_count) VALUES (%s, %s, %s, %s, %s, 'entity', 1, 0.9, %s, %s, 'llm_entity', now(), now(), "
                 f"{expired}, 0) RETURNING id",
-                [workspace_id, f"f:{ids[0]}:{ids[1]}:entity:{relation}", ids[0], ids[1], relation,
-                 f"Ada {relation} Postgres", memory_id])
+                [
+                    workspace_id,
+                    f"f:{ids[0]}:{ids[1]}:entity:{relation}",
+                    ids[0],
+                    ids[1],
+                    relation,
+                    f"Ada {relation} Postgres",
+                    memory_id,
+                ],
+            )
             edge_ids.append(cursor.fetchone()[0])
         cursor.execute("UPDATE graph_edges SET superseded_by_id = %s WHERE id = %s", edge_ids[::-1])
-        cursor.execute("INSERT INTO memory_embeddings (workspace_id, memory_id, model, dimension, embedding, "
-                       "content_sha256, scope, created_at, updated_at) VALUES (%s, %s, 'test/3d', 3, '[0,1,0]', "
-                       "'sha', 'global', now(), now())", [workspace_id, memory_id])
+        cursor.execute(
+            "INSERT INTO memory_embeddings (workspace_id, memory_id, model, dimension, embedding, "
+            "content_sha256, scope, created_at, updated_at) VALUES (%s, %s, 'test/3d', 3, '[0,1,0]', "
+            "'sha', 'global', now(), now())",
+            [workspace_id, memory_id],
+        )
 
 
 @pytest.fixture
@@ -99,7 +131,9 @@ def test_it_exports_a_versioned_stream_with_every_kind(personas, alice_graph):
     assert sum(trailer["counts"].values()) == len(lines) - 2
     assert trailer["counts"]["memory"] == 2  # the forgotten one too, as a tombstone
     (community,) = [line for line in lines if line["kind"] == "community"]
-    members = {line["id"] for line in lines if line["kind"] == "node" and line["communityId"] == community["id"]}
+    members = {
+        line["id"] for line in lines if line["kind"] == "node" and line["communityId"] == community["id"]
+    }
     assert len(members) == 2 and sorted(community["memberNodeIds"]) == sorted(members)
 
 
@@ -113,24 +147,35 @@ def test_it_imports_into_another_workspace_remapping_ids_and_twice_changes_nothi
     assert target != alice_graph["workspace_id"]
     assert report["created"]["memory"] == 2 and report["created"]["alias"] == 1
     assert report["skipped"] == {}
-    assert report["embedJobsQueued"] == 0  # the live memory came with its vector, the forgotten one needs none
+    assert (
+        report["embedJobsQueued"] == 0
+    )  # the live memory came with its vector, the forgotten one needs none
     assert counts(target) == counts(alice_graph["workspace_id"])
 
     with workspace_context(target), connections["app"].cursor() as cursor:
-        cursor.execute("SELECT id::text FROM memories WHERE workspace_id = %s AND deleted_at IS NULL", [target])
+        cursor.execute(
+            "SELECT id::text FROM memories WHERE workspace_id = %s AND deleted_at IS NULL", [target]
+        )
         (new_memory,) = [row[0] for row in cursor.fetchall()]
         assert new_memory != alice_graph["first"]
-        cursor.execute("SELECT node_key FROM graph_nodes WHERE workspace_id = %s AND node_type = 'memory'", [target])
+        cursor.execute(
+            "SELECT node_key FROM graph_nodes WHERE workspace_id = %s AND node_type = 'memory'", [target]
+        )
         assert new_memory in {row[0] for row in cursor.fetchall()}
-        cursor.execute("SELECT n.node_key, n.id FROM graph_communities c "
-                       "JOIN graph_community_members m ON m.community_id = c.id "
-                       "JOIN graph_nodes n ON n.id = m.node_id WHERE c.workspace_id = %s ORDER BY n.node_key",
-                       [target])
+        cursor.execute(
+            "SELECT n.node_key, n.id FROM graph_communities c "
+            "JOIN graph_community_members m ON m.community_id = c.id "
+            "JOIN graph_nodes n ON n.id = m.node_id WHERE c.workspace_id = %s ORDER BY n.node_key",
+            [target],
+        )
         members = cursor.fetchall()
         assert [key for key, _ in members] == ["ada", "postgres"]
         nodes = [node_id for _, node_id in members]
-        cursor.execute("SELECT e.edge_key, e.evidence_memory_id::text, s.edge_type FROM graph_edges e "
-                       "JOIN graph_edges s ON s.id = e.superseded_by_id WHERE e.workspace_id = %s", [target])
+        cursor.execute(
+            "SELECT e.edge_key, e.evidence_memory_id::text, s.edge_type FROM graph_edges e "
+            "JOIN graph_edges s ON s.id = e.superseded_by_id WHERE e.workspace_id = %s",
+            [target],
+        )
         key, evidence, superseding = cursor.fetchone()
         assert evidence == new_memory and superseding == "prefers"
         assert key.startswith("f:") and key.split(":")[1] in {str(n) for n in nodes}
@@ -148,24 +193,38 @@ def test_it_imports_back_into_the_source_workspace_as_a_no_op(personas, alice_gr
 
 
 def test_it_queues_embedding_jobs_when_vectors_are_not_exported(personas, alice_graph):
-    report = import_lines(personas.alice_api, export_lines(personas.alice_api),
-                          query="?tenantId=noembed").json()["data"]
+    report = import_lines(
+        personas.alice_api, export_lines(personas.alice_api), query="?tenantId=noembed"
+    ).json()["data"]
     assert report["embedJobsQueued"] == 1
 
 
-@pytest.mark.parametrize("mutate, message", [
-    (lambda lines: [{**lines[0], "version": 99}, *lines[1:]], "version 99 is not supported"),
-    (lambda lines: lines[:-1], "without its trailer"),
-    (lambda lines: [*lines[:-1], {"kind": "link", "memoryId": "x", "nodeId": 1, "role": "self"}, lines[-1]],
-     "not in this file"),
-    (lambda lines: [*lines[:2], {"kind": "alien"}, *lines[2:]], "unknown record kind"),
-])
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda lines: [{**lines[0], "version": 99}, *lines[1:]], "version 99 is not supported"),
+        (lambda lines: lines[:-1], "without its trailer"),
+        (
+            lambda lines: [
+                *lines[:-1],
+                {"kind": "link", "memoryId": "x", "nodeId": 1, "role": "self"},
+                lines[-1],
+            ],
+            "not in this file",
+        ),
+        (lambda lines: [*lines[:2], {"kind": "alien"}, *lines[2:]], "unknown record kind"),
+    ],
+)
 def test_it_refuses_bad_files_and_imports_nothing(personas, alice_graph, mutate, message):
     lines = export_lines(personas.alice_api)
     response = import_lines(personas.alice_api, mutate(lines), query="?tenantId=bad")
     assert response.status_code == 422, response.content
     error = response.json()["error"]
-    assert error["code"] == "IMPORT_FILE_INVALID" and message in error["message"] and error["details"]["line"] >= 1
+    assert (
+        error["code"] == "IMPORT_FILE_INVALID"
+        and message in error["message"]
+        and error["details"]["line"] >= 1
+    )
     workspace = tenancy_services.workspace_for_scope(user=personas.alice, tenant_id="bad", project_id=None)
     assert set(counts(workspace.id).values()) == {0}
 
@@ -186,8 +245,15 @@ def test_it_never_reaches_into_another_workspace(personas):
     charlie_ws = personas.charlie.personal_workspace.id
     forged = [
         {"kind": "header", "format": "cairn.workspace-export", "version": 1, "sourceWorkspaceId": charlie_ws},
-        {"kind": "memory", "id": acme_memory["id"], "content": "overwritten", "type": "note", "layer": "long_term",
-         "scope": "global", "createdAt": "2026-01-01T00:00:00+00:00"},
+        {
+            "kind": "memory",
+            "id": acme_memory["id"],
+            "content": "overwritten",
+            "type": "note",
+            "layer": "long_term",
+            "scope": "global",
+            "createdAt": "2026-01-01T00:00:00+00:00",
+        },
         {"kind": "trailer", "counts": {"memory": 1}},
     ]
     response = import_lines(personas.charlie_api, forged)
@@ -204,8 +270,14 @@ def test_it_needs_a_key(anonymous_api):
 def test_it_exports_and_imports_with_the_management_commands(personas, alice_graph, tmp_path):
     path = tmp_path / "export.jsonl"
     err = io.StringIO()
-    call_command("workspace_export", str(alice_graph["workspace_id"]), "--output", str(path), "--embeddings",
-                 stderr=err)
+    call_command(
+        "workspace_export",
+        str(alice_graph["workspace_id"]),
+        "--output",
+        str(path),
+        "--embeddings",
+        stderr=err,
+    )
     assert "workspace" in err.getvalue() and "/" in err.getvalue()  # the progress bar
     target = tenancy_services.workspace_for_scope(user=personas.alice, tenant_id="cli", project_id=None).id
     out = io.StringIO()
@@ -226,13 +298,17 @@ def test_it_carries_hygiene_and_graph_settings_and_consolidation(personas):
     consolidated = api.ok("memories/consolidate", {})
     assert consolidated["run"]["supersededCount"] == 1, consolidated
     settings_response = api.client.patch(
-        f"{API}/memories/settings", data=json.dumps({"scrubAtRest": True, "importanceWeight": 0.3}),
-        content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {api.key}",
+        f"{API}/memories/settings",
+        data=json.dumps({"scrubAtRest": True, "importanceWeight": 0.3}),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {api.key}",
     )
     assert settings_response.status_code == 200, settings_response.content
     graph_response = api.client.patch(
-        f"{API}/graph/settings", data=json.dumps({"recallStrategy": "spreading"}),
-        content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {api.key}",
+        f"{API}/graph/settings",
+        data=json.dumps({"recallStrategy": "spreading"}),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {api.key}",
     )
     assert graph_response.status_code == 200, graph_response.content
 
@@ -245,7 +321,9 @@ def test_it_carries_hygiene_and_graph_settings_and_consolidation(personas):
 
     copy = SdkClient(api.client, api.key)
     scope = "?tenantId=hygiene-copy"
-    memory_settings = copy.client.get(f"{API}/memories/settings{scope}", HTTP_AUTHORIZATION=f"Bearer {api.key}")
+    memory_settings = copy.client.get(
+        f"{API}/memories/settings{scope}", HTTP_AUTHORIZATION=f"Bearer {api.key}"
+    )
     assert memory_settings.json()["data"]["scrubAtRest"] is True
     assert memory_settings.json()["data"]["importanceWeight"] == 0.3
     graph_settings = copy.client.get(f"{API}/graph/settings{scope}", HTTP_AUTHORIZATION=f"Bearer {api.key}")
@@ -257,6 +335,7 @@ def test_it_carries_hygiene_and_graph_settings_and_consolidation(personas):
         assert str(kept.id) != winner["id"]  # remapped into the new workspace
         assert 0 <= kept.importance <= 1
     with workspace_context(target), connections["app"].cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM graph_edges WHERE workspace_id = %s AND origin = 'consolidation'",
-                       [target])
+        cursor.execute(
+            "SELECT count(*) FROM graph_edges WHERE workspace_id = %s AND origin = 'consolidation'", [target]
+        )
         assert cursor.fetchone()[0] == 1

@@ -64,8 +64,12 @@ def fuzz_key(settings) -> str:
 
 
 @schema.parametrize()
-@settings(max_examples=EXAMPLES, deadline=None, derandomize=not os.environ.get("FUZZ_RANDOM"),
-          suppress_health_check=list(HealthCheck))
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=not os.environ.get("FUZZ_RANDOM"),
+    suppress_health_check=list(HealthCheck),
+)
 def test_it_survives_fuzzing(case, fuzz_key):
     response = case.call_wsgi(headers={"Authorization": f"Bearer {fuzz_key}"})
     case.validate_response(response, checks=CHECKS)

@@ -66,13 +66,16 @@ def test_it_exports_request_job_llm_and_queue_metrics_without_tenant_labels(sett
     response = Client().get("/metrics", HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
     assert response.status_code == 200
     text = response.content.decode()
-    assert 'cairn_http_request_duration_seconds_bucket{le="0.005",method="POST",route="/api/sdk/v1/memories/add"' \
-        in text or 'route="/api/sdk/v1/memories/add"' in text
+    assert (
+        'cairn_http_request_duration_seconds_bucket{le="0.005",method="POST",route="/api/sdk/v1/memories/add"'
+        in text
+        or 'route="/api/sdk/v1/memories/add"' in text
+    )
     assert 'status="201"' in text
     assert 'cairn_jobs_total{kind="embed",outcome="succeeded"} 2.0' in text
     assert 'cairn_job_duration_seconds_bucket{kind="embed",le="0.5"} 1.0' in text
     assert 'cairn_llm_tokens_total{direction="prompt",model="openai/fake"} 120.0' in text
-    assert "cairn_queue_depth{state=\"ready\"}" in text and "cairn_queue_oldest_age_seconds" in text
+    assert 'cairn_queue_depth{state="ready"}' in text and "cairn_queue_oldest_age_seconds" in text
     assert "cairn_retrievals_total" in text
     for secret in (memory["id"], str(personas.acme.id) + '"', personas.alice_api.key[:12], "never show"):
         assert secret not in text

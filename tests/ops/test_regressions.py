@@ -15,7 +15,9 @@ def test_it_answers_400_not_500_for_a_scope_query_that_scope_refuses(alice_api, 
     response = alice_api.get(f"{path}?{query}")
     assert response.status_code == 400, response.content  # the project's validation status
     error = response.json()["error"]
-    assert error["type"] == "validation_error" and error["retryable"] is False and "scope" not in error["code"]
+    assert (
+        error["type"] == "validation_error" and error["retryable"] is False and "scope" not in error["code"]
+    )
 
 
 def test_it_dead_letters_a_job_whose_worker_dies_on_every_attempt(alice_api, personas):
@@ -34,14 +36,21 @@ def test_it_dead_letters_a_job_whose_worker_dies_on_every_attempt(alice_api, per
     with workspace_context(workspace_id):
         job = PipelineJob.objects.get(memory_id=memory["id"], kind="embed")
         PipelineJob.objects.filter(pk=job.pk).update(
-            status="processing", attempts=jobs.MAX_ATTEMPTS, started_at=timezone.now() - timedelta(hours=1))
+            status="processing", attempts=jobs.MAX_ATTEMPTS, started_at=timezone.now() - timedelta(hours=1)
+        )
     assert pipeline.job_run(workspace_id=workspace_id, job_id=job.pk) == 0
     with workspace_context(workspace_id):
         job.refresh_from_db()
-    assert (job.status, job.last_error_code, job.attempts) == ("dead_letter", "JOB_WORKER_LOST", jobs.MAX_ATTEMPTS)
+    assert (job.status, job.last_error_code, job.attempts) == (
+        "dead_letter",
+        "JOB_WORKER_LOST",
+        jobs.MAX_ATTEMPTS,
+    )
 
 
-@pytest.mark.parametrize("body", [{"cursor": "\u00b9"}, {"cursor": "99999999999999999999"}, {"type": "to\u0000ol"}])
+@pytest.mark.parametrize(
+    "body", [{"cursor": "\u00b9"}, {"cursor": "99999999999999999999"}, {"type": "to\u0000ol"}]
+)
 def test_it_answers_400_not_500_for_a_graph_entities_page_it_cannot_read(alice_api, body):
     # The 1000-example fuzz run: '¹'.isdigit() is true but int() refuses it, a cursor past bigint overflowed in
     # Postgres, and a NUL in type reached a text column.

@@ -26,9 +26,11 @@ from tests.helpers.fake_openai import FakeProvider
 ROOT = Path(__file__).resolve().parents[2]
 JOB_TIMEOUT, JOB_RETRY = 5, 6
 MEMORIES, KILL_ROUNDS = 6, 4
-CHAT_ANSWER = ('{"entities": [{"name": "Ada", "type": "person"}, {"name": "Postgres", "type": "tool"}], '
-               '"facts": [], "edges": [], "relationship": "unrelated", "confidence": 0.9, "explanation": "-", '
-               '"evidence": ""}')
+CHAT_ANSWER = (
+    '{"entities": [{"name": "Ada", "type": "person"}, {"name": "Postgres", "type": "tool"}], '
+    '"facts": [], "edges": [], "relationship": "unrelated", "confidence": 0.9, "explanation": "-", '
+    '"evidence": ""}'
+)
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 
@@ -52,23 +54,46 @@ def provider():
 @pytest.fixture
 def cluster(provider, tmp_path, settings):
     url = f"http://127.0.0.1:{provider.server.server_address[1]}/v1"
-    settings.EMBEDDING_MODEL, settings.EMBEDDING_API_BASE, settings.EMBEDDING_DIMENSION = "openai/fake-embed", url, 8
+    settings.EMBEDDING_MODEL, settings.EMBEDDING_API_BASE, settings.EMBEDDING_DIMENSION = (
+        "openai/fake-embed",
+        url,
+        8,
+    )
     settings.EMBEDDING_API_KEY = "test-key"
-    settings.GRAPH_LLM_MODEL, settings.GRAPH_LLM_API_BASE, settings.GRAPH_LLM_API_KEY = "openai/fake-chat", url, "k"
+    settings.GRAPH_LLM_MODEL, settings.GRAPH_LLM_API_BASE, settings.GRAPH_LLM_API_KEY = (
+        "openai/fake-chat",
+        url,
+        "k",
+    )
     env = {
         **os.environ,
         "CAIRN_DATABASE_NAME": connections["default"].settings_dict["NAME"],
-        "EMBEDDING_MODEL": "openai/fake-embed", "EMBEDDING_API_BASE": url, "EMBEDDING_API_KEY": "test-key",
-        "EMBEDDING_DIMENSION": "8", "GRAPH_LLM_MODEL": "openai/fake-chat", "GRAPH_LLM_API_BASE": url,
-        "GRAPH_LLM_API_KEY": "test-key", "GRAPH_LLM_MAX_RETRIES": "0",
-        "WORKER_PROCESSES": "2", "JOB_TIMEOUT_SECONDS": str(JOB_TIMEOUT), "JOB_RETRY_SECONDS": str(JOB_RETRY),
+        "EMBEDDING_MODEL": "openai/fake-embed",
+        "EMBEDDING_API_BASE": url,
+        "EMBEDDING_API_KEY": "test-key",
+        "EMBEDDING_DIMENSION": "8",
+        "GRAPH_LLM_MODEL": "openai/fake-chat",
+        "GRAPH_LLM_API_BASE": url,
+        "GRAPH_LLM_API_KEY": "test-key",
+        "GRAPH_LLM_MAX_RETRIES": "0",
+        "WORKER_PROCESSES": "2",
+        "JOB_TIMEOUT_SECONDS": str(JOB_TIMEOUT),
+        "JOB_RETRY_SECONDS": str(JOB_RETRY),
         "OPS_HEARTBEAT_SECONDS": "1",
     }
     log = (tmp_path / "qcluster.log").open("wb")
-    process = subprocess.Popen([sys.executable, "manage.py", "qcluster"], cwd=ROOT, env=env, stdout=log,
-                               stderr=subprocess.STDOUT, start_new_session=True)
+    process = subprocess.Popen(
+        [sys.executable, "manage.py", "qcluster"],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     yield process
-    os.killpg(process.pid, signal.SIGTERM)  # the whole process group: no stale worker may steal later messages
+    os.killpg(
+        process.pid, signal.SIGTERM
+    )  # the whole process group: no stale worker may steal later messages
     try:
         process.wait(timeout=20)
     except subprocess.TimeoutExpired:
@@ -128,10 +153,15 @@ def test_it_survives_repeated_kill_9_of_workers_mid_job(cluster, provider, setti
         assert Memory.objects.filter(workspace_id=workspace_id, deleted_at__isnull=True).count() == len(ids)
         cursor.execute(
             "SELECT from_node_id, to_node_id, edge_type, count(*) FROM graph_edges WHERE workspace_id = %s "
-            "AND expired_at IS NULL GROUP BY 1, 2, 3, evidence_memory_id HAVING count(*) > 1", [workspace_id])
+            "AND expired_at IS NULL GROUP BY 1, 2, 3, evidence_memory_id HAVING count(*) > 1",
+            [workspace_id],
+        )
         assert cursor.fetchall() == []
-        cursor.execute("SELECT count(*) FROM memory_embeddings WHERE workspace_id = %s GROUP BY memory_id "
-                       "HAVING count(*) > 1", [workspace_id])
+        cursor.execute(
+            "SELECT count(*) FROM memory_embeddings WHERE workspace_id = %s GROUP BY memory_id "
+            "HAVING count(*) > 1",
+            [workspace_id],
+        )
         assert cursor.fetchall() == []
 
     ready = Client().get("/readyz")  # the replacement workers' cluster kept beating

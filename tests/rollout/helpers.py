@@ -54,7 +54,9 @@ def record(
             services.retrieval_metric_record(workspace_id=ws, **fields)
         if at is not None:
             # The service stamps "now"; move the rows just written back in time.
-            newest = RetrievalMetric.objects.filter(workspace_id=ws).order_by("-id").values_list("id", flat=True)
+            newest = (
+                RetrievalMetric.objects.filter(workspace_id=ws).order_by("-id").values_list("id", flat=True)
+            )
             RetrievalMetric.objects.filter(id__in=list(newest[:count])).update(created_at=at)
 
 

@@ -30,7 +30,15 @@ def test_it_reports_insufficient_data_without_metrics(alice_api):
     assert data["alarms"] == []
     assert data["rollout"]["mode"] == "off"
     # The status fields that were there before the rollout still are.
-    assert {"health", "counts", "topConnectedNodes", "pipeline", "vectors", "recentErrors", "sampledAt"} <= set(data)
+    assert {
+        "health",
+        "counts",
+        "topConnectedNodes",
+        "pipeline",
+        "vectors",
+        "recentErrors",
+        "sampledAt",
+    } <= set(data)
 
 
 def test_it_fails_the_gate_and_raises_alarms_on_graph_errors(alice_api, ws):
@@ -77,11 +85,17 @@ def test_it_does_not_count_gate_blocked_fallbacks_in_the_fallback_rate(alice_api
     record(ws, 30, reason="quality_gate_blocked", shadow=True)
     data = status(alice_api)
     current = data["qualityGate"]["current"]
-    assert current["hybridRequested"] == 20 and current["hybridFallbacks"] == 0 and current["fallbackRate"] == 0
+    assert (
+        current["hybridRequested"] == 20 and current["hybridFallbacks"] == 0 and current["fallbackRate"] == 0
+    )
     assert current["gateBlockedFallbacks"] == 30
     assert data["qualityGate"]["status"] == "pass"
     shadow = data["shadowMetrics"]
-    assert shadow["hybridRequested"] == 50 and shadow["fallbackCount"] == 0 and shadow["gateBlockedFallbacks"] == 30
+    assert (
+        shadow["hybridRequested"] == 50
+        and shadow["fallbackCount"] == 0
+        and shadow["gateBlockedFallbacks"] == 30
+    )
     assert shadow["lastFallbackReason"] == "quality_gate_blocked"
     assert "HIGH_FALLBACK_RATE" not in codes(data["alarms"])
 

@@ -45,16 +45,27 @@ def test_it_holds_lexical_when_samples_are_insufficient(alice_api, ws):
     assert "QUALITY_STATUS_INSUFFICIENT_DATA" in plan["blockerCodes"]
     stages = {stage["stage"]: stage for stage in plan["stages"]}
     assert stages["canary"]["ready"] is False
-    assert set(stages["canary"]["blockerCodes"]) == {"MIN_SHADOW_EXECUTIONS_NOT_MET", "SHADOW_GRAPH_CANDIDATES_TOO_LOW"}
+    assert set(stages["canary"]["blockerCodes"]) == {
+        "MIN_SHADOW_EXECUTIONS_NOT_MET",
+        "SHADOW_GRAPH_CANDIDATES_TOO_LOW",
+    }
     assert stages["canary"]["currentSamples"] == 10 and stages["canary"]["requiredSamples"] == 40
     assert plan["recommendedMode"] == "shadow" and plan["currentMode"] == "shadow"
     baseline = {metric["metric"]: metric for metric in plan["baseline"]}
     assert list(baseline) == [
-        "shadow_executions", "shadow_avg_graph_candidates", "shadow_graph_error_rate", "hybrid_samples",
-        "canary_samples", "fallback_rate", "graph_error_rate", "expansion_coverage",
+        "shadow_executions",
+        "shadow_avg_graph_candidates",
+        "shadow_graph_error_rate",
+        "hybrid_samples",
+        "canary_samples",
+        "fallback_rate",
+        "graph_error_rate",
+        "expansion_coverage",
     ]
     assert baseline["shadow_avg_graph_candidates"]["current"] == 0.4
-    assert baseline["shadow_executions"]["gapToGoal"] == 30 and baseline["shadow_executions"]["ready"] is False
+    assert (
+        baseline["shadow_executions"]["gapToGoal"] == 30 and baseline["shadow_executions"]["ready"] is False
+    )
     assert plan["slo"]["minShadowExecutionsForCanary"] == 40
     assert plan["autopilot"] == {"enabled": False, "applied": False}
 
@@ -119,7 +130,9 @@ def test_it_rolls_back_at_once_within_the_window(alice_api, ws, clock, settings)
 
     record(ws, 20, reason="graph_expansion_error")
     settings.ROLLOUT_STATE_CACHE_SECONDS = 0  # the state TTL has passed
-    clock.advance(minutes=1)  # same window: no new streak step, but the rollback does not wait for the next one
+    clock.advance(
+        minutes=1
+    )  # same window: no new streak step, but the rollback does not wait for the next one
     evaluate(ws)
     rolled_back = policy(ws)
     assert rolled_back.default_strategy == "lexical" and rolled_back.ready_window_streak == 0
@@ -205,7 +218,9 @@ def test_it_does_not_autopilot_into_a_canary_the_gate_refuses(alice_api, ws):
 
 def patch_autopilot(api) -> None:
     response = api.client.patch(
-        "/api/sdk/v1/graph/rollout", data={"autopilotEnabled": True}, content_type="application/json",
+        "/api/sdk/v1/graph/rollout",
+        data={"autopilotEnabled": True},
+        content_type="application/json",
         HTTP_AUTHORIZATION=f"Bearer {api.key}",
     )
     assert response.status_code == 200, response.content

@@ -62,7 +62,9 @@ def test_it_schedules_the_purge_hourly_once():
 
 
 def test_it_repairs_a_changed_schedule():
-    Schedule.objects.filter(name=services.PURGE_SCHEDULE_NAME).update(func="gone.task", schedule_type=Schedule.DAILY)
+    Schedule.objects.filter(name=services.PURGE_SCHEDULE_NAME).update(
+        func="gone.task", schedule_type=Schedule.DAILY
+    )
     services.metrics_purge_schedule_ensure(using="app")
     schedule = Schedule.objects.get(name=services.PURGE_SCHEDULE_NAME)
     assert schedule.func == services.PURGE_TASK and schedule.schedule_type == Schedule.HOURLY

@@ -16,7 +16,9 @@ API = "/api/sdk/v1"
 
 def patch(api, body) -> object:
     return api.client.patch(
-        f"{API}/graph/rollout", data=json.dumps(body), content_type="application/json",
+        f"{API}/graph/rollout",
+        data=json.dumps(body),
+        content_type="application/json",
         HTTP_AUTHORIZATION=f"Bearer {api.key}",
     )
 
@@ -48,7 +50,9 @@ def test_it_sets_the_mode_by_post_and_patch(personas):
     assert services.rollout_state_get(workspace_id=ws).mode == "canary"
     response = patch(api, {"autopilotEnabled": True})
     assert response.json()["data"]["rollout"] == {
-        **response.json()["data"]["rollout"], "mode": "canary", "autopilotEnabled": True
+        **response.json()["data"]["rollout"],
+        "mode": "canary",
+        "autopilotEnabled": True,
     }
 
 
@@ -60,7 +64,13 @@ def test_it_answers_the_mode_change_at_once_despite_the_cache(alice_api, ws):
 
 @pytest.mark.parametrize(
     "body",
-    [{"mode": "on"}, {"mode": None}, {}, {"mode": "canary", "surprise": 1}, {"mode": "shadow", "autopilotEnabled": True}],
+    [
+        {"mode": "on"},
+        {"mode": None},
+        {},
+        {"mode": "canary", "surprise": 1},
+        {"mode": "shadow", "autopilotEnabled": True},
+    ],
 )
 def test_it_rejects_an_invalid_post(alice_api, body):
     alice_api.error("graph/rollout", body, status=400, code="INVALID_REQUEST")
@@ -98,7 +108,9 @@ def test_it_parses_the_get_query(alice_api):
     assert data["qualityGate"]["windowHours"] == 48 and data["shadowMetrics"]["windowHours"] == 48
 
 
-@pytest.mark.parametrize("query", ["?windowHours=0", "?windowHours=169", "?windowHours=abc", "?tenantId=" + "t" * 121])
+@pytest.mark.parametrize(
+    "query", ["?windowHours=0", "?windowHours=169", "?windowHours=abc", "?tenantId=" + "t" * 121]
+)
 def test_it_rejects_a_bad_get_query(alice_api, query):
     response = alice_api.get(f"graph/rollout{query}")
     assert response.status_code == 400

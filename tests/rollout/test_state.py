@@ -14,7 +14,8 @@ from tests.rollout.helpers import record
 def reads(queries: CaptureQueriesContext) -> list[str]:
     """The statements that read data (no savepoints, no RLS setting)."""
     return [
-        q["sql"] for q in queries.captured_queries
+        q["sql"]
+        for q in queries.captured_queries
         if q["sql"].lstrip().upper().startswith("SELECT") and "set_config" not in q["sql"]
     ]
 
@@ -25,9 +26,17 @@ def test_it_reads_the_state_in_two_queries_and_then_caches_it(alice_api, ws):
         state = services.rollout_state_get(workspace_id=ws)
     assert len(reads(queries)) == 2
     assert state == services.RolloutState(
-        mode="off", canary_blocked=False, gate_status="insufficient_data", gate_reason_codes=[],
-        default_strategy="lexical", ready_for_default_on=False,
-        blocker_codes=["MIN_HYBRID_SAMPLES_NOT_MET", "MIN_CANARY_SAMPLES_NOT_MET", "QUALITY_STATUS_INSUFFICIENT_DATA"],
+        mode="off",
+        canary_blocked=False,
+        gate_status="insufficient_data",
+        gate_reason_codes=[],
+        default_strategy="lexical",
+        ready_for_default_on=False,
+        blocker_codes=[
+            "MIN_HYBRID_SAMPLES_NOT_MET",
+            "MIN_CANARY_SAMPLES_NOT_MET",
+            "QUALITY_STATUS_INSUFFICIENT_DATA",
+        ],
     )
     with workspace_context(ws), CaptureQueriesContext(connections["app"]) as queries:
         assert services.rollout_state_get(workspace_id=ws) is state
@@ -78,16 +87,33 @@ def test_it_records_one_row_per_call(ws):
 
     with workspace_context(ws), CaptureQueriesContext(connections["app"]) as queries:
         services.retrieval_metric_record(
-            workspace_id=ws, mode="shadow", requested_strategy="semantic", applied_strategy="semantic",
-            shadow_executed=True, baseline_candidates=3, graph_candidates=2, graph_expanded_count=0,
-            total_candidates=3, fallback_triggered=False, fallback_reason=None, project_id="github.com/a/b",
-            user_id="u1", semantic_model="local/all-MiniLM-L6-v2", duration_ms=4.2, endpoint="graph/trace",
+            workspace_id=ws,
+            mode="shadow",
+            requested_strategy="semantic",
+            applied_strategy="semantic",
+            shadow_executed=True,
+            baseline_candidates=3,
+            graph_candidates=2,
+            graph_expanded_count=0,
+            total_candidates=3,
+            fallback_triggered=False,
+            fallback_reason=None,
+            project_id="github.com/a/b",
+            user_id="u1",
+            semantic_model="local/all-MiniLM-L6-v2",
+            duration_ms=4.2,
+            endpoint="graph/trace",
         )
     assert [q["sql"].split()[0] for q in queries.captured_queries if "INSERT" in q["sql"]] == ["INSERT"]
     assert not any(q["sql"].lstrip().upper().startswith("DELETE") for q in queries.captured_queries)
     with workspace_context(ws):
         row = RetrievalMetric.objects.get()
-    assert (row.endpoint, row.project_id, row.user_id, row.duration_ms) == ("graph/trace", "github.com/a/b", "u1", 4.2)
+    assert (row.endpoint, row.project_id, row.user_id, row.duration_ms) == (
+        "graph/trace",
+        "github.com/a/b",
+        "u1",
+        4.2,
+    )
 
 
 def test_it_stores_nulls_and_rejects_what_does_not_fit(ws):
@@ -100,16 +126,33 @@ def test_it_stores_nulls_and_rejects_what_does_not_fit(ws):
 
     def record_one(**overrides):
         values = dict(
-            workspace_id=ws, mode="canary", requested_strategy="hybrid", applied_strategy="baseline",
-            shadow_executed=False, baseline_candidates=0, graph_candidates=0, graph_expanded_count=0,
-            total_candidates=0, fallback_triggered=True, fallback_reason=None, project_id=None, user_id=None,
-            semantic_model=None, duration_ms=0.0, endpoint="context/get",
+            workspace_id=ws,
+            mode="canary",
+            requested_strategy="hybrid",
+            applied_strategy="baseline",
+            shadow_executed=False,
+            baseline_candidates=0,
+            graph_candidates=0,
+            graph_expanded_count=0,
+            total_candidates=0,
+            fallback_triggered=True,
+            fallback_reason=None,
+            project_id=None,
+            user_id=None,
+            semantic_model=None,
+            duration_ms=0.0,
+            endpoint="context/get",
         )
         services.retrieval_metric_record(**{**values, **overrides})
 
     with workspace_context(ws):
         record_one()
         row = RetrievalMetric.objects.get()
-        assert (row.fallback_reason, row.project_id, row.user_id, row.semantic_model) == (None, None, None, None)
+        assert (row.fallback_reason, row.project_id, row.user_id, row.semantic_model) == (
+            None,
+            None,
+            None,
+            None,
+        )
     with pytest.raises(DataError), workspace_context(ws):
         record_one(project_id="p" * 241)

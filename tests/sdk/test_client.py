@@ -28,7 +28,9 @@ pytestmark = LIVE
 def stored_contents(account: Account, **filters) -> list[str]:
     workspace_id = account.workspace().id
     with workspace_context(workspace_id):
-        return list(Memory.objects.filter(workspace_id=workspace_id, **filters).values_list("content", flat=True))
+        return list(
+            Memory.objects.filter(workspace_id=workspace_id, **filters).values_list("content", flat=True)
+        )
 
 
 def test_it_takes_key_and_base_url_from_the_environment(monkeypatch, base_url, alice):
@@ -55,11 +57,20 @@ def test_it_refuses_to_start_without_a_key_or_with_a_bad_url(monkeypatch):
 
 def test_it_round_trips_every_memory_operation(cairn, alice):
     added = cairn.memories.add(
-        "Use pnpm, not npm, in the web repo", type="rule", tags=["tooling"], paths=["web/package.json"],
-        category="build", metadata={"source": "review"},
+        "Use pnpm, not npm, in the web repo",
+        type="rule",
+        tags=["tooling"],
+        paths=["web/package.json"],
+        category="build",
+        metadata={"source": "review"},
     )
     memory = added.memory
-    assert (memory.type, memory.layer, memory.tags, memory.metadata) == ("rule", "rule", ["tooling"], {"source": "review"})
+    assert (memory.type, memory.layer, memory.tags, memory.metadata) == (
+        "rule",
+        "rule",
+        ["tooling"],
+        {"source": "review"},
+    )
     assert isinstance(memory.created_at, datetime) and memory.pipeline is not None
     assert added.embedding_model_source == "workspace_default"
     note = cairn.memories.add("The staging database is rebuilt every night")
@@ -68,7 +79,9 @@ def test_it_round_trips_every_memory_operation(cairn, alice):
     assert [m.id for m in found.memories] == [note.id]
     assert found.trace.applied_strategy == "lexical" and found.count == 1
 
-    edited = cairn.memories.edit(added.id, content="Use pnpm in every repo", metadata=None, tags=["tooling", "js"])
+    edited = cairn.memories.edit(
+        added.id, content="Use pnpm in every repo", metadata=None, tags=["tooling", "js"]
+    )
     assert edited.updated and edited.memory.content == "Use pnpm in every repo"
     assert edited.memory.metadata is None and edited.memory.tags == ["tooling", "js"]
     untouched = cairn.memories.edit(note.id, category="ops")  # metadata not given: left alone, not cleared
@@ -91,8 +104,15 @@ def test_it_round_trips_every_memory_operation(cairn, alice):
 
 def test_it_iterates_over_every_cursor_page(base_url, alice):
     list_calls = []
-    hooks = {"request": [lambda request: list_calls.append(request) if request.url.path.endswith("/list") else None]}
-    with httpx.Client(event_hooks=hooks) as http, Cairn(alice.key, base_url=base_url, http_client=http) as cairn:
+    hooks = {
+        "request": [
+            lambda request: list_calls.append(request) if request.url.path.endswith("/list") else None
+        ]
+    }
+    with (
+        httpx.Client(event_hooks=hooks) as http,
+        Cairn(alice.key, base_url=base_url, http_client=http) as cairn,
+    ):
         added = [cairn.memories.add(f"note number {i}", layer="long_term").id for i in range(7)]
         cairn.memories.add("a working note", layer="working")
         everything = list(cairn.memories.iter(page_size=3, layer="long_term"))
@@ -186,7 +206,10 @@ def test_it_reads_and_sets_the_extraction_budget(cairn, settings):
     assert extraction.enabled is bool(settings.GRAPH_LLM_MODEL) and extraction.entities == 0
     assert cairn.graph.update_extraction(daily_token_budget=5000).daily_token_budget == 5000
     assert cairn.graph.status().extraction.daily_token_budget == 5000
-    assert cairn.graph.update_extraction(daily_token_budget=None).daily_token_budget == settings.GRAPH_LLM_DAILY_TOKEN_BUDGET
+    assert (
+        cairn.graph.update_extraction(daily_token_budget=None).daily_token_budget
+        == settings.GRAPH_LLM_DAILY_TOKEN_BUDGET
+    )
     with pytest.raises(BadRequestError) as invalid:
         cairn.graph.update_extraction(daily_token_budget=0)
     assert invalid.value.details["issues"][0]["field"] == "dailyTokenBudget"
@@ -197,7 +220,10 @@ def test_it_raises_a_conflict_error_for_409(cairn, settings):
     cairn.memories.add("first tenant", scope={"tenantId": "one"})
     with pytest.raises(ConflictError) as conflict:
         cairn.memories.add("second tenant", scope={"tenantId": "two"})
-    assert conflict.value.code == "TENANT_LIMIT_REACHED" and "MAX_TENANT_WORKSPACES_PER_OWNER" in conflict.value.message
+    assert (
+        conflict.value.code == "TENANT_LIMIT_REACHED"
+        and "MAX_TENANT_WORKSPACES_PER_OWNER" in conflict.value.message
+    )
 
 
 def test_it_calls_the_entity_graph_endpoints_where_the_server_has_them(cairn, client):

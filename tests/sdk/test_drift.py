@@ -43,7 +43,9 @@ def test_it_has_a_method_for_every_server_operation(openapi):
         for method in methods
     }
     in_sdk = {(operation.method, operation.path) for operation in OPERATIONS.values()}
-    assert served - in_sdk - NOT_IN_SDK == set(), "add these operations to cairn_sdk (operations.py and the clients)"
+    assert served - in_sdk - NOT_IN_SDK == set(), (
+        "add these operations to cairn_sdk (operations.py and the clients)"
+    )
 
 
 def test_it_reports_each_kind_of_drift(openapi):
@@ -71,8 +73,13 @@ def test_it_reports_each_kind_of_drift(openapi):
     assert "memories.add: request.type: server accepts" in drifted(
         lambda s, p: s["AddIn"]["properties"]["type"]["enum"].append("episode")
     )
-    assert "response 200.memory.expiresAt: server string (date-time), SDK string (date-time) or null" in drifted(
-        lambda s, p: s["MemoryOut"]["properties"].update(expiresAt={"type": "string", "format": "date-time"})
+    assert (
+        "response 200.memory.expiresAt: server string (date-time), SDK string (date-time) or null"
+        in drifted(
+            lambda s, p: s["MemoryOut"]["properties"].update(
+                expiresAt={"type": "string", "format": "date-time"}
+            )
+        )
     )
     assert "context.get: request.scope.orgId: the server has this field" in drifted(
         lambda s, p: s["ScopeIn"]["properties"].update(orgId={"type": "string"})
@@ -85,16 +92,24 @@ def test_it_reports_each_kind_of_drift(openapi):
     )
     # The JSON Lines operations: media types, the export's JSON request and the import's query and report.
     ndjson = "application/x-ndjson"
-    assert f"workspace.export: response 200: server answers ['application/json'], SDK reads {ndjson}" in drifted(
-        lambda s, p: p[f"{PREFIX}workspace/export"]["post"]["responses"]["200"].update(
-            content={"application/json": {"schema": {"type": "object"}}})
+    assert (
+        f"workspace.export: response 200: server answers ['application/json'], SDK reads {ndjson}"
+        in drifted(
+            lambda s, p: p[f"{PREFIX}workspace/export"]["post"]["responses"]["200"].update(
+                content={"application/json": {"schema": {"type": "object"}}}
+            )
+        )
     )
     assert "workspace.export: request.includeEmbeddings: the SDK has this field" in drifted(
         lambda s, p: s["ExportIn"]["properties"].pop("includeEmbeddings")
     )
-    assert f"workspace.import: request body: server takes ['application/json'], SDK sends {ndjson}" in drifted(
-        lambda s, p: p[f"{PREFIX}workspace/import"]["post"].update(
-            requestBody={"content": {"application/json": {"schema": {"type": "object"}}}})
+    assert (
+        f"workspace.import: request body: server takes ['application/json'], SDK sends {ndjson}"
+        in drifted(
+            lambda s, p: p[f"{PREFIX}workspace/import"]["post"].update(
+                requestBody={"content": {"application/json": {"schema": {"type": "object"}}}}
+            )
+        )
     )
     assert "workspace.import: query.tenantId: the SDK has this field" in drifted(
         lambda s, p: p[f"{PREFIX}workspace/import"]["post"]["parameters"].pop(0)

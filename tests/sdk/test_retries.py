@@ -32,13 +32,16 @@ def recording_sleep(client: Cairn | AsyncCairn) -> list[float]:
     waits: list[float] = []
     real = client._sleep
     if isinstance(client, AsyncCairn):
+
         async def sleep(seconds: float) -> None:
             waits.append(seconds)
             await real(seconds)
     else:
+
         def sleep(seconds: float) -> None:
             waits.append(seconds)
             real(seconds)
+
     client._sleep = sleep
     return waits
 
@@ -116,7 +119,9 @@ def test_it_does_not_store_an_add_twice_when_its_answer_is_lost(proxy, alice: Ac
     keys = {seen.headers["Idempotency-Key"] for seen in proxy.seen}
     assert len(keys) == 1  # every attempt carried the same key
     assert stored_contents(alice) == ["written once, answered on the third try"]
-    assert added.memory.content == "written once, answered on the third try" and added.memory.tags == ["retry"]
+    assert added.memory.content == "written once, answered on the third try" and added.memory.tags == [
+        "retry"
+    ]
     workspace_id = alice.workspace().id
     with workspace_context(workspace_id):
         assert IdempotencyRecord.objects.filter(key=keys.pop()).count() == 1
@@ -139,7 +144,9 @@ def test_it_retries_a_dead_server_then_raises_a_connection_error(alice):
 
 def test_it_times_out_retries_and_raises_a_timeout_error(proxy, alice):
     proxy.plan, proxy.hang_seconds = ["hang", "hang"], 4
-    cairn = Cairn(alice.key, base_url=proxy.url, timeout=1.5, retry=RetryPolicy(max_retries=1, backoff_base=0.01))
+    cairn = Cairn(
+        alice.key, base_url=proxy.url, timeout=1.5, retry=RetryPolicy(max_retries=1, backoff_base=0.01)
+    )
     waits = recording_sleep(cairn)
     with pytest.raises(APITimeoutError, match="within the timeout"):
         cairn.memories.list()

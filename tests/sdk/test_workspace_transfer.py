@@ -69,7 +69,9 @@ def test_it_refuses_a_bad_file_with_a_typed_error_and_imports_nothing(cairn):
     seed(cairn)
     records = list(cairn.workspace.export())
     with pytest.raises(BadRequestError) as error:
-        cairn.workspace.import_(b'{"kind": "header", "format": "something-else"}\n', scope={"tenantId": "bad"})
+        cairn.workspace.import_(
+            b'{"kind": "header", "format": "something-else"}\n', scope={"tenantId": "bad"}
+        )
     assert error.value.code == "IMPORT_FILE_INVALID" and error.value.status == 422
     assert error.value.details["line"] == 1 and "header" in error.value.message
 
@@ -161,7 +163,14 @@ def test_it_offers_the_same_workspace_methods_sync_and_async():
     from cairn_sdk.client import Workspace
 
     def public(cls: type) -> dict[str, list[str]]:
-        return {name: list(inspect.signature(member).parameters) for name, member in vars(cls).items()
-                if callable(member) and not name.startswith("_")}
+        return {
+            name: list(inspect.signature(member).parameters)
+            for name, member in vars(cls).items()
+            if callable(member) and not name.startswith("_")
+        }
 
-    assert public(Workspace) == public(AsyncWorkspace) and set(public(Workspace)) == {"export", "export_to", "import_"}
+    assert public(Workspace) == public(AsyncWorkspace) and set(public(Workspace)) == {
+        "export",
+        "export_to",
+        "import_",
+    }

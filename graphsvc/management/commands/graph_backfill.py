@@ -19,9 +19,13 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--workspace", type=int, action="append", help="Workspace id (repeatable); default all.")
+        parser.add_argument(
+            "--workspace", type=int, action="append", help="Workspace id (repeatable); default all."
+        )
         parser.add_argument("--limit", type=int, default=None, help="At most this many memories in all.")
-        parser.add_argument("--enqueue", action="store_true", help="Queue jobs for the workers instead of running here.")
+        parser.add_argument(
+            "--enqueue", action="store_true", help="Queue jobs for the workers instead of running here."
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if not llm.llm_enabled():
@@ -29,7 +33,9 @@ class Command(BaseCommand):
         limit = options["limit"]
         if limit is not None and limit < 1:
             raise CommandError("--limit must be at least 1")
-        workspace_ids = options["workspace"] or list(Workspace.objects.order_by("id").values_list("id", flat=True))
+        workspace_ids = options["workspace"] or list(
+            Workspace.objects.order_by("id").values_list("id", flat=True)
+        )
         total = 0
         for workspace_id in workspace_ids:
             remaining = None if limit is None else limit - total
@@ -39,12 +45,18 @@ class Command(BaseCommand):
         self.stdout.write(f"done: {total} memories {'queued' if options['enqueue'] else 'extracted'}")
 
     def _backfill(self, workspace_id: int, limit: int | None, *, enqueue: bool) -> int:
-        done = PipelineJob.objects.filter(memory_id=OuterRef("pk"), kind=jobs.Kind.EXTRACT,
-                                          status__in=[jobs.Status.SUCCEEDED, jobs.Status.QUEUED,
-                                                      jobs.Status.PROCESSING])
+        done = PipelineJob.objects.filter(
+            memory_id=OuterRef("pk"),
+            kind=jobs.Kind.EXTRACT,
+            status__in=[jobs.Status.SUCCEEDED, jobs.Status.QUEUED, jobs.Status.PROCESSING],
+        )
         with workspace_context(workspace_id):
-            pending = (Memory.objects.filter(workspace_id=workspace_id, deleted_at__isnull=True, injection_flags=[])
-                       .exclude(Exists(done)).order_by("created_at", "id").values_list("id", flat=True))
+            pending = (
+                Memory.objects.filter(workspace_id=workspace_id, deleted_at__isnull=True, injection_flags=[])
+                .exclude(Exists(done))
+                .order_by("created_at", "id")
+                .values_list("id", flat=True)
+            )
             memory_ids = list(pending[:limit] if limit is not None else pending)
         if not memory_ids:
             return 0
@@ -54,8 +66,9 @@ class Command(BaseCommand):
                 job_ids = [
                     job_id
                     for kind in (jobs.Kind.RELATE, jobs.Kind.EXTRACT)
-                    for job_id in jobs.jobs_enqueue(workspace_id=workspace_id, memory_ids=[memory_id], kind=kind,
-                                                    push=enqueue)
+                    for job_id in jobs.jobs_enqueue(
+                        workspace_id=workspace_id, memory_ids=[memory_id], kind=kind, push=enqueue
+                    )
                 ]
             if not enqueue:
                 for job_id in job_ids:

@@ -50,7 +50,9 @@ class Command(BaseCommand):
             raise CommandError(f"{exc.code}: {exc.message}") from exc
         self.stdout.write(json.dumps(data, indent=2, default=str))
 
-    def _run(self, action: str, text: str | None, workspace_id: int, limit: int, options: dict[str, Any]) -> Any:
+    def _run(
+        self, action: str, text: str | None, workspace_id: int, limit: int, options: dict[str, Any]
+    ) -> Any:
         if action == "upkeep":
             return upkeep.graph_upkeep_run(workspace_id=workspace_id, force=options["force"])
         if action == "communities" and options["refresh"]:
@@ -59,8 +61,9 @@ class Command(BaseCommand):
             if action == "facts":
                 return facts_recall(workspace_id=workspace_id, query=text, limit=limit)
             if action == "entities":
-                return selectors.entities_list(workspace_id=workspace_id, query=text, entity_type=None, limit=limit,
-                                               cursor_id=None)
+                return selectors.entities_list(
+                    workspace_id=workspace_id, query=text, entity_type=None, limit=limit, cursor_id=None
+                )
             if action == "entity":
                 found = entity_lookup(workspace_id=workspace_id, name=text or "")
                 if found is None:

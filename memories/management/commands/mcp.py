@@ -27,9 +27,15 @@ class Command(BaseCommand):
         parser.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default 127.0.0.1).")
         parser.add_argument("--port", type=int, default=8765, help="HTTP port (default 8765).")
         parser.add_argument("--path", default="/mcp", help="HTTP endpoint path (default /mcp).")
-        parser.add_argument("--tenant-id", default=os.environ.get("CAIRN_TENANT_ID"), help="Default scope.tenantId.")
-        parser.add_argument("--user-id", default=os.environ.get("CAIRN_USER_ID"), help="Default scope.userId.")
-        parser.add_argument("--project-id", default=os.environ.get("CAIRN_PROJECT_ID"), help="Default scope.projectId.")
+        parser.add_argument(
+            "--tenant-id", default=os.environ.get("CAIRN_TENANT_ID"), help="Default scope.tenantId."
+        )
+        parser.add_argument(
+            "--user-id", default=os.environ.get("CAIRN_USER_ID"), help="Default scope.userId."
+        )
+        parser.add_argument(
+            "--project-id", default=os.environ.get("CAIRN_PROJECT_ID"), help="Default scope.projectId."
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         api_key = (options["api_key"] or "").strip() or None
@@ -41,11 +47,18 @@ class Command(BaseCommand):
             except ApiError as exc:
                 raise CommandError(f"{exc.code}: {exc.message}") from None
         try:
-            scope = ScopeIn(tenantId=options["tenant_id"], userId=options["user_id"], projectId=options["project_id"])
+            scope = ScopeIn(
+                tenantId=options["tenant_id"], userId=options["user_id"], projectId=options["project_id"]
+            )
         except ValidationError as exc:
             raise CommandError(f"Invalid default scope: {exc}") from None
         server = build_server(McpSettings(api_key=api_key, default_scope=scope.model_dump(exclude_none=True)))
         if options["http"]:
-            server.run("streamable-http", host=options["host"], port=options["port"], streamable_http_path=options["path"])
+            server.run(
+                "streamable-http",
+                host=options["host"],
+                port=options["port"],
+                streamable_http_path=options["path"],
+            )
         else:
             server.run("stdio")

@@ -21,18 +21,30 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--workspace", type=int, action="append", help="Workspace id (repeatable); default all.")
+        parser.add_argument(
+            "--workspace", type=int, action="append", help="Workspace id (repeatable); default all."
+        )
         parser.add_argument("--model", default=None, help="Model to embed with (default EMBEDDING_MODEL).")
-        parser.add_argument("--enqueue", action="store_true", help="Queue jobs for the workers instead of running here.")
-        parser.add_argument("--default-only", action="store_true",
-                            help="Only memories that follow the configured model (no embeddingModel of their own); "
-                            "what `make run` uses, so an explicit per-memory choice is never overridden.")
-        parser.add_argument("--drop-other-models", action="store_true",
-                            help="Afterwards delete vectors of other models in these workspaces.")
+        parser.add_argument(
+            "--enqueue", action="store_true", help="Queue jobs for the workers instead of running here."
+        )
+        parser.add_argument(
+            "--default-only",
+            action="store_true",
+            help="Only memories that follow the configured model (no embeddingModel of their own); "
+            "what `make run` uses, so an explicit per-memory choice is never overridden.",
+        )
+        parser.add_argument(
+            "--drop-other-models",
+            action="store_true",
+            help="Afterwards delete vectors of other models in these workspaces.",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         model = options["model"] or settings.EMBEDDING_MODEL
-        workspace_ids = options["workspace"] or list(Workspace.objects.order_by("id").values_list("id", flat=True))
+        workspace_ids = options["workspace"] or list(
+            Workspace.objects.order_by("id").values_list("id", flat=True)
+        )
         total = 0
         for workspace_id in workspace_ids:
             with workspace_context(workspace_id):
@@ -47,10 +59,12 @@ class Command(BaseCommand):
             for start in range(0, len(missing), BATCH):
                 batch = missing[start : start + BATCH]
                 with workspace_context(workspace_id):
-                    Memory.objects.filter(workspace_id=workspace_id, pk__in=batch, embedding_model__isnull=False).exclude(
-                        embedding_model=model
-                    ).update(embedding_model=None)
-                    jobs.jobs_enqueue(workspace_id=workspace_id, memory_ids=batch, kind=jobs.Kind.EMBED, model=model)
+                    Memory.objects.filter(
+                        workspace_id=workspace_id, pk__in=batch, embedding_model__isnull=False
+                    ).exclude(embedding_model=model).update(embedding_model=None)
+                    jobs.jobs_enqueue(
+                        workspace_id=workspace_id, memory_ids=batch, kind=jobs.Kind.EMBED, model=model
+                    )
                 if not options["enqueue"]:
                     jobs_run_pending(workspace_id=workspace_id)
                 bar.advance(len(batch))

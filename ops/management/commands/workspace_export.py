@@ -9,8 +9,10 @@ from tenancy.models import Workspace
 
 
 class Command(BaseCommand):
-    help = ("Export one workspace as versioned JSON Lines (memories, graph, aliases, communities, rollout settings) "
-            "to a file or stdout, with a progress bar on stderr.")
+    help = (
+        "Export one workspace as versioned JSON Lines (memories, graph, aliases, communities, rollout settings) "
+        "to a file or stdout, with a progress bar on stderr."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("workspace_id", type=int, help="Id of the workspace to export.")
@@ -21,14 +23,21 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         workspace_id = options["workspace_id"]
         if not Workspace.objects.filter(pk=workspace_id).exists():
-            raise CommandError(f"No workspace with id {workspace_id}. List them with `manage.py apikey_list`.")
+            raise CommandError(
+                f"No workspace with id {workspace_id}. List them with `manage.py apikey_list`."
+            )
         total = export.workspace_export_count(workspace_id=workspace_id)
-        bar = None if options["no_progress"] else ProgressBar(total, f"workspace {workspace_id}", stream=self.stderr)
+        bar = (
+            None
+            if options["no_progress"]
+            else ProgressBar(total, f"workspace {workspace_id}", stream=self.stderr)
+        )
         target = sys.stdout.buffer if options["output"] == "-" else open(options["output"], "wb")  # noqa: SIM115
         lines = 0
         try:
-            for line in export.workspace_export_lines(workspace_id=workspace_id,
-                                                      include_embeddings=options["embeddings"]):
+            for line in export.workspace_export_lines(
+                workspace_id=workspace_id, include_embeddings=options["embeddings"]
+            ):
                 target.write(line)
                 lines += 1
                 if bar is not None:

@@ -12,8 +12,10 @@ from tenancy.models import Workspace
 
 
 class Command(BaseCommand):
-    help = ("Import a workspace_export file into a workspace (the same or another): ids remapped, existing rows "
-            "skipped, all or nothing. Prints the counts as JSON.")
+    help = (
+        "Import a workspace_export file into a workspace (the same or another): ids remapped, existing rows "
+        "skipped, all or nothing. Prints the counts as JSON."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("workspace_id", type=int, help="Id of the workspace to import into.")

@@ -11,7 +11,9 @@ from rollout import services
 
 
 class Command(BaseCommand):
-    help = "Delete retrieval metrics older than ROLLOUT_METRICS_RETENTION_DAYS (default 7) in every workspace."
+    help = (
+        "Delete retrieval metrics older than ROLLOUT_METRICS_RETENTION_DAYS (default 7) in every workspace."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(

@@ -1,9 +1,9 @@
 """Cairn's Python SDK: memories, context and the memory graph for AI agents.
 
-    from cairn_sdk import Cairn
-    cairn = Cairn()                                        # CAIRN_API_KEY, CAIRN_BASE_URL
-    cairn.memories.add("We deploy with blue-green releases on Fridays", tags=["deploy"])
-    print(cairn.context.get("how do we deploy?").context)
+from cairn_sdk import Cairn
+cairn = Cairn()                                        # CAIRN_API_KEY, CAIRN_BASE_URL
+cairn.memories.add("We deploy with blue-green releases on Fridays", tags=["deploy"])
+print(cairn.context.get("how do we deploy?").context)
 """
 
 from cairn_sdk import models

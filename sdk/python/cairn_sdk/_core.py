@@ -72,7 +72,9 @@ def resolve_base_url(base_url: str | None) -> str:
     url = (base_url or os.environ.get("CAIRN_BASE_URL", "") or DEFAULT_BASE_URL).strip().rstrip("/")
     parts = urlsplit(url)
     if parts.scheme not in {"http", "https"} or not parts.netloc:
-        raise errors.ConfigurationError(f"CAIRN_BASE_URL must be an http(s) URL such as {DEFAULT_BASE_URL}, got {url!r}.")
+        raise errors.ConfigurationError(
+            f"CAIRN_BASE_URL must be an http(s) URL such as {DEFAULT_BASE_URL}, got {url!r}."
+        )
     if not url.endswith(API_PREFIX):
         url += API_PREFIX
     return url
@@ -254,10 +256,13 @@ def import_body(source: ImportSource) -> bytes | Path:
     if isinstance(source, str | os.PathLike):
         path = Path(source)
         if not path.is_file():
-            raise FileNotFoundError(f"No export file at {path}; pass the file's bytes or records to send data.")
+            raise FileNotFoundError(
+                f"No export file at {path}; pass the file's bytes or records to send data."
+            )
         return path
     return b"".join(
-        (json.dumps(dict(record), separators=(",", ":"), ensure_ascii=False) + "\n").encode() for record in source
+        (json.dumps(dict(record), separators=(",", ":"), ensure_ascii=False) + "\n").encode()
+        for record in source
     )
 
 
@@ -300,11 +305,19 @@ def export_record(line: bytes, *, request_id: str | None) -> dict[str, Any]:
     try:
         record = json.loads(line)
     except ValueError as exc:
-        raise errors.APIError(status=200, code="INVALID_RESPONSE", message=f"An export line is not JSON: {exc}",
-                              request_id=request_id) from exc
+        raise errors.APIError(
+            status=200,
+            code="INVALID_RESPONSE",
+            message=f"An export line is not JSON: {exc}",
+            request_id=request_id,
+        ) from exc
     if not isinstance(record, dict) or "kind" not in record:
-        raise errors.APIError(status=200, code="INVALID_RESPONSE", message="An export line has no record kind.",
-                              request_id=request_id)
+        raise errors.APIError(
+            status=200,
+            code="INVALID_RESPONSE",
+            message="An export line has no record kind.",
+            request_id=request_id,
+        )
     return record
 
 

@@ -68,7 +68,11 @@ class AsyncCairn:
         clone = copy.copy(self)
         clone.scope = _core.coerce_scope(scope) or (m.Scope(**drop_none(**fields)) if fields else None)
         clone._owns_http = False
-        clone.memories, clone.context, clone.graph = AsyncMemories(clone), AsyncContext(clone), AsyncGraph(clone)
+        clone.memories, clone.context, clone.graph = (
+            AsyncMemories(clone),
+            AsyncContext(clone),
+            AsyncGraph(clone),
+        )
         clone.workspace = AsyncWorkspace(clone)
         return clone
 
@@ -158,10 +162,19 @@ class AsyncMemories:
         idempotency_key: str | None = None,
     ) -> m.AddResult:
         """Store a memory. One Idempotency-Key (yours or a fresh UUID) covers every retry of this call."""
-        body = m.AddRequest(**drop_none(
-            content=content, type=type, layer=layer, tags=tags, paths=paths, category=category, metadata=metadata,
-            embedding_model=embedding_model, scope=_core.coerce_scope(scope),
-        ))
+        body = m.AddRequest(
+            **drop_none(
+                content=content,
+                type=type,
+                layer=layer,
+                tags=tags,
+                paths=paths,
+                category=category,
+                metadata=metadata,
+                embedding_model=embedding_model,
+                scope=_core.coerce_scope(scope),
+            )
+        )
         key = idempotency_key or _core.new_idempotency_key()
         return cast(m.AddResult, await self._client.request("memories.add", body, idempotency_key=key))
 
@@ -177,10 +190,18 @@ class AsyncMemories:
         include_superseded: bool | None = None,
         scope: ScopeArg = None,
     ) -> m.SearchResult:
-        body = m.SearchRequest(**drop_none(
-            query=query, type=type, layer=layer, strategy=strategy, limit=limit, importance_weight=importance_weight,
-            include_superseded=include_superseded, scope=_core.coerce_scope(scope),
-        ))
+        body = m.SearchRequest(
+            **drop_none(
+                query=query,
+                type=type,
+                layer=layer,
+                strategy=strategy,
+                limit=limit,
+                importance_weight=importance_weight,
+                include_superseded=include_superseded,
+                scope=_core.coerce_scope(scope),
+            )
+        )
         return cast(m.SearchResult, await self._client.request("memories.search", body))
 
     async def list(
@@ -194,9 +215,11 @@ class AsyncMemories:
         scope: ScopeArg = None,
     ) -> m.ListResult:
         """One page, newest first; pass `next_cursor` back as `cursor`, or use `iter()`."""
-        body = m.ListRequest(**drop_none(
-            type=type, layer=layer, tags=tags, limit=limit, cursor=cursor, scope=_core.coerce_scope(scope)
-        ))
+        body = m.ListRequest(
+            **drop_none(
+                type=type, layer=layer, tags=tags, limit=limit, cursor=cursor, scope=_core.coerce_scope(scope)
+            )
+        )
         return cast(m.ListResult, await self._client.request("memories.list", body))
 
     async def iter(
@@ -211,7 +234,9 @@ class AsyncMemories:
         """Every matching memory, newest first, fetching pages of `page_size` (server default 20) as needed."""
         cursor: str | None = None
         while True:
-            page = await self.list(type=type, layer=layer, tags=tags, limit=page_size, cursor=cursor, scope=scope)
+            page = await self.list(
+                type=type, layer=layer, tags=tags, limit=page_size, cursor=cursor, scope=scope
+            )
             for memory in page.memories:
                 yield memory
             if not page.next_cursor:
@@ -234,8 +259,15 @@ class AsyncMemories:
     ) -> m.EditResult:
         """Change the given fields; `metadata=None` clears the metadata."""
         fields = drop_none(
-            id=id, content=content, type=type, layer=layer, tags=tags, paths=paths, category=category,
-            embedding_model=embedding_model, scope=_core.coerce_scope(scope),
+            id=id,
+            content=content,
+            type=type,
+            layer=layer,
+            tags=tags,
+            paths=paths,
+            category=category,
+            embedding_model=embedding_model,
+            scope=_core.coerce_scope(scope),
         )
         if metadata is not UNSET:
             fields["metadata"] = metadata
@@ -258,10 +290,19 @@ class AsyncMemories:
         scope: ScopeArg = None,
     ) -> m.BulkForgetResult:
         """Forget by filter (at most 10,000 per call: call again while `has_more`); `dry_run` previews."""
-        filters = m.BulkForgetFilters(**drop_none(
-            types=types, tags=tags, older_than_days=older_than_days, pattern=pattern, project_id=project_id, all=all
-        ))
-        body = m.BulkForgetRequest(**drop_none(filters=filters, dry_run=dry_run, scope=_core.coerce_scope(scope)))
+        filters = m.BulkForgetFilters(
+            **drop_none(
+                types=types,
+                tags=tags,
+                older_than_days=older_than_days,
+                pattern=pattern,
+                project_id=project_id,
+                all=all,
+            )
+        )
+        body = m.BulkForgetRequest(
+            **drop_none(filters=filters, dry_run=dry_run, scope=_core.coerce_scope(scope))
+        )
         return cast(m.BulkForgetResult, await self._client.request("memories.bulk_forget", body))
 
     async def vacuum(self, *, scope: ScopeArg = None) -> m.VacuumResult:
@@ -279,10 +320,16 @@ class AsyncMemories:
         scope: ScopeArg = None,
     ) -> m.ConsolidateResult:
         """Supersede older memories with the same upsert key by the newest; `dry_run` only reports."""
-        body = m.ConsolidateRequest(**drop_none(
-            types=types, include_global=include_global, global_only=global_only, dry_run=dry_run, model=model,
-            scope=_core.coerce_scope(scope),
-        ))
+        body = m.ConsolidateRequest(
+            **drop_none(
+                types=types,
+                include_global=include_global,
+                global_only=global_only,
+                dry_run=dry_run,
+                model=model,
+                scope=_core.coerce_scope(scope),
+            )
+        )
         return cast(m.ConsolidateResult, await self._client.request("memories.consolidate", body))
 
     async def settings(self, *, scope: ScopeArg = None) -> m.MemorySettings:
@@ -302,8 +349,12 @@ class AsyncMemories:
         scope: ScopeArg = None,
     ) -> m.MemorySettings:
         """Change the given settings; `admission_threshold=None` / `importance_weight=None` restore the default."""
-        fields = drop_none(redact_credentials=redact_credentials, scrub_at_rest=scrub_at_rest,
-                           admission_enabled=admission_enabled, scope=_core.coerce_scope(scope))
+        fields = drop_none(
+            redact_credentials=redact_credentials,
+            scrub_at_rest=scrub_at_rest,
+            admission_enabled=admission_enabled,
+            scope=_core.coerce_scope(scope),
+        )
         if admission_threshold is not UNSET:
             fields["admission_threshold"] = admission_threshold
         if importance_weight is not UNSET:
@@ -333,11 +384,22 @@ class AsyncContext:
         scope: ScopeArg = None,
     ) -> m.ContextResult:
         """What to put in front of the next model call; `.context` is ready-to-paste text."""
-        body = m.ContextRequest(**context_fields(
-            query, scope, limit=limit, include_rules=include_rules, mode=mode, strategy=strategy,
-            graph_depth=graph_depth, graph_limit=graph_limit, half_life_days=half_life_days, mmr_lambda=mmr_lambda,
-            importance_weight=importance_weight, include_superseded=include_superseded,
-        ))
+        body = m.ContextRequest(
+            **context_fields(
+                query,
+                scope,
+                limit=limit,
+                include_rules=include_rules,
+                mode=mode,
+                strategy=strategy,
+                graph_depth=graph_depth,
+                graph_limit=graph_limit,
+                half_life_days=half_life_days,
+                mmr_lambda=mmr_lambda,
+                importance_weight=importance_weight,
+                include_superseded=include_superseded,
+            )
+        )
         return cast(m.ContextResult, await self._client.request("context.get", body))
 
 
@@ -360,10 +422,20 @@ class AsyncGraph:
         scope: ScopeArg = None,
     ) -> m.TraceResult:
         """context/get with the source (baseline or graph expansion) of every returned memory."""
-        body = m.TraceRequest(**context_fields(
-            query, scope, limit=limit, include_rules=include_rules, mode=mode, strategy=strategy,
-            graph_depth=graph_depth, graph_limit=graph_limit, half_life_days=half_life_days, mmr_lambda=mmr_lambda,
-        ))
+        body = m.TraceRequest(
+            **context_fields(
+                query,
+                scope,
+                limit=limit,
+                include_rules=include_rules,
+                mode=mode,
+                strategy=strategy,
+                graph_depth=graph_depth,
+                graph_limit=graph_limit,
+                half_life_days=half_life_days,
+                mmr_lambda=mmr_lambda,
+            )
+        )
         return cast(m.TraceResult, await self._client.request("graph.trace", body))
 
     async def status(self, *, top_nodes_limit: int | None = None, scope: ScopeArg = None) -> m.StatusResult:
@@ -380,11 +452,15 @@ class AsyncGraph:
         return cast(m.RolloutResult, await self._client.request("graph.set_rollout", body))
 
     async def update_rollout(
-        self, *, mode: m.RolloutMode | None = None, autopilot_enabled: bool | None = None, scope: ScopeArg = None
+        self,
+        *,
+        mode: m.RolloutMode | None = None,
+        autopilot_enabled: bool | None = None,
+        scope: ScopeArg = None,
     ) -> m.RolloutResult:
-        body = m.RolloutPatchRequest(**drop_none(
-            mode=mode, autopilot_enabled=autopilot_enabled, scope=_core.coerce_scope(scope)
-        ))
+        body = m.RolloutPatchRequest(
+            **drop_none(mode=mode, autopilot_enabled=autopilot_enabled, scope=_core.coerce_scope(scope))
+        )
         return cast(m.RolloutResult, await self._client.request("graph.update_rollout", body))
 
     async def extraction(self, *, scope: ScopeArg = None) -> m.ExtractionState:
@@ -393,7 +469,9 @@ class AsyncGraph:
         body = m.ExtractionQuery(**drop_none(**scope_fields))
         return cast(m.ExtractionState, await self._client.request("graph.extraction", body))
 
-    async def update_extraction(self, *, daily_token_budget: int | None, scope: ScopeArg = None) -> m.ExtractionState:
+    async def update_extraction(
+        self, *, daily_token_budget: int | None, scope: ScopeArg = None
+    ) -> m.ExtractionState:
         """Set the workspace's daily LLM token budget; None removes the limit."""
         body = m.ExtractionSettingsRequest(
             **drop_none(scope=_core.coerce_scope(scope)), daily_token_budget=daily_token_budget
@@ -413,10 +491,18 @@ class AsyncGraph:
         scope: ScopeArg = None,
     ) -> m.FactsResult:
         """Facts about the entities a query (or one named entity) reaches, optionally as they stood `at`."""
-        body = m.FactsRequest(**drop_none(
-            query=query, entity=entity, max_hops=max_hops, edge_classes=edge_classes, at=at, limit=limit,
-            strategy=strategy, scope=_core.coerce_scope(scope),
-        ))
+        body = m.FactsRequest(
+            **drop_none(
+                query=query,
+                entity=entity,
+                max_hops=max_hops,
+                edge_classes=edge_classes,
+                at=at,
+                limit=limit,
+                strategy=strategy,
+                scope=_core.coerce_scope(scope),
+            )
+        )
         return cast(m.FactsResult, await self._client.request("graph.facts", body))
 
     async def traverse(
@@ -430,10 +516,16 @@ class AsyncGraph:
         scope: ScopeArg = None,
     ) -> m.TraverseResult:
         """Entities reached from `start_entity` along typed edges, with the path to each."""
-        body = m.TraverseRequest(**drop_none(
-            start_entity=start_entity, edge_types=edge_types, max_hops=max_hops, limit=limit, at=at,
-            scope=_core.coerce_scope(scope),
-        ))
+        body = m.TraverseRequest(
+            **drop_none(
+                start_entity=start_entity,
+                edge_types=edge_types,
+                max_hops=max_hops,
+                limit=limit,
+                at=at,
+                scope=_core.coerce_scope(scope),
+            )
+        )
         return cast(m.TraverseResult, await self._client.request("graph.traverse", body))
 
     async def entities(
@@ -447,16 +539,25 @@ class AsyncGraph:
         scope: ScopeArg = None,
     ) -> m.EntitiesResult:
         """Search or list entities; `entity=` asks for one entity with its aliases."""
-        body = m.EntitiesRequest(**drop_none(
-            query=query, entity=entity, type=type, limit=limit, cursor=cursor, scope=_core.coerce_scope(scope)
-        ))
+        body = m.EntitiesRequest(
+            **drop_none(
+                query=query,
+                entity=entity,
+                type=type,
+                limit=limit,
+                cursor=cursor,
+                scope=_core.coerce_scope(scope),
+            )
+        )
         return cast(m.EntitiesResult, await self._client.request("graph.entities", body))
 
     async def communities(
         self, *, refresh: bool | None = None, limit: int | None = None, scope: ScopeArg = None
     ) -> m.CommunitiesResult:
         """Communities of entities, largest first; refresh=True runs detection first."""
-        body = m.CommunitiesRequest(**drop_none(refresh=refresh, limit=limit, scope=_core.coerce_scope(scope)))
+        body = m.CommunitiesRequest(
+            **drop_none(refresh=refresh, limit=limit, scope=_core.coerce_scope(scope))
+        )
         return cast(m.CommunitiesResult, await self._client.request("graph.communities", body))
 
     async def stats(self, *, scope: ScopeArg = None) -> m.GraphStats:
@@ -478,8 +579,9 @@ class AsyncGraph:
         scope: ScopeArg = None,
     ) -> m.DecayResult:
         """Recompute decay now, or set the decay rate of one relation (or the default)."""
-        body = m.DecayRequest(**drop_none(action=action, edge_type=edge_type, rate=rate,
-                                          scope=_core.coerce_scope(scope)))
+        body = m.DecayRequest(
+            **drop_none(action=action, edge_type=edge_type, rate=rate, scope=_core.coerce_scope(scope))
+        )
         return cast(m.DecayResult, await self._client.request("graph.decay", body))
 
     async def settings(self, *, scope: ScopeArg = None) -> m.GraphSettings:
@@ -497,8 +599,14 @@ class AsyncGraph:
         scope: ScopeArg = None,
     ) -> m.GraphSettings:
         """Change only the settings given."""
-        body = m.GraphSettingsRequest(**drop_none(recall_strategy=recall_strategy, decay_rate=decay_rate,
-                                                  max_entities=max_entities, scope=_core.coerce_scope(scope)))
+        body = m.GraphSettingsRequest(
+            **drop_none(
+                recall_strategy=recall_strategy,
+                decay_rate=decay_rate,
+                max_entities=max_entities,
+                scope=_core.coerce_scope(scope),
+            )
+        )
         return cast(m.GraphSettings, await self._client.request("graph.update_settings", body))
 
 
@@ -537,8 +645,9 @@ class AsyncWorkspace:
         self, include_embeddings: bool | None, scope: ScopeArg
     ) -> AsyncIterator[tuple[bytes, dict[str, Any]]]:
         client = self._client
-        prepared = _core.prepare("workspace.export", export_request(include_embeddings, scope),
-                                 default_scope=client.scope)
+        prepared = _core.prepare(
+            "workspace.export", export_request(include_embeddings, scope), default_scope=client.scope
+        )
         url = f"{client.base_url}/{prepared.path}"
         response = await client._send(prepared, stream=True)
         try:
@@ -565,6 +674,8 @@ class AsyncWorkspace:
 
         Records may come from `export()` directly only after collecting them (`[r async for r in ...]`)."""
         client = self._client
-        prepared = _core.prepare("workspace.import", import_query(scope, client.scope), default_scope=client.scope)
+        prepared = _core.prepare(
+            "workspace.import", import_query(scope, client.scope), default_scope=client.scope
+        )
         response = await client._send(prepared, content=_core.import_body(source))
         return cast(m.ImportReport, _core.parse_response(prepared.operation, response))

@@ -151,10 +151,19 @@ class Memories:
         idempotency_key: str | None = None,
     ) -> m.AddResult:
         """Store a memory. One Idempotency-Key (yours or a fresh UUID) covers every retry of this call."""
-        body = m.AddRequest(**drop_none(
-            content=content, type=type, layer=layer, tags=tags, paths=paths, category=category, metadata=metadata,
-            embedding_model=embedding_model, scope=_core.coerce_scope(scope),
-        ))
+        body = m.AddRequest(
+            **drop_none(
+                content=content,
+                type=type,
+                layer=layer,
+                tags=tags,
+                paths=paths,
+                category=category,
+                metadata=metadata,
+                embedding_model=embedding_model,
+                scope=_core.coerce_scope(scope),
+            )
+        )
         key = idempotency_key or _core.new_idempotency_key()
         return cast(m.AddResult, self._client.request("memories.add", body, idempotency_key=key))
 
@@ -170,10 +179,18 @@ class Memories:
         include_superseded: bool | None = None,
         scope: ScopeArg = None,
     ) -> m.SearchResult:
-        body = m.SearchRequest(**drop_none(
-            query=query, type=type, layer=layer, strategy=strategy, limit=limit, importance_weight=importance_weight,
-            include_superseded=include_superseded, scope=_core.coerce_scope(scope),
-        ))
+        body = m.SearchRequest(
+            **drop_none(
+                query=query,
+                type=type,
+                layer=layer,
+                strategy=strategy,
+                limit=limit,
+                importance_weight=importance_weight,
+                include_superseded=include_superseded,
+                scope=_core.coerce_scope(scope),
+            )
+        )
         return cast(m.SearchResult, self._client.request("memories.search", body))
 
     def list(
@@ -187,9 +204,11 @@ class Memories:
         scope: ScopeArg = None,
     ) -> m.ListResult:
         """One page, newest first; pass `next_cursor` back as `cursor`, or use `iter()`."""
-        body = m.ListRequest(**drop_none(
-            type=type, layer=layer, tags=tags, limit=limit, cursor=cursor, scope=_core.coerce_scope(scope)
-        ))
+        body = m.ListRequest(
+            **drop_none(
+                type=type, layer=layer, tags=tags, limit=limit, cursor=cursor, scope=_core.coerce_scope(scope)
+            )
+        )
         return cast(m.ListResult, self._client.request("memories.list", body))
 
     def iter(
@@ -226,8 +245,15 @@ class Memories:
     ) -> m.EditResult:
         """Change the given fields; `metadata=None` clears the metadata."""
         fields = drop_none(
-            id=id, content=content, type=type, layer=layer, tags=tags, paths=paths, category=category,
-            embedding_model=embedding_model, scope=_core.coerce_scope(scope),
+            id=id,
+            content=content,
+            type=type,
+            layer=layer,
+            tags=tags,
+            paths=paths,
+            category=category,
+            embedding_model=embedding_model,
+            scope=_core.coerce_scope(scope),
         )
         if metadata is not UNSET:
             fields["metadata"] = metadata
@@ -250,10 +276,19 @@ class Memories:
         scope: ScopeArg = None,
     ) -> m.BulkForgetResult:
         """Forget by filter (at most 10,000 per call: call again while `has_more`); `dry_run` previews."""
-        filters = m.BulkForgetFilters(**drop_none(
-            types=types, tags=tags, older_than_days=older_than_days, pattern=pattern, project_id=project_id, all=all
-        ))
-        body = m.BulkForgetRequest(**drop_none(filters=filters, dry_run=dry_run, scope=_core.coerce_scope(scope)))
+        filters = m.BulkForgetFilters(
+            **drop_none(
+                types=types,
+                tags=tags,
+                older_than_days=older_than_days,
+                pattern=pattern,
+                project_id=project_id,
+                all=all,
+            )
+        )
+        body = m.BulkForgetRequest(
+            **drop_none(filters=filters, dry_run=dry_run, scope=_core.coerce_scope(scope))
+        )
         return cast(m.BulkForgetResult, self._client.request("memories.bulk_forget", body))
 
     def vacuum(self, *, scope: ScopeArg = None) -> m.VacuumResult:
@@ -271,10 +306,16 @@ class Memories:
         scope: ScopeArg = None,
     ) -> m.ConsolidateResult:
         """Supersede older memories with the same upsert key by the newest; `dry_run` only reports."""
-        body = m.ConsolidateRequest(**drop_none(
-            types=types, include_global=include_global, global_only=global_only, dry_run=dry_run, model=model,
-            scope=_core.coerce_scope(scope),
-        ))
+        body = m.ConsolidateRequest(
+            **drop_none(
+                types=types,
+                include_global=include_global,
+                global_only=global_only,
+                dry_run=dry_run,
+                model=model,
+                scope=_core.coerce_scope(scope),
+            )
+        )
         return cast(m.ConsolidateResult, self._client.request("memories.consolidate", body))
 
     def settings(self, *, scope: ScopeArg = None) -> m.MemorySettings:
@@ -294,8 +335,12 @@ class Memories:
         scope: ScopeArg = None,
     ) -> m.MemorySettings:
         """Change the given settings; `admission_threshold=None` / `importance_weight=None` restore the default."""
-        fields = drop_none(redact_credentials=redact_credentials, scrub_at_rest=scrub_at_rest,
-                           admission_enabled=admission_enabled, scope=_core.coerce_scope(scope))
+        fields = drop_none(
+            redact_credentials=redact_credentials,
+            scrub_at_rest=scrub_at_rest,
+            admission_enabled=admission_enabled,
+            scope=_core.coerce_scope(scope),
+        )
         if admission_threshold is not UNSET:
             fields["admission_threshold"] = admission_threshold
         if importance_weight is not UNSET:
@@ -329,11 +374,22 @@ class Context:
         scope: ScopeArg = None,
     ) -> m.ContextResult:
         """What to put in front of the next model call; `.context` is ready-to-paste text."""
-        body = m.ContextRequest(**context_fields(
-            query, scope, limit=limit, include_rules=include_rules, mode=mode, strategy=strategy,
-            graph_depth=graph_depth, graph_limit=graph_limit, half_life_days=half_life_days, mmr_lambda=mmr_lambda,
-            importance_weight=importance_weight, include_superseded=include_superseded,
-        ))
+        body = m.ContextRequest(
+            **context_fields(
+                query,
+                scope,
+                limit=limit,
+                include_rules=include_rules,
+                mode=mode,
+                strategy=strategy,
+                graph_depth=graph_depth,
+                graph_limit=graph_limit,
+                half_life_days=half_life_days,
+                mmr_lambda=mmr_lambda,
+                importance_weight=importance_weight,
+                include_superseded=include_superseded,
+            )
+        )
         return cast(m.ContextResult, self._client.request("context.get", body))
 
 
@@ -356,10 +412,20 @@ class Graph:
         scope: ScopeArg = None,
     ) -> m.TraceResult:
         """context/get with the source (baseline or graph expansion) of every returned memory."""
-        body = m.TraceRequest(**context_fields(
-            query, scope, limit=limit, include_rules=include_rules, mode=mode, strategy=strategy,
-            graph_depth=graph_depth, graph_limit=graph_limit, half_life_days=half_life_days, mmr_lambda=mmr_lambda,
-        ))
+        body = m.TraceRequest(
+            **context_fields(
+                query,
+                scope,
+                limit=limit,
+                include_rules=include_rules,
+                mode=mode,
+                strategy=strategy,
+                graph_depth=graph_depth,
+                graph_limit=graph_limit,
+                half_life_days=half_life_days,
+                mmr_lambda=mmr_lambda,
+            )
+        )
         return cast(m.TraceResult, self._client.request("graph.trace", body))
 
     def status(self, *, top_nodes_limit: int | None = None, scope: ScopeArg = None) -> m.StatusResult:
@@ -376,11 +442,15 @@ class Graph:
         return cast(m.RolloutResult, self._client.request("graph.set_rollout", body))
 
     def update_rollout(
-        self, *, mode: m.RolloutMode | None = None, autopilot_enabled: bool | None = None, scope: ScopeArg = None
+        self,
+        *,
+        mode: m.RolloutMode | None = None,
+        autopilot_enabled: bool | None = None,
+        scope: ScopeArg = None,
     ) -> m.RolloutResult:
-        body = m.RolloutPatchRequest(**drop_none(
-            mode=mode, autopilot_enabled=autopilot_enabled, scope=_core.coerce_scope(scope)
-        ))
+        body = m.RolloutPatchRequest(
+            **drop_none(mode=mode, autopilot_enabled=autopilot_enabled, scope=_core.coerce_scope(scope))
+        )
         return cast(m.RolloutResult, self._client.request("graph.update_rollout", body))
 
     def extraction(self, *, scope: ScopeArg = None) -> m.ExtractionState:
@@ -389,7 +459,9 @@ class Graph:
         body = m.ExtractionQuery(**drop_none(**scope_fields))
         return cast(m.ExtractionState, self._client.request("graph.extraction", body))
 
-    def update_extraction(self, *, daily_token_budget: int | None, scope: ScopeArg = None) -> m.ExtractionState:
+    def update_extraction(
+        self, *, daily_token_budget: int | None, scope: ScopeArg = None
+    ) -> m.ExtractionState:
         """Set the workspace's daily LLM token budget; None removes the limit."""
         body = m.ExtractionSettingsRequest(
             **drop_none(scope=_core.coerce_scope(scope)), daily_token_budget=daily_token_budget
@@ -409,10 +481,18 @@ class Graph:
         scope: ScopeArg = None,
     ) -> m.FactsResult:
         """Facts about the entities a query (or one named entity) reaches, optionally as they stood `at`."""
-        body = m.FactsRequest(**drop_none(
-            query=query, entity=entity, max_hops=max_hops, edge_classes=edge_classes, at=at, limit=limit,
-            strategy=strategy, scope=_core.coerce_scope(scope),
-        ))
+        body = m.FactsRequest(
+            **drop_none(
+                query=query,
+                entity=entity,
+                max_hops=max_hops,
+                edge_classes=edge_classes,
+                at=at,
+                limit=limit,
+                strategy=strategy,
+                scope=_core.coerce_scope(scope),
+            )
+        )
         return cast(m.FactsResult, self._client.request("graph.facts", body))
 
     def traverse(
@@ -426,10 +506,16 @@ class Graph:
         scope: ScopeArg = None,
     ) -> m.TraverseResult:
         """Entities reached from `start_entity` along typed edges, with the path to each."""
-        body = m.TraverseRequest(**drop_none(
-            start_entity=start_entity, edge_types=edge_types, max_hops=max_hops, limit=limit, at=at,
-            scope=_core.coerce_scope(scope),
-        ))
+        body = m.TraverseRequest(
+            **drop_none(
+                start_entity=start_entity,
+                edge_types=edge_types,
+                max_hops=max_hops,
+                limit=limit,
+                at=at,
+                scope=_core.coerce_scope(scope),
+            )
+        )
         return cast(m.TraverseResult, self._client.request("graph.traverse", body))
 
     def entities(
@@ -443,16 +529,25 @@ class Graph:
         scope: ScopeArg = None,
     ) -> m.EntitiesResult:
         """Search or list entities; `entity=` asks for one entity with its aliases."""
-        body = m.EntitiesRequest(**drop_none(
-            query=query, entity=entity, type=type, limit=limit, cursor=cursor, scope=_core.coerce_scope(scope)
-        ))
+        body = m.EntitiesRequest(
+            **drop_none(
+                query=query,
+                entity=entity,
+                type=type,
+                limit=limit,
+                cursor=cursor,
+                scope=_core.coerce_scope(scope),
+            )
+        )
         return cast(m.EntitiesResult, self._client.request("graph.entities", body))
 
     def communities(
         self, *, refresh: bool | None = None, limit: int | None = None, scope: ScopeArg = None
     ) -> m.CommunitiesResult:
         """Communities of entities, largest first; refresh=True runs detection first."""
-        body = m.CommunitiesRequest(**drop_none(refresh=refresh, limit=limit, scope=_core.coerce_scope(scope)))
+        body = m.CommunitiesRequest(
+            **drop_none(refresh=refresh, limit=limit, scope=_core.coerce_scope(scope))
+        )
         return cast(m.CommunitiesResult, self._client.request("graph.communities", body))
 
     def stats(self, *, scope: ScopeArg = None) -> m.GraphStats:
@@ -474,8 +569,9 @@ class Graph:
         scope: ScopeArg = None,
     ) -> m.DecayResult:
         """Recompute decay now, or set the decay rate of one relation (or the default)."""
-        body = m.DecayRequest(**drop_none(action=action, edge_type=edge_type, rate=rate,
-                                          scope=_core.coerce_scope(scope)))
+        body = m.DecayRequest(
+            **drop_none(action=action, edge_type=edge_type, rate=rate, scope=_core.coerce_scope(scope))
+        )
         return cast(m.DecayResult, self._client.request("graph.decay", body))
 
     def settings(self, *, scope: ScopeArg = None) -> m.GraphSettings:
@@ -493,13 +589,21 @@ class Graph:
         scope: ScopeArg = None,
     ) -> m.GraphSettings:
         """Change only the settings given."""
-        body = m.GraphSettingsRequest(**drop_none(recall_strategy=recall_strategy, decay_rate=decay_rate,
-                                                  max_entities=max_entities, scope=_core.coerce_scope(scope)))
+        body = m.GraphSettingsRequest(
+            **drop_none(
+                recall_strategy=recall_strategy,
+                decay_rate=decay_rate,
+                max_entities=max_entities,
+                scope=_core.coerce_scope(scope),
+            )
+        )
         return cast(m.GraphSettings, self._client.request("graph.update_settings", body))
 
 
 def export_request(include_embeddings: bool | None, scope: ScopeArg) -> m.ExportRequest:
-    return m.ExportRequest(**drop_none(include_embeddings=include_embeddings, scope=_core.coerce_scope(scope)))
+    return m.ExportRequest(
+        **drop_none(include_embeddings=include_embeddings, scope=_core.coerce_scope(scope))
+    )
 
 
 def import_query(scope: ScopeArg, default: m.Scope | None) -> m.ImportQuery:
@@ -514,7 +618,9 @@ class Workspace:
     def __init__(self, client: Cairn) -> None:
         self._client = client
 
-    def export(self, *, include_embeddings: bool | None = None, scope: ScopeArg = None) -> Iterator[dict[str, Any]]:
+    def export(
+        self, *, include_embeddings: bool | None = None, scope: ScopeArg = None
+    ) -> Iterator[dict[str, Any]]:
         """Every record of the workspace as a dict, read from the stream line by line (header first, trailer
         last). The request is sent when iteration starts. It is retried like any read until the stream begins;
         a stream cut later raises APIConnectionError (a missing trailer is detected) instead of resuming."""
@@ -540,10 +646,13 @@ class Workspace:
             partial.unlink(missing_ok=True)
         return counts
 
-    def _lines(self, include_embeddings: bool | None, scope: ScopeArg) -> Iterator[tuple[bytes, dict[str, Any]]]:
+    def _lines(
+        self, include_embeddings: bool | None, scope: ScopeArg
+    ) -> Iterator[tuple[bytes, dict[str, Any]]]:
         client = self._client
-        prepared = _core.prepare("workspace.export", export_request(include_embeddings, scope),
-                                 default_scope=client.scope)
+        prepared = _core.prepare(
+            "workspace.export", export_request(include_embeddings, scope), default_scope=client.scope
+        )
         url = f"{client.base_url}/{prepared.path}"
         response = client._send(prepared, stream=True)
         try:
@@ -571,6 +680,8 @@ class Workspace:
         changes nothing: that is why a failed attempt (5xx, lost connection) is simply sent again. A bad file
         raises BadRequestError with code IMPORT_FILE_INVALID and the line in `details["line"]`."""
         client = self._client
-        prepared = _core.prepare("workspace.import", import_query(scope, client.scope), default_scope=client.scope)
+        prepared = _core.prepare(
+            "workspace.import", import_query(scope, client.scope), default_scope=client.scope
+        )
         response = client._send(prepared, content=_core.import_body(source))
         return cast(m.ImportReport, _core.parse_response(prepared.operation, response))

@@ -60,7 +60,9 @@ def _operation_spec(openapi: dict[str, Any], operation: Operation) -> dict[str, 
     return path.get(operation.method.lower())
 
 
-def _check_request(openapi: dict[str, Any], operation: Operation, spec: dict[str, Any], problems: list[str]) -> None:
+def _check_request(
+    openapi: dict[str, Any], operation: Operation, spec: dict[str, Any], problems: list[str]
+) -> None:
     if operation.request is None:
         if spec.get("requestBody") or any(p.get("in") == "query" for p in spec.get("parameters", [])):
             problems.append("the server takes input, the SDK sends none")
@@ -94,12 +96,16 @@ def _check_responses(
     responses = spec.get("responses", {})
     server_success = {int(code) for code in responses if str(code).isdigit() and 200 <= int(code) < 300}
     if server_success != set(operation.success_status):
-        problems.append(f"success statuses: server {sorted(server_success)}, SDK {sorted(operation.success_status)}")
+        problems.append(
+            f"success statuses: server {sorted(server_success)}, SDK {sorted(operation.success_status)}"
+        )
     if operation.response_body == "ndjson":
         for status in sorted(server_success):
             content = responses[str(status)].get("content", {})
             if NDJSON not in content:
-                problems.append(f"response {status}: server answers {sorted(content) or 'no body'}, SDK reads {NDJSON}")
+                problems.append(
+                    f"response {status}: server answers {sorted(content) or 'no body'}, SDK reads {NDJSON}"
+                )
         return
     sdk = _model_shape(operation.response)
     for status in sorted(server_success):
@@ -158,7 +164,9 @@ def _shape(root: dict[str, Any], schema: dict[str, Any], depth: int = 0) -> dict
                 "required": set(schema.get("required", [])),
             }
         extra = schema.get("additionalProperties")
-        values = _shape(root, extra, depth + 1) if isinstance(extra, dict) else {"kind": "any", "nullable": False}
+        values = (
+            _shape(root, extra, depth + 1) if isinstance(extra, dict) else {"kind": "any", "nullable": False}
+        )
         return {"kind": "map", "nullable": False, "values": values}
     if kind == "array":
         return {"kind": "array", "nullable": False, "items": _shape(root, schema.get("items", {}), depth + 1)}
@@ -188,8 +196,12 @@ def _describe(shape: dict[str, Any]) -> str:
     return text + (" or null" if shape.get("nullable") else "")
 
 
-def _diff(path: str, server: dict[str, Any], sdk: dict[str, Any], *, request: bool, problems: list[str]) -> None:
-    if server["kind"] == "any" or (server["kind"] == "map" and server["values"]["kind"] == "any" and sdk["kind"] == "map"):
+def _diff(
+    path: str, server: dict[str, Any], sdk: dict[str, Any], *, request: bool, problems: list[str]
+) -> None:
+    if server["kind"] == "any" or (
+        server["kind"] == "map" and server["values"]["kind"] == "any" and sdk["kind"] == "map"
+    ):
         if sdk["kind"] not in {"any", "map"}:
             problems.append(f"{path}: server {_describe(server)}, SDK {_describe(sdk)}")
         return

@@ -36,7 +36,9 @@ class APIError(CairnError):
         details: dict[str, Any] | None = None,
         headers: dict[str, str] | None = None,
     ) -> None:
-        super().__init__(f"{code} ({status}): {message}" + (f" [requestId {request_id}]" if request_id else ""))
+        super().__init__(
+            f"{code} ({status}): {message}" + (f" [requestId {request_id}]" if request_id else "")
+        )
         self.status = status
         self.code = code
         self.message = message

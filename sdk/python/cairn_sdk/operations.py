@@ -21,7 +21,9 @@ class Operation:
     path: str  # relative to /api/sdk/v1
     request: type[m.RequestModel] | None
     response: type[BaseModel]
-    query_params: bool = False  # the request model travels as the query string (GET, or beside an NDJSON body)
+    query_params: bool = (
+        False  # the request model travels as the query string (GET, or beside an NDJSON body)
+    )
     success_status: tuple[int, ...] = (200,)
     # Workspace export/import move a JSON Lines file: export answers one instead of the envelope, import sends
     # one as the body. The drift check then compares the media types, as there is no JSON schema to compare.
@@ -33,42 +35,94 @@ OPERATIONS: dict[str, Operation] = {
     op.name: op
     for op in (
         Operation("health", "GET", "health", None, m.Health),
-        Operation("memories.add", "POST", "memories/add", m.AddRequest, m.AddResult, success_status=(201, 200)),
+        Operation(
+            "memories.add", "POST", "memories/add", m.AddRequest, m.AddResult, success_status=(201, 200)
+        ),
         Operation("memories.search", "POST", "memories/search", m.SearchRequest, m.SearchResult),
         Operation("memories.list", "POST", "memories/list", m.ListRequest, m.ListResult),
         Operation("memories.edit", "POST", "memories/edit", m.EditRequest, m.EditResult),
         Operation("memories.forget", "POST", "memories/forget", m.ForgetRequest, m.ForgetResult),
-        Operation("memories.bulk_forget", "POST", "memories/bulk-forget", m.BulkForgetRequest, m.BulkForgetResult),
+        Operation(
+            "memories.bulk_forget", "POST", "memories/bulk-forget", m.BulkForgetRequest, m.BulkForgetResult
+        ),
         Operation("memories.vacuum", "POST", "memories/vacuum", m.VacuumRequest, m.VacuumResult),
-        Operation("memories.consolidate", "POST", "memories/consolidate", m.ConsolidateRequest, m.ConsolidateResult),
-        Operation("memories.settings", "GET", "memories/settings", m.MemorySettingsQuery, m.MemorySettings,
-                  query_params=True),
-        Operation("memories.update_settings", "PATCH", "memories/settings", m.MemorySettingsRequest,
-                  m.MemorySettings),
+        Operation(
+            "memories.consolidate", "POST", "memories/consolidate", m.ConsolidateRequest, m.ConsolidateResult
+        ),
+        Operation(
+            "memories.settings",
+            "GET",
+            "memories/settings",
+            m.MemorySettingsQuery,
+            m.MemorySettings,
+            query_params=True,
+        ),
+        Operation(
+            "memories.update_settings",
+            "PATCH",
+            "memories/settings",
+            m.MemorySettingsRequest,
+            m.MemorySettings,
+        ),
         Operation("context.get", "POST", "context/get", m.ContextRequest, m.ContextResult),
         Operation("graph.trace", "POST", "graph/trace", m.TraceRequest, m.TraceResult),
         Operation("graph.status", "POST", "graph/status", m.StatusRequest, m.StatusResult),
-        Operation("graph.rollout", "GET", "graph/rollout", m.RolloutQuery, m.RolloutResult, query_params=True),
+        Operation(
+            "graph.rollout", "GET", "graph/rollout", m.RolloutQuery, m.RolloutResult, query_params=True
+        ),
         Operation("graph.set_rollout", "POST", "graph/rollout", m.RolloutSetRequest, m.RolloutResult),
         Operation("graph.update_rollout", "PATCH", "graph/rollout", m.RolloutPatchRequest, m.RolloutResult),
         Operation(
-            "graph.extraction", "GET", "graph/extraction", m.ExtractionQuery, m.ExtractionState, query_params=True
+            "graph.extraction",
+            "GET",
+            "graph/extraction",
+            m.ExtractionQuery,
+            m.ExtractionState,
+            query_params=True,
         ),
-        Operation("graph.update_extraction", "PATCH", "graph/extraction", m.ExtractionSettingsRequest,
-                  m.ExtractionState),
+        Operation(
+            "graph.update_extraction",
+            "PATCH",
+            "graph/extraction",
+            m.ExtractionSettingsRequest,
+            m.ExtractionState,
+        ),
         Operation("graph.facts", "POST", "graph/facts", m.FactsRequest, m.FactsResult),
         Operation("graph.traverse", "POST", "graph/traverse", m.TraverseRequest, m.TraverseResult),
         Operation("graph.entities", "POST", "graph/entities", m.EntitiesRequest, m.EntitiesResult),
-        Operation("graph.communities", "POST", "graph/communities", m.CommunitiesRequest, m.CommunitiesResult),
+        Operation(
+            "graph.communities", "POST", "graph/communities", m.CommunitiesRequest, m.CommunitiesResult
+        ),
         Operation("graph.stats", "POST", "graph/stats", m.ScopedRequest, m.GraphStats),
         Operation("graph.clear", "POST", "graph/clear", m.ClearRequest, m.ClearResult),
         Operation("graph.decay", "POST", "graph/decay", m.DecayRequest, m.DecayResult),
-        Operation("graph.settings", "GET", "graph/settings", m.GraphSettingsQuery, m.GraphSettings,
-                  query_params=True),
-        Operation("graph.update_settings", "PATCH", "graph/settings", m.GraphSettingsRequest, m.GraphSettings),
-        Operation("workspace.export", "POST", "workspace/export", m.ExportRequest, m.ExportRecord,
-                  response_body="ndjson"),
-        Operation("workspace.import", "POST", "workspace/import", m.ImportQuery, m.ImportReport, query_params=True,
-                  request_body="ndjson"),
+        Operation(
+            "graph.settings",
+            "GET",
+            "graph/settings",
+            m.GraphSettingsQuery,
+            m.GraphSettings,
+            query_params=True,
+        ),
+        Operation(
+            "graph.update_settings", "PATCH", "graph/settings", m.GraphSettingsRequest, m.GraphSettings
+        ),
+        Operation(
+            "workspace.export",
+            "POST",
+            "workspace/export",
+            m.ExportRequest,
+            m.ExportRecord,
+            response_body="ndjson",
+        ),
+        Operation(
+            "workspace.import",
+            "POST",
+            "workspace/import",
+            m.ImportQuery,
+            m.ImportReport,
+            query_params=True,
+            request_body="ndjson",
+        ),
     )
 }

@@ -11,12 +11,16 @@ from tenancy.models import Workspace
 def user_by_username(username: str) -> AbstractBaseUser:
     user = get_user_model().objects.filter(username=username).first()
     if user is None:
-        raise CommandError(f"No user {username!r}. Create one with: manage.py createsuperuser or the demo setup.")
+        raise CommandError(
+            f"No user {username!r}. Create one with: manage.py createsuperuser or the demo setup."
+        )
     return user
 
 
 def org_by_slug(slug: str) -> Workspace:
     org = selectors.org_by_slug(slug=slug.strip().lower())
     if org is None:
-        raise CommandError(f"No organization {slug!r}. Create it with: manage.py org_create {slug} --owner USER")
+        raise CommandError(
+            f"No organization {slug!r}. Create it with: manage.py org_create {slug} --owner USER"
+        )
     return org

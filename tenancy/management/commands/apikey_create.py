@@ -24,5 +24,7 @@ class Command(BaseCommand):
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
         key = created.api_key
-        self.stderr.write(f"key {key.id} for {user.get_username()}, expires {key.expires_at:%Y-%m-%d %H:%M} UTC")
+        self.stderr.write(
+            f"key {key.id} for {user.get_username()}, expires {key.expires_at:%Y-%m-%d %H:%M} UTC"
+        )
         self.stdout.write(created.raw_key)

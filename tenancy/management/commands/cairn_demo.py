@@ -21,7 +21,9 @@ class Command(BaseCommand):
         user = user_model.objects.filter(username="demo").first()
         if user is None:
             user = user_model.objects.create_user("demo", email="demo@example.com", password="demo-password")
-        org = selectors.org_by_slug(slug="demo") or services.org_create(owner=user, slug="demo", name="Demo org")
+        org = selectors.org_by_slug(slug="demo") or services.org_create(
+            owner=user, slug="demo", name="Demo org"
+        )
         services.active_org_set(user=user, org=org)
 
         # The key is kept in plain text under ./var for the demo only, so a second `make run` can print it again.
