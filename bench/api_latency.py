@@ -226,7 +226,7 @@ def seed_memories(workspace_id: int, target: int) -> tuple[int, int]:
     from django.db import connections
 
     from memories.models import Memory
-    from memories.pipeline import forget_side_effects
+    from pipeline.services import forget_side_effects
     from tenancy.rls import workspace_context
 
     deleted = 0

@@ -175,7 +175,7 @@ def seed_graph(workspace_id: int, memories: int) -> dict[str, Any]:
         edges = conn.execute(
             "SELECT count(*) FROM graph_edges WHERE workspace_id = %s", [workspace_id]
         ).fetchone()[0]
-    from memories import vectors
+    from retrieval import vectors
 
     index_started = time.perf_counter()
     vectors.hnsw_index_ensure(workspace_id=workspace_id, dimension=384)
@@ -234,7 +234,7 @@ def in_process_workspace() -> tuple[Any, int]:
     django.setup()
     from django.contrib.auth import get_user_model
 
-    from memories.embeddings import get_embedder
+    from retrieval.embeddings import get_embedder
     from tenancy import services as tenancy_services
 
     user = get_user_model().objects.get(username="bench")

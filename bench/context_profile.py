@@ -44,8 +44,8 @@ def main() -> None:
     from django.db import connections
     from django.test.utils import CaptureQueriesContext
 
-    from memories import context
     from memories.selectors import MemoryScope
+    from retrieval import context
     from tenancy.rls import workspace_context
 
     report: dict[str, object] = {"loadavg": os.getloadavg()}

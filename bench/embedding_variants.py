@@ -9,7 +9,7 @@ vector and its float32 vector.
 
     .venv/bin/python bench/embedding_variants.py [--data PATH] [--variants float32,int8,int8-onnx] [--repeat 2]
 
-Variants are the product's own embedders (`memories.embeddings.get_embedder`), so what is measured is what runs.
+Variants are the product's own embedders (`retrieval.embeddings.get_embedder`), so what is measured is what runs.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def main() -> None:
     django.setup()
     from locomo import HEADLINE, load_conversations
 
-    from memories.embeddings import get_embedder
+    from retrieval.embeddings import get_embedder
 
     conversations = load_conversations(args.data, None)
     texts = [turn.content for conversation in conversations for turn in conversation.turns]

@@ -124,9 +124,10 @@ def main() -> None:
     from django.conf import settings
     from django.contrib.auth import get_user_model
 
-    from memories import jobs, pipeline
     from memories.models import PipelineJob
     from memories.selectors import MemoryScope
+    from pipeline import jobs
+    from pipeline import services as pipeline
     from tenancy.rls import workspace_context
     from tests.helpers.fake_openai import FakeProvider
 

@@ -242,26 +242,23 @@ def main() -> None:
 
     # Warm-up: plans and caches (not reported).
     for query in queries[:10]:
-        in_context(facts_recall, query=query, embed=False)()
+        in_context(facts_recall, query=query)()
 
     results: dict[str, Any] = {}
-    results["seeds"] = timed([in_context(seeds_find, query=q, limit=10, embed=False) for q in queries])
+    results["seeds"] = timed([in_context(seeds_find, query=q, limit=10) for q in queries])
     # As the graph/facts and graph/traverse handlers call them: each in a transaction of its own (lazy_commit).
     results["recall_bfs"] = timed(
-        [in_context(facts_recall, query=q, embed=False, strategy="bfs", lazy_commit=True) for q in queries]
+        [in_context(facts_recall, query=q, strategy="bfs", lazy_commit=True) for q in queries]
     )
     results["recall_bfs_entity"] = timed(
         [in_context(facts_recall, entity=n, strategy="bfs", lazy_commit=True) for n in names]
     )
     results["recall_spreading"] = timed(
-        [
-            in_context(facts_recall, query=q, embed=False, strategy="spreading", lazy_commit=True)
-            for q in queries
-        ]
+        [in_context(facts_recall, query=q, strategy="spreading", lazy_commit=True) for q in queries]
     )
     results["traverse"] = timed([in_context(graph_traverse, start_entity=n, lazy_commit=True) for n in names])
     with workspace_context(workspace_id):
-        sample = facts_recall(workspace_id=workspace_id, query=queries[0], embed=False)
+        sample = facts_recall(workspace_id=workspace_id, query=queries[0])
     with workspace_context(workspace_id), connections["app"].cursor() as cursor:
         cursor.execute(
             "EXPLAIN SELECT node_id FROM graph_entity_terms WHERE workspace_id = %s AND term >= 'kalo' "

@@ -73,8 +73,8 @@ def known_items(workspace_id: int, *, count: int, words: int, seed: int) -> list
 def measure(workspace_id: int, items: list[tuple[Any, str]], *, strategy: str, cap: int) -> dict[str, float]:
     from django.conf import settings
 
-    from memories import search
     from memories.selectors import MemoryScope
+    from retrieval import search
 
     settings.SEARCH_BM25_POSTINGS_PER_TERM = cap
     hit1 = hit10 = 0

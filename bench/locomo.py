@@ -8,7 +8,7 @@ What it does, in order (bench/README.md explains the numbers):
   1. creates the database cairn_locomo on the embedded PostgreSQL if missing and migrates it (the developer's,
      test and bench databases are never opened);
   2. one SDK-tenant workspace per conversation (tenantId locomo-<sample_id> under the user `locomo`); each dialog
-     turn becomes one memory, written with the real write flow (memories.pipeline.memory_add_flow), dated at its
+     turn becomes one memory, written with the real write flow (pipeline.services.memory_add_flow), dated at its
      session's time and carrying {"dia_id": …} in metadata; then the real embed + similarity jobs run in-process
      (jobs_run_pending, the product's default model or --model). A workspace that already holds all its turns is
      reused (and re-embedded if its vectors are of another model);
@@ -79,7 +79,7 @@ VARIANTS = {
     "temporal preceded_by / followed_by edges would let graph expansion add), then hybrid again up to 20",
 }
 DEFAULT_STRATEGIES = (*API_STRATEGIES, *VARIANTS)
-FUSION_DEPTH = max(SEARCH_LIMIT * 4, 40)  # candidates per ranking, as memories.search uses for hybrid
+FUSION_DEPTH = max(SEARCH_LIMIT * 4, 40)  # candidates per ranking, as retrieval.search uses for hybrid
 ADJACENT_SEEDS = 10
 
 
@@ -273,8 +273,9 @@ def live_memory_count(workspace_id: int) -> int:
 
 def wipe_workspace(workspace_id: int) -> None:
     """Forget every memory and purge it for good, through the product's bulk-forget and vacuum flows."""
-    from memories import pipeline, services
+    from memories import services
     from memories.selectors import MemoryScope
+    from pipeline import services as pipeline
     from tenancy.rls import workspace_context
 
     everything = services.BulkFilters(all=True)
@@ -294,9 +295,9 @@ def wipe_workspace(workspace_id: int) -> None:
 
 def write_turns(workspace_id: int, turns: list[Turn]) -> None:
     """The real write flow (memory, graph mapping, embed job), then the memory's time set to the turn's."""
-    from memories import pipeline
     from memories.models import Memory
     from memories.selectors import MemoryScope
+    from pipeline import services as pipeline
     from tenancy.rls import workspace_context
 
     with workspace_context(workspace_id):
@@ -376,7 +377,8 @@ def add_missing_session_ids(workspace_id: int) -> int:
 
 def run_pipeline(workspace_id: int, label: str, total: int) -> int:
     """Run the workspace's queued jobs (embed, then similarity inline) in batches, showing progress."""
-    from memories import pipeline, vectors
+    from pipeline import services as pipeline
+    from retrieval import vectors
     from tenancy.rls import workspace_context
 
     ran = 0
@@ -625,7 +627,7 @@ def memory_dia_ids(memories: Iterable[Any]) -> list[str | None]:
 
 
 def fused(rankings: list[list[Any]]) -> list[str | None]:
-    from memories.search import reciprocal_rank_fusion
+    from retrieval.search import reciprocal_rank_fusion
 
     return memory_dia_ids(memory for memory, _ in reciprocal_rank_fusion(rankings)[:SEARCH_LIMIT])
 
@@ -633,8 +635,9 @@ def fused(rankings: list[list[Any]]) -> list[str | None]:
 def variant_rankings(workspace_id: int, query: str, wanted: set[str]) -> dict[str, list[str | None]]:
     """lexical_or, hybrid_or, hybrid_and_or, and the product's hybrid ranked in this process (a check that the API
     answer the harness scores is the service's ranking: same workspace, scope, limit and importance weight)."""
-    from memories import search, selectors
+    from memories import selectors
     from memories.selectors import MemoryScope
+    from retrieval import search
     from tenancy.rls import workspace_context
 
     scope = MemoryScope()
@@ -1094,7 +1097,7 @@ def question_counts(conversations: list[Conversation]) -> dict[str, Any]:
 
 def warm_embedder() -> None:
     """Search answers lexically while the model loads in the background; load it before asking."""
-    from memories.embeddings import get_embedder
+    from retrieval.embeddings import get_embedder
 
     embedder = get_embedder(MODEL)
     if hasattr(embedder, "warm"):

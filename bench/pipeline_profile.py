@@ -2,7 +2,7 @@
 
 In one process, against the bench database (cairn_bench, see api_latency.py): writes N memories through the real
 write flow into a fresh workspace, then plays the worker's part for every broker message — django-q2's ORM
-broker `dequeue`, the signed payload, `memories.tasks.pipeline_job_run`, `acknowledge` — and splits the process
+broker `dequeue`, the signed payload, `pipeline.tasks.pipeline_job_run`, `acknowledge` — and splits the process
 CPU time between the local model's `embed`, time waiting on SQL (client side of every statement, so PostgreSQL's
 own CPU shows up here too) and everything else. No qcluster: its process supervision adds a fixed cost per
 message on top, which `pipeline_throughput.py` includes.
@@ -98,7 +98,8 @@ def main() -> None:
     from django_q.brokers import get_broker
     from django_q.signing import SignedPackage
 
-    from memories import embeddings, tasks
+    from pipeline import tasks
+    from retrieval import embeddings
 
     embedder = embeddings.get_embedder()
     rng = random.Random(5)

@@ -84,8 +84,8 @@ def fresh_workspace() -> int:
 
 def write_memories(workspace_id: int, count: int, batch: int) -> tuple[float, float]:
     """Write `count` memories through the real write flow; returns (first write time, last write time)."""
-    from memories import pipeline
     from memories.selectors import MemoryScope
+    from pipeline import services as pipeline
     from tenancy.rls import workspace_context
 
     rng = random.Random(7)
@@ -144,7 +144,7 @@ def broker_backlog() -> int:
 
 def tasks_processed(log_path: Path) -> int:
     """django-q2 tasks the cluster finished so far (its monitor logs one line per task)."""
-    return sum(1 for line in log_path.open(errors="replace") if "Processed 'memories.tasks." in line)
+    return sum(1 for line in log_path.open(errors="replace") if "Processed 'pipeline.tasks." in line)
 
 
 def tree_cpu(pid: int) -> float:
@@ -173,7 +173,7 @@ def own_cpu() -> float:
 
 
 def raw_embedding_rate(texts: list[str]) -> float:
-    from memories.embeddings import get_embedder
+    from retrieval.embeddings import get_embedder
 
     embedder = get_embedder()  # EMBEDDING_MODEL, as the workers use
     embedder.embed(texts[:64])  # warm up

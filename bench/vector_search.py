@@ -1,4 +1,4 @@
-"""Recall and latency of scoped vector search (memories.vectors.nearest) on 1M vectors, on its own database.
+"""Recall and latency of scoped vector search (retrieval.vectors.nearest) on 1M vectors, on its own database.
 
     .venv/bin/python bench/vector_search.py [--queries 200] [--warmup 20] [--burst 25] [--seed 7]
                                             [--reload] [--rebuild-index] [--out bench/results/vector_search.json]
@@ -520,7 +520,7 @@ def build_indexes(specs: list[WorkspaceSpec], ids: dict[int, int], rebuild: bool
     """Build, as the product does (hnsw_index_ensure), the indexes of every workspace over the exact threshold."""
     from django.conf import settings
 
-    from memories import vectors
+    from retrieval import vectors
 
     builds: list[IndexBuild] = []
     for spec in specs:
@@ -607,7 +607,7 @@ def explain_search(workspace_id: int, model: str, query: np.ndarray, scope: Any)
     """Run nearest() once and EXPLAIN ANALYZE its search statement in the same transaction (same settings)."""
     from django.db import connections
 
-    from memories import vectors
+    from retrieval import vectors
     from tenancy.rls import workspace_context
 
     with workspace_context(workspace_id):
@@ -638,7 +638,7 @@ def explain_search(workspace_id: int, model: str, query: np.ndarray, scope: Any)
 
 def sql_exact_top(workspace_id: int, query: np.ndarray, user_id: str | None) -> list[uuid.UUID]:
     """The exact top 10 computed by PostgreSQL (no index on the uncast column), to cross-check numpy's."""
-    from memories import vectors
+    from retrieval import vectors
 
     with superuser_connect() as conn:
         rows = conn.execute(
@@ -661,7 +661,7 @@ def percentiles(values: list[float]) -> dict[str, float]:
 
 
 def run_case(case: Case, world: World, ids: dict[int, int], args: argparse.Namespace) -> dict[str, Any]:
-    from memories import vectors
+    from retrieval import vectors
     from tenancy.rls import workspace_context
 
     workspace_id = ids[case.workspace_index]
@@ -771,7 +771,7 @@ def busy_share(before: tuple[int, int] | None, after: tuple[int, int] | None) ->
 
 
 def vectors_state(workspace_id: int) -> tuple[int, str]:
-    from memories import vectors
+    from retrieval import vectors
     from tenancy.rls import workspace_context
 
     with workspace_context(workspace_id):

@@ -137,14 +137,16 @@ def health(request: HttpRequest) -> dict[str, Any]:
 def _register_routers() -> None:
     from graphsvc.api import router as graphsvc_router
     from memories.api import router as memories_router
-    from ops.api import router as ops_router
+    from retrieval.api import router as retrieval_router
     from rollout.api import router as rollout_router
+    from transfer.api import router as transfer_router
 
     api.add_router("/", health_router)
     api.add_router("/", memories_router)
+    api.add_router("/", retrieval_router)
     api.add_router("/", rollout_router)
     api.add_router("/", graphsvc_router)
-    api.add_router("/", ops_router)
+    api.add_router("/", transfer_router)
 
 
 _register_routers()

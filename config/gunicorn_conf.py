@@ -13,7 +13,7 @@ def post_worker_init(worker: object) -> None:
     from django.conf import settings
 
     if settings.EMBEDDING_MODEL.startswith("local/"):
-        from memories.embeddings import get_embedder
+        from retrieval.embeddings import get_embedder
 
         get_embedder().ready(load_in_background=True)
 

@@ -109,11 +109,16 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.postgres",
     "django_q",
+    # Layers, lowest first: an app imports only from the apps above it (docs/architecture.md).
+    "ops",
     "tenancy",
     "memories",
     "graphsvc",
     "rollout",
-    "ops",
+    "retrieval",
+    "pipeline",
+    "transfer",
+    "mcp_server",
 ]
 
 MIDDLEWARE = [
@@ -285,7 +290,7 @@ LOGGING = {
 }
 
 # --- Embeddings and vector search -------------------------------------------------------------------------------
-# `local/…` models run offline on the CPU (memories.embeddings); anything else is a litellm model name. The default
+# `local/…` models run offline on the CPU (retrieval.embeddings); anything else is a litellm model name. The default
 # is MiniLM quantised to int8 on ONNX Runtime: 1.6× the texts per CPU-second of float32 for LoCoMo R@10 within
 # noise (docs/write-performance.md).
 DEFAULT_EMBEDDING_MODEL = "local/all-MiniLM-L6-v2-int8-onnx"

@@ -21,8 +21,8 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from config.errors import ApiError, error_response
 from dashboard import forms, selectors
 from graphsvc.models import ENTITY_TYPES
-from memories import search
 from memories.selectors import MemoryScope, pipeline_status, recent_pipeline_errors
+from retrieval import search
 from rollout import services as rollout_services
 from rollout.models import RolloutConfig
 from tenancy import selectors as tenancy_selectors

@@ -35,7 +35,9 @@ from graphsvc.schemas import (
     TraverseOut,
 )
 from graphsvc.traverse import graph_traverse
-from memories.api import resolve_scope
+from memories.selectors import memory_scope
+from retrieval.embeddings import embed_query
+from tenancy.access import request_workspace_id
 from tenancy.auth import SdkKeyAuth
 from tenancy.rls import workspace_context
 
@@ -48,7 +50,7 @@ router = Router(tags=["graph"], auth=SdkKeyAuth())
     summary="LLM extraction state: on/off, token budget, today's usage, entities and facts built",
 )
 def graph_extraction_get(request: HttpRequest, query: Query[ExtractionQuery]) -> dict[str, Any]:
-    workspace_id, _ = resolve_scope(request, query.scope())
+    workspace_id = request_workspace_id(request, query.scope())
     with workspace_context(workspace_id):
         data = selectors.extraction_status(workspace_id=workspace_id)
     return success_envelope(request, data)
@@ -62,7 +64,7 @@ def graph_extraction_get(request: HttpRequest, query: Query[ExtractionQuery]) ->
     "every GRAPH_LLM_BUDGET_RECHECK_SECONDS); memory writes, search and context are never affected.",
 )
 def graph_extraction_patch(request: HttpRequest, payload: ExtractionSettingsIn) -> dict[str, Any]:
-    workspace_id, _ = resolve_scope(request, payload.scope)
+    workspace_id = request_workspace_id(request, payload.scope)
     with workspace_context(workspace_id):
         services.graph_settings_update(
             workspace_id=workspace_id, llm_daily_token_budget=payload.dailyTokenBudget
@@ -84,7 +86,8 @@ MAX_RELATION_RATES = 50
     "embedding when no word matches). `at` reads the facts valid then. Unknown entity: 404 ENTITY_NOT_FOUND.",
 )
 def graph_facts(request: HttpRequest, payload: FactsIn) -> dict[str, Any]:
-    workspace_id, scope = resolve_scope(request, payload.scope)
+    workspace_id = request_workspace_id(request, payload.scope)
+    scope = memory_scope(payload.scope)
     with workspace_context(workspace_id):
         data = facts_recall(
             workspace_id=workspace_id,
@@ -96,6 +99,7 @@ def graph_facts(request: HttpRequest, payload: FactsIn) -> dict[str, Any]:
             at=payload.at,
             edge_classes=payload.edgeClasses,
             strategy=payload.strategy,
+            embed=embed_query,
             lazy_commit=True,
         )
     return success_envelope(request, data)
@@ -108,7 +112,8 @@ def graph_facts(request: HttpRequest, payload: FactsIn) -> dict[str, Any]:
     description="maxHops <= 3, limit <= 100. Unknown start entity: 404 ENTITY_NOT_FOUND.",
 )
 def graph_traverse_route(request: HttpRequest, payload: TraverseIn) -> dict[str, Any]:
-    workspace_id, scope = resolve_scope(request, payload.scope)
+    workspace_id = request_workspace_id(request, payload.scope)
+    scope = memory_scope(payload.scope)
     with workspace_context(workspace_id):
         data = graph_traverse(
             workspace_id=workspace_id,
@@ -133,7 +138,7 @@ _BIGINT_MAX = 2**63 - 1
     summary="Search entities (query), list them (pages) or show one with aliases and facts (entity)",
 )
 def graph_entities(request: HttpRequest, payload: EntitiesIn) -> dict[str, Any]:
-    workspace_id, _ = resolve_scope(request, payload.scope)
+    workspace_id = request_workspace_id(request, payload.scope)
     cursor_id = None
     if payload.cursor is not None:
         # ASCII digits within bigint: str.isdigit() also accepts '¹' and '٣', which int() or Postgres then refuse.
@@ -173,7 +178,7 @@ def graph_entities(request: HttpRequest, payload: EntitiesIn) -> dict[str, Any]:
     summary="Communities of entities (label propagation), largest first; refresh runs detection now",
 )
 def graph_communities(request: HttpRequest, payload: CommunitiesIn) -> dict[str, Any]:
-    workspace_id, _ = resolve_scope(request, payload.scope)
+    workspace_id = request_workspace_id(request, payload.scope)
     if payload.refresh:
         upkeep.communities_refresh(workspace_id=workspace_id)
     with workspace_context(workspace_id):
@@ -187,7 +192,7 @@ def graph_communities(request: HttpRequest, payload: CommunitiesIn) -> dict[str,
     summary="Entity graph counts: entities by type, current/invalidated/decayed facts, last eviction",
 )
 def graph_stats(request: HttpRequest, payload: ScopedIn) -> dict[str, Any]:
-    workspace_id, _ = resolve_scope(request, payload.scope)
+    workspace_id = request_workspace_id(request, payload.scope)
     with workspace_context(workspace_id):
         data = selectors.entity_graph_stats(workspace_id=workspace_id)
     return success_envelope(request, data)
@@ -206,7 +211,7 @@ def graph_clear(request: HttpRequest, payload: ClearIn) -> dict[str, Any]:
             "CONFIRMATION_REQUIRED",
             f'Clearing the entity graph cannot be undone: send confirm = "{CLEAR_CONFIRMATION}".',
         )
-    workspace_id, _ = resolve_scope(request, payload.scope)
+    workspace_id = request_workspace_id(request, payload.scope)
     with workspace_context(workspace_id):
         data = upkeep.graph_clear(workspace_id=workspace_id)
     return success_envelope(request, data)
@@ -218,7 +223,7 @@ def graph_clear(request: HttpRequest, payload: ClearIn) -> dict[str, Any]:
     summary="Confidence decay: recompute now (decays retrieval counts) or set the rate of an edge type",
 )
 def graph_decay(request: HttpRequest, payload: DecayIn) -> dict[str, Any]:
-    workspace_id, _ = resolve_scope(request, payload.scope)
+    workspace_id = request_workspace_id(request, payload.scope)
     decayed = 0
     with workspace_context(workspace_id):
         if payload.action == "set_rate":
@@ -251,7 +256,7 @@ def graph_decay(request: HttpRequest, payload: DecayIn) -> dict[str, Any]:
     summary="Graph reasoning settings: default recall strategy, decay rates, entity cap",
 )
 def graph_settings_get(request: HttpRequest, query: Query[ExtractionQuery]) -> dict[str, Any]:
-    workspace_id, _ = resolve_scope(request, query.scope())
+    workspace_id = request_workspace_id(request, query.scope())
     with workspace_context(workspace_id):
         data = selectors.graph_settings_get(workspace_id=workspace_id)
     return success_envelope(request, data)
@@ -263,7 +268,7 @@ def graph_settings_get(request: HttpRequest, query: Query[ExtractionQuery]) -> d
     summary="Change graph reasoning settings (only the fields sent)",
 )
 def graph_settings_patch(request: HttpRequest, payload: GraphSettingsIn) -> dict[str, Any]:
-    workspace_id, _ = resolve_scope(request, payload.scope)
+    workspace_id = request_workspace_id(request, payload.scope)
     changes = {
         "recall_strategy": payload.recallStrategy,
         "decay_rate": payload.decayRate,

@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-import unicodedata
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
@@ -27,19 +26,16 @@ from pydantic import BaseModel, Field
 
 from graphsvc import llm
 from graphsvc.models import ENTITY_TYPES
+from graphsvc.names import clean_text, normalise_name, truncate_utf8
 from tenancy.rls import workspace_context
 
 logger = logging.getLogger("cairn.entities")
 
 GRAPH_LLM_ENTITY_EXTRACTION_FAILED = "GRAPH_LLM_ENTITY_EXTRACTION_FAILED"
-MIN_NAME_BYTES = 3
-MAX_NAME_BYTES = 512
 MAX_RELATION_CHARS = 120
 MAX_FACT_CHARS = 2048
 MAX_SUMMARY_CHARS = 2048
 EDGE_CLASSES = ("semantic", "temporal", "causal", "entity")
-# Control, format (zero-width, bidi embeddings/overrides/isolates) and separator characters other than space.
-_STRIP_CATEGORIES = {"Cc", "Cf", "Zl", "Zp"}
 
 
 # --- model answers ------------------------------------------------------------------------------------------
@@ -109,27 +105,6 @@ DISAMBIGUATION_SYSTEM = (
 
 
 # --- names ----------------------------------------------------------------------------------------------------
-
-
-def _truncate_utf8(text: str, limit: int) -> str:
-    raw = text.encode("utf-8")
-    if len(raw) <= limit:
-        return text
-    return raw[:limit].decode("utf-8", errors="ignore")
-
-
-def clean_text(text: str) -> str:
-    """Strip control, zero-width and bidi characters (they make look-alike names and hide text)."""
-    return "".join(ch for ch in text if unicodedata.category(ch) not in _STRIP_CATEGORIES)
-
-
-def normalise_name(name: str) -> str | None:
-    """trim → lowercase → strip control/bidi/zero-width → collapse spaces → ≤ 512 bytes; None when < 3 bytes."""
-    canonical = re.sub(r"\s+", " ", clean_text(name).strip().lower())
-    canonical = _truncate_utf8(canonical, MAX_NAME_BYTES).strip()
-    if len(canonical.encode("utf-8")) < MIN_NAME_BYTES:
-        return None
-    return canonical
 
 
 def normalise_type(raw: str | None) -> str:
@@ -214,7 +189,7 @@ def _touch(cursor: Any, *, node_id: int, surface: str, summary: str | None, ctx:
     canonical, existing = cursor.fetchone()
     merged = existing
     if summary and (not existing or summary.lower() not in existing.lower()):
-        merged = _truncate_utf8(f"{existing}; {summary}" if existing else summary, MAX_SUMMARY_CHARS)
+        merged = truncate_utf8(f"{existing}; {summary}" if existing else summary, MAX_SUMMARY_CHARS)
     vector = _embed_one(ctx, _entity_text(canonical, merged)) if merged != existing else None
     cursor.execute(
         """
@@ -289,7 +264,7 @@ def entity_resolve(
         return None
     entity_type = normalise_type(entity_type)
     surface = re.sub(r"\s+", " ", clean_text(name).strip())[:300]
-    summary = _truncate_utf8(clean_text(summary).strip(), MAX_SUMMARY_CHARS) if summary else None
+    summary = truncate_utf8(clean_text(summary).strip(), MAX_SUMMARY_CHARS) if summary else None
     # Embedding outside the lock: it is the slow part and depends on nothing stored.
     vector = _embed_one(ctx, _entity_text(canonical, summary))
     aliases = {canonical}

@@ -14,6 +14,7 @@ import json
 import math
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -24,8 +25,12 @@ from django.utils import timezone
 
 from config.errors import ApiError
 from config.prepared import prepared_cursor
-from graphsvc.entities import normalise_name
 from graphsvc.models import ENTITY_TYPES, GraphSettings
+from graphsvc.names import normalise_name
+
+# The query's embedding (None when it cannot be computed). The graph stores vectors but does not compute them: the
+# caller passes the embedder of the retrieval layer, so entities are found by meaning when no word matches.
+QueryEmbedder = Callable[[str], Any]
 
 CLASS_WEIGHTS = {"causal": 1.2, "semantic": 1.0, "temporal": 0.9, "entity": 0.8}
 MAX_VISITED = 500  # nodes one BFS may visit: bounds the final edge query on hub-heavy graphs
@@ -243,7 +248,9 @@ DEGREE_SQL = """
 """
 
 
-def seeds_find(*, workspace_id: int, query: str, limit: int, embed: bool = True) -> list[Seed]:
+def seeds_find(
+    *, workspace_id: int, query: str, limit: int, embed: QueryEmbedder | None = None
+) -> list[Seed]:
     return seeds_find_stored(workspace_id=workspace_id, query=query, limit=limit, embed=embed)[0]
 
 
@@ -297,7 +304,7 @@ def _seed_params(*, workspace_id: int, words: list[str], limit: int) -> dict[str
 
 
 def seeds_find_stored(
-    *, workspace_id: int, query: str, limit: int, embed: bool = True
+    *, workspace_id: int, query: str, limit: int, embed: QueryEmbedder | None = None
 ) -> tuple[list[Seed], Stored | None]:
     """Entities a query names: word and prefix matches on names and aliases (weighted over summaries), near spellings
     sharing the first three letters, then the query embedding when no word matched. One statement finds, scores and
@@ -314,14 +321,14 @@ def seeds_find_stored(
             found = cursor.fetchall()
         if found:
             return _hybrid(rows=[row[:6] for row in found], limit=limit), _stored(*found[0][6:9])
-    if not embed:
+    if embed is None:
         return [], None
-    return embedding_seeds_find(workspace_id=workspace_id, query=query, limit=limit), None
+    return embedding_seeds_find(workspace_id=workspace_id, query=query, limit=limit, embed=embed), None
 
 
-def embedding_seeds_find(*, workspace_id: int, query: str, limit: int) -> list[Seed]:
+def embedding_seeds_find(*, workspace_id: int, query: str, limit: int, embed: QueryEmbedder) -> list[Seed]:
     """Seeds from the query embedding (no word matched): nearest entities, re-ranked by structure like word seeds."""
-    text_scores = _embedding_seeds(workspace_id=workspace_id, query=query, limit=limit)
+    text_scores = _embedding_seeds(workspace_id=workspace_id, query=query, limit=limit, embed=embed)
     if not text_scores:
         return []
     top = max(text_scores.values()) or 1.0
@@ -330,10 +337,8 @@ def embedding_seeds_find(*, workspace_id: int, query: str, limit: int) -> list[S
     return _hybrid(rows=rows, limit=limit)
 
 
-def _embedding_seeds(*, workspace_id: int, query: str, limit: int) -> dict[int, float]:
-    from memories.search import embed_query
-
-    vector = embed_query(query)
+def _embedding_seeds(*, workspace_id: int, query: str, limit: int, embed: QueryEmbedder) -> dict[int, float]:
+    vector = embed(query)
     if vector is None:
         return {}
     literal = "[" + ",".join(f"{x:.7g}" for x in list(vector)) + "]"
@@ -898,7 +903,7 @@ def facts_recall(
     edge_classes: list[str] | None = None,
     strategy: str | None = None,
     record: bool = True,
-    embed: bool = True,
+    embed: QueryEmbedder | None = None,
     lazy_commit: bool = False,
     report_strategy: bool = True,
 ) -> dict[str, Any]:
@@ -943,8 +948,10 @@ def facts_recall(
         else:
             seeds, stored = seeded.seeds, seeded.stored
             walked = seeded.walk if seeds else None
-            if not seeds and embed:
-                seeds = embedding_seeds_find(workspace_id=workspace_id, query=query or "", limit=limit)
+            if not seeds and embed is not None:
+                seeds = embedding_seeds_find(
+                    workspace_id=workspace_id, query=query or "", limit=limit, embed=embed
+                )
     if not seeds and not report_strategy:
         return {
             "facts": [],

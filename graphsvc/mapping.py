@@ -251,7 +251,7 @@ def mapping_insert_fresh(*, memory: MemorySnapshot) -> FreshMappingOutcome:
 
 
 def mapping_sync(*, memory: MemorySnapshot) -> None:
-    """Replace the memory's deterministic mapping. Call inside a savepoint (see memories.pipeline). A memory
+    """Replace the memory's deterministic mapping. Call inside a savepoint (see pipeline.services). A memory
     created in this transaction takes mapping_insert_fresh instead: one round trip, no savepoint."""
     graph = extract_deterministic_graph(memory)
     workspace_id = memory.workspace_id

@@ -6,7 +6,7 @@
 - Semantic extractor over the most recent memories the new one can see: caused_by, prefers_over, depends_on,
   specializes, conditional_on (→ a reusable condition node keyed `type:value`).
 
-The caller (memories.pipeline) loads memories and candidates; this module asks the model and writes edges.
+The caller (pipeline.services) loads memories and candidates; this module asks the model and writes edges.
 """
 
 from __future__ import annotations

@@ -195,7 +195,7 @@ def entities_list(
     types = [entity_type] if entity_type else list(ENTITY_TYPES)
     with connections["app"].cursor() as cursor:
         if query:
-            seeds = seeds_find(workspace_id=workspace_id, query=query, limit=limit, embed=False)
+            seeds = seeds_find(workspace_id=workspace_id, query=query, limit=limit)
             order = {seed.node_id: i for i, seed in enumerate(seeds)}
             cursor.execute(
                 ENTITY_SELECT + " WHERE n.workspace_id = %s AND n.id = ANY(%s) AND n.node_type = ANY(%s)",

@@ -22,8 +22,8 @@ from django.utils import timezone
 from pydantic import BaseModel
 
 from graphsvc import llm
-from graphsvc.entities import clean_text
 from graphsvc.models import ENTITY_TYPES, GraphSettings
+from graphsvc.names import clean_text
 from tenancy.rls import workspace_context
 
 logger = logging.getLogger("cairn.graph.upkeep")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import re
 from typing import Any
 
@@ -10,11 +9,10 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from ninja import Query, Router, Status
-from pydantic import TypeAdapter
 
-from config.errors import ApiError, envelope_response, envelope_response_spliced, success_envelope
-from config.schemas import Envelope, ScopeIn
-from memories import context, pipeline, search, selectors, services
+from config.errors import ApiError, success_envelope
+from config.schemas import Envelope
+from memories import selectors, services
 from memories.schemas import (
     AddIn,
     AddOut,
@@ -22,9 +20,6 @@ from memories.schemas import (
     BulkForgetOut,
     ConsolidateIn,
     ConsolidateOut,
-    ContextIn,
-    ContextMemoryOut,
-    ContextOut,
     EditIn,
     EditOut,
     ForgetIn,
@@ -34,45 +29,19 @@ from memories.schemas import (
     MemorySettingsOut,
     MemorySettingsPatchIn,
     MemorySettingsQuery,
-    SearchIn,
-    SearchOut,
-    TraceIn,
-    TraceOut,
     VacuumIn,
     VacuumOut,
 )
-from memories.selectors import MemoryScope
+from memories.selectors import memory_scope
+from pipeline import services as pipeline
+from pipeline.outcomes import add_outcome_data, embedding_model_choice
+from tenancy.access import request_workspace_id
 from tenancy.auth import SdkCaller, SdkKeyAuth
 from tenancy.rls import workspace_context
-from tenancy.services import caller_workspace_id
 
 router = Router(tags=["memories"], auth=SdkKeyAuth())
 
 _IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
-
-
-def resolve_scope(
-    request: HttpRequest, scope: ScopeIn, *, include_superseded: bool = False
-) -> tuple[int, MemoryScope]:
-    caller: SdkCaller = request.auth  # type: ignore[attr-defined]
-    workspace_id = caller_workspace_id(
-        user=caller.user,
-        routing_mode=caller.routing_mode,
-        active_org_id=caller.active_org_id,
-        personal_workspace_id=caller.personal_workspace_id,
-        tenant_id=scope.tenantId,
-        project_id=scope.projectId,
-    )
-    request.cairn_workspace_id = workspace_id  # type: ignore[attr-defined]  # for the request log line
-    return workspace_id, MemoryScope(
-        user_id=scope.userId, project_id=scope.projectId, include_superseded=include_superseded
-    )
-
-
-def embedding_model_choice(requested: str | None) -> dict[str, str]:
-    if requested:
-        return {"embeddingModel": requested, "embeddingModelSource": "request"}
-    return {"embeddingModel": settings.EMBEDDING_MODEL, "embeddingModelSource": "workspace_default"}
 
 
 def _idempotency_key(request: HttpRequest) -> str | None:
@@ -100,7 +69,8 @@ def _idempotency_key(request: HttpRequest) -> str | None:
 )
 def memories_add(request: HttpRequest, response: HttpResponse, payload: AddIn) -> Status[dict[str, Any]]:
     key = _idempotency_key(request)
-    workspace_id, scope = resolve_scope(request, payload.scope)
+    workspace_id = request_workspace_id(request, payload.scope)
+    scope = memory_scope(payload.scope)
     caller: SdkCaller = request.auth  # type: ignore[attr-defined]
     with workspace_context(workspace_id):
         claim = None
@@ -132,56 +102,12 @@ def memories_add(request: HttpRequest, response: HttpResponse, payload: AddIn) -
     return Status(status, success_envelope(request, data))
 
 
-def add_outcome_data(*, workspace_id: int, outcome: pipeline.AddOutcome) -> tuple[int, dict[str, Any]]:
-    """HTTP status and AddOut data of an add: 201 stored, or 200 with the existing memory admission kept instead
-    (shared by the SDK API and the MCP tool)."""
-    memory = outcome.memory
-    if outcome.admitted:
-        message, status = "Memory stored.", 201
-        memory_out = selectors.memory_payload(memory, pipeline=selectors.just_queued_pipeline())
-    else:
-        reason = outcome.admission.reason if outcome.admission else "NOT_ADMITTED"
-        message, status = f"Not stored ({reason}): memory {memory.id} already says this.", 200
-        memory_out = selectors.memory_payloads(workspace_id=workspace_id, memories=[memory])[0]
-    data = AddOut.model_validate(
-        {
-            "id": str(memory.id),
-            "message": message,
-            "memory": memory_out,
-            "admitted": outcome.admitted,
-            "admission": outcome.admission.payload() if outcome.admission else None,
-            **embedding_model_choice(memory.embedding_model),
-        }
-    ).model_dump(mode="json")
-    return status, data
-
-
-@router.post("/memories/search", response=Envelope[SearchOut], summary="Search memories")
-def memories_search(request: HttpRequest, payload: SearchIn) -> dict[str, Any]:
-    workspace_id, scope = resolve_scope(request, payload.scope, include_superseded=payload.includeSuperseded)
-    with workspace_context(workspace_id):
-        weight = payload.importanceWeight
-        if weight is None:
-            weight = selectors.memory_settings_get(workspace_id=workspace_id).importance_weight
-        outcome = search.memory_search(
-            workspace_id=workspace_id,
-            scope=scope,
-            query=payload.query,
-            type=payload.type,
-            layer=payload.layer,
-            limit=payload.limit,
-            strategy=payload.strategy,
-            importance_weight=weight,
-        )
-        memories = selectors.memory_payloads(workspace_id=workspace_id, memories=outcome.memories)
-    return success_envelope(request, {"memories": memories, "count": len(memories), "trace": outcome.trace()})
-
-
 @router.post(
     "/memories/list", response=Envelope[ListOut], summary="List memories, newest first, with cursors"
 )
 def memories_list(request: HttpRequest, payload: ListIn) -> dict[str, Any]:
-    workspace_id, scope = resolve_scope(request, payload.scope, include_superseded=payload.includeSuperseded)
+    workspace_id = request_workspace_id(request, payload.scope)
+    scope = memory_scope(payload.scope, include_superseded=payload.includeSuperseded)
     with workspace_context(workspace_id):
         rows, next_cursor = selectors.memory_list(
             workspace_id=workspace_id,
@@ -212,7 +138,8 @@ _EDIT_FIELDS = {
 
 @router.post("/memories/edit", response=Envelope[EditOut], summary="Change a memory")
 def memories_edit(request: HttpRequest, payload: EditIn) -> dict[str, Any]:
-    workspace_id, scope = resolve_scope(request, payload.scope)
+    workspace_id = request_workspace_id(request, payload.scope)
+    scope = memory_scope(payload.scope)
     changes = {
         field: getattr(payload, name)
         for name, field in _EDIT_FIELDS.items()
@@ -237,7 +164,8 @@ def memories_edit(request: HttpRequest, payload: EditIn) -> dict[str, Any]:
 
 @router.post("/memories/forget", response=Envelope[ForgetOut], summary="Forget (soft-delete) a memory")
 def memories_forget(request: HttpRequest, payload: ForgetIn) -> dict[str, Any]:
-    workspace_id, scope = resolve_scope(request, payload.scope)
+    workspace_id = request_workspace_id(request, payload.scope)
+    scope = memory_scope(payload.scope)
     with workspace_context(workspace_id):
         memory = pipeline.memory_forget_flow(workspace_id=workspace_id, scope=scope, memory_id=payload.id)
     return success_envelope(request, {"id": str(memory.id), "deleted": True, "message": "Memory forgotten."})
@@ -251,7 +179,8 @@ def memories_forget(request: HttpRequest, payload: ForgetIn) -> dict[str, Any]:
     "dryRun counts and previews up to 1000 without deleting.",
 )
 def memories_bulk_forget(request: HttpRequest, payload: BulkForgetIn) -> dict[str, Any]:
-    workspace_id, scope = resolve_scope(request, payload.scope)
+    workspace_id = request_workspace_id(request, payload.scope)
+    scope = memory_scope(payload.scope)
     filters = services.BulkFilters(
         types=payload.filters.types,
         tags=payload.filters.tags,
@@ -274,7 +203,8 @@ def memories_bulk_forget(request: HttpRequest, payload: BulkForgetIn) -> dict[st
     description="Hard-deletes soft-deleted memories in the caller's write scope, at most 10,000 per call.",
 )
 def memories_vacuum(request: HttpRequest, payload: VacuumIn) -> dict[str, Any]:
-    workspace_id, scope = resolve_scope(request, payload.scope)
+    workspace_id = request_workspace_id(request, payload.scope)
+    scope = memory_scope(payload.scope)
     with workspace_context(workspace_id):
         purged = pipeline.memory_vacuum_flow(workspace_id=workspace_id, scope=scope)
     return success_envelope(request, {"purged": purged, "message": f"Purged {purged} forgotten memories."})
@@ -299,7 +229,8 @@ def memories_consolidate(request: HttpRequest, payload: ConsolidateIn) -> dict[s
         )
     if payload.globalOnly and not payload.includeGlobal:
         raise ApiError(400, "INVALID_REQUEST", "globalOnly needs includeGlobal; drop includeGlobal: false.")
-    workspace_id, scope = resolve_scope(request, payload.scope)
+    workspace_id = request_workspace_id(request, payload.scope)
+    scope = memory_scope(payload.scope)
     with workspace_context(workspace_id):
         result = pipeline.memory_consolidate_flow(
             workspace_id=workspace_id,
@@ -349,7 +280,7 @@ def memories_consolidate(request: HttpRequest, payload: ConsolidateIn) -> dict[s
     summary="The workspace's memory hygiene settings (credential scrubbing, admission, importance)",
 )
 def memories_settings_get(request: HttpRequest, query: Query[MemorySettingsQuery]) -> dict[str, Any]:
-    workspace_id, _ = resolve_scope(request, query.scope())
+    workspace_id = request_workspace_id(request, query.scope())
     with workspace_context(workspace_id):
         data = selectors.memory_settings_payload(workspace_id=workspace_id)
     return success_envelope(request, data)
@@ -392,106 +323,8 @@ def memories_settings_patch(request: HttpRequest, payload: MemorySettingsPatchIn
             "INVALID_REQUEST",
             "Nothing to change: send at least one of " + ", ".join(_SETTINGS_FIELDS) + ".",
         )
-    workspace_id, _ = resolve_scope(request, payload.scope)
+    workspace_id = request_workspace_id(request, payload.scope)
     with workspace_context(workspace_id):
         services.memory_settings_update(workspace_id=workspace_id, changes=changes)
         data = selectors.memory_settings_payload(workspace_id=workspace_id)
     return success_envelope(request, data)
-
-
-_CONTEXT_ALIASES = {"baseline": "lexical", "hybrid_graph": "hybrid"}
-
-
-def _context_request(payload: ContextIn, *, endpoint: str) -> context.ContextRequest:
-    strategy = _CONTEXT_ALIASES.get(payload.strategy, payload.strategy) if payload.strategy else None
-    return context.ContextRequest(
-        query=payload.query,
-        limit=payload.limit,
-        include_rules=payload.includeRules,
-        mode=payload.mode,
-        strategy=strategy,
-        graph_depth=payload.graphDepth,
-        graph_limit=payload.graphLimit,
-        half_life_days=payload.halfLifeDays,
-        mmr_lambda=payload.mmrLambda,
-        importance_weight=payload.importanceWeight,
-        include_superseded=payload.includeSuperseded,
-        endpoint=endpoint,
-    )
-
-
-@router.post(
-    "/context/get",
-    response=Envelope[ContextOut],
-    tags=["context"],
-    summary="The memories (and rules, conflicts) to put in front of the next model call",
-    description="Rules, then working and long-term tiers ranked by the strategy; with hybrid and the workspace's "
-    "rollout in canary, graph expansion appends memories reached through the graph, each with its provenance in "
-    "`graph`. Every call records one retrieval metric for the rollout quality gate.",
-)
-def context_get(request: HttpRequest, payload: ContextIn) -> HttpResponse:
-    workspace_id, scope = resolve_scope(request, payload.scope)
-    with workspace_context(workspace_id):
-        data = context.context_get(
-            workspace_id=workspace_id, scope=scope, request=_context_request(payload, endpoint="context/get")
-        )
-    data.pop("_graph_ids")
-    data.pop("_tiers")
-    rules: context.Rules = data.pop("_rules")
-    if rules.rendered is None:
-        adapter = _rules_adapter()
-        rules.rendered = adapter.dump_json(adapter.validate_python(rules.payloads))
-    return envelope_response_spliced(
-        request, data, ContextOut, field="rules", rendered=rules.rendered, before="memories"
-    )
-
-
-@functools.cache
-def _rules_adapter() -> TypeAdapter[list[ContextMemoryOut]]:
-    return TypeAdapter(list[ContextMemoryOut])
-
-
-@router.post(
-    "/graph/trace",
-    response=Envelope[TraceOut],
-    tags=["graph"],
-    summary="context/get with a per-memory account of where each result came from",
-)
-def graph_trace(request: HttpRequest, payload: TraceIn) -> HttpResponse:
-    workspace_id, scope = resolve_scope(request, payload.scope)
-    with workspace_context(workspace_id):
-        data = context.context_get(
-            workspace_id=workspace_id, scope=scope, request=_context_request(payload, endpoint="graph/trace")
-        )
-    graph_ids = {str(memory_id) for memory_id in data["_graph_ids"]}
-    recall = [
-        {
-            "rank": rank,
-            "memoryId": memory["id"],
-            "layer": memory["layer"],
-            "type": memory["type"],
-            "scope": memory["scope"],
-            "projectId": memory["projectId"],
-            "source": "graph_expansion" if memory["id"] in graph_ids else "baseline",
-            "graph": memory.get("graph"),
-        }
-        for rank, memory in enumerate(data["memories"], start=1)
-    ]
-    return envelope_response(
-        request,
-        {
-            "mode": data["mode"],
-            "includeRules": payload.includeRules,
-            "query": data["query"],
-            "strategy": {
-                "requested": data["trace"]["requestedStrategy"],
-                "applied": data["trace"]["strategy"],
-            },
-            "trace": data["trace"],
-            "tiers": data["_tiers"],
-            "recall": recall,
-            "rules": data["rules"],
-            "memories": data["memories"],
-        },
-        TraceOut,
-    )

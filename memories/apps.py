@@ -1,23 +1,4 @@
-import logging
-import sys
-from typing import Any
-
 from django.apps import AppConfig
-
-logger = logging.getLogger("cairn.pipeline")
-
-
-def _embedder_warm(**_: Any) -> None:
-    """django-q2 `post_spawn` (in each new worker, after the fork): load the local model before the first job.
-
-    Otherwise the first embedding batch of every worker, and of every replacement after a recycle or a crash,
-    spends its time (and its JOB_TIMEOUT_SECONDS) loading weights while its jobs wait."""
-    from memories.embeddings import get_embedder
-
-    try:
-        get_embedder().embed(["warm up"])
-    except Exception:  # noqa: BLE001 - the first job reports an unavailable model as a retryable failure
-        logger.warning("could not load the local embedding model at worker start", exc_info=True)
 
 
 class MemoriesConfig(AppConfig):
@@ -30,28 +11,3 @@ class MemoriesConfig(AppConfig):
         from config.dbloaders import fast_timestamps_ensure
 
         connection_created.connect(fast_timestamps_ensure, dispatch_uid="cairn-fast-timestamps")
-        from memories.vectors import search_settings_ensure
-
-        connection_created.connect(search_settings_ensure, dispatch_uid="cairn-hnsw-session")
-        if len(sys.argv) > 1 and sys.argv[1] == "qcluster":
-            from django.conf import settings
-
-            from memories.embeddings import LOCAL_PREFIX, ONNX_INT8_MODEL
-
-            if settings.EMBEDDING_MODEL.startswith(LOCAL_PREFIX):
-                # Import the model libraries once here, before django-q2 forks its workers (as ops does with
-                # litellm): ~6 s per worker otherwise for torch, paid again by every replacement. Only the
-                # imports: neither runtime starts threads until it computes, which the workers do after the fork
-                # (_embedder_warm). The ONNX model needs torch only to build its graph, once per machine.
-                try:
-                    if settings.EMBEDDING_MODEL == ONNX_INT8_MODEL:
-                        import onnxruntime  # noqa: F401
-                        import tokenizers  # noqa: F401
-                    else:
-                        import sentence_transformers  # noqa: F401
-                        import torch  # noqa: F401
-                except ImportError:
-                    pass
-                from django_q.signals import post_spawn
-
-                post_spawn.connect(_embedder_warm, dispatch_uid="cairn-embedder-warm")

@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from config.errors import ApiError
 from config.prepared import prepared_cursor
+from config.schemas import ScopeIn
 from memories.models import Memory, PipelineJob
 
 # The model's columns on alias m, for reads that build models from raw rows. Never `m.*`: that would also carry
@@ -41,6 +42,12 @@ class MemoryScope:
     project_id: str | None = None
     # Reads leave out memories consolidation superseded unless the caller asks for them (includeSuperseded).
     include_superseded: bool = False
+
+
+def memory_scope(scope: ScopeIn, *, include_superseded: bool = False) -> MemoryScope:
+    return MemoryScope(
+        user_id=scope.userId, project_id=scope.projectId, include_superseded=include_superseded
+    )
 
 
 def parse_memory_id(raw: str) -> uuid.UUID | None:

@@ -13,8 +13,7 @@ from config.errors import ApiError, success_envelope
 from config.schemas import Envelope, ScopeIn
 from graphsvc import selectors as graph_selectors
 from memories import selectors as memory_selectors
-from memories import vectors
-from memories.api import resolve_scope
+from retrieval import vectors
 from rollout import services
 from rollout.schemas import (
     RolloutOut,
@@ -25,6 +24,7 @@ from rollout.schemas import (
     StatusOut,
     StatusQuery,
 )
+from tenancy.access import request_workspace_id
 from tenancy.auth import SdkCaller, SdkKeyAuth
 from tenancy.rls import workspace_context
 
@@ -83,7 +83,7 @@ def graph_status_payload(*, workspace_id: int, top_nodes_limit: int) -> dict[str
     "/graph/status", response=Envelope[StatusOut], summary="Graph, pipeline and rollout health of a workspace"
 )
 def graph_status(request: HttpRequest, payload: StatusIn) -> dict[str, Any]:
-    workspace_id, _ = resolve_scope(request, payload.scope)
+    workspace_id = request_workspace_id(request, payload.scope)
     with workspace_context(workspace_id):
         data = graph_status_payload(workspace_id=workspace_id, top_nodes_limit=payload.topNodesLimit)
     return success_envelope(request, data)
@@ -122,7 +122,7 @@ def _caller_label(request: HttpRequest) -> str:
 )
 def graph_rollout_get(request: HttpRequest, query: Query[RolloutQuery]) -> dict[str, Any]:
     scope = query.scope()
-    workspace_id, _ = resolve_scope(request, scope)
+    workspace_id = request_workspace_id(request, scope)
     with workspace_context(workspace_id):
         applied = services.rollout_autopilot_apply(workspace_id=workspace_id)
         services.retrieval_policy_evaluate(workspace_id=workspace_id)
@@ -140,7 +140,7 @@ def graph_rollout_get(request: HttpRequest, query: Query[RolloutQuery]) -> dict[
     "windowHours) while the quality gate blocks it.",
 )
 def graph_rollout_set(request: HttpRequest, payload: RolloutSetIn) -> dict[str, Any]:
-    workspace_id, _ = resolve_scope(request, payload.scope)
+    workspace_id = request_workspace_id(request, payload.scope)
     with workspace_context(workspace_id):
         services.rollout_mode_set(
             workspace_id=workspace_id,
@@ -162,7 +162,7 @@ def graph_rollout_set(request: HttpRequest, payload: RolloutSetIn) -> dict[str, 
 def graph_rollout_patch(request: HttpRequest, payload: RolloutPatchIn) -> dict[str, Any]:
     if payload.mode is None and payload.autopilotEnabled is None:
         raise ApiError(400, "INVALID_REQUEST", "Send mode, autopilotEnabled or both.")
-    workspace_id, _ = resolve_scope(request, payload.scope)
+    workspace_id = request_workspace_id(request, payload.scope)
     with workspace_context(workspace_id):
         services.rollout_mode_set(
             workspace_id=workspace_id,

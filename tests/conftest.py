@@ -18,6 +18,12 @@ from tenancy import services
 from tenancy.models import Workspace
 
 
+@pytest.fixture(autouse=True)
+def fast_password_hasher(settings: Any) -> None:
+    """The personas have passwords; a fast hasher keeps hashing them off every test's clock."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("django_db") is None:
@@ -122,7 +128,7 @@ def local_embedder() -> Any:
     """The real offline default model (the one the pipeline embeds with), loaded once per test session."""
     from django.conf import settings
 
-    from memories.embeddings import get_embedder
+    from retrieval.embeddings import get_embedder
 
     embedder = get_embedder(settings.DEFAULT_EMBEDDING_MODEL)
     embedder.warm()

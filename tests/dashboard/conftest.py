@@ -23,11 +23,6 @@ from memories.models import Memory
 from tenancy.rls import workspace_context
 
 
-@pytest.fixture(autouse=True)
-def fast_password_hasher(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 def signed_in(user) -> Client:
     client = Client()
     client.force_login(user)

@@ -110,7 +110,7 @@ def test_it_counts_only_entities_that_still_exist(alice_ws, personas):
 
 
 def test_it_places_entities_new_from_extraction_in_their_neighbours_community(alice_ws, alice_api, fake_llm):
-    from memories import pipeline
+    from pipeline import services as pipeline
 
     g = two_clusters(alice_ws)
     with workspace_context(alice_ws):  # detection only: summaries would need committed rows (threads)
@@ -239,12 +239,10 @@ def test_it_reads_memberships_for_entities_and_seed_caps(alice_ws, personas):
     for i in range(1, 5):
         g.fact("Ant Hub", "works_with", f"Ant Worker {i}")
     with workspace_context(alice_ws):
-        assert len(seeds_find(workspace_id=alice_ws, query="ant", limit=10, embed=False)) == 5
+        assert len(seeds_find(workspace_id=alice_ws, query="ant", limit=10)) == 5
         upkeep.communities_detect(workspace_id=alice_ws)
         # All five are one community now: seed search takes at most three of them.
-        assert (
-            len(seeds_find(workspace_id=alice_ws, query="ant", limit=10, embed=False)) == SEED_COMMUNITY_CAP
-        )
+        assert len(seeds_find(workspace_id=alice_ws, query="ant", limit=10)) == SEED_COMMUNITY_CAP
         name = GraphCommunity.objects.get().name
     detail = personas.alice_api.ok("graph/entities", {"entity": "Ant Hub"})["entities"][0]
     assert detail["community"] == name

@@ -13,8 +13,8 @@ from django.db import connections
 
 from graphsvc import entities
 from graphsvc.models import GraphEdge, GraphEntityAlias, GraphNode, MemoryNodeLink
-from memories import pipeline
 from memories.models import PipelineJob
+from pipeline import services as pipeline
 from tenancy.rls import workspace_context
 from tests.graphsvc.conftest import script_for
 

@@ -5,7 +5,7 @@ the known facts, and no route shows one tenant's graph to another."""
 from __future__ import annotations
 
 from graphsvc import entities
-from memories import pipeline
+from pipeline import services as pipeline
 from tests.graphsvc.graph_builder import GraphBuilder
 
 EXTRACTED = {

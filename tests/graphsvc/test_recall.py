@@ -29,29 +29,19 @@ def graph(alice_ws) -> GraphBuilder:
 
 def recall(workspace_id: int, **kwargs):
     with workspace_context(workspace_id):
-        return facts.facts_recall(workspace_id=workspace_id, embed=False, **kwargs)
+        return facts.facts_recall(workspace_id=workspace_id, **kwargs)
 
 
 def test_it_finds_seeds_by_word_prefix_alias_and_near_spelling(graph, alice_ws):
     with workspace_context(alice_ws):
         assert (
-            facts.seeds_find(workspace_id=alice_ws, query="who is alice", limit=3, embed=False)[0].name
-            == "Alice Martin"
+            facts.seeds_find(workspace_id=alice_ws, query="who is alice", limit=3)[0].name == "Alice Martin"
         )
-        assert (
-            facts.seeds_find(workspace_id=alice_ws, query="bill", limit=3, embed=False)[0].name
-            == "Billing Service"
-        )
-        assert (
-            facts.seeds_find(workspace_id=alice_ws, query="kubernets", limit=3, embed=False)[0].name
-            == "Kubernetes"
-        )
+        assert facts.seeds_find(workspace_id=alice_ws, query="bill", limit=3)[0].name == "Billing Service"
+        assert facts.seeds_find(workspace_id=alice_ws, query="kubernets", limit=3)[0].name == "Kubernetes"
         # Summary words count, less than names.
-        assert (
-            facts.seeds_find(workspace_id=alice_ws, query="invoices", limit=3, embed=False)[0].name
-            == "Billing Service"
-        )
-        assert facts.seeds_find(workspace_id=alice_ws, query="zzzqqq", limit=3, embed=False) == []
+        assert facts.seeds_find(workspace_id=alice_ws, query="invoices", limit=3)[0].name == "Billing Service"
+        assert facts.seeds_find(workspace_id=alice_ws, query="zzzqqq", limit=3) == []
 
 
 def test_it_recalls_facts_by_hop_with_scores(graph, alice_ws):
@@ -232,7 +222,7 @@ def test_it_commits_retrieval_counts_lazily_only_when_the_caller_owns_the_transa
         with workspace_context(alice_ws):
             with connections["app"].cursor() as cursor:  # the test's own transaction would carry it over
                 cursor.execute("SET LOCAL synchronous_commit = on")
-            facts.facts_recall(workspace_id=alice_ws, query="Alice", embed=False, **kwargs)
+            facts.facts_recall(workspace_id=alice_ws, query="Alice", **kwargs)
             with connections["app"].cursor() as cursor:
                 cursor.execute("SHOW synchronous_commit")
                 return cursor.fetchone()[0]

@@ -50,7 +50,7 @@ def graph(alice_ws) -> GraphBuilder:
 
 
 def two_statements(workspace_id: int, query: str, *, limit: int, max_hops: int) -> tuple[list, list]:
-    seeds, stored = facts.seeds_find_stored(workspace_id=workspace_id, query=query, limit=limit, embed=False)
+    seeds, stored = facts.seeds_find_stored(workspace_id=workspace_id, query=query, limit=limit)
     reading = facts.reading_for(workspace_id=workspace_id, stored=stored)
     visits = min(facts.MAX_VISITED, max(facts.MIN_VISITS, facts.VISITS_PER_FACT * limit))
     walk = facts.bfs(reading=reading, seeds=seeds, max_hops=max_hops, max_visited=visits, limit=limit)
@@ -99,14 +99,12 @@ def test_it_recalls_by_query_in_one_statement(graph, alice_ws):
     with workspace_context(alice_ws):
         for max_hops in (1, 2, 3):
             with CaptureQueriesContext(connections["app"]) as queries:
-                data = facts.facts_recall(
-                    workspace_id=alice_ws, query="billing", max_hops=max_hops, embed=False
-                )
+                data = facts.facts_recall(workspace_id=alice_ws, query="billing", max_hops=max_hops)
             assert data["facts"] and data["strategy"] == "bfs"
             assert len(queries) == 1 <= max_hops + 2
         # No word matched: the seed statement answered, nothing more runs without an embedding.
         with CaptureQueriesContext(connections["app"]) as queries:
-            assert facts.facts_recall(workspace_id=alice_ws, query="zzzqqq", embed=False)["facts"] == []
+            assert facts.facts_recall(workspace_id=alice_ws, query="zzzqqq")["facts"] == []
         assert len(queries) == 1
 
 
@@ -114,7 +112,7 @@ def test_it_applies_the_workspace_decay_rate_read_in_the_same_statement(graph, a
     def confidence() -> float:
         with workspace_context(alice_ws):
             data = facts.facts_recall(
-                workspace_id=alice_ws, query="alpha five", max_hops=1, limit=50, embed=False, record=False
+                workspace_id=alice_ws, query="alpha five", max_hops=1, limit=50, record=False
             )
         return next(
             f["confidence"]
@@ -136,10 +134,10 @@ def test_it_runs_spreading_activation_when_the_workspace_chose_it_and_counts_onl
 ):
     with workspace_context(alice_ws):
         explicit = facts.facts_recall(
-            workspace_id=alice_ws, query="billing", embed=False, strategy="spreading", record=False
+            workspace_id=alice_ws, query="billing", strategy="spreading", record=False
         )
         GraphSettings.objects.create(workspace_id=alice_ws, recall_strategy="spreading")
-        data = facts.facts_recall(workspace_id=alice_ws, query="billing", embed=False)
+        data = facts.facts_recall(workspace_id=alice_ws, query="billing")
         with connections["app"].cursor() as cursor:
             cursor.execute(
                 "SELECT coalesce(sum(retrieval_count), 0) FROM graph_edges WHERE workspace_id = %s "
@@ -158,7 +156,7 @@ def test_it_runs_spreading_activation_when_the_workspace_chose_it_and_counts_onl
 def test_it_plans_the_recall_statement_once(graph, alice_ws):
     with workspace_context(alice_ws):
         for _ in range(3):
-            facts.facts_recall(workspace_id=alice_ws, query="billing", embed=False, record=False)
+            facts.facts_recall(workspace_id=alice_ws, query="billing", record=False)
         with connections["app"].cursor() as cursor:
             cursor.execute(
                 "SELECT generic_plans, custom_plans FROM pg_prepared_statements "

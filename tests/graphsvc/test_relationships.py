@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from graphsvc.models import GraphEdge, GraphNode, LlmUsage
-from memories import pipeline
 from memories.models import PipelineJob
+from pipeline import services as pipeline
 from tenancy.rls import workspace_context
 from tests.graphsvc.conftest import script_for
 

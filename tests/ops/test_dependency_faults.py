@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from memories import pipeline
-from memories.embeddings import reset_embedders
 from memories.models import PipelineJob
+from pipeline import services as pipeline
+from retrieval.embeddings import reset_embedders
 from tenancy.rls import workspace_context
 from tests.helpers.fake_openai import FakeProvider
 from tests.memories.helpers import personal_workspace_id

@@ -27,8 +27,9 @@ def test_it_dead_letters_a_job_whose_worker_dies_on_every_attempt(alice_api, per
 
     from django.utils import timezone
 
-    from memories import jobs, pipeline
     from memories.models import PipelineJob
+    from pipeline import jobs
+    from pipeline import services as pipeline
     from tenancy.rls import workspace_context
 
     memory = alice_api.add("a job that always loses its worker")

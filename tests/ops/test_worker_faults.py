@@ -16,8 +16,8 @@ import pytest
 from django.db import connections
 from django.test import Client
 
-from memories.embeddings import reset_embedders
 from memories.models import Memory, PipelineJob
+from retrieval.embeddings import reset_embedders
 from tenancy import services
 from tenancy.rls import workspace_context
 from tests.conftest import SdkClient, make_user

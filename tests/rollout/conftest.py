@@ -13,11 +13,6 @@ from tests.memories.helpers import personal_workspace_id
 
 
 @pytest.fixture(autouse=True)
-def fast_password_hasher(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-@pytest.fixture(autouse=True)
 def clean_rollout_cache() -> Iterator[None]:
     services.rollout_cache_clear()
     yield

@@ -19,11 +19,6 @@ from tenancy.models import Workspace
 LIVE = pytest.mark.django_db(transaction=True, databases="__all__")
 
 
-@pytest.fixture(autouse=True)
-def fast_password_hasher(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 @dataclass
 class Account:
     user: Any

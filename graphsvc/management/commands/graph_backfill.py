@@ -5,8 +5,9 @@ from django.db.models import Exists, OuterRef
 
 from config.progress import ProgressBar
 from graphsvc import llm
-from memories import jobs, pipeline
 from memories.models import Memory, PipelineJob
+from pipeline import jobs
+from pipeline import services as pipeline
 from tenancy.models import Workspace
 from tenancy.rls import workspace_context
 

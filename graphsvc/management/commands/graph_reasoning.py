@@ -11,6 +11,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from config.errors import ApiError
 from graphsvc import selectors, upkeep
 from graphsvc.facts import entity_lookup, facts_recall
+from retrieval.embeddings import embed_query
 from tenancy.models import Workspace
 from tenancy.rls import workspace_context
 
@@ -59,7 +60,7 @@ class Command(BaseCommand):
             upkeep.communities_refresh(workspace_id=workspace_id)
         with workspace_context(workspace_id):
             if action == "facts":
-                return facts_recall(workspace_id=workspace_id, query=text, limit=limit)
+                return facts_recall(workspace_id=workspace_id, query=text, limit=limit, embed=embed_query)
             if action == "entities":
                 return selectors.entities_list(
                     workspace_id=workspace_id, query=text, entity_type=None, limit=limit, cursor_id=None

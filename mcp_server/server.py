@@ -1,0 +1,444 @@
+"""Cairn as an MCP server: the memory tools an agent needs, over stdio or streamable HTTP (`manage.py mcp`).
+
+Each tool is the SDK API's handler without HTTP around it: the same API-key check (format, rate limit, unknown,
+revoked, expired — tenancy.auth.SdkKeyAuth), the same request schemas and so the same limits and error codes,
+the same workspace resolution from the key and the scope, the same RLS transaction and the same services. A
+failure comes back as a tool error whose text starts with the API's error code (e.g. `MEMORY_NOT_FOUND: …`).
+
+Django's ORM is synchronous: every tool runs its database work on one dedicated thread (asgiref's
+thread-sensitive executor), so the server keeps one connection and the event loop never blocks on Postgres.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Annotated, Any, Literal, TypeVar
+
+from asgiref.sync import sync_to_async
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import close_old_connections
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from config.errors import ApiError
+from config.schemas import ScopeIn, StrictIn, scope_field, trimmed
+from config.validation import api_error_from_validation
+from memories import selectors
+from memories.schemas import AddIn, ForgetIn, ForgetOut
+from memories.selectors import MemoryScope, memory_scope
+from pipeline import services as pipeline
+from pipeline.outcomes import add_outcome_data
+from retrieval import context, search
+from retrieval.embeddings import embed_query
+from retrieval.schemas import ContextIn, ContextOut, SearchIn, SearchOut
+from tenancy.access import scope_workspace_id
+from tenancy.auth import SdkCaller, SdkKeyAuth
+from tenancy.rls import workspace_context
+
+logger = logging.getLogger("cairn.mcp")
+
+T = TypeVar("T", bound=BaseModel)
+INSTRUCTIONS = (
+    "Cairn is this agent's long-term memory. Before answering, call get_context with what the user asks to get "
+    "the rules and memories that matter (its `context` field is ready to read). Store durable facts, decisions "
+    "and preferences with add_memory; remove wrong ones with forget_memory. graph_facts and graph_traverse read "
+    "the entity graph (who works on what, what uses what)."
+)
+CONTEXT_ENDPOINT = "mcp/get_context"  # how retrieval metrics tell MCP calls from HTTP ones
+
+
+@dataclass(frozen=True)
+class McpSettings:
+    """What the server was started with: a key (optional over HTTP, where each request may bring its own) and
+    the default scope of every tool call."""
+
+    api_key: str | None = None
+    default_scope: Mapping[str, str] = field(default_factory=dict)
+
+
+class _HeaderRequest:
+    """The one thing SdkKeyAuth reads from a request: its Authorization header."""
+
+    def __init__(self, authorization: str) -> None:
+        self.headers = {"Authorization": authorization}
+
+
+def caller_for_key(api_key: str | None) -> SdkCaller:
+    """The SDK API's key check, in its order: missing → format → rate limit → unknown → revoked → expired."""
+    return SdkKeyAuth()(_HeaderRequest(f"Bearer {api_key}" if api_key else ""))
+
+
+def _validated(schema: type[T], payload: dict[str, Any]) -> T:
+    try:
+        return schema.model_validate(payload)
+    except ValidationError as exc:
+        raise api_error_from_validation(exc.errors()) from None
+
+
+def _resolve(caller: SdkCaller, scope: ScopeIn) -> tuple[int, MemoryScope]:
+    return scope_workspace_id(caller, scope), memory_scope(scope)
+
+
+def _json_ready(data: Any) -> Any:
+    return json.loads(json.dumps(data, cls=DjangoJSONEncoder))
+
+
+def tool_error_text(error: ApiError) -> str:
+    text = f"{error.code}: {error.message}"
+    if error.details:
+        text += "\n" + json.dumps(error.details, cls=DjangoJSONEncoder)
+    return text
+
+
+# --- the tools' synchronous bodies (run on the database thread) -------------------------------------------------
+
+
+def add_memory_sync(*, caller: SdkCaller, payload: dict[str, Any]) -> dict[str, Any]:
+    body = _validated(AddIn, payload)
+    workspace_id, scope = _resolve(caller, body.scope)
+    with workspace_context(workspace_id):
+        # Admission control applies here as on memories/add: agents behind MCP add just as freely.
+        outcome = pipeline.memory_add_admitted_flow(
+            workspace_id=workspace_id,
+            scope=scope,
+            content=body.content,
+            type=body.type,
+            layer=body.layer,
+            tags=body.tags,
+            paths=body.paths,
+            category=body.category,
+            metadata=body.metadata,
+            embedding_model=body.embeddingModel,
+        )
+        return add_outcome_data(workspace_id=workspace_id, outcome=outcome)[1]
+
+
+def search_memories_sync(*, caller: SdkCaller, payload: dict[str, Any]) -> dict[str, Any]:
+    body = _validated(SearchIn, payload)
+    workspace_id, scope = _resolve(caller, body.scope)
+    with workspace_context(workspace_id):
+        outcome = search.memory_search(
+            workspace_id=workspace_id,
+            scope=scope,
+            query=body.query,
+            type=body.type,
+            layer=body.layer,
+            limit=body.limit,
+            strategy=body.strategy,
+            importance_weight=selectors.memory_settings_get(workspace_id=workspace_id).importance_weight,
+        )
+        memories = selectors.memory_payloads(workspace_id=workspace_id, memories=outcome.memories)
+    data = {"memories": memories, "count": len(memories), "trace": outcome.trace()}
+    return SearchOut.model_validate(data).model_dump(mode="json")
+
+
+def forget_memory_sync(*, caller: SdkCaller, payload: dict[str, Any]) -> dict[str, Any]:
+    body = _validated(ForgetIn, payload)
+    workspace_id, scope = _resolve(caller, body.scope)
+    with workspace_context(workspace_id):
+        memory = pipeline.memory_forget_flow(workspace_id=workspace_id, scope=scope, memory_id=body.id)
+    return ForgetOut(id=str(memory.id), deleted=True, message="Memory forgotten.").model_dump(mode="json")
+
+
+_CONTEXT_ALIASES = {"baseline": "lexical", "hybrid_graph": "hybrid"}
+
+
+def get_context_sync(*, caller: SdkCaller, payload: dict[str, Any]) -> dict[str, Any]:
+    body = _validated(ContextIn, payload)
+    workspace_id, scope = _resolve(caller, body.scope)
+    strategy = _CONTEXT_ALIASES.get(body.strategy, body.strategy) if body.strategy else None
+    request = context.ContextRequest(
+        query=body.query,
+        limit=body.limit,
+        include_rules=body.includeRules,
+        mode=body.mode,
+        strategy=strategy,
+        graph_depth=body.graphDepth,
+        graph_limit=body.graphLimit,
+        half_life_days=body.halfLifeDays,
+        mmr_lambda=body.mmrLambda,
+        endpoint=CONTEXT_ENDPOINT,
+    )
+    with workspace_context(workspace_id):
+        data = context.context_get(workspace_id=workspace_id, scope=scope, request=request)
+    data.pop("_graph_ids", None)
+    data.pop("_tiers", None)
+    data.pop("_rules", None)
+    return ContextOut.model_validate(data).model_dump(mode="json")
+
+
+# graph_facts / graph_traverse read the entity graph through graphsvc's fact recall and traversal. Those live in
+# their own modules; a server without them answers with a clear tool error instead of failing to start.
+EdgeClass = Literal["semantic", "temporal", "causal", "entity"]
+
+
+class FactsArgs(StrictIn):
+    query: trimmed(500) | None = Field(None, description="Words to find entities by.")
+    entity: trimmed(512) | None = Field(None, description="One entity by name or alias.")
+    maxHops: int = Field(2, ge=1, le=3, description="Hops from the seed entities, 1–3 (default 2).")
+    limit: int = Field(10, ge=1, le=100, description="Most facts, 1–100 (default 10).")
+    at: datetime | None = Field(None, description="Facts as they were valid at this time.")
+    edgeClasses: list[EdgeClass] | None = Field(None, max_length=4, description="Only these edge classes.")
+    scope: ScopeIn = scope_field()
+
+    @model_validator(mode="after")
+    def _query_or_entity(self) -> FactsArgs:
+        if not self.query and not self.entity:
+            raise ValueError("send query or entity")
+        return self
+
+
+class TraverseArgs(StrictIn):
+    startEntity: trimmed(512) = Field(description="Entity to start from, by name or alias.")
+    edgeTypes: list[trimmed(128)] | None = Field(None, max_length=20, description="Only these relations.")
+    maxHops: int = Field(2, ge=1, le=3, description="Hops, 1–3 (default 2).")
+    limit: int = Field(20, ge=1, le=100, description="Most nodes, 1–100 (default 20).")
+    at: datetime | None = Field(None, description="The graph as it was at this time.")
+    scope: ScopeIn = scope_field()
+
+
+def graph_function(module: str, name: str) -> Callable[..., dict[str, Any]] | None:
+    try:
+        return getattr(importlib.import_module(module), name, None)
+    except ImportError:
+        return None
+
+
+def _unavailable(what: str) -> ApiError:
+    return ApiError(
+        501,
+        "GRAPH_FEATURE_UNAVAILABLE",
+        f"{what} is not available on this Cairn server yet; use get_context or search_memories instead.",
+    )
+
+
+def graph_facts_sync(*, caller: SdkCaller, payload: dict[str, Any]) -> dict[str, Any]:
+    body = _validated(FactsArgs, payload)
+    recall = graph_function("graphsvc.facts", "facts_recall")
+    if recall is None:
+        raise _unavailable("Fact recall (graph_facts)")
+    workspace_id, scope = _resolve(caller, body.scope)
+    with workspace_context(workspace_id):
+        data = recall(
+            workspace_id=workspace_id,
+            scope=scope,
+            query=body.query,
+            entity=body.entity,
+            max_hops=body.maxHops,
+            limit=body.limit,
+            at=body.at,
+            edge_classes=body.edgeClasses,
+            embed=embed_query,
+        )
+    return _json_ready(data)
+
+
+def graph_traverse_sync(*, caller: SdkCaller, payload: dict[str, Any]) -> dict[str, Any]:
+    body = _validated(TraverseArgs, payload)
+    traverse = graph_function("graphsvc.traverse", "graph_traverse")
+    if traverse is None:
+        raise _unavailable("Graph traversal (graph_traverse)")
+    workspace_id, scope = _resolve(caller, body.scope)
+    with workspace_context(workspace_id):
+        data = traverse(
+            workspace_id=workspace_id,
+            scope=scope,
+            start_entity=body.startEntity,
+            edge_types=body.edgeTypes,
+            max_hops=body.maxHops,
+            limit=body.limit,
+            at=body.at,
+        )
+    return _json_ready(data)
+
+
+# --- the server ---------------------------------------------------------------------------------------------------
+
+
+class ScopeArg(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelt scope field must fail, not widen the read
+
+    tenantId: str | None = Field(
+        None, description="SDK-tenant workspace under your own (provisioned on first use)."
+    )
+    userId: str | None = Field(
+        None, description="End user: reads see shared memories plus theirs; writes are theirs."
+    )
+    projectId: str | None = Field(None, description="Project, e.g. github.com/owner/repo.")
+
+
+ScopeParam = Annotated[
+    ScopeArg | None,
+    Field(
+        description="Overrides the server's default scope field by field: {tenantId?, userId?, projectId?}."
+    ),
+]
+
+
+def _drop_none(**fields: Any) -> dict[str, Any]:
+    return {name: value for name, value in fields.items() if value is not None}
+
+
+def build_server(settings: McpSettings) -> MCPServer:
+    server = MCPServer("cairn", instructions=INSTRUCTIONS, version="0.1.0")
+
+    def merged_scope(scope: ScopeArg | None) -> dict[str, Any]:
+        given = scope.model_dump(exclude_none=True) if scope is not None else {}
+        return {**settings.default_scope, **given}
+
+    async def run(
+        ctx: Context | None, body: Callable[..., dict[str, Any]], payload: dict[str, Any]
+    ) -> dict[str, Any]:
+        key = settings.api_key
+        headers = ctx.headers if ctx is not None else None
+        authorization = (headers or {}).get("authorization", "")
+        if authorization.lower().startswith("bearer "):
+            key = authorization[7:].strip()
+
+        def call() -> dict[str, Any]:
+            close_old_connections()
+            try:
+                return body(caller=caller_for_key(key), payload=payload)
+            except ApiError as exc:
+                raise ToolError(tool_error_text(exc)) from None
+            except Exception:
+                logger.exception("MCP tool %s failed", body.__name__)
+                raise ToolError("INTERNAL_ERROR: Something went wrong on our side.") from None
+            finally:
+                close_old_connections()
+
+        return await sync_to_async(call, thread_sensitive=True)()
+
+    @server.tool(
+        description="The rules and memories to put in front of your next step: all active rules, then the "
+        "memories ranked for `query`; `context` in the answer is ready-to-read text."
+    )
+    async def get_context(
+        ctx: Context,
+        query: Annotated[
+            str | None, Field(description="What you are about to do or were asked, ≤ 500 chars.")
+        ] = None,
+        limit: Annotated[
+            int | None, Field(description="Long-term memories to return, 1–50 (default 5).")
+        ] = None,
+        strategy: Annotated[
+            Literal["lexical", "semantic", "hybrid", "auto"] | None,
+            Field(description="Ranking: lexical, semantic, hybrid (also graph expansion) or auto."),
+        ] = None,
+        graph_depth: Annotated[
+            int | None, Field(description="Hops of graph expansion, 0–2 (default 1).")
+        ] = None,
+        graph_limit: Annotated[
+            int | None, Field(description="Most memories graph expansion adds, 1–50.")
+        ] = None,
+        include_rules: Annotated[
+            bool | None, Field(description="Include active rules (default true).")
+        ] = None,
+        scope: ScopeParam = None,
+    ) -> dict[str, Any]:
+        payload = _drop_none(
+            query=query,
+            limit=limit,
+            strategy=strategy,
+            graphDepth=graph_depth,
+            graphLimit=graph_limit,
+            includeRules=include_rules,
+        )
+        return await run(ctx, get_context_sync, {**payload, "scope": merged_scope(scope)})
+
+    @server.tool(description="Store a memory: a durable fact, decision, rule, preference or skill.")
+    async def add_memory(
+        ctx: Context,
+        content: Annotated[str, Field(description="The memory, 1–8000 chars, one self-contained statement.")],
+        type: Annotated[
+            Literal["rule", "decision", "fact", "note", "skill"] | None,
+            Field(description="Kind of memory (default note)."),
+        ] = None,
+        layer: Annotated[
+            Literal["rule", "working", "long_term"] | None,
+            Field(description="working expires in 24 h; default long_term (rule for type rule)."),
+        ] = None,
+        tags: Annotated[list[str] | None, Field(description="Up to 50 tags.")] = None,
+        paths: Annotated[list[str] | None, Field(description="Up to 100 file paths it is about.")] = None,
+        category: Annotated[str | None, Field(description="Category, ≤ 120 chars.")] = None,
+        metadata: Annotated[dict[str, Any] | None, Field(description="Any JSON object up to 16 KB.")] = None,
+        scope: ScopeParam = None,
+    ) -> dict[str, Any]:
+        payload = _drop_none(
+            content=content,
+            type=type,
+            layer=layer,
+            tags=tags,
+            paths=paths,
+            category=category,
+            metadata=metadata,
+        )
+        return await run(ctx, add_memory_sync, {**payload, "scope": merged_scope(scope)})
+
+    @server.tool(description="Search memories by words (lexical), meaning (semantic) or both (hybrid).")
+    async def search_memories(
+        ctx: Context,
+        query: Annotated[str, Field(description="What to look for, 1–500 chars.")],
+        limit: Annotated[int | None, Field(description="1–50 (default 10).")] = None,
+        strategy: Annotated[
+            Literal["lexical", "semantic", "hybrid"] | None, Field(description="Default lexical.")
+        ] = None,
+        type: Annotated[
+            Literal["rule", "decision", "fact", "note", "skill"] | None, Field(description="Only this type.")
+        ] = None,
+        layer: Annotated[
+            Literal["rule", "working", "long_term"] | None, Field(description="Only this layer.")
+        ] = None,
+        scope: ScopeParam = None,
+    ) -> dict[str, Any]:
+        payload = _drop_none(query=query, limit=limit, strategy=strategy, type=type, layer=layer)
+        return await run(ctx, search_memories_sync, {**payload, "scope": merged_scope(scope)})
+
+    @server.tool(description="Forget a memory by id (it stops appearing in context and search).")
+    async def forget_memory(
+        ctx: Context,
+        id: Annotated[str, Field(description="The memory id, as returned by add_memory or search_memories.")],
+        scope: ScopeParam = None,
+    ) -> dict[str, Any]:
+        return await run(ctx, forget_memory_sync, {"id": id, "scope": merged_scope(scope)})
+
+    @server.tool(description="Facts from the entity graph about what `query` (or one `entity`) reaches.")
+    async def graph_facts(
+        ctx: Context,
+        query: Annotated[str | None, Field(description="Words to find entities by.")] = None,
+        entity: Annotated[str | None, Field(description="One entity by name or alias.")] = None,
+        max_hops: Annotated[
+            int | None, Field(description="Hops from the matched entities, 1–3 (default 2).")
+        ] = None,
+        limit: Annotated[int | None, Field(description="Most facts, 1–100 (default 10).")] = None,
+        at: Annotated[str | None, Field(description="ISO 8601 time: facts as they were valid then.")] = None,
+        edge_classes: Annotated[list[EdgeClass] | None, Field(description="Only these edge classes.")] = None,
+        scope: ScopeParam = None,
+    ) -> dict[str, Any]:
+        payload = _drop_none(
+            query=query, entity=entity, maxHops=max_hops, limit=limit, at=at, edgeClasses=edge_classes
+        )
+        return await run(ctx, graph_facts_sync, {**payload, "scope": merged_scope(scope)})
+
+    @server.tool(description="Walk the entity graph from one entity along typed edges (e.g. works_on, uses).")
+    async def graph_traverse(
+        ctx: Context,
+        start_entity: Annotated[str, Field(description="Entity to start from, by name or alias.")],
+        edge_types: Annotated[list[str] | None, Field(description="Only these relations.")] = None,
+        max_hops: Annotated[int | None, Field(description="Hops, 1–3 (default 2).")] = None,
+        limit: Annotated[int | None, Field(description="Most nodes, 1–100 (default 20).")] = None,
+        at: Annotated[str | None, Field(description="ISO 8601 time: the graph as it was then.")] = None,
+        scope: ScopeParam = None,
+    ) -> dict[str, Any]:
+        payload = _drop_none(
+            startEntity=start_entity, edgeTypes=edge_types, maxHops=max_hops, limit=limit, at=at
+        )
+        return await run(ctx, graph_traverse_sync, {**payload, "scope": merged_scope(scope)})
+
+    return server

@@ -1,0 +1,153 @@
+"""SDK routes that read: memories/search, context/get and graph/trace (thin: resolve the workspace, open its
+RLS transaction, rank or assemble)."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
+from ninja import Router
+from pydantic import TypeAdapter
+
+from config.errors import envelope_response, envelope_response_spliced, success_envelope
+from config.schemas import Envelope
+from memories import selectors
+from memories.selectors import memory_scope
+from retrieval import context, search
+from retrieval.schemas import (
+    ContextIn,
+    ContextMemoryOut,
+    ContextOut,
+    SearchIn,
+    SearchOut,
+    TraceIn,
+    TraceOut,
+)
+from tenancy.access import request_workspace_id
+from tenancy.auth import SdkKeyAuth
+from tenancy.rls import workspace_context
+
+router = Router(tags=["memories"], auth=SdkKeyAuth())
+
+
+@router.post("/memories/search", response=Envelope[SearchOut], summary="Search memories")
+def memories_search(request: HttpRequest, payload: SearchIn) -> dict[str, Any]:
+    workspace_id = request_workspace_id(request, payload.scope)
+    scope = memory_scope(payload.scope, include_superseded=payload.includeSuperseded)
+    with workspace_context(workspace_id):
+        weight = payload.importanceWeight
+        if weight is None:
+            weight = selectors.memory_settings_get(workspace_id=workspace_id).importance_weight
+        outcome = search.memory_search(
+            workspace_id=workspace_id,
+            scope=scope,
+            query=payload.query,
+            type=payload.type,
+            layer=payload.layer,
+            limit=payload.limit,
+            strategy=payload.strategy,
+            importance_weight=weight,
+        )
+        memories = selectors.memory_payloads(workspace_id=workspace_id, memories=outcome.memories)
+    return success_envelope(request, {"memories": memories, "count": len(memories), "trace": outcome.trace()})
+
+
+_CONTEXT_ALIASES = {"baseline": "lexical", "hybrid_graph": "hybrid"}
+
+
+def _context_request(payload: ContextIn, *, endpoint: str) -> context.ContextRequest:
+    strategy = _CONTEXT_ALIASES.get(payload.strategy, payload.strategy) if payload.strategy else None
+    return context.ContextRequest(
+        query=payload.query,
+        limit=payload.limit,
+        include_rules=payload.includeRules,
+        mode=payload.mode,
+        strategy=strategy,
+        graph_depth=payload.graphDepth,
+        graph_limit=payload.graphLimit,
+        half_life_days=payload.halfLifeDays,
+        mmr_lambda=payload.mmrLambda,
+        importance_weight=payload.importanceWeight,
+        include_superseded=payload.includeSuperseded,
+        endpoint=endpoint,
+    )
+
+
+@router.post(
+    "/context/get",
+    response=Envelope[ContextOut],
+    tags=["context"],
+    summary="The memories (and rules, conflicts) to put in front of the next model call",
+    description="Rules, then working and long-term tiers ranked by the strategy; with hybrid and the workspace's "
+    "rollout in canary, graph expansion appends memories reached through the graph, each with its provenance in "
+    "`graph`. Every call records one retrieval metric for the rollout quality gate.",
+)
+def context_get(request: HttpRequest, payload: ContextIn) -> HttpResponse:
+    workspace_id = request_workspace_id(request, payload.scope)
+    scope = memory_scope(payload.scope)
+    with workspace_context(workspace_id):
+        data = context.context_get(
+            workspace_id=workspace_id, scope=scope, request=_context_request(payload, endpoint="context/get")
+        )
+    data.pop("_graph_ids")
+    data.pop("_tiers")
+    rules: context.Rules = data.pop("_rules")
+    if rules.rendered is None:
+        adapter = _rules_adapter()
+        rules.rendered = adapter.dump_json(adapter.validate_python(rules.payloads))
+    return envelope_response_spliced(
+        request, data, ContextOut, field="rules", rendered=rules.rendered, before="memories"
+    )
+
+
+@functools.cache
+def _rules_adapter() -> TypeAdapter[list[ContextMemoryOut]]:
+    return TypeAdapter(list[ContextMemoryOut])
+
+
+@router.post(
+    "/graph/trace",
+    response=Envelope[TraceOut],
+    tags=["graph"],
+    summary="context/get with a per-memory account of where each result came from",
+)
+def graph_trace(request: HttpRequest, payload: TraceIn) -> HttpResponse:
+    workspace_id = request_workspace_id(request, payload.scope)
+    scope = memory_scope(payload.scope)
+    with workspace_context(workspace_id):
+        data = context.context_get(
+            workspace_id=workspace_id, scope=scope, request=_context_request(payload, endpoint="graph/trace")
+        )
+    graph_ids = {str(memory_id) for memory_id in data["_graph_ids"]}
+    recall = [
+        {
+            "rank": rank,
+            "memoryId": memory["id"],
+            "layer": memory["layer"],
+            "type": memory["type"],
+            "scope": memory["scope"],
+            "projectId": memory["projectId"],
+            "source": "graph_expansion" if memory["id"] in graph_ids else "baseline",
+            "graph": memory.get("graph"),
+        }
+        for rank, memory in enumerate(data["memories"], start=1)
+    ]
+    return envelope_response(
+        request,
+        {
+            "mode": data["mode"],
+            "includeRules": payload.includeRules,
+            "query": data["query"],
+            "strategy": {
+                "requested": data["trace"]["requestedStrategy"],
+                "applied": data["trace"]["strategy"],
+            },
+            "trace": data["trace"],
+            "tiers": data["_tiers"],
+            "recall": recall,
+            "rules": data["rules"],
+            "memories": data["memories"],
+        },
+        TraceOut,
+    )

@@ -1,0 +1,667 @@
+"""context/get and graph/trace, in one place: baseline tiers, the rollout decision, graph expansion with
+provenance, conflicts, the context text, and one metrics row per retrieval (memories-sh.md §4).
+
+Call inside tenancy.rls.workspace_context.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import re
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from config.prepared import prepared_cursor
+from graphsvc import expansion
+from memories import selectors
+from memories.models import Memory
+from memories.scrubber import scrub_secrets
+from memories.selectors import MemoryScope
+from retrieval import search, vectors
+
+logger = logging.getLogger("cairn.context")
+
+WORKING_TIER_MAX = 3
+CONTEXT_LINE_CHARS = 80
+# Facts from the entity graph in context/get (the "Known facts" section).
+CONTEXT_FACTS = 5
+# Texts up to this long have their scrubbed line remembered (4,096 of them: at most ~16 MB per process).
+CLEAN_CACHE_MAX_CHARS = 4000
+
+
+@dataclass(frozen=True)
+class ContextRequest:
+    query: str | None = None
+    limit: int = 5
+    include_rules: bool = True
+    mode: str = "all"  # all | working | long_term | rules_only
+    strategy: str | None = None  # lexical | semantic | hybrid | auto (aliases mapped by the caller)
+    graph_depth: int = 1
+    graph_limit: int = 8
+    half_life_days: float | None = None  # temporal decay of the baseline ranking; None = off
+    mmr_lambda: float | None = None  # MMR diversity of the baseline ranking; None = off
+    importance_weight: float | None = None  # None = the workspace's setting (memories/settings)
+    include_superseded: bool = False
+    endpoint: str = "context/get"
+
+
+# --- strategy: request, policy default, or Zeph's heuristic router -------------------------------------------
+
+_QUESTION_WORDS = {"what", "how", "why", "when", "where", "who", "which", "explain", "describe"}
+_RELATIONSHIP = (
+    "related to",
+    "relates to",
+    "connection between",
+    "relationship",
+    "opinion on",
+    "thinks about",
+    "preference for",
+    "history of",
+    "know about",
+)
+_TEMPORAL = (
+    "yesterday",
+    "today",
+    "this morning",
+    "tonight",
+    "last night",
+    "last week",
+    "this week",
+    "past week",
+    "last month",
+    "this month",
+    "past month",
+    "when did",
+    "remember when",
+    "last time",
+    "how long ago",
+    "few days ago",
+    "few hours ago",
+    "earlier today",
+)
+_SNAKE = re.compile(r"^(?=.*_)(?=.*[a-z])[a-z0-9_]+$")
+
+
+def route_query(query: str) -> str:
+    """Zeph's heuristic router (zeph.md §7), mapped onto our strategies.
+
+    episodic → lexical (time-scoped), graph → hybrid (expansion does the graph part), keyword → lexical.
+    """
+    text = query.lower().strip()
+    words = text.split()
+    if any(p in text for p in _TEMPORAL) or re.search(r"\bago\b", text):
+        return "lexical"
+    if any(p in text for p in _RELATIONSHIP):
+        return "hybrid"
+    starts_with_question = bool(words) and words[0].strip("?,.!") in _QUESTION_WORDS
+    if ("/" in text or "::" in text) and not starts_with_question:
+        return "lexical"
+    if starts_with_question or len(words) >= 6:
+        return "semantic"
+    if len(words) <= 3:
+        return "lexical"
+    if any(_SNAKE.match(word) for word in words):
+        return "lexical"
+    return "hybrid"
+
+
+@dataclass(frozen=True)
+class Strategy:
+    requested: str  # what the caller asked for, after aliases (or the policy default)
+    ranking: str  # lexical | semantic | hybrid: how the baseline is ranked
+    graph_requested: bool  # hybrid asks for graph expansion (the anchor's hybrid_graph)
+    selection: str  # request | policy_default | router
+
+
+def resolve_strategy(requested: str | None, *, policy_default: str, query: str | None) -> Strategy:
+    if requested is None:
+        ranking = policy_default
+        return Strategy(ranking, ranking, ranking == "hybrid", "policy_default")
+    if requested == "auto":
+        ranking = route_query(query or "")
+        return Strategy("auto", ranking, ranking == "hybrid", "router")
+    return Strategy(requested, requested, requested == "hybrid", "request")
+
+
+# --- baseline tiers -------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Rules:
+    memories: list[Memory]
+    payloads: list[dict[str, Any]]
+    # The payloads validated and serialised as context/get's `rules` (memories.api), once per cached list: with
+    # 100 rules that was most of the answer's serialisation time.
+    rendered: bytes | None = None
+
+
+# (workspace, scope) → (fingerprint, rules). The fingerprint is the id@updated_at list of the rules the query
+# selects: every change that matters to the list (a rule added, edited, forgotten, expired, superseded, re-scoped)
+# changes it, so a process never serves a stale list, however the change was made.
+_RULES_CACHE: dict[tuple[int, MemoryScope], tuple[str, Rules]] = {}
+_RULES_CACHE_MAX = 10_000
+
+
+# The rules of a scope, project rules first, then global; newest first; capped (a context is not the place for
+# thousands of rules). The partial index memories_ws_rules serves it. One row: the "id@updated_at" list, which is
+# both the fingerprint and, when it changed, the ids to load (100 parsed ids and timestamps per call cost more
+# CPU than the statement).
+_IS_RULE_SQL = "(m.layer = 'rule' OR m.type = 'rule')"
+_RULES_FINGERPRINT_SQL = """
+SELECT string_agg(r.id::text || '@' || r.updated_at::text, ',' ORDER BY r.scope DESC, r.created_at DESC, r.id DESC)
+FROM (
+    SELECT m.id, m.updated_at, m.scope, m.created_at FROM memories m
+    WHERE {readable} AND {is_rule}
+    ORDER BY m.scope DESC, m.created_at DESC, m.id DESC
+    LIMIT %(max_rules)s
+) r
+"""
+
+
+def _rules(*, workspace_id: int, scope: MemoryScope) -> Rules:
+    params: dict[str, Any] = {"workspace_id": workspace_id, "max_rules": settings.CONTEXT_MAX_RULES}
+    with prepared_cursor() as cursor:  # planning was half of its cost
+        sql = _RULES_FINGERPRINT_SQL.format(
+            readable=selectors.readable_sql(scope, params), is_rule=_IS_RULE_SQL
+        )
+        cursor.execute(sql, params)
+        fingerprint = cursor.fetchone()[0] or ""
+    key = (workspace_id, scope)
+    cached = _RULES_CACHE.get(key)
+    if cached is not None and cached[0] == fingerprint:
+        return cached[1]
+    ids = [uuid.UUID(entry.partition("@")[0]) for entry in fingerprint.split(",")] if fingerprint else []
+    found = selectors.memories_readable_by_ids(
+        workspace_id=workspace_id, scope=scope, ids=ids, condition=f" AND {_IS_RULE_SQL}"
+    )
+    memories = [found[memory_id] for memory_id in ids if memory_id in found]
+    value = Rules(memories, [memory_json(m) for m in memories])
+    if len(_RULES_CACHE) >= _RULES_CACHE_MAX:
+        _RULES_CACHE.clear()
+    _RULES_CACHE[key] = (fingerprint, value)
+    return value
+
+
+def _recent(*, workspace_id: int, scope: MemoryScope, layer: str, limit: int) -> list[Memory]:
+    queryset = selectors.memories_readable(workspace_id=workspace_id, scope=scope).filter(layer=layer)
+    if layer == Memory.Layer.LONG_TERM:
+        queryset = queryset.exclude(type=Memory.Type.RULE)
+    return list(queryset.order_by("-updated_at", "-id")[:limit])
+
+
+@dataclass
+class Tier:
+    memories: list[Memory]
+    outcome: search.SearchOutcome | None
+
+
+def _rank_tiers(
+    *,
+    workspace_id: int,
+    scope: MemoryScope,
+    request: ContextRequest,
+    strategy: Strategy,
+    limits: dict[str, int],
+) -> dict[str, Tier]:
+    """Rank each tier (layer → limit). With a query, one candidate search serves every tier (see
+    search.memory_search_tiers); each tier is still ranked on its own candidates."""
+    if not request.query:
+        return {
+            layer: Tier(_recent(workspace_id=workspace_id, scope=scope, layer=layer, limit=limit), None)
+            for layer, limit in limits.items()
+        }
+    reranking = request.half_life_days is not None or request.mmr_lambda is not None
+    outcomes = search.memory_search_tiers(
+        workspace_id=workspace_id,
+        scope=scope,
+        query=request.query,
+        strategy=strategy.ranking,
+        tiers=[
+            search.TierQuery(
+                layer=layer,
+                limit=limit * 4 if reranking else limit,
+                exclude_rules=layer == Memory.Layer.LONG_TERM,
+            )
+            for layer, limit in limits.items()
+        ],
+    )
+    tiers = {}
+    for (layer, limit), outcome in zip(limits.items(), outcomes, strict=True):
+        memories = outcome.memories
+        if reranking:
+            memories = _rerank(
+                workspace_id=workspace_id, memories=memories, outcome=outcome, request=request, limit=limit
+            )
+        tiers[layer] = Tier(memories[:limit], outcome)
+    return tiers
+
+
+def _weighted(tier: Tier, *, limit: int, importance_weight: float) -> Tier:
+    memories = tier.memories[:limit]
+    if importance_weight > 0 and tier.outcome is not None:
+        memories = search.importance_rerank(
+            memories=memories, scores=tier.outcome.scores, weight=importance_weight
+        )
+    return Tier(memories, tier.outcome)
+
+
+def _rerank(
+    *,
+    workspace_id: int,
+    memories: list[Memory],
+    outcome: search.SearchOutcome,
+    request: ContextRequest,
+    limit: int,
+) -> list[Memory]:
+    """Zeph's options on the baseline: temporal decay of relevance, then MMR for diversity."""
+    now = timezone.now()
+    relevance: dict[uuid.UUID, float] = {}
+    for rank, memory in enumerate(memories, start=1):
+        score = outcome.scores.get(memory.id, 1.0 / (search.RRF_K + rank))
+        if request.half_life_days:
+            age_days = max(0.0, (now - memory.created_at).total_seconds() / 86400)
+            score *= math.exp(-math.log(2) / request.half_life_days * age_days)
+        relevance[memory.id] = score
+    ordered = sorted(memories, key=lambda m: -relevance[m.id])
+    if request.mmr_lambda is None or len(ordered) <= 1:
+        return ordered
+    stored = vectors.stored_vectors(
+        workspace_id=workspace_id, memory_ids=[m.id for m in ordered], model=settings.EMBEDDING_MODEL
+    )
+    top = max(relevance.values()) or 1.0
+    selected: list[Memory] = []
+    remaining = list(ordered)
+    while remaining and len(selected) < limit:
+
+        def mmr(candidate: Memory) -> float:
+            vector = stored.get(candidate.id)
+            similarity = max(
+                (
+                    float(np.dot(vector, stored[s.id]))
+                    for s in selected
+                    if vector is not None and s.id in stored
+                ),
+                default=0.0,
+            )
+            return request.mmr_lambda * relevance[candidate.id] / top - (1 - request.mmr_lambda) * similarity
+
+        best = max(remaining, key=mmr)
+        selected.append(best)
+        remaining.remove(best)
+    return selected
+
+
+# --- assembly -------------------------------------------------------------------------------------------------
+
+
+def memory_json(memory: Memory, graph: dict[str, Any] | None = None) -> dict[str, Any]:
+    payload = selectors.memory_payload(memory)
+    payload.pop("pipeline", None)
+    if graph is not None:
+        payload["graph"] = graph
+    return payload
+
+
+def _one_line(text: str) -> str:
+    """One line, no angle brackets: memory text must not open or close a prompt section it is pasted into."""
+    return " ".join(text.replace("<", " ").replace(">", " ").split())
+
+
+@functools.lru_cache(maxsize=4096)
+def _clean_line(text: str) -> str:
+    """Scrubbed and on one line. Remembered per text: the same rules and memories come back call after call, and
+    the secret patterns cost ~0.1 ms per text (100 rules: most of a context's Python time)."""
+    return _one_line(scrub_secrets(text))
+
+
+def context_text(
+    *,
+    rules: list[Memory],
+    memories: list[Memory],
+    conflicts: list[dict[str, Any]],
+    facts: list[dict[str, Any]] | None = None,
+    redact: bool = True,
+) -> str:
+    """The ready-to-paste text. With `redact` (the workspace's redact_credentials) secrets become typed
+    placeholders before the line is cut, so a key is never half-shown."""
+
+    def clean(text: str) -> str:
+        if not redact:
+            return _one_line(text)
+        return _clean_line(text) if len(text) <= CLEAN_CACHE_MAX_CHARS else _one_line(scrub_secrets(text))
+
+    sections: list[str] = []
+    project_rules = [r for r in rules if r.scope == Memory.Scope.PROJECT]
+    global_rules = [r for r in rules if r.scope != Memory.Scope.PROJECT]
+    if project_rules:
+        sections.append("## Project Rules\n" + "\n".join(f"- {clean(r.content)}" for r in project_rules))
+    if global_rules:
+        sections.append("## Global Rules\n" + "\n".join(f"- {clean(r.content)}" for r in global_rules))
+    if memories:
+        lines = []
+        for memory in memories:
+            text = clean(memory.content)
+            if len(text) > CONTEXT_LINE_CHARS:
+                text = text[: CONTEXT_LINE_CHARS - 3] + "..."
+            where = f"@{memory.project_id}" if memory.project_id else "global"
+            tags = f" [{', '.join(memory.tags)}]" if memory.tags else ""
+            lines.append(f"- [{memory.type}] {text} ({where}){tags}")
+        sections.append("## Relevant Memories\n" + "\n".join(lines))
+    if conflicts:
+        sections.append(
+            "## Conflicts\n"
+            + "\n".join(
+                f"- {c['memoryAId']} <-> {c['memoryBId']} (confidence {c['confidence']:.2f})"
+                for c in conflicts
+            )
+        )
+    if facts:
+        # Names and facts are already one line without angle brackets (graphsvc.facts.clean_fact_text).
+        sections.append(
+            "## Known facts\n"
+            + "\n".join(f"- {clean(f['fact'])} (confidence {f['confidence']:.2f})" for f in facts)
+        )
+    return "\n\n".join(sections)
+
+
+@dataclass
+class GraphReads:
+    """What context/get reads from the graph: the expansion's memories and the Known facts."""
+
+    expanded: list[tuple[Memory, expansion.Reason]]
+    total_candidates: int
+    failed: bool  # the expansion failed (the answer falls back to the baseline)
+    facts: list[dict[str, Any]]
+
+
+def _graph_reads(
+    *, workspace_id: int, scope: MemoryScope, baseline: list[Memory], request: ContextRequest, traverse: bool
+) -> GraphReads:
+    """The expansion (when `traverse`) and the Known facts under one savepoint: either may fail without failing the
+    call, and one savepoint instead of one each spares two round trips. Both only read, except that fact recall
+    counts its retrievals; a failure rolls back to the savepoint and loses nothing already read in Python. When the
+    expansion fails, the facts are recalled after it under their own savepoint."""
+    result = GraphReads([], 0, False, [])
+    stage = "expansion"
+    try:
+        with transaction.atomic(using="app"):
+            if traverse:
+                result.expanded, result.total_candidates = _expand(
+                    workspace_id=workspace_id, scope=scope, baseline=baseline, request=request
+                )
+            stage = "facts"
+            result.facts = _facts(workspace_id=workspace_id, query=request.query)
+    except Exception:  # noqa: BLE001 - the graph is an addition to the context, never a reason to fail it
+        if stage == "facts":
+            logger.exception("fact recall failed")
+            return result
+        logger.exception("graph expansion failed")
+        result.expanded, result.total_candidates, result.failed = [], 0, True
+        try:
+            with transaction.atomic(using="app"):
+                result.facts = _facts(workspace_id=workspace_id, query=request.query)
+        except Exception:  # noqa: BLE001 - as above
+            logger.exception("fact recall failed")
+    return result
+
+
+def _facts(*, workspace_id: int, query: str | None) -> list[dict[str, Any]]:
+    """Facts about the entities the query names (text seeds only: the query was embedded for ranking already)."""
+    if not query:
+        return []
+    from graphsvc.facts import facts_recall
+
+    # Recall reads graph_settings inside its seed lookup: no separate settings read to cache here.
+    return facts_recall(workspace_id=workspace_id, query=query, limit=CONTEXT_FACTS, report_strategy=False)[
+        "facts"
+    ]
+
+
+def _fallback_reason(*, mode: str, blocked: bool, expansion_failed: bool) -> str:
+    if mode == "off":
+        return "rollout_off"
+    if blocked:
+        return "quality_gate_blocked"
+    # Before shadow_mode (the anchor's order hides shadow errors, so its shadow error-rate blocker never fires).
+    if expansion_failed:
+        return "graph_expansion_error"
+    if mode == "shadow":
+        return "shadow_mode"
+    return "rollout_guardrail"
+
+
+def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextRequest) -> dict[str, Any]:
+    from rollout import services as rollout_services
+
+    started = time.perf_counter()
+    rollout = rollout_services.rollout_state_get(workspace_id=workspace_id)
+    hygiene_settings = selectors.memory_settings_cached(workspace_id=workspace_id)
+    importance_weight = (
+        hygiene_settings.importance_weight if request.importance_weight is None else request.importance_weight
+    )
+    if request.include_superseded:
+        scope = MemoryScope(user_id=scope.user_id, project_id=scope.project_id, include_superseded=True)
+    strategy = resolve_strategy(
+        request.strategy, policy_default=rollout.default_strategy, query=request.query
+    )
+    # The search embeds the query itself, once its lexical candidates have shown which speakers the query names
+    # (hybrid embeds it without their names: search.query_without_speakers).
+    rules_found = _rules(workspace_id=workspace_id, scope=scope) if request.include_rules else Rules([], [])
+    rules = rules_found.memories
+    working, long_term = _baseline_tiers(
+        workspace_id=workspace_id,
+        scope=scope,
+        request=request,
+        strategy=strategy,
+        importance_weight=importance_weight,
+    )
+    baseline = working.memories + long_term.memories
+
+    # The rollout decision (memories-sh.md §4.2).
+    mode = rollout.mode
+    blocked = strategy.graph_requested and mode == "canary" and rollout.canary_blocked
+    eligible = request.graph_depth > 0 and request.graph_limit > 0 and bool(baseline) and mode != "off"
+    run_traversal = eligible and (strategy.graph_requested or mode == "shadow")
+    apply = run_traversal and mode == "canary" and strategy.graph_requested and not blocked
+    shadow_executed = run_traversal and not apply
+
+    graph = _graph_reads(
+        workspace_id=workspace_id, scope=scope, baseline=baseline, request=request, traverse=run_traversal
+    )
+    graph_memories, total_candidates, expansion_failed = graph.expanded, graph.total_candidates, graph.failed
+    if expansion_failed:
+        apply, shadow_executed = False, False
+    known_facts = graph.facts
+
+    graph_by_id: dict[uuid.UUID, dict[str, Any]] = {}
+    if apply:
+        for memory, reason in graph_memories:
+            tier = working.memories if memory.layer == Memory.Layer.WORKING else long_term.memories
+            tier.append(memory)
+            graph_by_id[memory.id] = reason.payload()
+    if request.mode == "working":
+        returned = working.memories
+    elif request.mode == "long_term":
+        returned = long_term.memories
+    elif request.mode == "rules_only":
+        returned = []
+    else:
+        returned = list({m.id: m for m in working.memories + long_term.memories}.values())
+
+    conflicts = expansion.contradictions(workspace_id=workspace_id, memory_ids=[m.id for m in returned])
+    fallback_triggered = strategy.graph_requested and not apply
+    fallback_reason = (
+        _fallback_reason(mode=mode, blocked=blocked, expansion_failed=expansion_failed)
+        if fallback_triggered
+        else None
+    )
+    # The metric also counts a failed shadow traversal of a lexical request, so the gate sees every graph error.
+    metric_fallback = fallback_triggered or expansion_failed
+    metric_reason = fallback_reason or ("graph_expansion_error" if expansion_failed else None)
+    semantic_outcome = long_term.outcome or working.outcome
+    trace = {
+        "requestedStrategy": strategy.requested,
+        "strategy": "hybrid_graph" if apply else "baseline",
+        "semanticStrategyRequested": strategy.ranking,
+        "semanticStrategyApplied": semantic_outcome.applied if semantic_outcome else "recency",
+        "lexicalCandidates": sum(t.outcome.lexical_candidates for t in (working, long_term) if t.outcome),
+        "semanticCandidates": sum(t.outcome.semantic_candidates for t in (working, long_term) if t.outcome),
+        "semanticFallbackTriggered": bool(semantic_outcome and semantic_outcome.fallback_triggered),
+        "semanticFallbackReason": semantic_outcome.fallback_reason
+        if semantic_outcome
+        else ("query_missing" if strategy.ranking != "lexical" else None),
+        "graphDepth": request.graph_depth if run_traversal else 0,
+        "graphLimit": request.graph_limit if run_traversal else 0,
+        "rolloutMode": mode,
+        "shadowExecuted": shadow_executed,
+        "qualityGateStatus": rollout.gate_status,
+        "qualityGateBlocked": blocked,
+        "qualityGateReasonCodes": rollout.gate_reason_codes,
+        "baselineCandidates": len(baseline),
+        "graphCandidates": total_candidates,
+        "graphExpandedCount": len(graph_by_id),
+        "conflictCount": len(conflicts),
+        "fallbackTriggered": fallback_triggered,
+        "fallbackReason": fallback_reason,
+        "totalCandidates": len(baseline) + len(graph_by_id),
+        "retrievalPolicyDefaultStrategy": rollout.default_strategy,
+        "retrievalPolicyAppliedStrategy": "hybrid" if apply else strategy.ranking,
+        "retrievalPolicySelection": strategy.selection,
+        "retrievalPolicyReadyForDefaultOn": rollout.ready_for_default_on,
+        "retrievalPolicyBlockerCodes": rollout.blocker_codes,
+        "durationMs": 0.0,
+    }
+    duration_ms = (time.perf_counter() - started) * 1000
+    trace["durationMs"] = round(duration_ms, 2)
+    rollout_services.retrieval_metric_record(
+        workspace_id=workspace_id,
+        mode=mode,
+        requested_strategy=strategy.ranking,
+        applied_strategy="hybrid_graph" if apply else "baseline",
+        shadow_executed=shadow_executed,
+        baseline_candidates=len(baseline),
+        graph_candidates=total_candidates,
+        graph_expanded_count=len(graph_by_id),
+        total_candidates=len(baseline) + len(graph_by_id),
+        fallback_triggered=metric_fallback,
+        fallback_reason=metric_reason,
+        project_id=scope.project_id,
+        user_id=scope.user_id,
+        semantic_model=settings.EMBEDDING_MODEL if strategy.ranking != "lexical" else None,
+        duration_ms=duration_ms,
+        endpoint=request.endpoint,
+    )
+    rollout_services.retrieval_policy_evaluate(workspace_id=workspace_id)
+
+    # One payload per memory, shared by `memories` and its tier's list (read-only from here on).
+    payloads = {m.id: memory_json(m, graph_by_id.get(m.id)) for m in working.memories + long_term.memories}
+    return {
+        "mode": request.mode,
+        "query": request.query,
+        # The cached rules' payloads themselves (read-only, like the memories' below): every caller serialises them,
+        # and copying 100 dicts per call was a tenth of the answer's assembly.
+        "rules": list(rules_found.payloads),
+        "memories": [payloads[m.id] for m in returned],
+        "workingMemories": [payloads[m.id] for m in working.memories],
+        "longTermMemories": [payloads[m.id] for m in long_term.memories],
+        "conflicts": conflicts,
+        "facts": known_facts,
+        "context": context_text(
+            rules=rules,
+            memories=returned,
+            conflicts=conflicts,
+            facts=known_facts,
+            redact=hygiene_settings.redact_credentials,
+        ),
+        "trace": trace,
+        "_graph_ids": set(graph_by_id),
+        "_rules": rules_found,
+        "_tiers": {
+            "ruleIds": [str(m.id) for m in rules],
+            "workingIds": [str(m.id) for m in working.memories],
+            "longTermIds": [str(m.id) for m in long_term.memories],
+        },
+    }
+
+
+def _baseline_tiers(
+    *,
+    workspace_id: int,
+    scope: MemoryScope,
+    request: ContextRequest,
+    strategy: Strategy,
+    importance_weight: float,
+) -> tuple[Tier, Tier]:
+    """Working ≤ 3, long-term for the rest of the limit. Both tiers are ranked together; the long-term one with
+    the whole limit, then cut to what the working tier left (its candidate depth is max(4 × limit, 40) of the
+    request's limit, which only differs from the cut limit's above a limit of 10)."""
+    limits: dict[str, int] = {}
+    if request.mode in ("all", "working"):
+        limits[Memory.Layer.WORKING] = max(1, min(request.limit, WORKING_TIER_MAX))
+    if request.mode in ("all", "long_term"):
+        limits[Memory.Layer.LONG_TERM] = request.limit
+    if not limits:
+        return Tier([], None), Tier([], None)
+    ranked = _rank_tiers(
+        workspace_id=workspace_id, scope=scope, request=request, strategy=strategy, limits=limits
+    )
+    working = Tier([], None)
+    if Memory.Layer.WORKING in ranked:
+        working = _weighted(
+            ranked[Memory.Layer.WORKING],
+            limit=limits[Memory.Layer.WORKING],
+            importance_weight=importance_weight,
+        )
+    long_term = Tier([], None)
+    if Memory.Layer.LONG_TERM in ranked:
+        long_limit = max(1, request.limit - len(working.memories)) if request.mode == "all" else request.limit
+        long_term = _weighted(
+            ranked[Memory.Layer.LONG_TERM], limit=long_limit, importance_weight=importance_weight
+        )
+    return working, long_term
+
+
+def _expand(
+    *, workspace_id: int, scope: MemoryScope, baseline: list[Memory], request: ContextRequest
+) -> tuple[list[tuple[Memory, expansion.Reason]], int]:
+    """The best graph_limit memories the expansion reaches that the caller may read (never a rule, never another
+    user's or project's memory, nothing expired), in one statement: the scope filter is applied before the limit,
+    so no candidate is lost to an over-fetch that the filter thins out."""
+    if not baseline or request.graph_depth < 1 or request.graph_limit < 1:
+        return [], 0
+    params = expansion.expansion_params(
+        workspace_id=workspace_id, seed_memory_ids=[m.id for m in baseline], limit=request.graph_limit
+    )
+    params["workspace_id"] = workspace_id
+    condition = (
+        selectors.readable_sql(scope, params)
+        + " AND m.layer IN ('working', 'long_term') AND m.type <> 'rule'"
+    )
+    sql = expansion.readable_expansion_sql(
+        depth=request.graph_depth, columns=selectors.MEMORY_COLUMNS, condition=condition
+    )
+    found = selectors.memories_from_sql(sql, params, prepared=True)
+    expanded = [
+        (
+            memory,
+            expansion.Reason(
+                memory.graph_ref,
+                memory.graph_edge_type,
+                memory.graph_hop,
+                memory.graph_confidence,
+                memory.graph_score,
+                str(memory.graph_seed),
+            ),
+        )
+        for memory in found
+    ]
+    return expanded, found[0].graph_total if found else 0

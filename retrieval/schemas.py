@@ -1,0 +1,214 @@
+"""Request and response schemas of the read routes: memories/search, context/get and graph/trace."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from ninja import Schema
+from pydantic import Field
+
+from config.schemas import ScopeIn, StrictIn, scope_field, trimmed
+from graphsvc.schemas import FactOut
+from memories.schemas import DictOut, MemoryLayer, MemoryOut, MemoryType
+
+SearchStrategy = Literal["lexical", "semantic", "hybrid", "baseline", "hybrid_graph"]
+
+
+class SearchIn(StrictIn):
+    query: trimmed(500) = Field(
+        description='What to look for, 1–500 chars; web-search syntax ("phrase", -not, or).'
+    )
+    type: MemoryType | None = Field(None, description="Only this type.")
+    layer: MemoryLayer | None = Field(None, description="Only this layer.")
+    strategy: SearchStrategy | None = Field(
+        None, description="lexical (default), semantic or hybrid; baseline = lexical, hybrid_graph = hybrid."
+    )
+    limit: int = Field(10, ge=1, le=50, description="1–50, default 10.")
+    importanceWeight: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="Weight of memory importance in the ranking, 0–1; omitted: the workspace's "
+        "setting (default 0.15). 0 turns it off.",
+    )
+    includeSuperseded: bool = Field(False, description="Also return memories consolidation superseded.")
+    scope: ScopeIn = scope_field()
+
+
+class SearchTraceOut(Schema):
+    requestedStrategy: str = Field(description="Strategy asked for (after alias mapping).")
+    appliedStrategy: str = Field(description="Strategy that produced the ranking.")
+    lexicalCandidates: int = Field(description="Candidates from full-text search.")
+    semanticCandidates: int = Field(description="Candidates from vector search.")
+    fallbackTriggered: bool = Field(description="True when the requested strategy could not run as asked.")
+    fallbackReason: str | None = Field(description="Why it fell back, e.g. vectors_unavailable.")
+
+
+class SearchOut(Schema):
+    memories: list[MemoryOut] = Field(description="Best match first.")
+    count: int = Field(description="Number of memories returned.")
+    trace: SearchTraceOut = Field(description="How the ranking was produced.")
+
+
+ContextStrategy = Literal["lexical", "semantic", "hybrid", "auto", "baseline", "hybrid_graph"]
+
+
+ContextMode = Literal["all", "working", "long_term", "rules_only"]
+
+
+class ContextIn(StrictIn):
+    query: trimmed(500) | None = Field(
+        None, description="What the agent is about to do or asks; omit for recency."
+    )
+    limit: int = Field(
+        5, ge=1, le=50, description="Memories in the baseline, 1–50 (default 5); working tier ≤ 3."
+    )
+    includeRules: bool = Field(True, description="Include every active rule in scope (project rules first).")
+    mode: ContextMode = Field("all", description="all, working, long_term or rules_only.")
+    strategy: ContextStrategy | None = Field(
+        None,
+        description="lexical, semantic, hybrid (also asks for graph expansion) or auto (Zeph's router picks); "
+        "baseline = lexical, hybrid_graph = hybrid. Omitted: the workspace's retrieval-policy default.",
+    )
+    graphDepth: int = Field(1, ge=0, le=2, description="Hops of graph expansion, 0–2 (default 1).")
+    graphLimit: int = Field(8, ge=1, le=50, description="Most memories expansion may add, 1–50 (default 8).")
+    halfLifeDays: float | None = Field(
+        None,
+        gt=0,
+        le=3650,
+        description="Temporal decay of the baseline ranking (half-life in days); off by default.",
+    )
+    mmrLambda: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="MMR diversity of the baseline ranking (0.7 is Zeph's value); off by default.",
+    )
+    importanceWeight: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="Weight of memory importance in the ranking, 0–1; omitted: the workspace's "
+        "setting (default 0.15). 0 turns it off.",
+    )
+    includeSuperseded: bool = Field(False, description="Also return memories consolidation superseded.")
+    scope: ScopeIn = scope_field()
+
+
+class GraphReasonOut(DictOut):
+    whyIncluded: Literal["graph_expansion"] = Field(description="Always graph_expansion.")
+    linkedViaNode: str = Field(description="The node it was reached through, as <node_type>:<node_key>.")
+    edgeType: str = Field(
+        description="Edge type of the last step, or shared_node for a shared tag/repo/type."
+    )
+    hopCount: int = Field(description="Hops from the seed.")
+    confidence: float = Field(description="Confidence of that edge, 0–1.")
+    seedMemoryId: str = Field(description="The baseline memory the path started from.")
+
+
+class ContextMemoryOut(MemoryOut):
+    graph: GraphReasonOut | None = Field(None, description="Present on memories added by graph expansion.")
+
+
+class ConflictOut(DictOut):
+    memoryAId: str = Field(description="One memory of the pair (the smaller id).")
+    memoryBId: str = Field(description="The other.")
+    edgeType: Literal["contradicts"] = Field(description="Always contradicts.")
+    confidence: float = Field(description="Highest confidence of the contradiction edges between them.")
+    explanation: str = Field(description="Why they are listed (the model's explanation when it gave one).")
+    evidence: str | None = Field(None, description="The quote the model based the contradiction on, if any.")
+    suggestion: str = Field(description="What an agent may do about it.")
+
+
+class ContextTraceOut(DictOut):
+    requestedStrategy: str = Field(description="Strategy asked for (or the policy default, or auto).")
+    strategy: Literal["baseline", "hybrid_graph"] = Field(description="Whether graph expansion was applied.")
+    semanticStrategyRequested: str = Field(description="Ranking asked for: lexical, semantic or hybrid.")
+    semanticStrategyApplied: str = Field(description="Ranking that ran (recency without a query).")
+    lexicalCandidates: int = Field(description="Full-text candidates over all tiers.")
+    semanticCandidates: int = Field(description="Vector candidates over all tiers.")
+    semanticFallbackTriggered: bool = Field(description="The ranking fell back (see semanticFallbackReason).")
+    semanticFallbackReason: str | None = Field(description="query_missing, query_embedding_unavailable, …")
+    graphDepth: int = Field(description="Depth traversed (0 when no traversal ran).")
+    graphLimit: int = Field(description="Limit used (0 when no traversal ran).")
+    rolloutMode: str = Field(description="off, shadow or canary.")
+    shadowExecuted: bool = Field(description="Traversal ran for metrics only.")
+    qualityGateStatus: str = Field(description="pass, warn, fail, insufficient_data or unavailable.")
+    qualityGateBlocked: bool = Field(description="The gate kept this canary request on the baseline.")
+    qualityGateReasonCodes: list[str] = Field(description="Codes of the gate's current reasons.")
+    baselineCandidates: int = Field(description="Memories in the baseline tiers.")
+    graphCandidates: int = Field(description="Memories expansion reached before scope checks and the limit.")
+    graphExpandedCount: int = Field(description="Memories expansion added.")
+    conflictCount: int = Field(description="Contradiction pairs among the returned memories.")
+    fallbackTriggered: bool = Field(description="Graph expansion was asked for but not applied.")
+    fallbackReason: str | None = Field(
+        description="rollout_off, quality_gate_blocked, shadow_mode, graph_expansion_error or rollout_guardrail."
+    )
+    totalCandidates: int = Field(description="Baseline plus added memories.")
+    retrievalPolicyDefaultStrategy: str = Field(description="The workspace's default strategy.")
+    retrievalPolicyAppliedStrategy: str = Field(
+        description="hybrid when expansion applied, else the ranking."
+    )
+    retrievalPolicySelection: Literal["request", "policy_default", "router"] = Field(
+        description="Where the strategy came from."
+    )
+    retrievalPolicyReadyForDefaultOn: bool = Field(description="Whether hybrid could become the default.")
+    retrievalPolicyBlockerCodes: list[str] = Field(description="What keeps hybrid from being the default.")
+    durationMs: float = Field(description="Server time spent assembling the context.")
+
+
+class ContextOut(DictOut):
+    mode: ContextMode = Field(description="The mode used.")
+    query: str | None = Field(description="The query used.")
+    rules: list[ContextMemoryOut] = Field(
+        description="Active rules in scope (empty with includeRules false)."
+    )
+    memories: list[ContextMemoryOut] = Field(
+        description="The memories for this mode, baseline first, then graph."
+    )
+    workingMemories: list[ContextMemoryOut] = Field(description="Working tier (≤ 3 plus graph additions).")
+    longTermMemories: list[ContextMemoryOut] = Field(description="Long-term tier.")
+    conflicts: list[ConflictOut] = Field(description="Contradictions among the returned memories.")
+    facts: list[FactOut] = Field(
+        description="Up to 5 facts from the entity graph about what the query names (empty without a query)."
+    )
+    context: str = Field(description="Ready-to-paste text: rules, relevant memories, conflicts, known facts.")
+    trace: ContextTraceOut = Field(description="How this answer was produced.")
+
+
+class TraceIn(ContextIn):
+    limit: int = Field(10, ge=1, le=50, description="Memories in the baseline, 1–50 (default 10).")
+
+
+class RecallItemOut(Schema):
+    rank: int = Field(description="1-based position.")
+    memoryId: str = Field(description="Memory id.")
+    layer: str = Field(description="Memory layer.")
+    type: str = Field(description="Memory type.")
+    scope: str = Field(description="global or project.")
+    projectId: str | None = Field(description="Project, if any.")
+    source: Literal["baseline", "graph_expansion"] = Field(description="Where the memory came from.")
+    graph: GraphReasonOut | None = Field(description="Provenance of a graph-expanded memory.")
+
+
+class TraceStrategyOut(Schema):
+    requested: str = Field(description="Strategy asked for.")
+    applied: Literal["baseline", "hybrid_graph"] = Field(description="What ran.")
+
+
+class TiersOut(Schema):
+    ruleIds: list[str] = Field(description="Rules returned.")
+    workingIds: list[str] = Field(description="Working tier, in order.")
+    longTermIds: list[str] = Field(description="Long-term tier, in order.")
+
+
+class TraceOut(Schema):
+    mode: ContextMode = Field(description="The mode used.")
+    includeRules: bool = Field(description="Whether rules were included.")
+    query: str | None = Field(description="The query used.")
+    strategy: TraceStrategyOut = Field(description="Requested and applied strategy.")
+    trace: ContextTraceOut = Field(description="As in context/get.")
+    tiers: TiersOut = Field(description="Ids per tier.")
+    recall: list[RecallItemOut] = Field(description="Every returned memory with its source.")
+    rules: list[ContextMemoryOut] = Field(description="Rules returned.")
+    memories: list[ContextMemoryOut] = Field(description="Memories returned.")
