@@ -16,6 +16,7 @@ from config.errors import API_VERSION, ApiError, error_response, success_envelop
 from config.middleware import mark, payload_too_large
 from config.schemas import Envelope
 from config.validation import api_error_from_validation
+from tenancy.policy import PUBLIC, requires
 
 logger = logging.getLogger("cairn.api")
 
@@ -130,6 +131,7 @@ health_router = Router(tags=["health"])
 @health_router.get(
     "/health", response=Envelope[HealthOut], auth=None, summary="Liveness of the SDK API (no auth)"
 )
+@requires(PUBLIC)
 def health(request: HttpRequest) -> dict[str, Any]:
     return success_envelope(request, {"status": "ok", "service": "cairn-sdk", "schemaVersion": API_VERSION})
 
@@ -139,6 +141,7 @@ def _register_routers() -> None:
     from memories.api import router as memories_router
     from retrieval.api import router as retrieval_router
     from rollout.api import router as rollout_router
+    from tenancy.api import router as tenancy_router
     from transfer.api import router as transfer_router
 
     api.add_router("/", health_router)
@@ -147,6 +150,7 @@ def _register_routers() -> None:
     api.add_router("/", rollout_router)
     api.add_router("/", graphsvc_router)
     api.add_router("/", transfer_router)
+    api.add_router("/", tenancy_router)
 
 
 _register_routers()

@@ -5,12 +5,18 @@ from __future__ import annotations
 from django import forms
 from django.conf import settings
 
+from tenancy import policy
 from tenancy.models import Membership, UserSettings
 
 
 class ApiKeyCreateForm(forms.Form):
     name = forms.CharField(max_length=100, required=False, strip=True)
     expires_in_days = forms.IntegerField(min_value=1)
+    scope = forms.ChoiceField(
+        choices=[(s, s) for s in policy.KEY_SCOPES], initial=policy.DEFAULT_KEY_SCOPE, required=False
+    )
+    # A workspace id the user belongs to (checked by the service), or empty for an unpinned key.
+    pin = forms.IntegerField(required=False, min_value=1)
 
     def clean_expires_in_days(self) -> int:
         # Read at request time: the limit is a setting, and a class attribute would freeze it at import.
@@ -20,6 +26,10 @@ class ApiKeyCreateForm(forms.Form):
                 f"Keys expire within {settings.API_KEY_MAX_EXPIRY_DAYS} days at most."
             )
         return days
+
+
+    def clean_scope(self) -> str:
+        return self.cleaned_data["scope"] or policy.DEFAULT_KEY_SCOPE
 
 
 class MemberAddForm(forms.Form):

@@ -2,15 +2,17 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from dashboard import views
+from dashboard.access import public_page
 
 urlpatterns = [
     path("", views.home, name="dashboard-home"),
+    path("settings/invitations/", views.invitations, name="dashboard-invitations"),
     path(
         "accounts/login/",
-        auth_views.LoginView.as_view(template_name="dashboard/login.html"),
+        public_page(auth_views.LoginView.as_view(template_name="dashboard/login.html")),
         name="dashboard-login",
     ),
-    path("accounts/logout/", auth_views.LogoutView.as_view(), name="dashboard-logout"),
+    path("accounts/logout/", public_page(auth_views.LogoutView.as_view()), name="dashboard-logout"),
     path("accounts/signup/", views.signup, name="dashboard-signup"),
     path("settings/keys/", views.keys, name="dashboard-keys"),
     path("settings/keys/<uuid:key_id>/revoke/", views.key_revoke, name="dashboard-key-revoke"),
@@ -36,5 +38,10 @@ urlpatterns = [
         "w/<int:workspace_id>/members/<int:user_id>/remove/",
         views.member_remove,
         name="dashboard-member-remove",
+    ),
+    path(
+        "w/<int:workspace_id>/invitations/<int:invitation_id>/cancel/",
+        views.invitation_cancel,
+        name="dashboard-invitation-cancel",
     ),
 ]

@@ -10,7 +10,6 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import login
-from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import UserCreationForm
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
@@ -20,17 +19,18 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from config.errors import ApiError, error_response
 from dashboard import forms, selectors
+from dashboard.access import public_page, require_role, user_page, workspace_page
 from graphsvc.models import ENTITY_TYPES
 from memories.selectors import MemoryScope, pipeline_status, recent_pipeline_errors
 from retrieval import search
 from rollout import services as rollout_services
 from rollout.models import RolloutConfig
+from tenancy import policy
 from tenancy import selectors as tenancy_selectors
 from tenancy import services as tenancy_services
 from tenancy.models import Membership, UserSettings, Workspace
 from tenancy.rls import workspace_context
 
-MANAGER_ROLES = (Membership.Role.OWNER, Membership.Role.ADMIN)
 MEMORY_PAGE_SIZE = 25
 LIST_LIMIT = 100
 FACT_LIMIT = 200
@@ -46,21 +46,6 @@ MODE_HELP = {
 # --- access ----------------------------------------------------------------------------------------------------
 
 
-def _workspace_for_user(request: HttpRequest, workspace_id: int) -> tuple[Workspace, str]:
-    workspace = Workspace.objects.select_related("parent").filter(id=workspace_id).first()
-    role = tenancy_selectors.workspace_role(user=request.user, workspace=workspace) if workspace else None
-    if workspace is None or role is None:
-        raise Http404("No such workspace")
-    return workspace, role
-
-
-def _manager_workspace_for_user(request: HttpRequest, workspace_id: int) -> tuple[Workspace, str]:
-    workspace, role = _workspace_for_user(request, workspace_id)
-    if role not in MANAGER_ROLES:
-        raise PermissionDenied("Only owners and admins can change this.")
-    return workspace, role
-
-
 def _page(
     request: HttpRequest,
     template: str,
@@ -74,7 +59,7 @@ def _page(
     base = {
         "workspace": workspace,
         "role": role,
-        "can_manage": role in MANAGER_ROLES,
+        "can_manage": policy.allows(role, policy.ADMIN),
         "section": section,
         "switcher": workspaces,
     }
@@ -84,6 +69,7 @@ def _page(
 # --- sign in / up, home ----------------------------------------------------------------------------------------
 
 
+@public_page
 @require_http_methods(["GET", "POST"])
 def signup(request: HttpRequest) -> HttpResponse:
     if not settings.DASHBOARD_SIGNUP_ENABLED:
@@ -97,7 +83,7 @@ def signup(request: HttpRequest) -> HttpResponse:
     return render(request, "dashboard/signup.html", {"form": form})
 
 
-@login_required
+@user_page
 @require_GET
 def home(request: HttpRequest) -> HttpResponse:
     tenancy_services.personal_workspace_ensure(user=request.user)
@@ -143,10 +129,9 @@ def graph_filters_from(request: HttpRequest) -> selectors.GraphFilters:
     )
 
 
-@login_required
+@workspace_page(policy.READ)
 @require_GET
-def explorer(request: HttpRequest, workspace_id: int) -> HttpResponse:
-    workspace, role = _workspace_for_user(request, workspace_id)
+def explorer(request: HttpRequest, workspace: Workspace, role: str) -> HttpResponse:
     with workspace_context(workspace.id):
         edge_types = selectors.graph_edge_types(workspace_id=workspace.id, limit=LIST_LIMIT)
         node_types = selectors.graph_node_types(workspace_id=workspace.id, limit=LIST_LIMIT)
@@ -166,11 +151,10 @@ def explorer(request: HttpRequest, workspace_id: int) -> HttpResponse:
     )
 
 
-@login_required
+@workspace_page(policy.READ)
 @require_GET
-def explorer_data(request: HttpRequest, workspace_id: int) -> HttpResponse:
+def explorer_data(request: HttpRequest, workspace: Workspace, role: str) -> HttpResponse:
     """Nodes and edges for Cytoscape: the top nodes, or the 1-hop view of graph_node_type/graph_node_key."""
-    workspace, _ = _workspace_for_user(request, workspace_id)
     try:
         filters = graph_filters_from(request)
     except _BadRequest as error:
@@ -214,11 +198,10 @@ def _json_error(request: HttpRequest, code: str, message: str, *, status: int = 
     return error_response(request, ApiError(status, code, message))
 
 
-@login_required
+@workspace_page(policy.READ)
 @require_GET
-def explorer_edge(request: HttpRequest, workspace_id: int, edge_id: int) -> HttpResponse:
+def explorer_edge(request: HttpRequest, workspace: Workspace, role: str, edge_id: int) -> HttpResponse:
     """The selected-edge panel (an htmx partial)."""
-    workspace, _ = _workspace_for_user(request, workspace_id)
     with workspace_context(workspace.id):
         edge = selectors.graph_edge_get(workspace_id=workspace.id, edge_id=edge_id)
         if edge is None:
@@ -235,11 +218,10 @@ def explorer_edge(request: HttpRequest, workspace_id: int, edge_id: int) -> Http
     )
 
 
-@login_required
+@workspace_page(policy.READ)
 @require_GET
-def explorer_node(request: HttpRequest, workspace_id: int) -> HttpResponse:
+def explorer_node(request: HttpRequest, workspace: Workspace, role: str) -> HttpResponse:
     """Linked memories of the selected node (an htmx partial); the evidence memory of the selected edge is marked."""
-    workspace, _ = _workspace_for_user(request, workspace_id)
     node_type, node_key = request.GET.get("graph_node_type", ""), request.GET.get("graph_node_key", "")
     with workspace_context(workspace.id):
         node = selectors.graph_node_get(
@@ -275,24 +257,22 @@ def _rollout_context(workspace: Workspace, role: str) -> dict[str, Any]:
         "overview": overview,
         "errors": errors,
         "modes": modes,
-        "can_manage": role in MANAGER_ROLES,
+        "can_manage": policy.allows(role, policy.ADMIN),
     }
 
 
-@login_required
+@workspace_page(policy.READ)
 @require_GET
-def rollout(request: HttpRequest, workspace_id: int) -> HttpResponse:
-    workspace, role = _workspace_for_user(request, workspace_id)
+def rollout(request: HttpRequest, workspace: Workspace, role: str) -> HttpResponse:
     context = _rollout_context(workspace, role)
     if request.headers.get("HX-Request"):
         return render(request, "dashboard/_rollout_panel.html", context)
     return _page(request, "dashboard/rollout.html", workspace, role, context, section="rollout")
 
 
-@login_required
+@workspace_page(policy.ADMIN)
 @require_POST
-def rollout_mode(request: HttpRequest, workspace_id: int) -> HttpResponse:
-    workspace, role = _manager_workspace_for_user(request, workspace_id)
+def rollout_mode(request: HttpRequest, workspace: Workspace, role: str) -> HttpResponse:
     mode = request.POST.get("mode", "")
     blocked = None
     if mode not in RolloutConfig.Mode.values:
@@ -321,10 +301,9 @@ def rollout_mode(request: HttpRequest, workspace_id: int) -> HttpResponse:
 # --- memories --------------------------------------------------------------------------------------------------
 
 
-@login_required
+@workspace_page(policy.READ)
 @require_GET
-def memories(request: HttpRequest, workspace_id: int) -> HttpResponse:
-    workspace, role = _workspace_for_user(request, workspace_id)
+def memories(request: HttpRequest, workspace: Workspace, role: str) -> HttpResponse:
     form = forms.MemorySearchForm(request.GET)
     if not form.is_valid():
         return _page(
@@ -369,10 +348,11 @@ def memories(request: HttpRequest, workspace_id: int) -> HttpResponse:
     return _page(request, "dashboard/memories.html", workspace, role, context, section="memories")
 
 
-@login_required
+@workspace_page(policy.READ)
 @require_GET
-def memory_detail(request: HttpRequest, workspace_id: int, memory_id: uuid.UUID) -> HttpResponse:
-    workspace, role = _workspace_for_user(request, workspace_id)
+def memory_detail(
+    request: HttpRequest, workspace: Workspace, role: str, memory_id: uuid.UUID
+) -> HttpResponse:
     with workspace_context(workspace.id):
         memory = selectors.memory_get(workspace_id=workspace.id, memory_id=memory_id)
         if memory is None:
@@ -395,10 +375,9 @@ def memory_detail(request: HttpRequest, workspace_id: int, memory_id: uuid.UUID)
 # --- entities, facts, communities ------------------------------------------------------------------------------
 
 
-@login_required
+@workspace_page(policy.READ)
 @require_GET
-def entities(request: HttpRequest, workspace_id: int) -> HttpResponse:
-    workspace, role = _workspace_for_user(request, workspace_id)
+def entities(request: HttpRequest, workspace: Workspace, role: str) -> HttpResponse:
     query = request.GET.get("q", "").strip()[:200]
     entity_type = request.GET.get("type", "")
     entity_type = entity_type if entity_type in ENTITY_TYPES else None
@@ -416,10 +395,9 @@ def entities(request: HttpRequest, workspace_id: int) -> HttpResponse:
     )
 
 
-@login_required
+@workspace_page(policy.READ)
 @require_GET
-def entity_detail(request: HttpRequest, workspace_id: int, node_id: int) -> HttpResponse:
-    workspace, role = _workspace_for_user(request, workspace_id)
+def entity_detail(request: HttpRequest, workspace: Workspace, role: str, node_id: int) -> HttpResponse:
     include_invalid = request.GET.get("all") == "1"
     with workspace_context(workspace.id):
         entity = selectors.entity_get(workspace_id=workspace.id, node_id=node_id)
@@ -439,10 +417,9 @@ def entity_detail(request: HttpRequest, workspace_id: int, node_id: int) -> Http
     )
 
 
-@login_required
+@workspace_page(policy.READ)
 @require_GET
-def facts(request: HttpRequest, workspace_id: int) -> HttpResponse:
-    workspace, role = _workspace_for_user(request, workspace_id)
+def facts(request: HttpRequest, workspace: Workspace, role: str) -> HttpResponse:
     query = request.GET.get("q", "").strip()[:200]
     include_invalid = request.GET.get("all") == "1"
     with workspace_context(workspace.id):
@@ -459,10 +436,9 @@ def facts(request: HttpRequest, workspace_id: int) -> HttpResponse:
     )
 
 
-@login_required
+@workspace_page(policy.READ)
 @require_GET
-def communities(request: HttpRequest, workspace_id: int) -> HttpResponse:
-    workspace, role = _workspace_for_user(request, workspace_id)
+def communities(request: HttpRequest, workspace: Workspace, role: str) -> HttpResponse:
     with workspace_context(workspace.id):
         rows = selectors.community_list(workspace_id=workspace.id, limit=LIST_LIMIT, member_limit=20)
     return _page(
@@ -487,25 +463,26 @@ def _members_page(
         "form": form or forms.MemberAddForm(),
         "error": error,
         "roles": Membership.Role.values,
+        "invitations": tenancy_selectors.invitations_pending_for_org(org=workspace),
     }
     response = _page(request, "dashboard/members.html", workspace, role, context, section="members")
     response.status_code = status
     return response
 
 
-@login_required
+@workspace_page(policy.READ)
 @require_http_methods(["GET", "POST"])
-def members(request: HttpRequest, workspace_id: int) -> HttpResponse:
-    workspace, role = _workspace_for_user(request, workspace_id)
+def members(request: HttpRequest, workspace: Workspace, role: str) -> HttpResponse:
+    """The member list (read); POST invites someone (admin): they become a member when they accept."""
     if request.method == "GET":
         return _members_page(request, workspace, role)
-    workspace, role = _manager_workspace_for_user(request, workspace_id)
+    require_role(role, policy.ADMIN, "Only owners and admins can invite members.")
     form = forms.MemberAddForm(request.POST)
     if not form.is_valid():
         return _members_page(request, workspace, role, form=form, status=400)
     new_role = form.cleaned_data["role"]
-    if new_role == Membership.Role.OWNER and role != Membership.Role.OWNER:
-        raise PermissionDenied("Only owners can add owners.")
+    if new_role == Membership.Role.OWNER:
+        require_role(role, policy.OWNER, "Only owners can invite owners.")
     user = tenancy_selectors.user_find(identifier=form.cleaned_data["identifier"])
     if user is None:
         return _members_page(
@@ -516,19 +493,22 @@ def members(request: HttpRequest, workspace_id: int) -> HttpResponse:
             status=400,
             error="No single active user has this username or e-mail; check the spelling.",
         )
-    if tenancy_selectors.is_member(user=user, workspace=workspace):
-        return _members_page(
-            request,
-            workspace,
-            role,
-            form=form,
-            status=400,
-            error=f"{user.get_username()} is already a member; change their role below.",
-        )
     try:
-        tenancy_services.membership_set(org=workspace, user=user, role=new_role)
+        tenancy_services.invitation_create(org=workspace, user=user, role=new_role, invited_by=request.user)
     except ValueError as error:
         return _members_page(request, workspace, role, form=form, status=400, error=str(error))
+    return redirect("dashboard-members", workspace_id=workspace.id)
+
+
+@workspace_page(policy.ADMIN)
+@require_POST
+def invitation_cancel(
+    request: HttpRequest, workspace: Workspace, role: str, invitation_id: int
+) -> HttpResponse:
+    invitation = tenancy_selectors.invitation_get(invitation_id=invitation_id)
+    if invitation is None or invitation.org_id != workspace.id:
+        raise Http404("No such invitation")
+    tenancy_services.invitation_cancel(invitation=invitation)
     return redirect("dashboard-members", workspace_id=workspace.id)
 
 
@@ -544,10 +524,9 @@ def _target_member(workspace: Workspace, actor_role: str, user_id: int) -> Any:
     return membership.user
 
 
-@login_required
+@workspace_page(policy.ADMIN)
 @require_POST
-def member_role(request: HttpRequest, workspace_id: int, user_id: int) -> HttpResponse:
-    workspace, role = _manager_workspace_for_user(request, workspace_id)
+def member_role(request: HttpRequest, workspace: Workspace, role: str, user_id: int) -> HttpResponse:
     user = _target_member(workspace, role, user_id)
     form = forms.MemberRoleForm(request.POST)
     if not form.is_valid():
@@ -567,16 +546,57 @@ def member_role(request: HttpRequest, workspace_id: int, user_id: int) -> HttpRe
     return redirect("dashboard-members", workspace_id=workspace.id)
 
 
-@login_required
+@workspace_page(policy.ADMIN)
 @require_POST
-def member_remove(request: HttpRequest, workspace_id: int, user_id: int) -> HttpResponse:
-    workspace, role = _manager_workspace_for_user(request, workspace_id)
+def member_remove(request: HttpRequest, workspace: Workspace, role: str, user_id: int) -> HttpResponse:
     user = _target_member(workspace, role, user_id)
     try:
         tenancy_services.membership_remove(org=workspace, user=user)
     except ValueError as error:
         return _members_page(request, workspace, role, status=400, error=str(error))
     return redirect("dashboard-members", workspace_id=workspace.id)
+
+
+# --- invitations (per user) --------------------------------------------------------------------------------------
+
+
+@user_page
+@require_http_methods(["GET", "POST"])
+def invitations(request: HttpRequest) -> HttpResponse:
+    """The signed-in user's pending invitations; POST accepts or declines one."""
+    error = None
+    if request.method == "POST":
+        invitation = tenancy_selectors.invitation_get(
+            invitation_id=_int_or_zero(request.POST.get("invitation"))
+        )
+        if invitation is None or invitation.user_id != request.user.pk:
+            raise Http404("No such invitation")
+        try:
+            if request.POST.get("action") == "accept":
+                tenancy_services.invitation_accept(invitation=invitation, user=request.user)
+            elif request.POST.get("action") == "decline":
+                tenancy_services.invitation_decline(invitation=invitation, user=request.user)
+            else:
+                raise ValueError("action must be accept or decline")
+        except ValueError as exc:
+            error = str(exc)
+        else:
+            return redirect("dashboard-invitations")
+    context = {
+        "invitations": tenancy_selectors.invitations_pending_for_user(user=request.user),
+        "error": error,
+    }
+    response = _page(request, "dashboard/invitations.html", None, None, context, section="invitations")
+    if error:
+        response.status_code = 400
+    return response
+
+
+def _int_or_zero(raw: str | None) -> int:
+    try:
+        return int(raw or 0)
+    except ValueError:
+        return 0
 
 
 # --- settings: keys and routing (per user) ---------------------------------------------------------------------
@@ -586,11 +606,12 @@ def _keys_page(
     request: HttpRequest,
     *,
     form: forms.ApiKeyCreateForm | None = None,
-    created: Any = None,
     status: int = 200,
 ) -> HttpResponse:
     form = form or forms.ApiKeyCreateForm(initial={"expires_in_days": settings.API_KEY_DEFAULT_EXPIRY_DAYS})
     keys = tenancy_selectors.api_keys_for_user(user=request.user, limit=KEY_LIST_LIMIT)
+    # The secret of a key created just before the redirect: shown on this one page view, then gone.
+    created = request.session.pop(_CREATED_KEY_SESSION, None)
     response = _page(
         request,
         "dashboard/keys.html",
@@ -602,6 +623,8 @@ def _keys_page(
             "created": created,
             "now": timezone.now(),
             "max_days": settings.API_KEY_MAX_EXPIRY_DAYS,
+            "scopes": policy.KEY_SCOPES,
+            "pin_choices": tenancy_selectors.workspaces_for_user(user=request.user),
         },
         section="keys",
     )
@@ -611,7 +634,10 @@ def _keys_page(
     return response
 
 
-@login_required
+_CREATED_KEY_SESSION = "cairn_created_key"
+
+
+@user_page
 @require_http_methods(["GET", "POST"])
 def keys(request: HttpRequest) -> HttpResponse:
     if request.method == "GET":
@@ -619,26 +645,31 @@ def keys(request: HttpRequest) -> HttpResponse:
     form = forms.ApiKeyCreateForm(request.POST)
     if not form.is_valid():
         return _keys_page(request, form=form, status=400)
-    active = sum(
-        1
-        for key in tenancy_selectors.api_keys_for_user(user=request.user, limit=KEY_LIST_LIMIT)
-        if key.revoked_at is None and key.expires_at > timezone.now()
-    )
-    if active >= settings.DASHBOARD_MAX_ACTIVE_KEYS:
-        form.add_error(None, f"You already have {active} active keys; revoke one before creating another.")
-        return _keys_page(request, form=form, status=400)
+    pin = None
+    if form.cleaned_data["pin"]:
+        pin = Workspace.objects.filter(pk=form.cleaned_data["pin"]).first()
+        if pin is None:
+            form.add_error("pin", "No such workspace.")
+            return _keys_page(request, form=form, status=400)
     expires_at = timezone.now() + timedelta(days=form.cleaned_data["expires_in_days"])
     try:
         created = tenancy_services.api_key_create(
-            user=request.user, expires_at=expires_at, name=form.cleaned_data["name"], created_via="dashboard"
+            user=request.user,
+            expires_at=expires_at,
+            name=form.cleaned_data["name"],
+            created_via="dashboard",
+            scope=form.cleaned_data["scope"],
+            workspace=pin,
         )
     except ValueError as error:
-        form.add_error("expires_in_days", str(error))
+        form.add_error(None, str(error))
         return _keys_page(request, form=form, status=400)
-    return _keys_page(request, created=created, status=201)
+    # Post/redirect/get: reloading the page shows the list, it never makes a second key.
+    request.session[_CREATED_KEY_SESSION] = {"raw_key": created.raw_key, "id": str(created.api_key.id)}
+    return redirect("dashboard-keys")
 
 
-@login_required
+@user_page
 @require_POST
 def key_revoke(request: HttpRequest, key_id: uuid.UUID) -> HttpResponse:
     api_key = tenancy_selectors.api_key_for_user(user=request.user, key_id=str(key_id))
@@ -665,7 +696,7 @@ def _routing_page(request: HttpRequest, *, error: str | None = None, status: int
     return response
 
 
-@login_required
+@user_page
 @require_http_methods(["GET", "POST"])
 def routing(request: HttpRequest) -> HttpResponse:
     if request.method == "GET":

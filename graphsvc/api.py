@@ -39,6 +39,7 @@ from memories.selectors import memory_scope
 from retrieval.embeddings import embed_query
 from tenancy.access import request_workspace_id
 from tenancy.auth import SdkKeyAuth
+from tenancy.policy import ADMIN, READ, requires
 from tenancy.rls import workspace_context
 
 router = Router(tags=["graph"], auth=SdkKeyAuth())
@@ -49,6 +50,7 @@ router = Router(tags=["graph"], auth=SdkKeyAuth())
     response=Envelope[ExtractionOut],
     summary="LLM extraction state: on/off, token budget, today's usage, entities and facts built",
 )
+@requires(READ)
 def graph_extraction_get(request: HttpRequest, query: Query[ExtractionQuery]) -> dict[str, Any]:
     workspace_id = request_workspace_id(request, query.scope())
     with workspace_context(workspace_id):
@@ -63,6 +65,7 @@ def graph_extraction_get(request: HttpRequest, query: Query[ExtractionQuery]) ->
     description="While today's tokens are at or above the budget, extraction jobs wait (they look again "
     "every GRAPH_LLM_BUDGET_RECHECK_SECONDS); memory writes, search and context are never affected.",
 )
+@requires(ADMIN)
 def graph_extraction_patch(request: HttpRequest, payload: ExtractionSettingsIn) -> dict[str, Any]:
     workspace_id = request_workspace_id(request, payload.scope)
     with workspace_context(workspace_id):
@@ -85,6 +88,7 @@ MAX_RELATION_RATES = 50
     description="Seeds come from the query's words (names and aliases over summaries, near spellings, the "
     "embedding when no word matches). `at` reads the facts valid then. Unknown entity: 404 ENTITY_NOT_FOUND.",
 )
+@requires(READ)
 def graph_facts(request: HttpRequest, payload: FactsIn) -> dict[str, Any]:
     workspace_id = request_workspace_id(request, payload.scope)
     scope = memory_scope(payload.scope)
@@ -111,6 +115,7 @@ def graph_facts(request: HttpRequest, payload: FactsIn) -> dict[str, Any]:
     summary="Walk the entity graph from one entity along typed edges, with the path to each node",
     description="maxHops <= 3, limit <= 100. Unknown start entity: 404 ENTITY_NOT_FOUND.",
 )
+@requires(READ)
 def graph_traverse_route(request: HttpRequest, payload: TraverseIn) -> dict[str, Any]:
     workspace_id = request_workspace_id(request, payload.scope)
     scope = memory_scope(payload.scope)
@@ -137,6 +142,7 @@ _BIGINT_MAX = 2**63 - 1
     response=Envelope[EntitiesOut],
     summary="Search entities (query), list them (pages) or show one with aliases and facts (entity)",
 )
+@requires(READ)
 def graph_entities(request: HttpRequest, payload: EntitiesIn) -> dict[str, Any]:
     workspace_id = request_workspace_id(request, payload.scope)
     cursor_id = None
@@ -177,8 +183,10 @@ def graph_entities(request: HttpRequest, payload: EntitiesIn) -> dict[str, Any]:
     response=Envelope[CommunitiesOut],
     summary="Communities of entities (label propagation), largest first; refresh runs detection now",
 )
+@requires(READ)
 def graph_communities(request: HttpRequest, payload: CommunitiesIn) -> dict[str, Any]:
-    workspace_id = request_workspace_id(request, payload.scope)
+    # Listing is a read; running detection (refresh) is upkeep.
+    workspace_id = request_workspace_id(request, payload.scope, at_least=ADMIN if payload.refresh else None)
     if payload.refresh:
         upkeep.communities_refresh(workspace_id=workspace_id)
     with workspace_context(workspace_id):
@@ -191,6 +199,7 @@ def graph_communities(request: HttpRequest, payload: CommunitiesIn) -> dict[str,
     response=Envelope[StatsOut],
     summary="Entity graph counts: entities by type, current/invalidated/decayed facts, last eviction",
 )
+@requires(READ)
 def graph_stats(request: HttpRequest, payload: ScopedIn) -> dict[str, Any]:
     workspace_id = request_workspace_id(request, payload.scope)
     with workspace_context(workspace_id):
@@ -204,6 +213,7 @@ def graph_stats(request: HttpRequest, payload: ScopedIn) -> dict[str, Any]:
     summary='Delete the workspace\'s entity graph; needs confirm = "delete entity graph"',
     description="Entities, aliases, facts and communities go; memories and their mapping graph stay.",
 )
+@requires(ADMIN)
 def graph_clear(request: HttpRequest, payload: ClearIn) -> dict[str, Any]:
     if payload.confirm != CLEAR_CONFIRMATION:
         raise ApiError(
@@ -222,6 +232,7 @@ def graph_clear(request: HttpRequest, payload: ClearIn) -> dict[str, Any]:
     response=Envelope[DecayOut],
     summary="Confidence decay: recompute now (decays retrieval counts) or set the rate of an edge type",
 )
+@requires(ADMIN)
 def graph_decay(request: HttpRequest, payload: DecayIn) -> dict[str, Any]:
     workspace_id = request_workspace_id(request, payload.scope)
     decayed = 0
@@ -255,6 +266,7 @@ def graph_decay(request: HttpRequest, payload: DecayIn) -> dict[str, Any]:
     response=Envelope[GraphSettingsOut],
     summary="Graph reasoning settings: default recall strategy, decay rates, entity cap",
 )
+@requires(READ)
 def graph_settings_get(request: HttpRequest, query: Query[ExtractionQuery]) -> dict[str, Any]:
     workspace_id = request_workspace_id(request, query.scope())
     with workspace_context(workspace_id):
@@ -267,6 +279,7 @@ def graph_settings_get(request: HttpRequest, query: Query[ExtractionQuery]) -> d
     response=Envelope[GraphSettingsOut],
     summary="Change graph reasoning settings (only the fields sent)",
 )
+@requires(ADMIN)
 def graph_settings_patch(request: HttpRequest, payload: GraphSettingsIn) -> dict[str, Any]:
     workspace_id = request_workspace_id(request, payload.scope)
     changes = {

@@ -37,8 +37,9 @@ from pipeline.outcomes import add_outcome_data
 from retrieval import context, search
 from retrieval.embeddings import embed_query
 from retrieval.schemas import ContextIn, ContextOut, SearchIn, SearchOut
-from tenancy.access import scope_workspace_id
+from tenancy.access import authorize
 from tenancy.auth import SdkCaller, SdkKeyAuth
+from tenancy.policy import READ, WRITE, allows, declare, declared_role, forbidden
 from tenancy.rls import workspace_context
 
 logger = logging.getLogger("cairn.mcp")
@@ -81,8 +82,8 @@ def _validated(schema: type[T], payload: dict[str, Any]) -> T:
         raise api_error_from_validation(exc.errors()) from None
 
 
-def _resolve(caller: SdkCaller, scope: ScopeIn) -> tuple[int, MemoryScope]:
-    return scope_workspace_id(caller, scope), memory_scope(scope)
+def _resolve(caller: SdkCaller, scope: ScopeIn, *, role: str) -> tuple[int, MemoryScope]:
+    return authorize(caller, scope, role=role), memory_scope(scope)
 
 
 def _json_ready(data: Any) -> Any:
@@ -99,9 +100,10 @@ def tool_error_text(error: ApiError) -> str:
 # --- the tools' synchronous bodies (run on the database thread) -------------------------------------------------
 
 
-def add_memory_sync(*, caller: SdkCaller, payload: dict[str, Any]) -> dict[str, Any]:
+@declare(WRITE)
+def add_memory_sync(*, caller: SdkCaller, payload: dict[str, Any], role: str) -> dict[str, Any]:
     body = _validated(AddIn, payload)
-    workspace_id, scope = _resolve(caller, body.scope)
+    workspace_id, scope = _resolve(caller, body.scope, role=role)
     with workspace_context(workspace_id):
         # Admission control applies here as on memories/add: agents behind MCP add just as freely.
         outcome = pipeline.memory_add_admitted_flow(
@@ -119,9 +121,10 @@ def add_memory_sync(*, caller: SdkCaller, payload: dict[str, Any]) -> dict[str, 
         return add_outcome_data(workspace_id=workspace_id, outcome=outcome)[1]
 
 
-def search_memories_sync(*, caller: SdkCaller, payload: dict[str, Any]) -> dict[str, Any]:
+@declare(READ)
+def search_memories_sync(*, caller: SdkCaller, payload: dict[str, Any], role: str) -> dict[str, Any]:
     body = _validated(SearchIn, payload)
-    workspace_id, scope = _resolve(caller, body.scope)
+    workspace_id, scope = _resolve(caller, body.scope, role=role)
     with workspace_context(workspace_id):
         outcome = search.memory_search(
             workspace_id=workspace_id,
@@ -138,9 +141,10 @@ def search_memories_sync(*, caller: SdkCaller, payload: dict[str, Any]) -> dict[
     return SearchOut.model_validate(data).model_dump(mode="json")
 
 
-def forget_memory_sync(*, caller: SdkCaller, payload: dict[str, Any]) -> dict[str, Any]:
+@declare(WRITE)
+def forget_memory_sync(*, caller: SdkCaller, payload: dict[str, Any], role: str) -> dict[str, Any]:
     body = _validated(ForgetIn, payload)
-    workspace_id, scope = _resolve(caller, body.scope)
+    workspace_id, scope = _resolve(caller, body.scope, role=role)
     with workspace_context(workspace_id):
         memory = pipeline.memory_forget_flow(workspace_id=workspace_id, scope=scope, memory_id=body.id)
     return ForgetOut(id=str(memory.id), deleted=True, message="Memory forgotten.").model_dump(mode="json")
@@ -149,9 +153,10 @@ def forget_memory_sync(*, caller: SdkCaller, payload: dict[str, Any]) -> dict[st
 _CONTEXT_ALIASES = {"baseline": "lexical", "hybrid_graph": "hybrid"}
 
 
-def get_context_sync(*, caller: SdkCaller, payload: dict[str, Any]) -> dict[str, Any]:
+@declare(READ)
+def get_context_sync(*, caller: SdkCaller, payload: dict[str, Any], role: str) -> dict[str, Any]:
     body = _validated(ContextIn, payload)
-    workspace_id, scope = _resolve(caller, body.scope)
+    workspace_id, scope = _resolve(caller, body.scope, role=role)
     strategy = _CONTEXT_ALIASES.get(body.strategy, body.strategy) if body.strategy else None
     request = context.ContextRequest(
         query=body.query,
@@ -218,12 +223,13 @@ def _unavailable(what: str) -> ApiError:
     )
 
 
-def graph_facts_sync(*, caller: SdkCaller, payload: dict[str, Any]) -> dict[str, Any]:
+@declare(READ)
+def graph_facts_sync(*, caller: SdkCaller, payload: dict[str, Any], role: str) -> dict[str, Any]:
     body = _validated(FactsArgs, payload)
     recall = graph_function("graphsvc.facts", "facts_recall")
     if recall is None:
         raise _unavailable("Fact recall (graph_facts)")
-    workspace_id, scope = _resolve(caller, body.scope)
+    workspace_id, scope = _resolve(caller, body.scope, role=role)
     with workspace_context(workspace_id):
         data = recall(
             workspace_id=workspace_id,
@@ -239,12 +245,13 @@ def graph_facts_sync(*, caller: SdkCaller, payload: dict[str, Any]) -> dict[str,
     return _json_ready(data)
 
 
-def graph_traverse_sync(*, caller: SdkCaller, payload: dict[str, Any]) -> dict[str, Any]:
+@declare(READ)
+def graph_traverse_sync(*, caller: SdkCaller, payload: dict[str, Any], role: str) -> dict[str, Any]:
     body = _validated(TraverseArgs, payload)
     traverse = graph_function("graphsvc.traverse", "graph_traverse")
     if traverse is None:
         raise _unavailable("Graph traversal (graph_traverse)")
-    workspace_id, scope = _resolve(caller, body.scope)
+    workspace_id, scope = _resolve(caller, body.scope, role=role)
     with workspace_context(workspace_id):
         data = traverse(
             workspace_id=workspace_id,
@@ -301,10 +308,18 @@ def build_server(settings: McpSettings) -> MCPServer:
         if authorization.lower().startswith("bearer "):
             key = authorization[7:].strip()
 
+        role = declared_role(body)
+        if role is None:
+            raise RuntimeError(f"MCP tool body {body.__name__} declared no role")
+
         def call() -> dict[str, Any]:
             close_old_connections()
             try:
-                return body(caller=caller_for_key(key), payload=payload)
+                caller = caller_for_key(key)
+                # The key's scope first, as on the SDK routes: a read key is refused a write before anything else.
+                if not allows(caller.key_scope, role):
+                    raise forbidden(role, caller.key_scope)
+                return body(caller=caller, payload=payload, role=role)
             except ApiError as exc:
                 raise ToolError(tool_error_text(exc)) from None
             except Exception:

@@ -37,6 +37,7 @@ from pipeline import services as pipeline
 from pipeline.outcomes import add_outcome_data, embedding_model_choice
 from tenancy.access import request_workspace_id
 from tenancy.auth import SdkCaller, SdkKeyAuth
+from tenancy.policy import ADMIN, READ, WRITE, requires
 from tenancy.rls import workspace_context
 
 router = Router(tags=["memories"], auth=SdkKeyAuth())
@@ -67,6 +68,7 @@ def _idempotency_key(request: HttpRequest) -> str | None:
     "nearly repeats an existing one is not written: the answer is 200 with admitted false, the existing memory's "
     "id and the decision (reason NEAR_DUPLICATE or LOW_SCORE, score).",
 )
+@requires(WRITE)
 def memories_add(request: HttpRequest, response: HttpResponse, payload: AddIn) -> Status[dict[str, Any]]:
     key = _idempotency_key(request)
     workspace_id = request_workspace_id(request, payload.scope)
@@ -105,6 +107,7 @@ def memories_add(request: HttpRequest, response: HttpResponse, payload: AddIn) -
 @router.post(
     "/memories/list", response=Envelope[ListOut], summary="List memories, newest first, with cursors"
 )
+@requires(READ)
 def memories_list(request: HttpRequest, payload: ListIn) -> dict[str, Any]:
     workspace_id = request_workspace_id(request, payload.scope)
     scope = memory_scope(payload.scope, include_superseded=payload.includeSuperseded)
@@ -137,6 +140,7 @@ _EDIT_FIELDS = {
 
 
 @router.post("/memories/edit", response=Envelope[EditOut], summary="Change a memory")
+@requires(WRITE)
 def memories_edit(request: HttpRequest, payload: EditIn) -> dict[str, Any]:
     workspace_id = request_workspace_id(request, payload.scope)
     scope = memory_scope(payload.scope)
@@ -163,6 +167,7 @@ def memories_edit(request: HttpRequest, payload: EditIn) -> dict[str, Any]:
 
 
 @router.post("/memories/forget", response=Envelope[ForgetOut], summary="Forget (soft-delete) a memory")
+@requires(WRITE)
 def memories_forget(request: HttpRequest, payload: ForgetIn) -> dict[str, Any]:
     workspace_id = request_workspace_id(request, payload.scope)
     scope = memory_scope(payload.scope)
@@ -178,8 +183,12 @@ def memories_forget(request: HttpRequest, payload: ForgetIn) -> dict[str, Any]:
     description="Soft-deletes in batches of 500, at most 10,000 per call (hasMore tells you to call again). "
     "dryRun counts and previews up to 1000 without deleting.",
 )
+@requires(WRITE)
 def memories_bulk_forget(request: HttpRequest, payload: BulkForgetIn) -> dict[str, Any]:
-    workspace_id = request_workspace_id(request, payload.scope)
+    # With a userId it forgets that end user's own memories (write); without, the workspace's shared ones.
+    workspace_id = request_workspace_id(
+        request, payload.scope, at_least=None if payload.scope.userId else ADMIN
+    )
     scope = memory_scope(payload.scope)
     filters = services.BulkFilters(
         types=payload.filters.types,
@@ -202,6 +211,7 @@ def memories_bulk_forget(request: HttpRequest, payload: BulkForgetIn) -> dict[st
     summary="Delete forgotten memories for good",
     description="Hard-deletes soft-deleted memories in the caller's write scope, at most 10,000 per call.",
 )
+@requires(ADMIN)
 def memories_vacuum(request: HttpRequest, payload: VacuumIn) -> dict[str, Any]:
     workspace_id = request_workspace_id(request, payload.scope)
     scope = memory_scope(payload.scope)
@@ -220,6 +230,7 @@ def memories_vacuum(request: HttpRequest, payload: VacuumIn) -> dict[str, Any]:
     "memories stay stored but leave search, list and context unless includeSuperseded is true. dryRun reports "
     "without changing anything. At most MEMORY_CONSOLIDATION_MAX_INPUT (5000) newest memories per call.",
 )
+@requires(WRITE)
 def memories_consolidate(request: HttpRequest, payload: ConsolidateIn) -> dict[str, Any]:
     if not settings.MEMORY_CONSOLIDATION_ENABLED:
         raise ApiError(
@@ -229,7 +240,9 @@ def memories_consolidate(request: HttpRequest, payload: ConsolidateIn) -> dict[s
         )
     if payload.globalOnly and not payload.includeGlobal:
         raise ApiError(400, "INVALID_REQUEST", "globalOnly needs includeGlobal; drop includeGlobal: false.")
-    workspace_id = request_workspace_id(request, payload.scope)
+    workspace_id = request_workspace_id(
+        request, payload.scope, at_least=None if payload.scope.userId else ADMIN
+    )
     scope = memory_scope(payload.scope)
     with workspace_context(workspace_id):
         result = pipeline.memory_consolidate_flow(
@@ -279,6 +292,7 @@ def memories_consolidate(request: HttpRequest, payload: ConsolidateIn) -> dict[s
     response=Envelope[MemorySettingsOut],
     summary="The workspace's memory hygiene settings (credential scrubbing, admission, importance)",
 )
+@requires(READ)
 def memories_settings_get(request: HttpRequest, query: Query[MemorySettingsQuery]) -> dict[str, Any]:
     workspace_id = request_workspace_id(request, query.scope())
     with workspace_context(workspace_id):
@@ -303,6 +317,7 @@ _NULLABLE_SETTINGS = {"admissionThreshold", "importanceWeight"}
     description="redactCredentials, scrubAtRest and admissionEnabled are true/false; admissionThreshold "
     "and importanceWeight are 0–1, or null to go back to the server default.",
 )
+@requires(ADMIN)
 def memories_settings_patch(request: HttpRequest, payload: MemorySettingsPatchIn) -> dict[str, Any]:
     changes: dict[str, Any] = {}
     for name, field in _SETTINGS_FIELDS.items():

@@ -26,12 +26,14 @@ from retrieval.schemas import (
 )
 from tenancy.access import request_workspace_id
 from tenancy.auth import SdkKeyAuth
+from tenancy.policy import READ, requires
 from tenancy.rls import workspace_context
 
 router = Router(tags=["memories"], auth=SdkKeyAuth())
 
 
 @router.post("/memories/search", response=Envelope[SearchOut], summary="Search memories")
+@requires(READ)
 def memories_search(request: HttpRequest, payload: SearchIn) -> dict[str, Any]:
     workspace_id = request_workspace_id(request, payload.scope)
     scope = memory_scope(payload.scope, include_superseded=payload.includeSuperseded)
@@ -83,6 +85,7 @@ def _context_request(payload: ContextIn, *, endpoint: str) -> context.ContextReq
     "rollout in canary, graph expansion appends memories reached through the graph, each with its provenance in "
     "`graph`. Every call records one retrieval metric for the rollout quality gate.",
 )
+@requires(READ)
 def context_get(request: HttpRequest, payload: ContextIn) -> HttpResponse:
     workspace_id = request_workspace_id(request, payload.scope)
     scope = memory_scope(payload.scope)
@@ -112,6 +115,7 @@ def _rules_adapter() -> TypeAdapter[list[ContextMemoryOut]]:
     tags=["graph"],
     summary="context/get with a per-memory account of where each result came from",
 )
+@requires(READ)
 def graph_trace(request: HttpRequest, payload: TraceIn) -> HttpResponse:
     workspace_id = request_workspace_id(request, payload.scope)
     scope = memory_scope(payload.scope)

@@ -26,6 +26,7 @@ from rollout.schemas import (
 )
 from tenancy.access import request_workspace_id
 from tenancy.auth import SdkCaller, SdkKeyAuth
+from tenancy.policy import ADMIN, READ, requires
 from tenancy.rls import workspace_context
 
 router = Router(tags=["graph"], auth=SdkKeyAuth())
@@ -82,6 +83,7 @@ def graph_status_payload(*, workspace_id: int, top_nodes_limit: int) -> dict[str
 @router.post(
     "/graph/status", response=Envelope[StatusOut], summary="Graph, pipeline and rollout health of a workspace"
 )
+@requires(READ)
 def graph_status(request: HttpRequest, payload: StatusIn) -> dict[str, Any]:
     workspace_id = request_workspace_id(request, payload.scope)
     with workspace_context(workspace_id):
@@ -92,6 +94,7 @@ def graph_status(request: HttpRequest, payload: StatusIn) -> dict[str, Any]:
 @router.get(
     "/graph/status", response=Envelope[StatusOut], summary="Graph, pipeline and rollout health (query string)"
 )
+@requires(READ)
 def graph_status_get(request: HttpRequest, query: Query[StatusQuery]) -> dict[str, Any]:
     return graph_status(request, StatusIn(topNodesLimit=query.topNodesLimit, scope=query.scope()))
 
@@ -120,6 +123,7 @@ def _caller_label(request: HttpRequest) -> str:
     "recommendedMode (rolloutPlan.autopilot.applied says so), and the default-strategy policy is evaluated once per "
     "policy window.",
 )
+@requires(READ)
 def graph_rollout_get(request: HttpRequest, query: Query[RolloutQuery]) -> dict[str, Any]:
     scope = query.scope()
     workspace_id = request_workspace_id(request, scope)
@@ -139,6 +143,7 @@ def graph_rollout_get(request: HttpRequest, query: Query[RolloutQuery]) -> dict[
     description="mode canary is refused with 409 CANARY_ROLLOUT_BLOCKED (details: reasonCodes, qualityStatus, "
     "windowHours) while the quality gate blocks it.",
 )
+@requires(ADMIN)
 def graph_rollout_set(request: HttpRequest, payload: RolloutSetIn) -> dict[str, Any]:
     workspace_id = request_workspace_id(request, payload.scope)
     with workspace_context(workspace_id):
@@ -159,6 +164,7 @@ def graph_rollout_set(request: HttpRequest, payload: RolloutSetIn) -> dict[str, 
     description="Send mode, autopilotEnabled or both. mode canary is refused with 409 CANARY_ROLLOUT_BLOCKED while "
     "the quality gate blocks it.",
 )
+@requires(ADMIN)
 def graph_rollout_patch(request: HttpRequest, payload: RolloutPatchIn) -> dict[str, Any]:
     if payload.mode is None and payload.autopilotEnabled is None:
         raise ApiError(400, "INVALID_REQUEST", "Send mode, autopilotEnabled or both.")

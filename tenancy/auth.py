@@ -14,7 +14,8 @@ from ninja.security.base import AuthBase
 
 from config.errors import ApiError
 from tenancy import services
-from tenancy.caller import caller_lookup
+from tenancy.caller import PinnedWorkspace, caller_lookup
+from tenancy.policy import key_scope_check
 from tenancy.models import ApiKey, UserSettings
 
 KEY_PATTERN = re.compile(r"^mem_[a-f0-9]{64}$")
@@ -25,10 +26,17 @@ _BEARER = re.compile(r"^bearer\s+(\S+)\s*$", re.IGNORECASE)
 class SdkCaller:
     api_key: ApiKey
     user: AbstractBaseUser
-    # Read in the same statement as the key (tenancy.caller), so resolving a scope usually costs no query.
+    # Read in the same statement as the key (tenancy.caller), so resolving a scope and the caller's role there
+    # usually costs no query.
     routing_mode: str = UserSettings.RoutingMode.AUTO
     active_org_id: int | None = None
+    active_org_role: str | None = None
     personal_workspace_id: int | None = None
+    pin: PinnedWorkspace | None = None
+
+    @property
+    def key_scope(self) -> str:
+        return self.api_key.scope
 
 
 class SdkKeyAuth(AuthBase):
@@ -76,10 +84,14 @@ class SdkKeyAuth(AuthBase):
             raise ApiError(401, "INVALID_API_KEY", "This API key was revoked. Create a new one.")
         if api_key.expires_at <= now:
             raise ApiError(401, "API_KEY_EXPIRED", "This API key has expired. Create a new one.")
+        # The route's declared role (tenancy.policy.requires) against the key's scope, before the body is read.
+        key_scope_check(request, api_key.scope)
         return SdkCaller(
             api_key=api_key,
             user=user,
             routing_mode=found.routing_mode,
             active_org_id=found.active_org_id,
+            active_org_role=found.active_org_role,
             personal_workspace_id=found.personal_workspace_id,
+            pin=found.pin,
         )

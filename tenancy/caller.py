@@ -55,18 +55,37 @@ def _statement() -> tuple[str, list[str], list[str]]:
     SELECT hit.hits, (SELECT count(*) FROM touched), u.id IS NOT NULL, s.routing_mode,
         (SELECT w.id FROM {Workspace._meta.db_table} w
          WHERE w.kind = %(personal)s AND w.personal_owner_id = u.id LIMIT 1),
-        (SELECT m.member_workspace_id FROM {Membership._meta.db_table} m
-         WHERE m.member_workspace_id = s.active_org_id AND m.user_id = u.id),
+        active.member_workspace_id, active.role,
+        pin.kind, pin.parent_id, pin.tenant_id,
+        (SELECT m.role FROM {Membership._meta.db_table} m
+         WHERE m.member_workspace_id = coalesce(pin.parent_id, pin.id) AND m.user_id = u.id),
         {key_sql}, {user_sql}
     FROM hit
     LEFT JOIN {ApiKey._meta.db_table} k ON k.key_hash = %(bucket)s
     LEFT JOIN {user_model._meta.db_table} u ON u.id = k.user_id
     LEFT JOIN {UserSettings._meta.db_table} s ON s.user_id = u.id
+    LEFT JOIN {Membership._meta.db_table} active
+        ON active.member_workspace_id = s.active_org_id AND active.user_id = u.id
+    LEFT JOIN {Workspace._meta.db_table} pin ON pin.id = k.pinned_workspace_id
     """
     return sql, key_names, user_names
 
 
 _STATEMENT: tuple[str, list[str], list[str]] | None = None
+# Columns ahead of the key's and the user's.
+_FIXED = 11
+
+
+@dataclass(frozen=True)
+class PinnedWorkspace:
+    """The one workspace a pinned key may act in, and the user's membership role where it counts (the workspace
+    itself, or an SDK tenant's parent); None once the user is no longer a member."""
+
+    id: int
+    kind: str
+    parent_id: int | None
+    tenant_id: str | None
+    membership_role: str | None
 
 
 @dataclass(frozen=True)
@@ -78,9 +97,12 @@ class CallerLookup:
     user: AbstractBaseUser | None
     routing_mode: str
     # What routed_workspace() chooses from when no GitHub owner is involved: the active org (only while the
-    # user is still its member) and the personal workspace (None for a user who has none yet).
+    # user is still its member, with the membership's role) and the personal workspace (None for a user who has
+    # none yet).
     active_org_id: int | None
+    active_org_role: str | None
     personal_workspace_id: int | None
+    pin: PinnedWorkspace | None
 
 
 def caller_lookup(
@@ -111,25 +133,37 @@ def caller_lookup(
             cursor.execute(
                 "DELETE FROM rate_limit_counters WHERE window_start < %s", [window_start - window_seconds]
             )
-    hits, touched, found, routing_mode, personal_id, active_org_id = row[:6]
+    hits, touched, found, routing_mode, personal_id, active_org_id, active_org_role = row[:7]
+    pin_kind, pin_parent_id, pin_tenant_id, pin_membership_role = row[7:11]
     retry_after = max(1, math.ceil(window_start + window_seconds - clock))
     rate = RateLimitDecision(
         allowed=hits <= limit, limit=limit, remaining=max(0, limit - hits), retry_after_seconds=retry_after
     )
     api_key = user = None
     if found:
-        key_values = row[6 : 6 + len(key_names)]
-        user_values = row[6 + len(key_names) :]
+        key_values = row[_FIXED : _FIXED + len(key_names)]
+        user_values = row[_FIXED + len(key_names) :]
         api_key = ApiKey.from_db("app", key_names, key_values)
         user = get_user_model().from_db("app", user_names, user_values)
         api_key.user = user  # no second query when a caller reads api_key.user
         if touched:
             api_key.last_used_at = now
+    pin = None
+    if api_key is not None and api_key.workspace_id is not None and pin_kind is not None:
+        pin = PinnedWorkspace(
+            id=api_key.workspace_id,
+            kind=pin_kind,
+            parent_id=pin_parent_id,
+            tenant_id=pin_tenant_id,
+            membership_role=pin_membership_role,
+        )
     return CallerLookup(
         rate=rate,
         api_key=api_key,
         user=user,
         routing_mode=routing_mode or UserSettings.RoutingMode.AUTO,
         active_org_id=active_org_id,
+        active_org_role=active_org_role,
         personal_workspace_id=personal_id,
+        pin=pin,
     )

@@ -121,6 +121,17 @@ class ApiKey(models.Model):
     prefix = models.CharField(max_length=12)
     last4 = models.CharField(max_length=4)
     created_via = models.CharField(max_length=20, default="command")
+    # What the key may do (read, write or admin; never more than its user's role where it is used) and, when
+    # set, the one workspace it may act in (an org, a personal workspace or an SDK tenant).
+    scope = models.CharField(max_length=8, default="write")
+    workspace = models.ForeignKey(
+        Workspace,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="+",
+        db_column="pinned_workspace_id",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField()
     revoked_at = models.DateTimeField(null=True, blank=True)
@@ -131,3 +142,32 @@ class ApiKey(models.Model):
 
     def __str__(self) -> str:
         return f"{self.prefix}…{self.last4}"
+
+
+class Invitation(models.Model):
+    """An org admin's offer of membership; nothing routes to the org until the invited user accepts it."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        ACCEPTED = "accepted"
+        DECLINED = "declined"
+        CANCELLED = "cancelled"
+
+    # Not `workspace_id`: like memberships, invitations are control plane, not workspace data under RLS.
+    org = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="invitations")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="invitations")
+    role = models.CharField(max_length=16, choices=Membership.Role.choices, default=Membership.Role.MEMBER)
+    invited_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    created_at = models.DateTimeField(auto_now_add=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "invitations"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["org", "user"], condition=Q(status="pending"), name="invitations_one_pending"
+            )
+        ]

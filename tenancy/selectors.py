@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.contrib.auth.models import AbstractBaseUser
 
-from tenancy.models import ApiKey, Membership, RepoOwnerMapping, UserSettings, Workspace
+from tenancy.models import ApiKey, Invitation, Membership, RepoOwnerMapping, UserSettings, Workspace
 
 
 def api_key_by_hash(*, key_hash: str) -> ApiKey | None:
@@ -94,3 +94,23 @@ def api_key_for_user(*, user: AbstractBaseUser, key_id: str) -> ApiKey | None:
 
 def repo_owner_mappings_for_user(*, user: AbstractBaseUser) -> list[RepoOwnerMapping]:
     return list(RepoOwnerMapping.objects.select_related("org").filter(user=user).order_by("owner"))
+
+
+def invitations_pending_for_user(*, user: AbstractBaseUser) -> list[Invitation]:
+    return list(
+        Invitation.objects.select_related("org", "invited_by")
+        .filter(user=user, status=Invitation.Status.PENDING)
+        .order_by("-created_at")
+    )
+
+
+def invitations_pending_for_org(*, org: Workspace) -> list[Invitation]:
+    return list(
+        Invitation.objects.select_related("user", "invited_by")
+        .filter(org=org, status=Invitation.Status.PENDING)
+        .order_by("-created_at")
+    )
+
+
+def invitation_get(*, invitation_id: int) -> Invitation | None:
+    return Invitation.objects.select_related("org").filter(pk=invitation_id).first()

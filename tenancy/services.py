@@ -13,11 +13,17 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from config.errors import ApiError
-from tenancy import selectors
-from tenancy.models import ApiKey, Membership, RepoOwnerMapping, UserSettings, Workspace
+from tenancy import policy, selectors
+from tenancy.models import ApiKey, Invitation, Membership, RepoOwnerMapping, UserSettings, Workspace
 from tenancy.routing import MAX_OWNER_MAPPINGS, github_owner_from_project, normalize_owner
 
 API_KEY_PREFIX = "mem_"
+MAX_PENDING_INVITATIONS = 200
+KEY_LIST_LIMIT = 200
+
+
+class KeyLimitReached(ValueError):
+    """The user already has as many active keys as one user may."""
 
 
 def personal_workspace_ensure(*, user: AbstractBaseUser) -> Workspace:
@@ -72,7 +78,11 @@ def api_key_create(
     expires_at: datetime | None = None,
     name: str = "",
     created_via: str = "command",
+    scope: str = policy.DEFAULT_KEY_SCOPE,
+    workspace: Workspace | None = None,
 ) -> CreatedApiKey:
+    """A new key, shown once. `scope` caps what it may do (read, write, admin); `workspace` pins it to one
+    workspace the user belongs to. Either way the key never does more than its user's role allows."""
     now = timezone.now()
     if expires_at is None:
         expires_at = now + timedelta(days=settings.API_KEY_DEFAULT_EXPIRY_DAYS)
@@ -80,6 +90,13 @@ def api_key_create(
         raise ValueError("expires_at must be in the future")
     if expires_at > now + timedelta(days=settings.API_KEY_MAX_EXPIRY_DAYS):
         raise ValueError(f"keys expire within {settings.API_KEY_MAX_EXPIRY_DAYS} days at most")
+    if scope not in policy.KEY_SCOPES:
+        raise ValueError(f"scope must be one of {', '.join(policy.KEY_SCOPES)}")
+    if workspace is not None and selectors.workspace_role(user=user, workspace=workspace) is None:
+        raise ValueError(f"{user.get_username()} is not a member of the workspace to pin the key to")
+    active = ApiKey.objects.filter(user=user, revoked_at__isnull=True, expires_at__gt=now).count()
+    if active >= settings.MAX_ACTIVE_KEYS_PER_USER:
+        raise KeyLimitReached(f"You already have {active} active keys; revoke one before creating another.")
     raw_key = API_KEY_PREFIX + secrets.token_hex(32)
     api_key = ApiKey.objects.create(
         user=user,
@@ -89,6 +106,8 @@ def api_key_create(
         last4=raw_key[-4:],
         expires_at=expires_at,
         created_via=created_via,
+        scope=scope,
+        workspace=workspace,
     )
     return CreatedApiKey(api_key=api_key, raw_key=raw_key)
 
@@ -260,33 +279,62 @@ def membership_remove(*, org: Workspace, user: AbstractBaseUser) -> None:
         UserSettings.objects.filter(user=user, active_org=org).update(active_org=None)
 
 
-def caller_workspace_id(
-    *,
-    user: AbstractBaseUser,
-    routing_mode: str,
-    active_org_id: int | None,
-    personal_workspace_id: int | None,
-    tenant_id: str | None,
-    project_id: str | None,
-) -> int:
-    """workspace_for_scope(...).id, deciding from what the auth statement already read (tenancy.caller).
+# --- Invitations: membership by consent ------------------------------------------------------------------------
 
-    Same rules as routed_workspace(); only a GitHub projectId in auto mode (owner mappings, org slugs) or a
-    workspace still to be provisioned takes the full path, so the common calls cost at most the tenant lookup.
-    """
-    auto_project = routing_mode == UserSettings.RoutingMode.AUTO and bool(project_id) and not tenant_id
-    if auto_project and github_owner_from_project(project_id) is not None:
-        return workspace_for_scope(user=user, tenant_id=tenant_id, project_id=project_id).id
-    routed = personal_workspace_id if auto_project else (active_org_id or personal_workspace_id)
-    if routed is None:
-        return workspace_for_scope(user=user, tenant_id=tenant_id, project_id=project_id).id
-    if not tenant_id:
-        return routed
-    existing = (
-        Workspace.objects.filter(kind=Workspace.Kind.SDK_TENANT, parent_id=routed, tenant_id=tenant_id)
-        .values_list("id", flat=True)
-        .first()
+
+def invitation_create(
+    *, org: Workspace, user: AbstractBaseUser, role: str, invited_by: AbstractBaseUser | None
+) -> Invitation:
+    """Offer membership; nothing routes to the org for this user until they accept."""
+    if org.kind != Workspace.Kind.ORG:
+        raise ValueError("only organizations have members")
+    if role not in Membership.Role.values:
+        raise ValueError(f"role must be one of {', '.join(Membership.Role.values)}")
+    if selectors.is_member(user=user, workspace=org):
+        raise ValueError(f"{user.get_username()} is already a member; change their role instead")
+    with transaction.atomic(using="app"):
+        if (
+            Invitation.objects.filter(org=org, status=Invitation.Status.PENDING).count()
+            >= MAX_PENDING_INVITATIONS
+        ):
+            raise ValueError(
+                f"{org.slug} already has {MAX_PENDING_INVITATIONS} pending invitations; cancel some first"
+            )
+        try:
+            with transaction.atomic(using="app"):
+                return Invitation.objects.create(org=org, user=user, role=role, invited_by=invited_by)
+        except IntegrityError:
+            raise ValueError(
+                f"{user.get_username()} already has a pending invitation to {org.slug}"
+            ) from None
+
+
+def invitation_accept(*, invitation: Invitation, user: AbstractBaseUser) -> Membership:
+    with transaction.atomic(using="app"):
+        locked = _pending_for(invitation=invitation, user=user)
+        membership, _ = Membership.objects.get_or_create(
+            workspace_id=locked.org_id, user=user, defaults={"role": locked.role}
+        )
+        locked.status, locked.decided_at = Invitation.Status.ACCEPTED, timezone.now()
+        locked.save(update_fields=["status", "decided_at"])
+    return membership
+
+
+def invitation_decline(*, invitation: Invitation, user: AbstractBaseUser) -> None:
+    with transaction.atomic(using="app"):
+        locked = _pending_for(invitation=invitation, user=user)
+        locked.status, locked.decided_at = Invitation.Status.DECLINED, timezone.now()
+        locked.save(update_fields=["status", "decided_at"])
+
+
+def invitation_cancel(*, invitation: Invitation) -> None:
+    Invitation.objects.filter(pk=invitation.pk, status=Invitation.Status.PENDING).update(
+        status=Invitation.Status.CANCELLED, decided_at=timezone.now()
     )
-    if existing is not None:
-        return existing
-    return tenant_workspace_resolve(user=user, tenant_id=tenant_id).id
+
+
+def _pending_for(*, invitation: Invitation, user: AbstractBaseUser) -> Invitation:
+    locked = Invitation.objects.select_for_update().filter(pk=invitation.pk, user=user).first()
+    if locked is None or locked.status != Invitation.Status.PENDING:
+        raise ValueError("this invitation is no longer pending")
+    return locked

@@ -11,6 +11,7 @@ from config.errors import ApiError, success_envelope
 from config.schemas import Envelope
 from tenancy.access import request_workspace_id
 from tenancy.auth import SdkKeyAuth
+from tenancy.policy import ADMIN, requires
 from transfer import export, services
 from transfer.schemas import ExportIn, ImportOut, ImportQuery
 
@@ -30,6 +31,7 @@ NDJSON = "application/x-ndjson"
         "responses": {200: {"description": "JSON Lines", "content": {NDJSON: {"schema": {"type": "string"}}}}}
     },
 )
+@requires(ADMIN)
 def workspace_export(request: HttpRequest, payload: ExportIn) -> StreamingHttpResponse:
     workspace_id = request_workspace_id(request, payload.scope)
     response = StreamingHttpResponse(
@@ -52,6 +54,7 @@ def workspace_export(request: HttpRequest, payload: ExportIn) -> StreamingHttpRe
     "IMPORT_FILE_INVALID naming the line; nothing is half-imported.",
     openapi_extra={"requestBody": {"required": True, "content": {NDJSON: {"schema": {"type": "string"}}}}},
 )
+@requires(ADMIN)
 def workspace_import(request: HttpRequest, query: Query[ImportQuery]) -> dict[str, Any]:
     if request.content_type != NDJSON:
         raise ApiError(415, "UNSUPPORTED_MEDIA_TYPE", f"Send the export file with Content-Type: {NDJSON}.")
