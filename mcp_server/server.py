@@ -265,6 +265,17 @@ def graph_traverse_sync(*, caller: SdkCaller, payload: dict[str, Any], role: str
     return _json_ready(data)
 
 
+# Every tool and the body it runs: the body declares the role the tool needs (tests check each tool has one).
+TOOL_BODIES: dict[str, Callable[..., dict[str, Any]]] = {
+    "get_context": get_context_sync,
+    "add_memory": add_memory_sync,
+    "search_memories": search_memories_sync,
+    "forget_memory": forget_memory_sync,
+    "graph_facts": graph_facts_sync,
+    "graph_traverse": graph_traverse_sync,
+}
+
+
 # --- the server ---------------------------------------------------------------------------------------------------
 
 
@@ -365,7 +376,7 @@ def build_server(settings: McpSettings) -> MCPServer:
             graphLimit=graph_limit,
             includeRules=include_rules,
         )
-        return await run(ctx, get_context_sync, {**payload, "scope": merged_scope(scope)})
+        return await run(ctx, TOOL_BODIES["get_context"], {**payload, "scope": merged_scope(scope)})
 
     @server.tool(description="Store a memory: a durable fact, decision, rule, preference or skill.")
     async def add_memory(
@@ -394,7 +405,7 @@ def build_server(settings: McpSettings) -> MCPServer:
             category=category,
             metadata=metadata,
         )
-        return await run(ctx, add_memory_sync, {**payload, "scope": merged_scope(scope)})
+        return await run(ctx, TOOL_BODIES["add_memory"], {**payload, "scope": merged_scope(scope)})
 
     @server.tool(description="Search memories by words (lexical), meaning (semantic) or both (hybrid).")
     async def search_memories(
@@ -413,7 +424,7 @@ def build_server(settings: McpSettings) -> MCPServer:
         scope: ScopeParam = None,
     ) -> dict[str, Any]:
         payload = _drop_none(query=query, limit=limit, strategy=strategy, type=type, layer=layer)
-        return await run(ctx, search_memories_sync, {**payload, "scope": merged_scope(scope)})
+        return await run(ctx, TOOL_BODIES["search_memories"], {**payload, "scope": merged_scope(scope)})
 
     @server.tool(description="Forget a memory by id (it stops appearing in context and search).")
     async def forget_memory(
@@ -421,7 +432,7 @@ def build_server(settings: McpSettings) -> MCPServer:
         id: Annotated[str, Field(description="The memory id, as returned by add_memory or search_memories.")],
         scope: ScopeParam = None,
     ) -> dict[str, Any]:
-        return await run(ctx, forget_memory_sync, {"id": id, "scope": merged_scope(scope)})
+        return await run(ctx, TOOL_BODIES["forget_memory"], {"id": id, "scope": merged_scope(scope)})
 
     @server.tool(description="Facts from the entity graph about what `query` (or one `entity`) reaches.")
     async def graph_facts(
@@ -439,7 +450,7 @@ def build_server(settings: McpSettings) -> MCPServer:
         payload = _drop_none(
             query=query, entity=entity, maxHops=max_hops, limit=limit, at=at, edgeClasses=edge_classes
         )
-        return await run(ctx, graph_facts_sync, {**payload, "scope": merged_scope(scope)})
+        return await run(ctx, TOOL_BODIES["graph_facts"], {**payload, "scope": merged_scope(scope)})
 
     @server.tool(description="Walk the entity graph from one entity along typed edges (e.g. works_on, uses).")
     async def graph_traverse(
@@ -454,6 +465,6 @@ def build_server(settings: McpSettings) -> MCPServer:
         payload = _drop_none(
             startEntity=start_entity, edgeTypes=edge_types, maxHops=max_hops, limit=limit, at=at
         )
-        return await run(ctx, graph_traverse_sync, {**payload, "scope": merged_scope(scope)})
+        return await run(ctx, TOOL_BODIES["graph_traverse"], {**payload, "scope": merged_scope(scope)})
 
     return server

@@ -56,9 +56,9 @@ def workspace_export(request: HttpRequest, payload: ExportIn) -> StreamingHttpRe
 )
 @requires(ADMIN)
 def workspace_import(request: HttpRequest, query: Query[ImportQuery]) -> dict[str, Any]:
+    workspace_id = request_workspace_id(request, query.scope())
     if request.content_type != NDJSON:
         raise ApiError(415, "UNSUPPORTED_MEDIA_TYPE", f"Send the export file with Content-Type: {NDJSON}.")
-    workspace_id = request_workspace_id(request, query.scope())
     # Read line by line from the request stream: the file may be larger than the API's in-memory body limit.
     report = services.workspace_import(workspace_id=workspace_id, lines=iter(request.readline, b""))
     return success_envelope(request, {"workspaceId": workspace_id, **report.as_dict()})

@@ -9,14 +9,17 @@ from memories.models import Memory, PipelineJob
 from pipeline import jobs
 from pipeline import services as pipeline
 from tenancy.models import Workspace
+from tenancy.policy import OPERATOR, declare
 from tenancy.rls import workspace_context
 
 
+@declare(OPERATOR)
 class Command(BaseCommand):
     help = (
-        "Run LLM extraction (memory relationships, entities and facts) for memories that never had it — written "
-        "before GRAPH_LLM_MODEL was set, or dead-lettered — here, with a progress bar. Injection-flagged memories "
-        "are never sent to the model. Uses the workspace's token budget like the workers do."
+        "Run LLM extraction (memory relationships, entities and facts) for memories that never had it — "
+        "written before GRAPH_LLM_MODEL was set, or dead-lettered — here, with a progress bar. "
+        "Injection-flagged memories are never sent to the model. Uses the workspace's token budget like the "
+        "workers do."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:

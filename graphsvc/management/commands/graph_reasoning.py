@@ -13,15 +13,17 @@ from graphsvc import selectors, upkeep
 from graphsvc.facts import entity_lookup, facts_recall
 from retrieval.embeddings import embed_query
 from tenancy.models import Workspace
+from tenancy.policy import OPERATOR, declare
 from tenancy.rls import workspace_context
 
 ACTIONS = ("facts", "entities", "entity", "communities", "stats", "upkeep", "clear")
 
 
+@declare(OPERATOR)
 class Command(BaseCommand):
     help = (
-        "Entity graph of one workspace: facts QUERY, entities [QUERY], entity NAME, communities [--refresh], stats, "
-        "upkeep (communities when due, decay, eviction; --force runs them all now), clear --yes."
+        "Entity graph of one workspace: facts QUERY, entities [QUERY], entity NAME, communities [--refresh], "
+        "stats, upkeep (communities when due, decay, eviction; --force runs them all now), clear --yes."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:

@@ -7,8 +7,10 @@ from pydantic import ValidationError
 from config.errors import ApiError
 from config.schemas import ScopeIn
 from mcp_server.server import McpSettings, build_server, caller_for_key
+from tenancy.policy import OPERATOR, declare
 
 
+@declare(OPERATOR)
 class Command(BaseCommand):
     help = (
         "Serve Cairn's memory tools over the Model Context Protocol: get_context, add_memory, search_memories, "

@@ -4,8 +4,10 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from pipeline.services import jobs_run_pending
 from tenancy.models import Workspace
+from tenancy.policy import OPERATOR, declare
 
 
+@declare(OPERATOR)
 class Command(BaseCommand):
     help = "Run queued pipeline jobs (embedding, similarity edges) now, in this process, instead of a worker."
 

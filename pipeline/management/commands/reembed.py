@@ -8,16 +8,18 @@ from memories.models import Memory, MemoryEmbedding
 from pipeline import jobs
 from pipeline.services import jobs_run_pending
 from tenancy.models import Workspace
+from tenancy.policy import OPERATOR, declare
 from tenancy.rls import workspace_context
 
 BATCH = 256
 
 
+@declare(OPERATOR)
 class Command(BaseCommand):
     help = (
-        "Embed memories that have no vector for the current EMBEDDING_MODEL (after changing the model), with a "
-        "progress bar. Search only uses vectors of the current model, so until this finishes semantic search "
-        "reports partial_vector_coverage and hybrid search still finds the rest by their words."
+        "Embed memories that have no vector for the current EMBEDDING_MODEL (after changing the model), "
+        "with a progress bar. Search only uses vectors of the current model, so until this finishes semantic "
+        "search reports partial_vector_coverage and hybrid search still finds the rest by their words."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:

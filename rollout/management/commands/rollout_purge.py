@@ -8,8 +8,10 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from rollout import services
+from tenancy.policy import OPERATOR, declare
 
 
+@declare(OPERATOR)
 class Command(BaseCommand):
     help = (
         "Delete retrieval metrics older than ROLLOUT_METRICS_RETENTION_DAYS (default 7) in every workspace."

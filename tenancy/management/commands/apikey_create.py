@@ -6,8 +6,10 @@ from django.utils import timezone
 
 from tenancy import services
 from tenancy.management.commands._helpers import user_by_username
+from tenancy.policy import OPERATOR, declare
 
 
+@declare(OPERATOR)
 class Command(BaseCommand):
     help = "Create an SDK API key for a user and print it (it is shown only this once)."
 

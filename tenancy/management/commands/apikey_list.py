@@ -5,8 +5,10 @@ from django.utils import timezone
 
 from tenancy.management.commands._helpers import user_by_username
 from tenancy.models import ApiKey
+from tenancy.policy import OPERATOR, declare
 
 
+@declare(OPERATOR)
 class Command(BaseCommand):
     help = "List API keys (prefix and last 4 only; the keys themselves are never stored)."
 

@@ -5,8 +5,10 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from tenancy import services
 from tenancy.models import ApiKey
+from tenancy.policy import OPERATOR, declare
 
 
+@declare(OPERATOR)
 class Command(BaseCommand):
     help = "Revoke an API key by its id (see apikey_list)."
 

@@ -8,8 +8,10 @@ from django.utils import timezone
 from config.embedded_db import var_dir
 from tenancy import selectors, services
 from tenancy.models import ApiKey
+from tenancy.policy import OPERATOR, declare
 
 
+@declare(OPERATOR)
 class Command(BaseCommand):
     help = (
         "Development only: make the demo user, org 'demo' and an API key, and print the key on its own line. "

@@ -4,8 +4,10 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from tenancy import services
 from tenancy.management.commands._helpers import user_by_username
+from tenancy.policy import OPERATOR, declare
 
 
+@declare(OPERATOR)
 class Command(BaseCommand):
     help = "Create an organization workspace owned by a user."
 

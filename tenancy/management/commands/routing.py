@@ -5,8 +5,10 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tenancy import selectors, services
 from tenancy.management.commands._helpers import org_by_slug, user_by_username
 from tenancy.models import RepoOwnerMapping
+from tenancy.policy import OPERATOR, declare
 
 
+@declare(OPERATOR)
 class Command(BaseCommand):
     help = (
         "Show or change a user's repo → workspace routing: mode (auto | active_workspace), the active org, and "

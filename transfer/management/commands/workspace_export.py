@@ -5,13 +5,15 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from config.progress import ProgressBar
 from tenancy.models import Workspace
+from tenancy.policy import OPERATOR, declare
 from transfer import export
 
 
+@declare(OPERATOR)
 class Command(BaseCommand):
     help = (
-        "Export one workspace as versioned JSON Lines (memories, graph, aliases, communities, rollout settings) "
-        "to a file or stdout, with a progress bar on stderr."
+        "Export one workspace as versioned JSON Lines (memories, graph, aliases, communities, rollout "
+        "settings) to a file or stdout, with a progress bar on stderr."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:

@@ -8,9 +8,11 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from config.errors import ApiError
 from config.progress import ProgressBar
 from tenancy.models import Workspace
+from tenancy.policy import OPERATOR, declare
 from transfer import services
 
 
+@declare(OPERATOR)
 class Command(BaseCommand):
     help = (
         "Import a workspace_export file into a workspace (the same or another): ids remapped, existing rows "
