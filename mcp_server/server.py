@@ -12,6 +12,7 @@ thread-sensitive executor), so the server keeps one connection and the event loo
 from __future__ import annotations
 
 import importlib
+import ipaddress
 import json
 import logging
 from collections.abc import Callable, Mapping
@@ -56,11 +57,24 @@ CONTEXT_ENDPOINT = "mcp/get_context"  # how retrieval metrics tell MCP calls fro
 
 @dataclass(frozen=True)
 class McpSettings:
-    """What the server was started with: a key (optional over HTTP, where each request may bring its own) and
-    the default scope of every tool call."""
+    """What the server was started with: a key (optional over HTTP, where each request may bring its own), the
+    default scope of every tool call, and whether a request without its own key may act with the startup key
+    (stdio and a loopback HTTP bind only: on any other address that would hand the key's power to anyone who
+    reaches the port)."""
 
     api_key: str | None = None
     default_scope: Mapping[str, str] = field(default_factory=dict)
+    startup_key_for_anonymous: bool = True
+
+
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def is_loopback(host: str) -> bool:
+    try:
+        return host in LOOPBACK_HOSTS or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class _HeaderRequest:
@@ -313,7 +327,7 @@ def build_server(settings: McpSettings) -> MCPServer:
     async def run(
         ctx: Context | None, body: Callable[..., dict[str, Any]], payload: dict[str, Any]
     ) -> dict[str, Any]:
-        key = settings.api_key
+        key = settings.api_key if settings.startup_key_for_anonymous else None
         headers = ctx.headers if ctx is not None else None
         authorization = (headers or {}).get("authorization", "")
         if authorization.lower().startswith("bearer "):

@@ -1,12 +1,14 @@
 import os
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import ValidationError
 
 from config.errors import ApiError
 from config.schemas import ScopeIn
-from mcp_server.server import McpSettings, build_server, caller_for_key
+from mcp_server.server import McpSettings, build_server, caller_for_key, is_loopback
 from tenancy.policy import OPERATOR, declare
 
 
@@ -29,6 +31,18 @@ class Command(BaseCommand):
         parser.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default 127.0.0.1).")
         parser.add_argument("--port", type=int, default=8765, help="HTTP port (default 8765).")
         parser.add_argument("--path", default="/mcp", help="HTTP endpoint path (default /mcp).")
+        parser.add_argument(
+            "--allowed-hosts",
+            default=",".join(settings.MCP_ALLOWED_HOSTS),
+            help="Host headers the HTTP server answers (DNS-rebinding protection, always on), comma-separated, "
+            "'host:*' for any port; default MCP_ALLOWED_HOSTS.",
+        )
+        parser.add_argument(
+            "--allowed-origins",
+            default=",".join(settings.MCP_ALLOWED_ORIGINS),
+            help="Origin headers the HTTP server accepts from browsers, comma-separated; default "
+            "MCP_ALLOWED_ORIGINS.",
+        )
         parser.add_argument(
             "--tenant-id", default=os.environ.get("CAIRN_TENANT_ID"), help="Default scope.tenantId."
         )
@@ -54,13 +68,36 @@ class Command(BaseCommand):
             )
         except ValidationError as exc:
             raise CommandError(f"Invalid default scope: {exc}") from None
-        server = build_server(McpSettings(api_key=api_key, default_scope=scope.model_dump(exclude_none=True)))
+        loopback = is_loopback(options["host"])
+        if options["http"] and api_key is not None and not loopback:
+            self.stderr.write(
+                f"Bound to {options['host']}: requests must bring their own 'Authorization: Bearer mem_…'; the "
+                "startup key is used for none of them."
+            )
+        server = build_server(
+            McpSettings(
+                api_key=api_key,
+                default_scope=scope.model_dump(exclude_none=True),
+                startup_key_for_anonymous=not options["http"] or loopback,
+            )
+        )
         if options["http"]:
+            # DNS-rebinding protection stays on whatever the bind address: only the listed Host headers pass.
+            security = TransportSecuritySettings(
+                enable_dns_rebinding_protection=True,
+                allowed_hosts=_listed(options["allowed_hosts"]),
+                allowed_origins=_listed(options["allowed_origins"]),
+            )
             server.run(
                 "streamable-http",
                 host=options["host"],
                 port=options["port"],
                 streamable_http_path=options["path"],
+                transport_security=security,
             )
         else:
             server.run("stdio")
+
+
+def _listed(raw: str) -> list[str]:
+    return [item.strip() for item in raw.split(",") if item.strip()]
