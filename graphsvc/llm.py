@@ -16,6 +16,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
+import re2
 from django.conf import settings
 from django.db import connections
 from pydantic import BaseModel, ValidationError
@@ -91,16 +92,58 @@ def parse_json_answer(text: str) -> Any:
         return json.loads(cleaned[start : end + 1])
 
 
+FENCE_OPEN = "<external-data>"
+FENCE_CLOSE = "</external-data>"
+
+
+def _either_width(ch: str) -> str:
+    """A class for `ch` or its full-width form (U+FF01..U+FF5E), which NFKC folds to it."""
+    return "[" + re2.escape(ch) + chr(ord(ch) + 0xFEE0) + "]"
+
+
+# What a reader skips or stacks on a neighbour (controls, zero-width and bidi format characters, combining
+# marks) may sit between the letters; spaces and punctuation may also sit around the words.
+_UNSEEN = r"[\p{Cc}\p{Cf}\p{M}]*"
+_GAP = r"[\s\p{Z}\p{P}\p{Cc}\p{Cf}\p{M}]*"
+# Any tag an LLM could take for the fence's, opening or closing: either case, full-width forms, any spaces
+# and punctuation (a slash, a backslash) after the `<` and between the two words, unseen characters between
+# letters, attributes after the name. RE2 keeps the scan linear in the text however the gaps are stuffed.
+_FENCE_TAG = re2.compile(
+    r"(?i)[<\x{FE64}\x{FF1C}]"
+    + _GAP
+    + _UNSEEN.join(_either_width(ch) for ch in "external")
+    + _GAP
+    + _UNSEEN.join(_either_width(ch) for ch in "data")
+)
+
+
+def _escape_fence_tag(match: re2._Match) -> str:
+    # Only the `<` changes: the content still reads as written, and the tag neither closes the fence nor
+    # opens another one.
+    return "&lt;" + match.group(0)[1:]
+
+
+def _escape_fence_tags(text: str) -> str:
+    try:
+        return _FENCE_TAG.sub(_escape_fence_tag, text)
+    except UnicodeEncodeError:
+        # Lone surrogates (JSON escapes in a model's answer can make them) are not UTF-8, the only text RE2
+        # reads; in a prompt they are noise, so they become U+FFFD.
+        text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+        return _FENCE_TAG.sub(_escape_fence_tag, text)
+
+
 def external(text: str, *, limit: int | None = None) -> str:
-    """Memory text is data, never instructions: fence it, and keep a forged closing tag from ending the fence.
+    """Memory text is data, never instructions: fence it, and keep a forged fence tag from ending the fence.
 
     Secrets are scrubbed first (memories.scrubber), then the text is cut to `limit`: cutting first could leave
-    half a key that no pattern recognises any more.
+    half a key that no pattern recognises any more. Fence tags in the text are escaped last, so that nothing
+    after it can rebuild one.
     """
     text = scrub_secrets(text)
     if limit is not None:
         text = text[:limit]
-    return "<external-data>" + text.replace("</external-data>", "</external_data>") + "</external-data>"
+    return FENCE_OPEN + _escape_fence_tags(text) + FENCE_CLOSE
 
 
 def tokens_used_today(*, workspace_id: int) -> int:

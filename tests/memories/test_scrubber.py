@@ -8,8 +8,8 @@ import json
 import pytest
 
 from graphsvc import llm
-from memories.pipeline import jobs_run_pending
 from memories.scrubber import scrub_secrets, secret_kinds
+from pipeline.services import jobs_run_pending
 from tests.conftest import API
 from tests.helpers.fake_openai import FakeProvider
 from tests.memories.helpers import personal_workspace_id, stored
@@ -26,9 +26,11 @@ SECRETS = [
     ("slack_token", "slack bot xoxb-123456789012-abcdefGHIJKL", "xoxb-1234"),
     ("stripe_key", "billing uses sk_live_51HqLyjWDarjtT1zdp7dc", "sk_live_51"),
     ("google_api_key", "maps key AIzaSyD-9tSrke72PouQMnMX-a7eZSW0jkFMBWY", "AIzaSyD"),
+    ("huggingface_token", "hub token hf_Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Jh1Gf0EdCb", "hf_Zx9Y"),
     (
         "jwt",
-        "session eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+        "session eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0."
+        "dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
         "eyJhbGciOiJIUzI1NiJ9",
     ),
     ("bearer_token", "curl -H 'Authorization: Bearer 9f8e7d6c5b4a39281706f5e4d3c2b1a0'", "9f8e7d6c5b4a"),
@@ -50,6 +52,7 @@ LOOK_ALIKES = [
     "connect to postgres://localhost:5432/cairn without a password",
     "ssh://git@github.com:22/acme/x.git",
     "he was the bearer of bad news",
+    "the header reads Authorization: Bearer abcdefghijklmnopqrstuvwxyz",
     "password = os.environ['DB_PASSWORD']",
     "api_key: ${OPENAI_API_KEY}",
     "password: None",
@@ -86,12 +89,24 @@ def test_it_keeps_the_label_and_the_surrounding_text() -> None:
     )
 
 
+def test_it_reads_unicode_spaces_as_spaces() -> None:
+    scrubbed = scrub_secrets(
+        "password\u00a0=\u00a0hunter2!x and Bearer\u00a09f8e7d6c5b4a39281706f5e4d3c2b1a0"
+    )
+    assert scrubbed == "password\u00a0=\u00a0[REDACTED:password] and Bearer\u00a0[REDACTED:bearer_token]"
+
+
+def test_it_scrubs_around_lone_surrogates() -> None:
+    # JSON escapes can carry them and RE2 reads only UTF-8: the text around them is scrubbed, they stay.
+    assert scrub_secrets("\ud800 password = hunter2!x") == "\ud800 password = [REDACTED:password]"
+
+
 def test_it_is_idempotent() -> None:
     once = scrub_secrets(" ".join(text for _, text, _ in SECRETS))
     assert scrub_secrets(once) == once
 
 
-# --- wired into what leaves the machine: LLM prompts and context text ------------------------------------------
+# --- wired into what leaves the machine: LLM prompts and context text ---------------------------------------
 
 SECRET_NOTE = "Deploy key for staging is sk-proj-4fJ2kQ9xZt7LmN3pR8sV1wY6bC0dE5gH, use it in CI"
 
