@@ -143,8 +143,8 @@ def search_query(rng: random.Random) -> str:
 
 
 def ensure_bench_database(database: str = BENCH_DATABASE) -> None:
-    """Create `database` (default cairn_bench) as the owner role's database, connecting as the superuser on the
-    embedded server. The other benchmarks call this for their own databases."""
+    """Create `database` (default cairn_bench) as the owner role's database, connecting as the superuser on
+    the embedded server. The other benchmarks call this for their own databases."""
     import psycopg
     from psycopg import sql
 
@@ -216,7 +216,11 @@ def bench_user_and_key() -> tuple[Any, int, str]:
     workspace = services.personal_workspace_ensure(user=user)
     ApiKey.objects.filter(user=user, revoked_at__isnull=True).update(revoked_at=timezone.now())
     key = services.api_key_create(
-        user=user, expires_at=timezone.now() + timedelta(days=1), name="bench", created_via="bench"
+        user=user,
+        expires_at=timezone.now() + timedelta(days=1),
+        name="bench",
+        created_via="bench",
+        scope="admin",
     )
     return user, workspace.id, key.raw_key
 
@@ -233,8 +237,8 @@ def seed_memories(workspace_id: int, target: int) -> tuple[int, int]:
     # FORCE row-level security: without the workspace context these statements would see (and write) nothing.
     with workspace_context(workspace_id), connections["app"].cursor() as cursor:
         # The previous run's adds leave the graph the way a forget does (their nodes, links and the edges they
-        # are evidence for): left behind, the writer's user node gathered ~10k edges over many runs, a hub that
-        # context_latency.py's depth-2 expansion then walked on every call.
+        # are evidence for): left behind, the writer's user node gathered ~10k edges over many runs, a hub
+        # that context_latency.py's depth-2 expansion then walked on every call.
         cursor.execute(
             "SELECT id FROM memories WHERE workspace_id = %s AND user_id IS NOT NULL", [workspace_id]
         )

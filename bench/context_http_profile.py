@@ -46,7 +46,11 @@ def main() -> None:
     from tenancy import services as tenancy_services
 
     key = tenancy_services.api_key_create(
-        user=user, expires_at=timezone.now() + timedelta(hours=1), name="http-profile", created_via="bench"
+        user=user,
+        expires_at=timezone.now() + timedelta(hours=1),
+        name="http-profile",
+        created_via="bench",
+        scope="admin",
     ).raw_key
     client = Client()
     headers = {"HTTP_AUTHORIZATION": f"Bearer {key}"}

@@ -1,23 +1,24 @@
 """Retrieval quality on LoCoMo: evidence recall@k and hit@k per question category, per search strategy.
 
-    .venv/bin/python bench/locomo.py [--data ../shared/data/locomo/locomo-dev.json] [--out bench/results/locomo.json]
+    .venv/bin/python bench/locomo.py [--data PATH] [--out bench/results/locomo.json]
         [--strategies lexical,semantic,hybrid,hybrid_graph,...] [--conversations N] [--graph-depth 1|2]
         [--graph-baseline 20] [--graph-limit 20] [--reingest]
 
 What it does, in order (bench/README.md explains the numbers):
   1. creates the database cairn_locomo on the embedded PostgreSQL if missing and migrates it (the developer's,
      test and bench databases are never opened);
-  2. one SDK-tenant workspace per conversation (tenantId locomo-<sample_id> under the user `locomo`); each dialog
-     turn becomes one memory, written with the real write flow (pipeline.services.memory_add_flow), dated at its
-     session's time and carrying {"dia_id": …} in metadata; then the real embed + similarity jobs run in-process
-     (jobs_run_pending, the product's default model or --model). A workspace that already holds all its turns is
-     reused (and re-embedded if its vectors are of another model);
-  3. asks every question through the SDK API (django.test.Client, a real key): memories/search with limit 20 for
-     lexical / semantic / hybrid, and context/get (hybrid, graph expansion, the workspace's rollout in canary)
-     for hybrid_graph — skipped with a note while context/get or graph/rollout is not there;
+  2. one SDK-tenant workspace per conversation (tenantId locomo-<sample_id> under the user `locomo`); each
+     dialog turn becomes one memory, written with the real write flow (pipeline.services.memory_add_flow),
+     dated at its session's time and carrying {"dia_id": …} in metadata; then the real embed + similarity
+     jobs run in-process (jobs_run_pending, the product's default model or --model). A workspace that already
+     holds all its turns is reused (and re-embedded if its vectors are of another model);
+  3. asks every question through the SDK API (django.test.Client, a real key): memories/search with limit 20
+     for lexical / semantic / hybrid, and context/get (hybrid, graph expansion, the workspace's rollout in
+     canary) for hybrid_graph — skipped with a note while context/get or graph/rollout is not there;
   4. optionally computes bench-only variants of the ranking (not product behaviour, see VARIANTS);
   5. prints tables and writes everything as JSON to --out.
-The data is read from --data at run time; it is never copied into the repository.
+The data is read from --data at run time (default: the LoCoMo dev split, kept outside the repository) and is
+never copied into the repository.
 """
 
 from __future__ import annotations
@@ -60,8 +61,9 @@ os.environ["RATE_LIMIT_REQUESTS"] = "1000000000"
 warnings.filterwarnings("ignore", message="No directory at")  # static files: irrelevant to the API
 
 KS = (1, 5, 10, 20)
-# Issue #10 options: fields added to every memories/search and context/get body (--importance-weight), and
-# admission control on while ingesting (--admission, into workspaces of their own: tenantId locomo-adm-<id>).
+# Memory-hygiene options: fields added to every memories/search and context/get body
+# (--importance-weight), and admission control on while ingesting (--admission, into workspaces of their
+# own: tenantId locomo-adm-<id>).
 EXTRA_BODY: dict[str, Any] = {}
 ADMISSION = False
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
@@ -71,19 +73,20 @@ API_STRATEGIES = ("lexical", "semantic", "hybrid", "hybrid_graph")
 VARIANTS = {
     "lexical_or": "full-text search with the question's words OR'ed (to_tsquery 'w1 | w2 | …', stop words "
     "dropped by the english config), ranked by ts_rank_cd like the product",
-    "hybrid_or": "reciprocal-rank fusion (k=60) of lexical_or and the product's semantic ranking, 80 candidates "
-    "each (the product's hybrid with lexical_or instead of websearch_to_tsquery's AND)",
-    "hybrid_and_or": "reciprocal-rank fusion of the product's lexical (BM25; an AND of the words before issue 4), "
-    "lexical_or and semantic rankings",
-    "hybrid+adjacent": "the product's hybrid top 10, then the turns right before and after each of them (what "
-    "temporal preceded_by / followed_by edges would let graph expansion add), then hybrid again up to 20",
+    "hybrid_or": "reciprocal-rank fusion (k=60) of lexical_or and the product's semantic ranking, 80 "
+    "candidates each (the product's hybrid with lexical_or instead of websearch_to_tsquery's AND)",
+    "hybrid_and_or": "reciprocal-rank fusion of the product's lexical (BM25; an AND of the words before "
+    "issue 4), lexical_or and semantic rankings",
+    "hybrid+adjacent": "the product's hybrid top 10, then the turns right before and after each of them "
+    "(what temporal preceded_by / followed_by edges would let graph expansion add), then hybrid again "
+    "up to 20",
 }
 DEFAULT_STRATEGIES = (*API_STRATEGIES, *VARIANTS)
 FUSION_DEPTH = max(SEARCH_LIMIT * 4, 40)  # candidates per ranking, as retrieval.search uses for hybrid
 ADJACENT_SEEDS = 10
 
 
-# --- The data set ----------------------------------------------------------------------------------------------
+# --- The data set -------------------------------------------------------------------------------------------
 
 SESSION_KEY = re.compile(r"session_(\d+)")
 EVIDENCE_ID = re.compile(r"D:?(\d+):(\d+)")
@@ -159,7 +162,8 @@ def conversation_turns(conversation: dict[str, Any]) -> list[Turn]:
 
 
 def normalise_evidence(raw_ids: Iterable[str], known: set[str]) -> tuple[frozenset[str], int]:
-    """(valid ids, how many were dropped): split joined ids, D:11:26 → D11:26, D30:05 → D30:5, unknown dropped."""
+    """(valid ids, how many were dropped): joined ids split, D:11:26 → D11:26, D30:05 → D30:5, unknown
+    ids dropped."""
     kept: set[str] = set()
     dropped = 0
     for raw in raw_ids:
@@ -198,7 +202,7 @@ def load_conversations(path: Path, limit: int | None) -> list[Conversation]:
     return conversations
 
 
-# --- Database and tenant workspaces ----------------------------------------------------------------------------
+# --- Database and tenant workspaces -------------------------------------------------------------------------
 
 
 def ensure_database() -> None:
@@ -222,8 +226,9 @@ def setup_django_and_migrate() -> None:
 
 
 def bench_user_and_key() -> tuple[Any, str]:
-    """The `locomo` user and a fresh API key valid for a day. Earlier keys are left to expire rather than revoked,
-    so two runs at once (say, a quick --conversations 1 check during a full run) do not cut each other off."""
+    """The `locomo` user and a fresh API key valid for a day. Earlier keys are left to expire rather
+    than revoked, so two runs at once (say, a quick --conversations 1 check during a full run) do not cut
+    each other off."""
     from django.contrib.auth import get_user_model
     from django.utils import timezone
 
@@ -235,7 +240,11 @@ def bench_user_and_key() -> tuple[Any, str]:
         user = user_model.objects.create_user(USERNAME, email="locomo@example.com", password=None)
     services.personal_workspace_ensure(user=user)
     key = services.api_key_create(
-        user=user, expires_at=timezone.now() + timedelta(days=1), name="locomo", created_via="bench"
+        user=user,
+        expires_at=timezone.now() + timedelta(days=1),
+        name="locomo",
+        created_via="bench",
+        scope="admin",
     )
     return user, key.raw_key
 
@@ -247,7 +256,7 @@ def tenant_workspace_id(user: Any, conversation: Conversation) -> int:
     return tenant_workspace_resolve(user=user, tenant_id=conversation.tenant_id).id
 
 
-# --- Ingest ----------------------------------------------------------------------------------------------------
+# --- Ingest -------------------------------------------------------------------------------------------------
 
 
 def progress(message: str) -> None:
@@ -333,8 +342,8 @@ def turn_metadata(turn: Turn) -> dict[str, str]:
 
 
 def add_missing_speakers(workspace_id: int, turns: list[Turn]) -> int:
-    """Workspaces ingested before turns carried metadata.speaker get it from the data by dia_id, so they can be
-    reused without embedding everything again."""
+    """Workspaces ingested before turns carried metadata.speaker get it from the data by dia_id, so they can
+    be reused without embedding everything again."""
     from django.db import connections
 
     from tenancy.rls import workspace_context
@@ -355,8 +364,8 @@ def add_missing_speakers(workspace_id: int, turns: list[Turn]) -> int:
 
 
 def add_missing_session_ids(workspace_id: int) -> int:
-    """Workspaces ingested before turns carried a sessionId get it from their dia_id (D3:7 → session_3), so they
-    can be reused without embedding everything again."""
+    """Workspaces ingested before turns carried a sessionId get it from their dia_id (D3:7 → session_3), so
+    they can be reused without embedding everything again."""
     from django.db import connections
 
     from tenancy.rls import workspace_context
@@ -455,8 +464,8 @@ def ingest(workspace_id: int, conversation: Conversation, reingest: bool) -> dic
     state = pipeline_state(workspace_id)
     if state["vectors"] != total or state["unfinishedJobs"]:
         print(
-            f"warning: {label} has {state['vectors']}/{total} vectors and {state['unfinishedJobs']} unfinished "
-            "jobs; semantic rankings will be partial",
+            f"warning: {label} has {state['vectors']}/{total} vectors and "
+            f"{state['unfinishedJobs']} unfinished jobs; semantic rankings will be partial",
             file=sys.stderr,
         )
     return {
@@ -472,7 +481,7 @@ def ingest(workspace_id: int, conversation: Conversation, reingest: bool) -> dic
     }
 
 
-# --- Asking: the SDK API ---------------------------------------------------------------------------------------
+# --- Asking: the SDK API ------------------------------------------------------------------------------------
 
 
 class StrategyUnavailable(Exception):
@@ -572,9 +581,9 @@ def context_ranking(api: SdkApi, tenant_id: str, query: str, options: GraphOptio
 
 
 def enable_canary(api: SdkApi, tenant_id: str, workspace_id: int) -> str:
-    """Put the workspace's graph rollout in canary through POST graph/rollout; while that route is missing, through
-    rollout.services.rollout_mode_set. Returns how; raises StrategyUnavailable when neither is there or canary is
-    refused (409 CANARY_ROLLOUT_BLOCKED while the quality gate blocks it)."""
+    """Put the workspace's graph rollout in canary through POST graph/rollout; while that route is missing,
+    through rollout.services.rollout_mode_set. Returns how; raises StrategyUnavailable when neither is there
+    or canary is refused (409 CANARY_ROLLOUT_BLOCKED while the quality gate blocks it)."""
     status, envelope = api.post("graph/rollout", {"mode": "canary", "scope": {"tenantId": tenant_id}})
     if status == 200:
         return "POST graph/rollout"
@@ -595,7 +604,7 @@ def enable_canary(api: SdkApi, tenant_id: str, workspace_id: int) -> str:
     return "rollout.services.rollout_mode_set (graph/rollout answered 404)"
 
 
-# --- Bench-only variants (computed here, inside the workspace's RLS context) ---------------------------------
+# --- Bench-only variants (computed here, inside the workspace's RLS context) --------------------------------
 
 _LEXICAL_OR_SQL = """
 SELECT m.* FROM memories m, to_tsquery('english', %(query)s) AS q(query)
@@ -633,8 +642,9 @@ def fused(rankings: list[list[Any]]) -> list[str | None]:
 
 
 def variant_rankings(workspace_id: int, query: str, wanted: set[str]) -> dict[str, list[str | None]]:
-    """lexical_or, hybrid_or, hybrid_and_or, and the product's hybrid ranked in this process (a check that the API
-    answer the harness scores is the service's ranking: same workspace, scope, limit and importance weight)."""
+    """lexical_or, hybrid_or, hybrid_and_or, and the product's hybrid ranked in this process (a check that
+    the API answer the harness scores is the service's ranking: same workspace, scope, limit and
+    importance weight)."""
     from memories import selectors
     from memories.selectors import MemoryScope
     from retrieval import search
@@ -697,7 +707,7 @@ def turn_neighbours(turns: list[Turn]) -> dict[str, list[str]]:
     }
 
 
-# --- Scoring ---------------------------------------------------------------------------------------------------
+# --- Scoring ------------------------------------------------------------------------------------------------
 
 
 def question_scores(ranked: list[str | None], evidence: frozenset[str]) -> dict[str, float]:
@@ -756,7 +766,7 @@ class StrategyResult:
         return {**report, **self.extra}
 
 
-# --- Asking every question -------------------------------------------------------------------------------------
+# --- Asking every question ----------------------------------------------------------------------------------
 
 
 @dataclass
@@ -871,10 +881,11 @@ def ask_conversation(run: Run, conversation: Conversation, workspace_id: int) ->
 
 
 def forget_retrieval_history(workspace_id: int) -> None:
-    """Delete the workspace's retrieval metrics left by earlier runs. The quality gate judges the last 24 hours, so
-    without this a re-run within a day inherited the previous run's verdict: a conversation whose sparse graph
-    tripped EXPANSION_COVERAGE_TOO_LOW then refused canary (409) and the whole hybrid_graph strategy was skipped.
-    Within a run the gate still acts as in the product, and its fallbacks are counted in the report."""
+    """Delete the workspace's retrieval metrics left by earlier runs. The quality gate judges the last 24
+    hours, so without this a re-run within a day inherited the previous run's verdict: a conversation whose
+    sparse graph tripped EXPANSION_COVERAGE_TOO_LOW then refused canary (409) and the whole hybrid_graph
+    strategy was skipped. Within a run the gate still acts as in the product, and the report counts its
+    fallbacks."""
     from rollout.models import RetrievalMetric
     from tenancy.rls import workspace_context
 
@@ -945,7 +956,7 @@ def graph_summary(result: StrategyResult, options: GraphOptions, details: list[d
     }
 
 
-# --- Report ----------------------------------------------------------------------------------------------------
+# --- Report -------------------------------------------------------------------------------------------------
 
 
 def fmt(value: float | None) -> str:
@@ -970,8 +981,9 @@ def print_report(report: dict[str, Any]) -> None:
     done = {name: s for name, s in strategies.items() if s["status"] == "ok"}
     q = report["questions"]
     print(
-        f"\nLoCoMo {Path(report['data']).name}: {len(report['ingest'])} conversations, {q['asked']} questions "
-        f"asked ({q['skippedNoEvidence']} without evidence skipped), {report['durationSeconds']:.0f} s, "
+        f"\nLoCoMo {Path(report['data']).name}: {len(report['ingest'])} conversations, "
+        f"{q['asked']} questions asked ({q['skippedNoEvidence']} without evidence skipped), "
+        f"{report['durationSeconds']:.0f} s, "
         f"load average {report['machine']['loadavgAtStart']} → {report['machine']['loadavgAtEnd']}\n"
     )
     print(f"categories 1-4 (n = {q['headline']})")
@@ -995,12 +1007,15 @@ def print_report(report: dict[str, Any]) -> None:
         full = graph["fullList"]
         print(
             f"\nhybrid_graph whole list ({graph['request']}): mean length {full['meanLength']}, "
-            f"mean graph-added {full['meanGraphAdded']}, recall 1-4 over the whole list {fmt(full['recall_1_4'])}, "
-            f"questions where only expansion found evidence: {full['questionsWhereOnlyGraphFoundEvidence_1_4']}"
+            f"mean graph-added {full['meanGraphAdded']}, "
+            f"recall 1-4 over the whole list {fmt(full['recall_1_4'])}, "
+            "questions where only expansion found evidence: "
+            f"{full['questionsWhereOnlyGraphFoundEvidence_1_4']}"
         )
         if full["hybridRecallAtSameLength_1_4"] is not None:
             print(
-                f"hybrid's own ranking cut at the same lengths: recall 1-4 {fmt(full['hybridRecallAtSameLength_1_4'])}"
+                "hybrid's own ranking cut at the same lengths: "
+                f"recall 1-4 {fmt(full['hybridRecallAtSameLength_1_4'])}"
             )
     for name, s in strategies.items():
         if s["status"] != "ok":
@@ -1021,7 +1036,7 @@ def machine_info() -> dict[str, Any]:
     }
 
 
-# --- Main ------------------------------------------------------------------------------------------------------
+# --- Main ---------------------------------------------------------------------------------------------------
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import secrets
 import sys
+from datetime import timedelta
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlparse
 
 from django.core.exceptions import ImproperlyConfigured
@@ -109,7 +111,10 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.postgres",
     "django_q",
-    # Layers, lowest first: an app imports only from the apps above it (docs/architecture.md).
+    # django-ninja as an app: its docs page renders through the template loaders (templates/ninja/swagger.html
+    # serves the vendored Swagger UI from our origin) instead of a CDN page read from disk.
+    "ninja",
+    # Layers, lowest first: an app imports only from the apps above it.
     "ops",
     "tenancy",
     "memories",
@@ -152,7 +157,7 @@ TEMPLATES = [
     }
 ]
 
-# --- Database -------------------------------------------------------------------------------------------------
+# --- Database -----------------------------------------------------------------------------------------------
 # Two aliases on one database: `default` connects as the owner role (migrations, the test database) and `app`
 # as the runtime role, which row-level security applies to. config.dbrouter sends every query to `app`.
 
@@ -179,9 +184,10 @@ if DATABASE_URL:
     app_url = os.environ.get("DATABASE_APP_URL", "").strip()
     if not app_url:
         raise ImproperlyConfigured(
-            "DATABASE_URL is set but DATABASE_APP_URL is not. Cairn needs two roles: DATABASE_URL for the owner "
-            "(runs migrations) and DATABASE_APP_URL for a runtime role that is not the owner, not a superuser and "
-            "has no BYPASSRLS, so row-level security applies. See README, 'External PostgreSQL'."
+            "DATABASE_URL is set but DATABASE_APP_URL is not. Cairn needs two roles: DATABASE_URL for the "
+            "owner (runs migrations) and DATABASE_APP_URL for a runtime role that is not the owner, not a "
+            "superuser and has no BYPASSRLS, so row-level security applies. See README, "
+            "'External PostgreSQL'."
         )
     _owner = _url_settings(DATABASE_URL, setting="DATABASE_URL")
     _app = _url_settings(app_url, setting="DATABASE_APP_URL")
@@ -231,8 +237,22 @@ X_FRAME_OPTIONS = "DENY"
 if not DEBUG and not TESTING:
     SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", True)
     CSRF_COOKIE_SECURE = env_bool("SECURE_COOKIES", True)
+# HTTPS in production: on by default when DEBUG is off and an external database is configured (a deployment, not
+# `make run`). Behind a proxy that ends TLS, set SECURE_PROXY_SSL_HEADER=X-Forwarded-Proto so Django knows a
+# request came over HTTPS (only when the proxy always sets or strips that header).
+_PRODUCTION = not DEBUG and not TESTING and bool(os.environ.get("DATABASE_URL", "").strip())
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", _PRODUCTION)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31_536_000 if _PRODUCTION else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+_proxy_ssl_header = os.environ.get("SECURE_PROXY_SSL_HEADER", "").strip()
+SECURE_PROXY_SSL_HEADER = (
+    ("HTTP_" + _proxy_ssl_header.upper().replace("-", "_"), "https") if _proxy_ssl_header else None
+)
+# The health probes answer over plain HTTP inside the network.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
 
-# --- Cairn limits and behaviour -------------------------------------------------------------------------------
+# --- Cairn limits and behaviour -----------------------------------------------------------------------------
 RATE_LIMIT_REQUESTS = env_int("RATE_LIMIT_REQUESTS", 120)
 RATE_LIMIT_WINDOW_SECONDS = env_int("RATE_LIMIT_WINDOW_SECONDS", 60)
 API_KEY_DEFAULT_EXPIRY_DAYS = env_int("API_KEY_DEFAULT_EXPIRY_DAYS", 90)
@@ -243,7 +263,7 @@ MEMORY_METADATA_MAX_BYTES = env_int("MEMORY_METADATA_MAX_BYTES", 16_384)
 IDEMPOTENCY_TTL_HOURS = env_int("IDEMPOTENCY_TTL_HOURS", 24)
 SDK_AUTO_PROVISION_TENANTS = env_bool("SDK_AUTO_PROVISION_TENANTS", True)
 MAX_TENANT_WORKSPACES_PER_OWNER = env_int("MAX_TENANT_WORKSPACES_PER_OWNER", 1000)
-# Issue #10 — memory hygiene (docs/hygiene.md). Workspace values (memories/settings) override the first four.
+# Memory hygiene (docs/hygiene.md). Workspace values (memories/settings) override the first four.
 MEMORY_REDACT_CREDENTIALS = env_bool("MEMORY_REDACT_CREDENTIALS", True)
 MEMORY_IMPORTANCE_WEIGHT = env_float("MEMORY_IMPORTANCE_WEIGHT", 0.15, maximum=1.0)
 MEMORY_ADMISSION_THRESHOLD = env_float("MEMORY_ADMISSION_THRESHOLD", 0.40, maximum=1.0)
@@ -253,9 +273,10 @@ MEMORY_IMPORTANCE_LLM = env_bool("MEMORY_IMPORTANCE_LLM", False)
 MEMORY_CONSOLIDATION_ENABLED = env_bool("MEMORY_CONSOLIDATION_ENABLED", True)
 MEMORY_CONSOLIDATION_MAX_INPUT = env_int("MEMORY_CONSOLIDATION_MAX_INPUT", 5000)
 
-# --- Jobs -----------------------------------------------------------------------------------------------------
-# The ORM broker on the runtime alias: a job enqueued inside a write transaction commits or rolls back with it.
-Q_CLUSTER = {
+# --- Jobs ---------------------------------------------------------------------------------------------------
+# The ORM broker on the runtime alias: a job enqueued inside a write transaction commits or rolls back
+# with it.
+Q_CLUSTER: dict[str, Any] = {
     "name": "cairn",
     "orm": "app",
     "workers": env_int("WORKER_PROCESSES", 2),
@@ -271,11 +292,11 @@ Q_CLUSTER = {
 
 if Q_CLUSTER["retry"] <= Q_CLUSTER["timeout"]:
     raise ImproperlyConfigured(
-        "JOB_RETRY_SECONDS must be larger than JOB_TIMEOUT_SECONDS, or a slow job would be handed to a second "
-        "worker while the first still runs it."
+        "JOB_RETRY_SECONDS must be larger than JOB_TIMEOUT_SECONDS, or a slow job would be handed to a "
+        "second worker while the first still runs it."
     )
 
-LOGGING = {
+LOGGING: dict[str, Any] = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
@@ -289,10 +310,10 @@ LOGGING = {
     },
 }
 
-# --- Embeddings and vector search -------------------------------------------------------------------------------
-# `local/…` models run offline on the CPU (retrieval.embeddings); anything else is a litellm model name. The default
-# is MiniLM quantised to int8 on ONNX Runtime: 1.6× the texts per CPU-second of float32 for LoCoMo R@10 within
-# noise (docs/write-performance.md).
+# --- Embeddings and vector search ---------------------------------------------------------------------------
+# `local/…` models run offline on the CPU (retrieval.embeddings); anything else is a litellm model name. The
+# default is MiniLM quantised to int8 on ONNX Runtime: 1.6× the texts per CPU-second of float32 for LoCoMo
+# R@10 within noise (docs/write-performance.md).
 DEFAULT_EMBEDDING_MODEL = "local/all-MiniLM-L6-v2-int8-onnx"
 EMBEDDING_MODEL = os.environ.get("EMBEDDING_MODEL", "").strip() or DEFAULT_EMBEDDING_MODEL
 EMBEDDING_DIMENSION = env_int("EMBEDDING_DIMENSION", 1536)  # litellm models only; local models know their own
@@ -300,80 +321,82 @@ EMBEDDING_API_BASE = os.environ.get("EMBEDDING_API_BASE", "").strip()
 EMBEDDING_API_KEY = os.environ.get("EMBEDDING_API_KEY", "").strip()
 EMBEDDING_THREADS = env_int("EMBEDDING_THREADS", 1)  # torch threads per process for the local model
 EMBEDDING_TIMEOUT_SECONDS = env_float("EMBEDDING_TIMEOUT_SECONDS", 30.0, minimum=0.1)
-# Issue #3 (write performance): the runtime of the local model. `torch` = sentence-transformers (default);
-# `onnx` = ONNX Runtime on the same weights, exported once to EMBEDDING_ONNX_DIR (default var/onnx) and checked
-# equal to torch's vectors (docs/write-performance.md); `auto` = onnx, or torch when it cannot be built.
+# The runtime of the local model. `torch` = sentence-transformers (default); `onnx` = ONNX Runtime on the
+# same weights, exported once to EMBEDDING_ONNX_DIR (default var/onnx) and checked equal to torch's vectors
+# (docs/write-performance.md); `auto` = onnx, or torch when it cannot be built.
 EMBEDDING_LOCAL_BACKEND = os.environ.get("EMBEDDING_LOCAL_BACKEND", "torch").strip().lower() or "torch"
 if EMBEDDING_LOCAL_BACKEND not in ("auto", "onnx", "torch"):
     raise ImproperlyConfigured("EMBEDDING_LOCAL_BACKEND must be torch, onnx or auto")
 EMBEDDING_ONNX_DIR = os.environ.get("EMBEDDING_ONNX_DIR", "").strip()
 SIMILARITY_EDGE_THRESHOLD = env_float("SIMILARITY_EDGE_THRESHOLD", 0.85, minimum=0.0, maximum=1.0)
 SIMILARITY_EDGE_MAX_PER_MEMORY = env_int("SIMILARITY_EDGE_MAX_PER_MEMORY", 5)
-# Workspaces with more vectors than this (of one dimension) get their own HNSW index; smaller ones scan exactly.
-# An exact scan costs about 1.3 µs per row: 10k rows take 11–15 ms (p95 12–19 ms in bench/vector_search.py on two
-# cores, depending on what else runs); 20k would not stay under 20 ms.
+# Workspaces with more vectors than this (of one dimension) get their own HNSW index; smaller ones scan
+# exactly. An exact scan costs about 1.3 µs per row: 10k rows take 11–15 ms (p95 12–19 ms in
+# bench/vector_search.py on two cores, depending on what else runs); 20k would not stay under 20 ms.
 VECTOR_EXACT_MAX_ROWS = env_int("VECTOR_EXACT_MAX_ROWS", 10_000)
-# In a workspace with an HNSW index, a search whose scope sees at most this many rows (an end user's memories in a
-# big tenant) scans them exactly through the workspace's user index. Lower than the limit above: every search of
-# such a workspace first counts the visible rows up to this limit, and at 5 % of 100k rows the filtered HNSW scan
-# is already as fast as an exact scan (bench/vector_search.py).
+# In a workspace with an HNSW index, a search whose scope sees at most this many rows (an end user's memories
+# in a big tenant) scans them exactly through the workspace's user index. Lower than the limit above: every
+# search of such a workspace first counts the visible rows up to this limit, and at 5 % of 100k rows the
+# filtered HNSW scan is already as fast as an exact scan (bench/vector_search.py).
 VECTOR_EXACT_MAX_SCOPED_ROWS = env_int("VECTOR_EXACT_MAX_SCOPED_ROWS", 3_000)
-# HNSW search breadth: 400 rather than 200 because at 200 about one search in 600 ended in the wrong part of the
-# graph and returned none of the true neighbours (bench/vector_search.py); 400 costs about 1 ms more.
+# HNSW search breadth: 400 rather than 200 because at 200 about one search in 600 ended in the wrong part of
+# the graph and returned none of the true neighbours (bench/vector_search.py); 400 costs about 1 ms more.
 VECTOR_HNSW_EF_SEARCH = env_int("VECTOR_HNSW_EF_SEARCH", 400)
 VECTOR_HNSW_MAX_SCAN = env_int("VECTOR_HNSW_MAX_SCAN", 40_000)
 VECTOR_INDEX_BUILD_MEMORY_MB = env_int("VECTOR_INDEX_BUILD_MEMORY_MB", 512)
 
-# --- Context (context/get) ------------------------------------------------------------------------------------
+# --- Context (context/get) ----------------------------------------------------------------------------------
 CONTEXT_MAX_RULES = env_int("CONTEXT_MAX_RULES", 100)
-# Issue 4 latency: the workspace settings context/get reads on every call (memories/settings, graph/settings) are
-# kept this long per process (seconds; 0 = read on every call). A change through the API is seen at once by the
-# process that made it and within this time by the others (docs/read-path-latency.md).
+# The workspace settings context/get reads on every call (memories/settings, graph/settings) are kept this
+# long per process (seconds; 0 = read on every call). A change through the API is seen at once by the process
+# that made it and within this time by the others (docs/read-path-latency.md).
 CONTEXT_SETTINGS_CACHE_SECONDS = env_float("CONTEXT_SETTINGS_CACHE_SECONDS", 5.0, minimum=0.0, maximum=300.0)
-# A web process freezes what it loaded and collects its youngest generation after this many allocations instead of
-# Python's 700 (config.gc_tuning; 0 = Python's defaults).
+# A web process freezes what it loaded and collects its youngest generation after this many allocations
+# instead of Python's 700 (config.gc_tuning; 0 = Python's defaults).
 WEB_GC_GEN0_THRESHOLD = env_int("WEB_GC_GEN0_THRESHOLD", 10_000, minimum=0)
 if WEB_GC_GEN0_THRESHOLD > 1_000_000:
     raise ImproperlyConfigured(f"WEB_GC_GEN0_THRESHOLD must be at most 1000000, got {WEB_GC_GEN0_THRESHOLD}")
-# The retrieval metric commits with context/get's transaction, before the answer is sent. false: that commit does not
-# wait for the WAL flush (a PostgreSQL crash may lose the last ~0.6 s of metric rows; an app crash loses none).
-# true: every context/get waits for a disk flush.
+# The retrieval metric commits with context/get's transaction, before the answer is sent. false: that commit
+# does not wait for the WAL flush (a PostgreSQL crash may lose the last ~0.6 s of metric rows; an app crash
+# loses none). true: every context/get waits for a disk flush.
 RETRIEVAL_METRIC_SYNC_COMMIT = env_bool("RETRIEVAL_METRIC_SYNC_COMMIT", False)
 
-# --- Issue 4 (read path): lexical and hybrid ranking (tuned on LoCoMo dev, bench/README.md) ---
+# --- Read path: lexical and hybrid ranking (tuned on LoCoMo dev, bench/README.md) ---
 # BM25 over memory_lexemes: term saturation k1 and length normalisation b (short chat turns: little damping).
 SEARCH_BM25_K1 = env_float("SEARCH_BM25_K1", 1.2, minimum=0.0, maximum=10.0)
 SEARCH_BM25_B = env_float("SEARCH_BM25_B", 0.3, minimum=0.0, maximum=1.0)
-# Workspace size, mean memory length and word frequencies behind IDF are recounted at most this often per process
-# (seconds).
+# Workspace size, mean memory length and word frequencies behind IDF are recounted at most this often per
+# process (seconds).
 SEARCH_BM25_STATS_SECONDS = env_int("SEARCH_BM25_STATS_SECONDS", 60, minimum=0)
-# Postings read per query word, best first (most occurrences, shortest memories): bounds a search's cost in a big
-# workspace, where a common word's full list would be tens of thousands of rows.
+# Postings read per query word, best first (most occurrences, shortest memories): bounds a search's cost in a
+# big workspace, where a common word's full list would be tens of thousands of rows.
 SEARCH_BM25_POSTINGS_PER_TERM = env_int("SEARCH_BM25_POSTINGS_PER_TERM", 2000, minimum=1)
-# Query vectors kept per process (an agent repeats its questions; embedding dominates a search on CPU); 0 = off.
+# Query vectors kept per process (an agent repeats its questions; embedding dominates a search on CPU);
+# 0 = off.
 SEARCH_QUERY_VECTOR_CACHE_SIZE = env_int("SEARCH_QUERY_VECTOR_CACHE_SIZE", 512, minimum=0)
 # hybrid = this × scaled BM25 + (1 − this) × scaled cosine.
 SEARCH_HYBRID_LEXICAL_WEIGHT = env_float("SEARCH_HYBRID_LEXICAL_WEIGHT", 0.5, minimum=0.0, maximum=1.0)
-# hybrid lifts a memory by w[d-1] × the best score of the memories d turns away in its session (metadata.sessionId),
-# comma-separated, one weight per distance, at most 5; "0" = off.
+# hybrid lifts a memory by w[d-1] × the best score of the memories d turns away in its session
+# (metadata.sessionId), comma-separated, one weight per distance, at most 5; "0" = off.
 SEARCH_SESSION_NEIGHBOUR_WEIGHTS = tuple(
     min(1.0, max(0.0, float(part)))
     for part in os.environ.get("SEARCH_SESSION_NEIGHBOUR_WEIGHTS", "0.4,0.1").split(",")[:5]
     if part.strip()
 )
-# Issue 4, multi-hop recall: hybrid multiplies the score of a memory ending with "?" by (1 − damping), and adds
-# the boost to memories whose metadata.speaker the query names (0 turns either off).
+# Multi-hop recall: hybrid multiplies the score of a memory ending with "?" by (1 − damping), and adds the
+# boost to memories whose metadata.speaker the query names (0 turns either off).
 SEARCH_QUESTION_DAMPING = env_float("SEARCH_QUESTION_DAMPING", 0.4, minimum=0.0, maximum=1.0)
 SEARCH_SPEAKER_BOOST = env_float("SEARCH_SPEAKER_BOOST", 0.4, minimum=0.0, maximum=1.0)
-# hybrid embeds the query without the names of the speakers it names (the boost above and BM25 match the name).
+# hybrid embeds the query without the names of the speakers it names (the boost above and BM25 match the
+# name).
 SEARCH_EMBED_WITHOUT_SPEAKERS = env_bool("SEARCH_EMBED_WITHOUT_SPEAKERS", True)
 # The turn right after a memory ending with "?" (its likely answer) is lifted by this instead of the first
 # SEARCH_SESSION_NEIGHBOUR_WEIGHTS entry, when larger (0 = no special case).
 SEARCH_REPLY_LIFT = env_float("SEARCH_REPLY_LIFT", 0.8, minimum=0.0, maximum=1.0)
 
-# --- Rollout (graph retrieval modes, quality gate, retrieval policy) --------------------------------------------
-# New workspaces start with graph retrieval off (the runbook's intent, memories-sh.md §5.1); move them to shadow and
-# canary through graph/rollout or the mode autopilot.
+# --- Rollout (graph retrieval modes, quality gate, retrieval policy) ----------------------------------------
+# New workspaces start with graph retrieval off; move them to shadow and canary through graph/rollout or the
+# mode autopilot.
 ROLLOUT_DEFAULT_MODE = os.environ.get("ROLLOUT_DEFAULT_MODE", "off").strip() or "off"
 if ROLLOUT_DEFAULT_MODE not in {"off", "shadow", "canary"}:
     raise ImproperlyConfigured(
@@ -385,18 +408,20 @@ if ROLLOUT_GATE_WINDOW_HOURS > 168:
     raise ImproperlyConfigured(
         f"ROLLOUT_GATE_WINDOW_HOURS must be between 1 and 168, got {ROLLOUT_GATE_WINDOW_HOURS}"
     )
-# The default-strategy autopilot evaluates once per window and promotes lexical → hybrid after this many consecutive
-# ready windows; a window that is not ready rolls back at once.
+# The default-strategy autopilot evaluates once per window and promotes lexical → hybrid after this many
+# consecutive ready windows; a window that is not ready rolls back at once.
 ROLLOUT_POLICY_WINDOW_MINUTES = env_int("ROLLOUT_POLICY_WINDOW_MINUTES", 60)
 ROLLOUT_PROMOTE_AFTER_READY_WINDOWS = env_int("ROLLOUT_PROMOTE_AFTER_READY_WINDOWS", 2)
-# context/get reads the rollout state on every call; each process keeps it this long per workspace (0 = no cache).
+# context/get reads the rollout state on every call; each process keeps it this long per workspace
+# (0 = no cache).
 ROLLOUT_STATE_CACHE_SECONDS = env_float("ROLLOUT_STATE_CACHE_SECONDS", 5.0, minimum=0.0, maximum=300.0)
 ROLLOUT_METRICS_RETENTION_DAYS = env_int("ROLLOUT_METRICS_RETENTION_DAYS", 7)
 
-# --- LLM extraction (memory relationships and the entity–fact graph) ---------------------------------------------
-# Any litellm chat model (anthropic/claude-3-5-haiku-latest, openai/gpt-4o-mini, ollama/llama3.1, …); empty = off.
-# litellm fetches its model cost map from GitHub when first imported unless told to use the copy it ships; the
-# worker imports it at start (ops.apps), so this must hold before any import of litellm, not only in our callers.
+# --- LLM extraction (memory relationships and the entity–fact graph) ----------------------------------------
+# Any litellm chat model (anthropic/claude-3-5-haiku-latest, openai/gpt-4o-mini, ollama/llama3.1, …);
+# empty = off. litellm fetches its model cost map from GitHub when first imported unless told to use the
+# copy it ships; the worker imports it at start (ops.apps), so this must hold before any import of litellm,
+# not only in our callers.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 GRAPH_LLM_MODEL = os.environ.get("GRAPH_LLM_MODEL", "").strip()
 GRAPH_LLM_API_BASE = os.environ.get("GRAPH_LLM_API_BASE", "").strip()
@@ -422,36 +447,60 @@ GRAPH_LLM_SEMANTIC_CONTEXT_LIMIT = env_int("GRAPH_LLM_SEMANTIC_CONTEXT_LIMIT", 2
 GRAPH_LLM_SEMANTIC_CONFIDENCE_THRESHOLD = env_float(
     "GRAPH_LLM_SEMANTIC_CONFIDENCE_THRESHOLD", 0.60, minimum=0.0, maximum=1.0
 )
-# Entity resolution: cosine of "name: summary" embeddings; at or above SIMILARITY merges, between the two asks the LLM.
+# Entity resolution: cosine of "name: summary" embeddings; at or above SIMILARITY merges, between the two asks
+# the LLM.
 GRAPH_ENTITY_SIMILARITY_THRESHOLD = env_float(
     "GRAPH_ENTITY_SIMILARITY_THRESHOLD", 0.85, minimum=0.0, maximum=1.0
 )
 GRAPH_ENTITY_AMBIGUOUS_THRESHOLD = env_float(
     "GRAPH_ENTITY_AMBIGUOUS_THRESHOLD", 0.70, minimum=0.0, maximum=1.0
 )
-# Names this close by trigram similarity (pg_trgm) are the same entity even without embeddings (typos, plurals).
+# Names this close by trigram similarity (pg_trgm) are the same entity even without embeddings (typos,
+# plurals).
 GRAPH_ENTITY_TRIGRAM_MERGE = env_float("GRAPH_ENTITY_TRIGRAM_MERGE", 0.75, minimum=0.0, maximum=1.0)
 GRAPH_ENTITY_MAX_PER_MEMORY = env_int("GRAPH_ENTITY_MAX_PER_MEMORY", 10)
 GRAPH_FACT_MAX_PER_MEMORY = env_int("GRAPH_FACT_MAX_PER_MEMORY", 15)
 # Earlier memories of the same user and project shown to the extractor, to resolve "it", "she", "the project".
 GRAPH_ENTITY_CONTEXT_MEMORIES = env_int("GRAPH_ENTITY_CONTEXT_MEMORIES", 3)
-# While a workspace's budget is spent, its extraction jobs look again this often (a raised budget applies then).
+# While a workspace's budget is spent, its extraction jobs look again this often (a raised budget applies
+# then).
 GRAPH_LLM_BUDGET_RECHECK_SECONDS = env_int("GRAPH_LLM_BUDGET_RECHECK_SECONDS", 600)
 
-# --- Dashboard (issue #7) ---------------------------------------------------------------------------------------
+# --- Dashboard ----------------------------------------------------------------------------------------------
 INSTALLED_APPS.append("dashboard")
 MIDDLEWARE.append("dashboard.middleware.ContentSecurityPolicyMiddleware")
+
+# Sign-in throttling (django-axes): after SIGNIN_FAILURE_LIMIT wrong passwords for one account, or from one
+# address, sign-in is refused for SIGNIN_COOLOFF_MINUTES, even with the right password. Sign-up is limited per
+# address (SIGNUP_PER_ADDRESS_PER_HOUR). The client address is REMOTE_ADDR unless TRUSTED_PROXY_COUNT says how
+# many proxies in front of Cairn append to X-Forwarded-For.
+INSTALLED_APPS.append("axes")
+MIDDLEWARE.append("axes.middleware.AxesMiddleware")
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = env_int("SIGNIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("SIGNIN_COOLOFF_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "dashboard/locked.html"
+AXES_USERNAME_FORM_FIELD = "username"
+TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0)
+AXES_IPWARE_PROXY_COUNT = TRUSTED_PROXY_COUNT or None
+AXES_IPWARE_META_PRECEDENCE_ORDER = ("HTTP_X_FORWARDED_FOR", "REMOTE_ADDR") if TRUSTED_PROXY_COUNT else ("REMOTE_ADDR",)
+SIGNUP_PER_ADDRESS_PER_HOUR = env_int("SIGNUP_PER_ADDRESS_PER_HOUR", 10)
 LOGIN_URL = "dashboard-login"
 LOGIN_REDIRECT_URL = "dashboard-home"
 LOGOUT_REDIRECT_URL = "dashboard-login"
 # Off by default: a self-hosted instance should not let strangers create accounts.
 DASHBOARD_SIGNUP_ENABLED = env_bool("DASHBOARD_SIGNUP_ENABLED", False)
-# The explorer's first view, its upper bound (2,000 nodes stay responsive, bench/explorer_render.py) and edges.
+# The explorer's first view, its upper bound (2,000 nodes stay responsive, bench/explorer_render.py) and
+# edges.
 DASHBOARD_EXPLORER_DEFAULT_NODES = env_int("DASHBOARD_EXPLORER_DEFAULT_NODES", 150)
 DASHBOARD_EXPLORER_MAX_NODES = env_int("DASHBOARD_EXPLORER_MAX_NODES", 2000)
 DASHBOARD_EXPLORER_MAX_EDGES = env_int("DASHBOARD_EXPLORER_MAX_EDGES", 4000)
 DASHBOARD_LINKED_MEMORIES = env_int("DASHBOARD_LINKED_MEMORIES", 50)
-DASHBOARD_MAX_ACTIVE_KEYS = env_int("DASHBOARD_MAX_ACTIVE_KEYS", 20)
+# Active (unrevoked, unexpired) keys one user may hold, however they are made. DASHBOARD_MAX_ACTIVE_KEYS is the
+# older name of the same limit.
+MAX_ACTIVE_KEYS_PER_USER = env_int("MAX_ACTIVE_KEYS_PER_USER", env_int("DASHBOARD_MAX_ACTIVE_KEYS", 20))
 DASHBOARD_CONTENT_SECURITY_POLICY = os.environ.get("DASHBOARD_CONTENT_SECURITY_POLICY", "").strip() or (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
     "object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
@@ -460,7 +509,7 @@ DASHBOARD_CONTENT_SECURITY_POLICY = os.environ.get("DASHBOARD_CONTENT_SECURITY_P
 # gunicorn needs a collectstatic step (run it and set this off to serve from STATIC_ROOT instead).
 WHITENOISE_USE_FINDERS = env_bool("WHITENOISE_USE_FINDERS", True)
 
-# --- Operations (issue #9): metrics, health, logs, export/import ---------------------------------------------------
+# --- Operations: metrics, health, logs, export/import -------------------------------------------------------
 # /metrics answers only with `Authorization: Bearer <METRICS_TOKEN>`; unset = /metrics is off (404).
 METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "").strip()
 # /readyz wants a worker heartbeat younger than this; workers beat every OPS_HEARTBEAT_SECONDS.
@@ -479,13 +528,13 @@ EXPORT_IMPORT_MAX_LINES = env_int("EXPORT_IMPORT_MAX_LINES", 1_000_000)
 EXPORT_IMPORT_MAX_LINE_BYTES = env_int("EXPORT_IMPORT_MAX_LINE_BYTES", 1_048_576)
 EXPORT_IMPORT_MAX_UPLOAD_BYTES = env_int("EXPORT_IMPORT_MAX_UPLOAD_BYTES", 50 * 1_048_576)
 
-# --- Issue 6: graph reasoning and upkeep (docs/graph-reasoning.md) ---
+# --- Graph reasoning and upkeep (docs/graph-reasoning.md) ---
 # Fact recall's default strategy ("bfs" or "spreading") when the workspace sets none.
 GRAPH_RECALL_STRATEGY = os.environ.get("GRAPH_RECALL_STRATEGY", "bfs").strip() or "bfs"
 # Spreading activation gives up (empty result, never an error) after this long.
 GRAPH_SPREADING_TIMEOUT_MS = env_int("GRAPH_SPREADING_TIMEOUT_MS", 500)
-# Confidence decay per day since last observation (0.01: half-life about 70 days); facts under the floor are not
-# retrieved (they stay stored and listed by graph/entities detail).
+# Confidence decay per day since last observation (0.01: half-life about 70 days); facts under the floor are
+# not retrieved (they stay stored and listed by graph/entities detail).
 GRAPH_DECAY_RATE = env_float("GRAPH_DECAY_RATE", 0.01, minimum=0.0, maximum=10.0)
 GRAPH_CONFIDENCE_FLOOR = env_float("GRAPH_CONFIDENCE_FLOOR", 0.1, minimum=0.0, maximum=1.0)
 # Communities: a full run after this many new facts, or when the last one is older than the hours below.
@@ -497,7 +546,15 @@ GRAPH_COMMUNITY_SUMMARY_CONCURRENCY = env_int("GRAPH_COMMUNITY_SUMMARY_CONCURREN
 GRAPH_EVICTION_RETENTION_DAYS = env_int("GRAPH_EVICTION_RETENTION_DAYS", 90)
 # Cap on entities per workspace (0 = none); a workspace setting overrides it.
 GRAPH_MAX_ENTITIES = env_int("GRAPH_MAX_ENTITIES", 0, minimum=0)
-# Issue 6 speed: fact recall's large statements (and, issue 4, context/get's BM25, vector search, loads by id, rules
-# fingerprint, graph expansion and contradictions) are prepared per connection (planned once). Turn off behind a pooler in transaction mode that cannot keep prepared
-# statements (PgBouncer before 1.21).
+# Fact recall's large statements (and context/get's BM25, vector search, loads by id, rules fingerprint, graph
+# expansion and contradictions) are prepared per connection (planned once). Turn off behind a pooler in
+# transaction mode that cannot keep prepared statements (PgBouncer before 1.21).
 GRAPH_PREPARED_STATEMENTS = env_bool("GRAPH_PREPARED_STATEMENTS", True)
+
+# --- MCP over HTTP (`manage.py mcp --http`) ----------------------------------------------------------------------
+# Host and Origin headers the MCP HTTP server accepts (DNS-rebinding protection is always on); add the names
+# clients use to reach it when it is bound to another address than loopback ("host:*" allows any port).
+MCP_ALLOWED_HOSTS = env_list("MCP_ALLOWED_HOSTS", ["127.0.0.1:*", "localhost:*", "[::1]:*"])
+MCP_ALLOWED_ORIGINS = env_list(
+    "MCP_ALLOWED_ORIGINS", ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
+)

@@ -1,5 +1,6 @@
-"""Content-Security-Policy for every HTML page: scripts and styles only from our own origin (vendored htmx and
-Cytoscape included), so an injected <script> or inline handler never runs even if escaping were missed."""
+"""Content-Security-Policy for every HTML page, the API docs page included: scripts and styles only from our own
+origin (vendored htmx, Cytoscape and Swagger UI), so an injected <script> or inline handler never runs even if
+escaping were missed."""
 
 from __future__ import annotations
 
@@ -15,6 +16,6 @@ class ContentSecurityPolicyMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         response = self.get_response(request)
-        if not request.path.startswith("/api/"):
+        if response.get("Content-Type", "").startswith("text/html"):
             response.setdefault("Content-Security-Policy", settings.DASHBOARD_CONTENT_SECURITY_POLICY)
         return response

@@ -4,10 +4,12 @@ RLS transaction; writes go through tenancy / rollout services."""
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from datetime import timedelta
 from typing import Any
 
+from axes.helpers import get_client_ip_address
 from django.conf import settings
 from django.contrib.auth import login
 from django.contrib.auth.forms import UserCreationForm
@@ -29,6 +31,7 @@ from tenancy import policy
 from tenancy import selectors as tenancy_selectors
 from tenancy import services as tenancy_services
 from tenancy.models import Membership, UserSettings, Workspace
+from tenancy.ratelimit import rate_limit_hit
 from tenancy.rls import workspace_context
 
 MEMORY_PAGE_SIZE = 25
@@ -75,12 +78,24 @@ def signup(request: HttpRequest) -> HttpResponse:
     if not settings.DASHBOARD_SIGNUP_ENABLED:
         raise Http404("Sign-up is off")
     form = UserCreationForm(request.POST or None)
+    if request.method == "POST" and not _signup_allowed(request):
+        response = render(request, "dashboard/locked.html", {"signup": True}, status=429)
+        response["Retry-After"] = "3600"
+        return response
     if request.method == "POST" and form.is_valid():
         user = form.save()
         tenancy_services.personal_workspace_ensure(user=user)
-        login(request, user)
+        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
         return redirect("dashboard-home")
     return render(request, "dashboard/signup.html", {"form": form})
+
+
+def _signup_allowed(request: HttpRequest) -> bool:
+    """Sign-up attempts per client address and hour (the SDK's exact counter, keyed by a hash of the address)."""
+    address = get_client_ip_address(request) or "unknown"
+    bucket = "signup:" + hashlib.sha256(address.encode()).hexdigest()[:48]
+    decision = rate_limit_hit(bucket=bucket, limit=settings.SIGNUP_PER_ADDRESS_PER_HOUR, window_seconds=3600)
+    return decision.allowed
 
 
 @user_page

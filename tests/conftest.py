@@ -92,7 +92,8 @@ def make_user(username: str) -> Any:
 
 
 def make_key(user: Any) -> str:
-    return services.api_key_create(user=user).raw_key
+    # Admin-scoped: a persona key does what its user's role allows (bob, a member, still only writes).
+    return services.api_key_create(user=user, scope="admin").raw_key
 
 
 @pytest.fixture
@@ -116,6 +117,18 @@ def personas() -> Personas:
 @pytest.fixture
 def alice_api(personas: Personas) -> SdkClient:
     return personas.alice_api
+
+
+@pytest.fixture
+def alice_ws(personas: Personas) -> int:
+    """The id of alice's personal workspace, where her key's unscoped calls land."""
+    return services.personal_workspace_ensure(user=personas.alice).id
+
+
+@pytest.fixture
+def ws(alice_ws: int) -> int:
+    """The short name some modules use for alice_ws."""
+    return alice_ws
 
 
 @pytest.fixture

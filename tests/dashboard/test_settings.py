@@ -6,7 +6,7 @@ from django.test import Client
 
 from rollout.models import RolloutConfig
 from tenancy import services
-from tenancy.models import ApiKey, Membership, RepoOwnerMapping, UserSettings
+from tenancy.models import ApiKey, Invitation, Membership, RepoOwnerMapping, UserSettings
 from tenancy.rls import workspace_context
 from tests.conftest import make_user
 from tests.dashboard.conftest import signed_in
@@ -18,7 +18,7 @@ def _mode(workspace_id: int) -> str | None:
         return RolloutConfig.objects.filter(workspace_id=workspace_id).values_list("mode", flat=True).first()
 
 
-# --- CSRF -------------------------------------------------------------------------------------------------------
+# --- CSRF ---------------------------------------------------------------------------------------------------
 
 
 def test_it_refuses_a_post_without_the_csrf_token(personas):
@@ -40,7 +40,7 @@ def test_it_accepts_a_post_with_the_csrf_token(personas):
     assert r.status_code == 302 and _mode(personas.acme.id) == "shadow"
 
 
-# --- rollout ----------------------------------------------------------------------------------------------------
+# --- rollout ------------------------------------------------------------------------------------------------
 
 
 def test_it_changes_the_rollout_mode_for_an_owner(alice_web, personas):
@@ -84,14 +84,14 @@ def test_it_refreshes_the_rollout_panel_alone(bob_web, personas):
     assert r.status_code == 200 and b"<html" not in r.content and b"Quality gate" in r.content
 
 
-# --- members ----------------------------------------------------------------------------------------------------
+# --- members ------------------------------------------------------------------------------------------------
 
 
 def _role(org, user) -> str | None:
     return Membership.objects.filter(workspace=org, user=user).values_list("role", flat=True).first()
 
 
-def test_it_adds_a_member_by_username_or_email(alice_web, personas):
+def test_it_invites_a_member_by_username_or_email_who_joins_on_accepting(alice_web, personas):
     dave, erin = make_user("dave"), make_user("erin")
     assert (
         alice_web.post(f"/w/{personas.acme.id}/members/", {"identifier": "dave", "role": "admin"}).status_code
@@ -101,7 +101,57 @@ def test_it_adds_a_member_by_username_or_email(alice_web, personas):
         f"/w/{personas.acme.id}/members/", {"identifier": "ERIN@example.com", "role": "member"}
     )
     assert r.status_code == 302
+    # Nothing routes to the org before the invited users say yes.
+    assert _role(personas.acme, dave) is None and _role(personas.acme, erin) is None
+    assert b"dave" in alice_web.get(f"/w/{personas.acme.id}/members/").content
+    for user in (dave, erin):
+        web = signed_in(user)
+        page = web.get("/settings/invitations/")
+        invitation = Invitation.objects.get(user=user, org=personas.acme)
+        assert page.status_code == 200 and b"acme" in page.content
+        assert (
+            web.post("/settings/invitations/", {"invitation": invitation.id, "action": "accept"}).status_code
+            == 302
+        )
     assert _role(personas.acme, dave) == "admin" and _role(personas.acme, erin) == "member"
+
+
+def test_it_lets_an_invited_user_decline_and_an_admin_cancel(alice_web, personas):
+    dave, erin = make_user("dave"), make_user("erin")
+    for name in ("dave", "erin"):
+        alice_web.post(f"/w/{personas.acme.id}/members/", {"identifier": name, "role": "member"})
+    declined = Invitation.objects.get(user=dave)
+    assert (
+        signed_in(dave)
+        .post("/settings/invitations/", {"invitation": declined.id, "action": "decline"})
+        .status_code
+        == 302
+    )
+    cancelled = Invitation.objects.get(user=erin)
+    assert alice_web.post(f"/w/{personas.acme.id}/invitations/{cancelled.id}/cancel/").status_code == 302
+    accept_late = signed_in(erin).post(
+        "/settings/invitations/", {"invitation": cancelled.id, "action": "accept"}
+    )
+    assert accept_late.status_code == 400 and b"no longer pending" in accept_late.content
+    assert _role(personas.acme, dave) is None and _role(personas.acme, erin) is None
+    # Someone else's invitation is not found; a member cannot cancel invitations.
+    other = alice_web.post(f"/w/{personas.acme.id}/members/", {"identifier": "dave", "role": "member"})
+    assert other.status_code == 302
+    pending = Invitation.objects.get(user=dave, status="pending")
+    assert (
+        signed_in(erin)
+        .post("/settings/invitations/", {"invitation": pending.id, "action": "accept"})
+        .status_code
+        == 404
+    )
+    bob_web = signed_in(personas.bob)
+    assert bob_web.post(f"/w/{personas.acme.id}/invitations/{pending.id}/cancel/").status_code == 403
+    assert (
+        signed_in(personas.charlie)
+        .post(f"/w/{personas.acme.id}/invitations/{pending.id}/cancel/")
+        .status_code
+        == 404
+    )
 
 
 def test_it_explains_a_failed_add(alice_web, personas):
@@ -167,22 +217,50 @@ def test_it_does_not_touch_members_of_another_org(alice_web, personas):
     assert r.status_code == 404
 
 
-# --- API keys ---------------------------------------------------------------------------------------------------
+# --- API keys -----------------------------------------------------------------------------------------------
 
 
-def test_it_shows_a_new_key_once(alice_web, personas):
-    r = alice_web.post("/settings/keys/", {"name": "laptop", "expires_in_days": 30})
-    assert r.status_code == 201 and r["Cache-Control"] == "no-store"
-    raw = r.context["created"].raw_key
-    assert raw.startswith("mem_") and raw.encode() in r.content
+def test_it_shows_a_new_key_once_and_never_makes_a_second_on_reload(alice_web, personas):
+    r = alice_web.post("/settings/keys/", {"name": "laptop", "expires_in_days": 30, "scope": "read"})
+    assert r.status_code == 302
+    shown = alice_web.get("/settings/keys/")
+    assert shown["Cache-Control"] == "no-store"
+    raw = shown.context["created"]["raw_key"]
+    assert raw.startswith("mem_") and raw.encode() in shown.content
     key = ApiKey.objects.get(name="laptop")
-    assert key.user == personas.alice and key.created_via == "dashboard"
+    assert key.user == personas.alice and key.created_via == "dashboard" and key.scope == "read"
+    assert b"<td>read</td>" in shown.content
     later = alice_web.get("/settings/keys/")
     assert raw.encode() not in later.content
     assert f"{key.prefix}…{key.last4}".encode() in later.content
-    # The key works against the SDK API.
+    assert ApiKey.objects.filter(name="laptop").count() == 1
+    # The key works against the SDK API, as a read key.
     api = Client().get("/api/sdk/v1/graph/status", HTTP_AUTHORIZATION=f"Bearer {raw}")
     assert api.status_code == 200
+    write = Client().post(
+        "/api/sdk/v1/memories/add",
+        {"content": "x"},
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {raw}",
+    )
+    assert write.status_code == 403 and write.json()["error"]["code"] == "FORBIDDEN_ROLE"
+
+
+def test_it_pins_a_key_only_to_a_workspace_of_yours(alice_web, personas):
+    r = alice_web.post(
+        "/settings/keys/",
+        {"name": "acme-ci", "expires_in_days": 5, "scope": "write", "pin": personas.acme.id},
+    )
+    assert r.status_code == 302
+    key = ApiKey.objects.get(name="acme-ci")
+    assert key.workspace_id == personas.acme.id
+    assert b"Acme" in alice_web.get("/settings/keys/").content
+    r = alice_web.post(
+        "/settings/keys/",
+        {"name": "theirs", "expires_in_days": 5, "scope": "write", "pin": personas.globex.id},
+    )
+    assert r.status_code == 400 and b"not a member" in r.content
+    assert not ApiKey.objects.filter(name="theirs").exists()
 
 
 def test_it_validates_the_expiry(alice_web, settings):
@@ -194,8 +272,8 @@ def test_it_validates_the_expiry(alice_web, settings):
 
 
 def test_it_limits_active_keys(alice_web, personas, settings):
-    settings.DASHBOARD_MAX_ACTIVE_KEYS = 2  # alice already has one from the personas fixture
-    assert alice_web.post("/settings/keys/", {"expires_in_days": 5}).status_code == 201
+    settings.MAX_ACTIVE_KEYS_PER_USER = 2  # alice already has one from the personas fixture
+    assert alice_web.post("/settings/keys/", {"expires_in_days": 5}).status_code == 302
     r = alice_web.post("/settings/keys/", {"expires_in_days": 5})
     assert r.status_code == 400 and b"revoke one" in r.content
 
@@ -210,7 +288,7 @@ def test_it_revokes_only_your_own_keys(alice_web, charlie_web, personas):
     assert key.revoked_at is not None
 
 
-# --- repo routing -----------------------------------------------------------------------------------------------
+# --- repo routing -------------------------------------------------------------------------------------------
 
 
 def test_it_sets_the_routing_mode_and_active_org(bob_web, personas):
@@ -239,7 +317,7 @@ def test_it_maps_owners_validated_like_the_api(bob_web, personas):
     assert not RepoOwnerMapping.objects.filter(user=personas.bob).exists()
 
 
-# --- sign-up ----------------------------------------------------------------------------------------------------
+# --- sign-up ------------------------------------------------------------------------------------------------
 
 
 def test_it_hides_signup_when_off(db):

@@ -263,4 +263,8 @@ def test_it_never_forgets_in_another_workspace(personas):
     assert listed_ids(personas.alice_api, scope=ACME_SCOPE) == {org_memory["id"]}
     assert bulk(personas.alice_api, {"all": True})["ids"] == [alice_memory["id"]]
     assert listed_ids(personas.bob_api, scope=ACME_SCOPE) == {org_memory["id"]}
-    assert bulk(personas.bob_api, {"all": True}, scope=ACME_SCOPE)["ids"] == [org_memory["id"]]
+    # A member may not forget the org's shared memories (admin), and nothing changes when refused.
+    refused = personas.bob_api.post("memories/bulk-forget", {"filters": {"all": True}, "scope": ACME_SCOPE})
+    assert refused.status_code == 403 and refused.json()["error"]["code"] == "FORBIDDEN_ROLE"
+    assert listed_ids(personas.bob_api, scope=ACME_SCOPE) == {org_memory["id"]}
+    assert bulk(personas.alice_api, {"all": True}, scope=ACME_SCOPE)["ids"] == [org_memory["id"]]

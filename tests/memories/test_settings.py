@@ -77,7 +77,10 @@ def test_it_keeps_settings_per_workspace(personas):
     patch(personas.alice_api, {"scrubAtRest": True})
     # bob works in org acme; charlie naming acme's project lands in his own workspace.
     assert get(personas.bob_api, "?projectId=github.com/acme/x").json()["data"]["scrubAtRest"] is False
-    patch(personas.bob_api, {"admissionEnabled": True, "scope": ACME_SCOPE})
+    refused = patch(personas.bob_api, {"admissionEnabled": True, "scope": ACME_SCOPE})
+    assert refused.status_code == 403 and refused.json()["error"]["code"] == "FORBIDDEN_ROLE"
+    assert get(personas.bob_api, "?projectId=github.com/acme/x").json()["data"]["admissionEnabled"] is False
+    patch(personas.alice_api, {"admissionEnabled": True, "scope": ACME_SCOPE})
     assert get(personas.alice_api, "?projectId=github.com/acme/x").json()["data"]["admissionEnabled"] is True
     assert (
         get(personas.charlie_api, "?projectId=github.com/acme/x").json()["data"]["admissionEnabled"] is False

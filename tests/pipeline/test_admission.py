@@ -23,7 +23,7 @@ def turn_on(api, **extra) -> None:
     assert response.status_code == 200, response.content
 
 
-def test_it_follows_zephs_worked_example():
+def test_it_scores_a_confident_user_message_by_its_novelty():
     # A confident user message: heuristic = 0.15 + 0.15 + 0.30·n + 0.10 + 0.105 = 0.505 + 0.30·n.
     for cosine in (0.0, 0.5, 0.85, 1.0):
         score = admission_score(
@@ -170,8 +170,8 @@ def test_it_applies_to_the_mcp_add_tool_too(alice_api, personas):
 
     turn_on(alice_api)
     caller = caller_for_key(alice_api.key)
-    first = add_memory_sync(caller=caller, payload={"content": "Releases are cut on Tuesdays"})
-    again = add_memory_sync(caller=caller, payload={"content": "Releases are cut on Tuesdays"})
+    first = add_memory_sync(caller=caller, payload={"content": "Releases are cut on Tuesdays"}, role="write")
+    again = add_memory_sync(caller=caller, payload={"content": "Releases are cut on Tuesdays"}, role="write")
     assert first["admitted"] is True
     assert again["admitted"] is False and again["id"] == first["id"]
     assert again["admission"]["reason"] == "NEAR_DUPLICATE"

@@ -1,5 +1,5 @@
-"""The SDK tests drive cairn_sdk against a real server of the project: pytest-django's live server (a thread of
-this process serving the WSGI app over real HTTP) on the committed test database."""
+"""The SDK tests drive cairn_sdk against a real server of the project: pytest-django's live server (a thread
+of this process serving the WSGI app over real HTTP) on the committed test database."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from django.contrib.auth import get_user_model
 
 from tenancy import services
 from tenancy.models import Workspace
+from tests.helpers.flaky_proxy import FlakyProxy
 
 # The live server answers from another thread, so data must be committed: every test module here marks itself
 # django_db(transaction=True) (the database is flushed after each test).
@@ -30,7 +31,7 @@ class Account:
 
 def account(username: str) -> Account:
     user = get_user_model().objects.create_user(username, email=f"{username}@example.com", password="pw")
-    return Account(user=user, key=services.api_key_create(user=user).raw_key)
+    return Account(user=user, key=services.api_key_create(user=user, scope="admin").raw_key)
 
 
 @pytest.fixture
@@ -46,6 +47,15 @@ def bob() -> Account:
 @pytest.fixture
 def base_url(live_server) -> str:
     return live_server.url
+
+
+@pytest.fixture
+def proxy(live_server) -> Iterator[FlakyProxy]:
+    """A failing-on-purpose proxy in front of the live server; a test sets its `plan`."""
+    flaky = FlakyProxy(upstream=live_server.url)
+    flaky.url = flaky.start()
+    yield flaky
+    flaky.stop()
 
 
 @pytest.fixture

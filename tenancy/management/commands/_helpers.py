@@ -24,3 +24,17 @@ def org_by_slug(slug: str) -> Workspace:
             f"No organization {slug!r}. Create it with: manage.py org_create {slug} --owner USER"
         )
     return org
+
+
+def workspace_for_pin(user: AbstractBaseUser, raw: str) -> Workspace:
+    """An org by slug, the user's personal workspace ('personal'), or any workspace by id."""
+    raw = raw.strip()
+    if raw == "personal":
+        workspace = selectors.personal_workspace_get(user=user)
+    elif raw.isascii() and raw.isdigit():
+        workspace = Workspace.objects.filter(pk=int(raw)).first()
+    else:
+        workspace = selectors.org_by_slug(slug=raw.lower())
+    if workspace is None:
+        raise CommandError(f"No workspace {raw!r}: give an org slug, 'personal' or a workspace id.")
+    return workspace

@@ -16,7 +16,7 @@ class Command(BaseCommand):
         parser.add_argument("--username", help="Only this user's keys.")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        keys = ApiKey.objects.select_related("user").order_by("user__username", "-created_at")
+        keys = ApiKey.objects.select_related("user", "workspace").order_by("user__username", "-created_at")
         if options.get("username"):
             keys = keys.filter(user=user_by_username(options["username"]))
         now = timezone.now()
@@ -28,7 +28,8 @@ class Command(BaseCommand):
             else:
                 state = "active"
             last_used = f"{key.last_used_at:%Y-%m-%d %H:%M}" if key.last_used_at else "never"
+            pin = f"pinned to {key.workspace.name}" if key.workspace else "unpinned"
             self.stdout.write(
-                f"{key.id}  {key.user.get_username():<20} {key.prefix}…{key.last4}  {state:<8} "
-                f"expires {key.expires_at:%Y-%m-%d}  last used {last_used}  {key.name}"
+                f"{key.id}  {key.user.get_username():<20} {key.prefix}…{key.last4}  {key.scope:<5}  {state:<8} "
+                f"expires {key.expires_at:%Y-%m-%d}  last used {last_used}  {pin}  {key.name}"
             )

@@ -1,6 +1,7 @@
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.utils import timezone
@@ -19,6 +20,12 @@ class Command(BaseCommand):
     )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if not settings.EMBEDDED_DATABASE:
+            # A known user and password must never appear on a real deployment's database.
+            self.stderr.write(
+                "Demo skipped: DATABASE_URL is set, and the demo only runs on the embedded database."
+            )
+            return
         user_model = get_user_model()
         user = user_model.objects.filter(username="demo").first()
         if user is None:
@@ -33,7 +40,11 @@ class Command(BaseCommand):
         raw_key = key_file.read_text().strip() if key_file.exists() else ""
         if not raw_key or not self._still_valid(raw_key):
             raw_key = services.api_key_create(
-                user=user, expires_at=timezone.now() + timedelta(days=90), name="demo", created_via="demo"
+                user=user,
+                expires_at=timezone.now() + timedelta(days=90),
+                name="demo",
+                created_via="demo",
+                scope="admin",  # the demo shows everything an owner can do
             ).raw_key
             key_file.write_text(raw_key)
             key_file.chmod(0o600)
@@ -42,4 +53,5 @@ class Command(BaseCommand):
 
     def _still_valid(self, raw_key: str) -> bool:
         key = ApiKey.objects.filter(key_hash=services.api_key_hash(raw_key)).first()
-        return bool(key and key.revoked_at is None and key.expires_at > timezone.now() + timedelta(hours=1))
+        usable = key and key.revoked_at is None and key.scope == "admin"
+        return bool(usable and key.expires_at > timezone.now() + timedelta(hours=1))
