@@ -4,7 +4,9 @@ dashboard view and each management command of the project. A new one without a d
 from __future__ import annotations
 
 import asyncio
+import re
 from importlib import import_module
+from pathlib import Path
 
 from django.apps import apps
 from django.core.management import get_commands, load_command_class
@@ -43,7 +45,9 @@ def router_operations() -> dict[tuple[str, str], object]:
 def test_it_finds_a_declared_role_on_every_sdk_operation():
     operations = router_operations()
     assert served_operations() <= set(operations), "an operation is served that the routers do not list"
-    undeclared = sorted(f"{m} {p}" for (m, p), view in operations.items() if policy.declared_role(view) is None)
+    undeclared = sorted(
+        f"{m} {p}" for (m, p), view in operations.items() if policy.declared_role(view) is None
+    )
     assert not undeclared, f"SDK routes without a declared role: {undeclared}"
     assert {policy.declared_role(view) for view in operations.values()} <= set(policy.DECLARATIONS)
 
@@ -102,3 +106,20 @@ def test_it_knows_every_project_app():
     installed = {config.name.split(".")[0] for config in apps.get_app_configs()}
     assert PROJECT_APPS - {"config"} <= installed
     assert import_module("config.api").api is api
+
+
+def _documented_roles(section: str) -> dict[str, str]:
+    text = (Path(__file__).resolve().parents[1] / "docs" / "roles-and-keys.md").read_text()
+    body = text.split(f"### {section}", 1)[1].split("###", 1)[0]
+    rows = re.findall(r"^\| `([^`]+)` \| ([a-z]+)", body, re.M)
+    return dict(rows)
+
+
+def test_it_documents_every_route_and_tool_with_the_role_it_declares():
+    documented = _documented_roles("SDK API (`/api/sdk/v1`)")
+    declared = {
+        f"{method} {path}": policy.declared_role(view) for (method, path), view in router_operations().items()
+    }
+    assert documented == declared
+    tools = _documented_roles("MCP tools")
+    assert tools == {name: policy.declared_role(body) for name, body in TOOL_BODIES.items()}
