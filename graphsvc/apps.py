@@ -22,14 +22,15 @@ class GraphsvcConfig(AppConfig):
 def generic_plans_ensure(sender: object, connection: Any, **kwargs: object) -> None:
     """The runtime connection plans its prepared statements once (generic plans), never per call.
 
-    Only the statements config.prepared.prepared_cursor runs are prepared (graph recall and traversal, expansion,
-    contradictions, context/get's BM25; Django binds on the client and never prepares). PostgreSQL otherwise keeps planning a statement per call while a plan for the actual
-    parameters looks cheaper than the generic one; the seed search and the one-statement recall by query
-    (seeded_bfs) always look so, and planning costs more than running them (recall by query p50 8.4 ms with
-    custom plans, 4.9 ms generic, in a recall loop on the #6 bench graph). Set on connect, in autocommit, so no
-    rollback can undo it; PL/pgSQL triggers on this connection get generic plans too, which their id-keyed
-    statements use anyway. Not set when GRAPH_PREPARED_STATEMENTS is off (a pooler in transaction mode would
-    carry it to other clients)."""
+    Only the statements config.prepared.prepared_cursor runs are prepared (graph recall and traversal,
+    expansion, contradictions, context/get's BM25; Django binds on the client and never prepares). PostgreSQL
+    otherwise keeps planning a statement per call while a plan for the actual parameters looks cheaper than
+    the generic one; the seed search and the one-statement recall by query (seeded_bfs) always look so, and
+    planning costs more than running them (recall by query p50 8.4 ms with custom plans, 4.9 ms generic, in a
+    recall loop on the bench's entity graph). Set on connect, in autocommit, so no rollback can undo it;
+    PL/pgSQL triggers on this connection get generic plans too, which their id-keyed statements use anyway.
+    Not set when GRAPH_PREPARED_STATEMENTS is off (a pooler in transaction mode would carry it to other
+    clients)."""
     from django.conf import settings
 
     if (
@@ -43,7 +44,8 @@ def generic_plans_ensure(sender: object, connection: Any, **kwargs: object) -> N
 
 
 def upkeep_schedule_ensure(using: str = "default", **kwargs: object) -> None:
-    """One hourly django-q Schedule row for graph upkeep, first run an hour out (a fresh database has nothing to do)."""
+    """One hourly django-q Schedule row for graph upkeep, first run an hour out (a fresh database has nothing
+    to do)."""
     from datetime import timedelta
 
     from django.db import connections

@@ -1,13 +1,13 @@
-"""Graph expansion for context/get (memories-sh.md §4.3), with provenance for every memory it adds.
+"""Graph expansion for context/get, with provenance for every memory it adds.
 
-Seeds are the baseline memories; the nodes they link to are hop 0; breadth-first over active edges, undirected.
-Improvements on the anchor:
+Seeds are the baseline memories; the nodes they link to are hop 0; breadth-first over active edges,
+undirected. Improvements on memories.sh:
 - no arbitrary LIMIT at hubs: each frontier node keeps its best `EDGE_FANOUT` edges by score among its
-  `EDGE_READ_CAP` heaviest (read in weight order from an index, so a hub with 100k edges costs a bounded read),
-  and each traversed node contributes at most `LINK_FANOUT` linked memories (the newest), so a type or topic node
-  linked to 100k memories costs a bounded, indexed read instead of truncating somewhere random;
+  `EDGE_READ_CAP` heaviest (read in weight order from an index, so a hub with 100k edges costs a bounded
+  read), and each traversed node contributes at most `LINK_FANOUT` linked memories (the newest), so a type or
+  topic node linked to 100k memories costs a bounded, indexed read instead of truncating somewhere random;
 - type nodes (memory_type:note …) are not hop-0 nodes: sharing a type is not a relation;
-- the score the final order uses includes the edge weight, as the anchor's docs say
+- the score the final order uses includes the edge weight, as memories.sh's docs say
   (type weight × edge weight × confidence / max(1, hop)).
 One query, whatever the graph's size and the depth.
 """
@@ -33,9 +33,10 @@ EDGE_TYPE_WEIGHTS = {
 DEFAULT_EDGE_WEIGHT = 0.5
 EDGE_FANOUT = 50
 LINK_FANOUT = 25
-# Edges read per frontier node and direction, heaviest first (an index in that order, migration 0014): a user or
-# repo node gets a mapping edge per memory written (100k for a busy user), and reading all of them on every call
-# made expansion cost grow with the workspace. A node with fewer edges than this is ranked exactly as before.
+# Edges read per frontier node and direction, heaviest first (an index in that order, migration 0014): a user
+# or repo node gets a mapping edge per memory written (100k for a busy user), and reading all of them on every
+# call made expansion cost grow with the workspace. A node with fewer edges than this is ranked exactly as
+# before.
 EDGE_READ_CAP = 500
 
 _TYPE_WEIGHT_SQL = (
@@ -79,18 +80,18 @@ def type_weight(edge_type: str) -> float:
 
 
 # One statement for the whole traversal, which also does its bookkeeping: hop 0, each hop's best edges per
-# frontier node, the best reason of every node reached, the newest memories linked to each of those nodes, the best
-# reason of every memory and finally the best `limit` memories, labelled. Only those rows leave the server (a
-# depth-2 traversal reads ~1,000 edges and ~1,000 links; shipping them and replaying the breadth-first bookkeeping
-# in Python cost more than the traversal itself).
+# frontier node, the best reason of every node reached, the newest memories linked to each of those nodes, the
+# best reason of every memory and finally the best `limit` memories, labelled. Only those rows leave the
+# server (a depth-2 traversal reads ~1,000 edges and ~1,000 links; shipping them and replaying the
+# breadth-first bookkeeping in Python cost more than the traversal itself).
 #
 # Breadth-first rules, as SQL:
-# - a node's reason comes from the first hop that reached it (reach{k} leaves out what seen{k-1} holds); within a
-#   hop the best score wins, then the smaller edge id (ties are decided, so the answer is stable);
+# - a node's reason comes from the first hop that reached it (reach{k} leaves out what seen{k-1} holds);
+#   within a hop the best score wins, then the smaller edge id (ties are decided, so the answer is stable);
 # - a hop-0 node is reached through its first link (links in id order) and keeps that seed;
 # - a node reached at hop k carries the seed of the node it was reached from, whose reason hop k - 1 decided;
-# - each frontier node reads its edges in its own index scan (a LATERAL subquery per direction, heaviest first, at
-#   most EDGE_READ_CAP), whatever the planner guesses the frontier's size to be.
+# - each frontier node reads its edges in its own index scan (a LATERAL subquery per direction, heaviest
+#   first, at most EDGE_READ_CAP), whatever the planner guesses the frontier's size to be.
 _HOP0_SQL = """
 hop0 AS (
     SELECT l.node_id, n.node_type || ':' || n.node_key AS ref, l.memory_id AS seed, l.id AS ord
@@ -101,7 +102,8 @@ reach0 AS (SELECT DISTINCT ON (node_id) node_id, ref, seed FROM hop0 ORDER BY no
 
 _HOP_SQL = """
 hop{k} AS (
-    SELECT ranked.via, ranked.neighbour, ranked.edge_type, ranked.confidence, ranked.score, ranked.edge_id FROM (
+    SELECT ranked.via, ranked.neighbour, ranked.edge_type, ranked.confidence, ranked.score, ranked.edge_id
+    FROM (
         SELECT s.via, s.neighbour, s.edge_type, s.confidence, s.score, s.edge_id,
                row_number() OVER (PARTITION BY s.via ORDER BY s.score DESC, s.edge_id) AS rank
         FROM frontier{k} f CROSS JOIN LATERAL (
@@ -134,9 +136,9 @@ reach{k} AS (
 )"""
 
 # `reasons` holds every node reached, once (each reach{k} leaves out the nodes of earlier hops).
-# A memory linked to a hop-0 node shares that node with the seed (a tag, repo, topic …): shared_node, counted as
-# hop 1. One linked to a node reached through an edge takes that node's reason. The best reason per memory: the
-# lowest hop, then the best score, then the lower node id.
+# A memory linked to a hop-0 node shares that node with the seed (a tag, repo, topic …): shared_node, counted
+# as hop 1. One linked to a node reached through an edge takes that node's reason. The best reason per memory:
+# the lowest hop, then the best score, then the lower node id.
 _LINKS_SQL = """,
 reasons AS (
     SELECT 0 AS hop, node_id, ref, 'shared_node'::text AS edge_type, 1.0::float8 AS confidence,
@@ -155,11 +157,11 @@ reasons AS (
 ), {best}
 """
 # The best `limit` candidates a caller may read (its condition on memories m), labelled and loaded with their
-# columns, so no reload follows and an unreadable memory takes no slot. The candidates are walked best first and
-# looked up one by one until the limit is filled (an incremental sort: ties on score and hop go to the newer memory),
-# so a depth-2 traversal with ~500 candidates reads a dozen memories, not all of them. The LIMIT 1 (an id finds one
-# memory) keeps the planner from turning the lookup into a join it may plan as a hash of the workspace's memories
-# when it expects many candidates. graph_total counts every candidate.
+# columns, so no reload follows and an unreadable memory takes no slot. The candidates are walked best first
+# and looked up one by one until the limit is filled (an incremental sort: ties on score and hop go to the
+# newer memory), so a depth-2 traversal with ~500 candidates reads a dozen memories, not all of them. The
+# LIMIT 1 (an id finds one memory) keeps the planner from turning the lookup into a join it may plan as a hash
+# of the workspace's memories when it expects many candidates. graph_total counts every candidate.
 _BEST_READABLE_SQL = """best AS (
     SELECT {columns}, c.*
     FROM (SELECT linked.*, count(*) OVER () AS total FROM linked ORDER BY score DESC, greatest(hop, 1)) c
@@ -194,10 +196,10 @@ def _expansion_sql(depth: int, *, best: str) -> str:
 
 
 def readable_expansion_sql(*, depth: int, columns: str, condition: str) -> str:
-    """The expansion statement that returns the best `%(limit)s` memories the caller may read, as `columns` (a list
-    of `m.<column>`) followed by graph_hop, graph_ref, graph_edge_type, graph_confidence, graph_score, graph_seed
-    and graph_total (the candidates the traversal reached, readable or not). `condition` is SQL on memories m. Parameters: as expand()'s,
-    plus the condition's."""
+    """The expansion statement that returns the best `%(limit)s` memories the caller may read, as `columns` (a
+    list of `m.<column>`) followed by graph_hop, graph_ref, graph_edge_type, graph_confidence, graph_score,
+    graph_seed and graph_total (the candidates the traversal reached, readable or not). `condition` is SQL on
+    memories m. Parameters: as expand()'s, plus the condition's."""
     best = _BEST_READABLE_SQL.format(
         columns=columns, condition=condition, best_columns=columns.replace("m.", "b.")
     )
@@ -216,16 +218,17 @@ def expansion_params(*, workspace_id: int, seed_memory_ids: list[uuid.UUID], lim
 
 
 def expand(*, workspace_id: int, seed_memory_ids: list[uuid.UUID], depth: int, limit: int) -> Expansion:
-    """Memories reachable from the seeds within `depth` hops, best first, at most `limit`, with no scope check: the
-    traversal itself, which the tests examine. context/get reads through readable_expansion_sql with the caller's
-    scope. One query."""
+    """Memories reachable from the seeds within `depth` hops, best first, at most `limit`, with no scope
+    check: the traversal itself, which the tests examine. context/get reads through readable_expansion_sql
+    with the caller's scope. One query."""
     if not seed_memory_ids or depth < 1 or limit < 1:
         return Expansion(memory_ids=[], reasons={}, total_candidates=0)
     sql = readable_expansion_sql(
         depth=depth, columns="m.id, m.updated_at", condition="m.workspace_id = %(ws)s"
     )
-    # Prepared (generic plan, graphsvc.apps): planning the statement cost more than running it at depth 1, and the
-    # plan is index lookups from the seeds whatever the values (expand_micro: 5.6 -> 3.5 ms per depth-1 call).
+    # Prepared (generic plan, graphsvc.apps): planning the statement cost more than running it at depth 1, and
+    # the plan is index lookups from the seeds whatever the values (expand_micro: 5.6 -> 3.5 ms per depth-1
+    # call).
     with prepared_cursor() as cursor:
         cursor.execute(
             sql, expansion_params(workspace_id=workspace_id, seed_memory_ids=seed_memory_ids, limit=limit)
@@ -274,7 +277,10 @@ def contradictions(*, workspace_id: int, memory_ids: list[uuid.UUID]) -> list[di
             "explanation": explanation
             or "These memories are linked by a contradiction edge from relationship extraction.",
             "evidence": evidence,
-            "suggestion": "These memories may conflict. Consider asking the user to clarify which preference is current.",
+            "suggestion": (
+                "These memories may conflict. "
+                "Consider asking the user to clarify which preference is current."
+            ),
         }
         for a, b, confidence, explanation, evidence in rows
     ]

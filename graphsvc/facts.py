@@ -1,11 +1,12 @@
-"""Fact recall over the entity graph (zeph.md §5): seed entities from a query, then BFS or spreading activation.
+"""Fact recall over the entity graph: seed entities from a query, then BFS or spreading activation.
 
-Every function here runs inside the caller's workspace context (RLS); the explicit `workspace_id = …` predicates
-are there so that the b-tree indexes lead with the workspace, not for isolation.
+Every function here runs inside the caller's workspace context (RLS); the explicit `workspace_id = …`
+predicates are there so that the b-tree indexes lead with the workspace, not for isolation.
 
-Effective confidence (A-MEM, seed 002): confidence × e^(−rate × days since last observation) × the retrieval boost
-(1 + 0.2 ln(1 + retrieval_count)), capped at 1. Facts whose decayed confidence is under GRAPH_CONFIDENCE_FLOOR are
-neither walked nor returned; they stay in the table (graph/entities detail lists them) until eviction.
+Effective confidence (A-MEM): confidence × e^(−rate × days since last observation) × the retrieval
+boost (1 + 0.2 ln(1 + retrieval_count)), capped at 1. Facts whose decayed confidence is under
+GRAPH_CONFIDENCE_FLOOR are neither walked nor returned; they stay in the table (graph/entities detail lists
+them) until eviction.
 """
 
 from __future__ import annotations
@@ -28,28 +29,29 @@ from config.prepared import prepared_cursor
 from graphsvc.models import ENTITY_TYPES, GraphSettings
 from graphsvc.names import normalise_name
 
-# The query's embedding (None when it cannot be computed). The graph stores vectors but does not compute them: the
-# caller passes the embedder of the retrieval layer, so entities are found by meaning when no word matches.
+# The query's embedding (None when it cannot be computed). The graph stores vectors but does not compute them:
+# the caller passes the embedder of the retrieval layer, so entities are found by meaning when no word
+# matches.
 QueryEmbedder = Callable[[str], Any]
 
 CLASS_WEIGHTS = {"causal": 1.2, "semantic": 1.0, "temporal": 0.9, "entity": 0.8}
 MAX_VISITED = 500  # nodes one BFS may visit: bounds the final edge query on hub-heavy graphs
-# Fact recall visits at most this many entities per fact asked for (at least 40): the best-seeded first. A 2-hop
-# neighbourhood in a dense graph holds thousands of facts, and fetching them all to return ten is what made
-# recall slow; the facts that score highest sit next to the best seeds.
+# Fact recall visits at most this many entities per fact asked for (at least 40): the best-seeded first. A
+# 2-hop neighbourhood in a dense graph holds thousands of facts, and fetching them all to return ten is what
+# made recall slow; the facts that score highest sit next to the best seeds.
 VISITS_PER_FACT = 4
 MIN_VISITS = 40
-# Retrieval counts are statistics: a transaction that holds nothing else can commit them without waiting for the
-# WAL flush (a crash may lose the last fraction of a second of counts, never corrupt them). Set inside the
+# Retrieval counts are statistics: a transaction that holds nothing else can commit them without waiting for
+# the WAL flush (a crash may lose the last fraction of a second of counts, never corrupt them). Set inside the
 # statement that writes them, so it costs no round trip; only callers that own the transaction ask for it.
 LAZY_COMMIT_SQL = "set_config('synchronous_commit', 'off', true)"
-# Neighbours one node offers per BFS hop, strongest first: a hub with thousands of facts must not flood the hop
-# (the visit budget above takes the best-seeded of what is offered).
+# Neighbours one node offers per BFS hop, strongest first: a hub with thousands of facts must not flood the
+# hop (the visit budget above takes the best-seeded of what is offered).
 MAX_FANOUT = 100
 SEED_WORDS = 5
 SEED_STRUCTURAL_WEIGHT = 0.4
 SEED_COMMUNITY_CAP = 3
-# Spreading activation (SYNAPSE, zeph.md §5.5; invariants SA-INV-01..09).
+# Spreading activation (SYNAPSE, as in Zeph).
 SA_DECAY = 0.85
 SA_HOPS = 3
 SA_THRESHOLD = 0.1
@@ -76,8 +78,8 @@ class Reading:
     rate: float = 0.01
     rates: dict[str, float] = field(default_factory=dict)
     stored_strategy: str | None = None
-    # Where the decay rates come from in SQL: the parameters below, or (seeded_bfs) the settings row read by the
-    # same statement.
+    # Where the decay rates come from in SQL: the parameters below, or (seeded_bfs) the settings row read by
+    # the same statement.
     rate_sql: str = "%(rate)s"
     rates_sql: str = "%(rates)s::jsonb"
 
@@ -98,8 +100,9 @@ class Reading:
     def decayed(self, alias: str = "e") -> str:
         e = alias
         return (
-            f"({e}.confidence * exp(-coalesce(({self.rates_sql} ->> {e}.edge_type)::float8, {self.rate_sql}) * "
-            f"greatest(0, extract(epoch FROM (%(ref)s - coalesce({e}.last_observed_at, {e}.created_at))) / 86400.0)))"
+            f"({e}.confidence * exp(-coalesce(({self.rates_sql} ->> {e}.edge_type)::float8, {self.rate_sql}) "
+            f"* greatest(0, extract(epoch FROM (%(ref)s - coalesce({e}.last_observed_at, {e}.created_at)))"
+            " / 86400.0)))"
         )
 
     def params(self, **extra: Any) -> dict[str, Any]:
@@ -125,8 +128,8 @@ class Stored:
     strategy: str | None = None
 
 
-# The same settings as three columns of a statement that runs anyway (the seed or entity lookup): three one-row
-# index lookups evaluated once per statement, instead of a round trip of their own.
+# The same settings as three columns of a statement that runs anyway (the seed or entity lookup): three
+# one-row index lookups evaluated once per statement, instead of a round trip of their own.
 STORED_SQL = """
     (SELECT gs.decay_rate FROM graph_settings gs WHERE gs.workspace_id = %(ws)s),
     (SELECT gs.decay_rates FROM graph_settings gs WHERE gs.workspace_id = %(ws)s),
@@ -148,7 +151,8 @@ def reading_for(
     edge_types: list[str] | None = None,
     stored: Stored | None = None,
 ) -> Reading:
-    """How to read facts now or at `at`; `stored` spares the settings read when a lookup brought them along."""
+    """How to read facts now or at `at`; `stored` spares the settings read when a lookup brought them
+    along."""
     if stored is None:
         row = (
             GraphSettings.objects.filter(workspace_id=workspace_id)
@@ -178,7 +182,7 @@ def clean_fact_text(text: str | None) -> str:
     return " ".join((text or "").replace("<", " ").replace(">", " ").split())
 
 
-# --- seeds --------------------------------------------------------------------------------------------------------
+# --- seeds --------------------------------------------------------------------------------------------------
 
 
 def _words(query: str) -> list[str]:
@@ -191,7 +195,8 @@ def _words(query: str) -> list[str]:
 
 
 def _upper(prefix: str) -> str:
-    """The smallest string above every string starting with `prefix` (code-point order = C collation order)."""
+    """The smallest string above every string starting with `prefix` (code-point order = C collation
+    order)."""
     return prefix[:-1] + chr(ord(prefix[-1]) + 1)
 
 
@@ -231,7 +236,7 @@ def _candidates(limit: int) -> int:
     return max(limit + limit // 2, 8)
 
 
-# A candidate's community (issue 6: a row of its own, at most one per entity), by primary key. A join: as a
+# A candidate's community (a row of its own, at most one per entity), by primary key. A join: as a
 # correlated subquery the lookup cost 3× as much server time over 50 candidates (0.34 against 0.12 ms).
 COMMUNITY_JOIN = "LEFT JOIN graph_community_members cm ON cm.workspace_id = %(ws)s AND cm.node_id = n.id"
 # Structure of a candidate seed: how many current facts it has (up to 50 each way) and how many kinds.
@@ -254,10 +259,10 @@ def seeds_find(
     return seeds_find_stored(workspace_id=workspace_id, query=query, limit=limit, embed=embed)[0]
 
 
-# Per (word, entity) the best match: the word itself 1, a longer word it starts 0.85, a near spelling 0.6 × trigram
-# similarity; halved for summary words. An entity matching more of the query's words ranks higher (the sum);
-# structure then re-ranks the best text matches only, its degree counts being the costly part of seeding. Shared by
-# seeds_find_stored and seeded_bfs, which must find the same candidates.
+# Per (word, entity) the best match: the word itself 1, a longer word it starts 0.85, a near spelling 0.6 ×
+# trigram similarity; halved for summary words. An entity matching more of the query's words ranks higher (the
+# sum); structure then re-ranks the best text matches only, its degree counts being the costly part of
+# seeding. Shared by seeds_find_stored and seeded_bfs, which must find the same candidates.
 SEED_MATCH_SQL = """
     matched AS (
         SELECT q.i, t.node_id,
@@ -306,11 +311,11 @@ def _seed_params(*, workspace_id: int, words: list[str], limit: int) -> dict[str
 def seeds_find_stored(
     *, workspace_id: int, query: str, limit: int, embed: QueryEmbedder | None = None
 ) -> tuple[list[Seed], Stored | None]:
-    """Entities a query names: word and prefix matches on names and aliases (weighted over summaries), near spellings
-    sharing the first three letters, then the query embedding when no word matched. One statement finds, scores and
-    re-ranks the word matches by structure (a second, the embedding search, only when no word matched); every
-    lookup is on an index that leads with the workspace. The workspace's graph settings come along when a word
-    matched (None otherwise)."""
+    """Entities a query names: word and prefix matches on names and aliases (weighted over summaries), near
+    spellings sharing the first three letters, then the query embedding when no word matched. One statement
+    finds, scores and re-ranks the word matches by structure (a second, the embedding search, only when no
+    word matched); every lookup is on an index that leads with the workspace. The workspace's graph settings
+    come along when a word matched (None otherwise)."""
     words = _words(query)
     if words:
         with prepared_cursor() as cursor:
@@ -327,7 +332,8 @@ def seeds_find_stored(
 
 
 def embedding_seeds_find(*, workspace_id: int, query: str, limit: int, embed: QueryEmbedder) -> list[Seed]:
-    """Seeds from the query embedding (no word matched): nearest entities, re-ranked by structure like word seeds."""
+    """Seeds from the query embedding (no word matched): nearest entities, re-ranked by structure like word
+    seeds."""
     text_scores = _embedding_seeds(workspace_id=workspace_id, query=query, limit=limit, embed=embed)
     if not text_scores:
         return []
@@ -379,8 +385,9 @@ def _structure(
 
 
 def _hybrid(*, rows: list[tuple[int, str, int | None, int, int, float]], limit: int) -> list[Seed]:
-    """text × 0.6 + structure × 0.4 (degree relative to the candidates, relation variety), at most three seeds per
-    community unless that would leave none. Rows: id, label, community, degree, kinds, text score (0-1)."""
+    """text × 0.6 + structure × 0.4 (degree relative to the candidates, relation variety), at most three seeds
+    per community unless that would leave none. Rows: id, label, community, degree, kinds, text score
+    (0-1)."""
     max_degree = max((row[3] for row in rows), default=0) or 1
     ranked = []
     for node_id, label, community, degree, kinds, text in rows:
@@ -401,7 +408,7 @@ def _hybrid(*, rows: list[tuple[int, str, int | None, int, int, float]], limit: 
     return [Seed(node_id=n, score=min(1.0, max(0.1, s)), name=label) for s, n, label, _ in chosen]
 
 
-# --- BFS ----------------------------------------------------------------------------------------------------------
+# --- BFS ----------------------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -418,14 +425,18 @@ def class_weight_sql(alias: str = "e") -> str:
 
 def boosted_sql(decayed: str, count: str) -> str:
     """`boosted` in SQL, operation for operation, so SQL and Python rank facts alike."""
-    return f"least(1.0::float8, {decayed} * (1.0::float8 + 0.2::float8 * ln(1.0::float8 + greatest({count}, 0))))"
+    return (
+        f"least(1.0::float8, {decayed} * "
+        f"(1.0::float8 + 0.2::float8 * ln(1.0::float8 + greatest({count}, 0))))"
+    )
 
 
 def _hop_sql(hop: int, where: str, strength: str) -> str:
-    """One BFS level as two CTEs: h<hop>, the nodes it reaches first (each keeping the best seed score that reached
-    it), and v<hop>, everything visited so far. Every frontier node offers its MAX_FANOUT strongest neighbours
-    (effective confidence × class weight), so a hub costs one index range, not its whole neighbourhood in rows;
-    the visit budget then goes to the best-seeded nodes first, stronger links before weaker, ids last."""
+    """One BFS level as two CTEs: h<hop>, the nodes it reaches first (each keeping the best seed score that
+    reached it), and v<hop>, everything visited so far. Every frontier node offers its MAX_FANOUT strongest
+    neighbours (effective confidence × class weight), so a hub costs one index range, not its whole
+    neighbourhood in rows; the visit budget then goes to the best-seeded nodes first, stronger links before
+    weaker, ids last."""
     frontier = "v0" if hop == 1 else f"h{hop - 1}"
     seen = f"v{hop - 1}"
     return f"""
@@ -449,9 +460,9 @@ def _hop_sql(hop: int, where: str, strength: str) -> str:
     v{hop} AS (SELECT node, seed, depth FROM {seen} UNION ALL SELECT node, seed, {hop} FROM h{hop})"""
 
 
-# Seed ranking in SQL, operation for operation as _hybrid does it (so both paths pick the same seeds with the same
-# scores): text × 0.6 + structure × 0.4, at most SEED_COMMUNITY_CAP per community (the best-ranked entity of a
-# community always passes, so the cap never leaves none), best first, `limit` of them, clamped to 0.1-1.
+# Seed ranking in SQL, operation for operation as _hybrid does it (so both paths pick the same seeds with the
+# same scores): text × 0.6 + structure × 0.4, at most SEED_COMMUNITY_CAP per community (the best-ranked entity
+# of a community always passes, so the cap never leaves none), best first, `limit` of them, clamped to 0.1-1.
 SEED_RANK_SQL = f"""
     cand AS MATERIALIZED ({SEED_CANDIDATE_SQL}
     ),
@@ -472,12 +483,14 @@ SEED_RANK_SQL = f"""
         ORDER BY hybrid DESC, id LIMIT %(seed_limit)s
     )"""
 
-# The workspace's graph settings, one row whether or not it has any; the walk reads its decay rates from here and
-# runs only when the strategy that applies is BFS (the caller runs spreading activation from the returned seeds).
+# The workspace's graph settings, one row whether or not it has any; the walk reads its decay rates from here
+# and runs only when the strategy that applies is BFS (the caller runs spreading activation from the returned
+# seeds).
 CFG_SQL = """
     cfg AS MATERIALIZED (
         SELECT gs.decay_rate AS rate, gs.decay_rates AS rates,
-               gs.recall_strategy AS stored, coalesce(%(requested)s::text, gs.recall_strategy, %(default)s::text) AS chosen
+               gs.recall_strategy AS stored,
+               coalesce(%(requested)s::text, gs.recall_strategy, %(default)s::text) AS chosen
         FROM (SELECT 1) one LEFT JOIN graph_settings gs ON gs.workspace_id = %(ws)s
     )"""
 
@@ -506,11 +519,13 @@ def _walk_sql(*, reading: Reading, max_hops: int, record: bool, lazy_commit: boo
         lead = "k.ids, k.labels, k.scores, cfg.rate, cfg.rates, cfg.stored, "
         lead_from = """(SELECT array_agg(node ORDER BY hybrid DESC, node) AS ids,
                   array_agg(label ORDER BY hybrid DESC, node) AS labels,
-                  array_agg(seed ORDER BY hybrid DESC, node) AS scores FROM seeds) k CROSS JOIN cfg CROSS JOIN """
+                  array_agg(seed ORDER BY hybrid DESC, node) AS scores FROM seeds) k
+                  CROSS JOIN cfg CROSS JOIN """
     else:
         head = """
     v0 AS (
-        SELECT s.node, s.seed, 0 AS depth FROM unnest(%(seed_ids)s::bigint[], %(seed_scores)s::float8[]) AS s(node, seed)
+        SELECT s.node, s.seed, 0 AS depth
+        FROM unnest(%(seed_ids)s::bigint[], %(seed_scores)s::float8[]) AS s(node, seed)
     )"""
         lead = lead_from = ""
     # Labels, fact text and validity are read for the returned facts only; everything before that is served by
@@ -526,8 +541,9 @@ def _walk_sql(*, reading: Reading, max_hops: int, record: bool, lazy_commit: boo
         JOIN {visited} b ON b.node = e.to_node_id
     ),
     scored AS (
-        SELECT found.*, round((seed * (1.0::float8 / (1 + hop)) * confidence * {class_weight_sql("found")})::numeric,
-                              6)::float8 AS score
+        SELECT found.*,
+               round((seed * (1.0::float8 / (1 + hop)) * confidence * {class_weight_sql("found")})::numeric,
+                     6)::float8 AS score
         FROM found
     ),
     top AS (
@@ -536,9 +552,11 @@ def _walk_sql(*, reading: Reading, max_hops: int, record: bool, lazy_commit: boo
             ORDER BY from_node_id, edge_type, to_node_id, score DESC, hop, id
         ) d ORDER BY score DESC, hop, id LIMIT %(limit)s
     ){bump}
-    SELECT {lead}w.nodes, w.depths, w.seeds, top.id, top.from_node_id, s.label, top.edge_type, top.to_node_id, t.label,
+    SELECT {lead}w.nodes, w.depths, w.seeds, top.id, top.from_node_id, s.label, top.edge_type,
+           top.to_node_id, t.label,
            g.fact, top.edge_class, g.confidence, top.confidence, top.hop, top.score, g.valid_from, g.valid_to
-    FROM {lead_from}(SELECT array_agg(node) AS nodes, array_agg(depth) AS depths, array_agg(seed) AS seeds{lazy}
+    FROM {lead_from}(SELECT array_agg(node) AS nodes, array_agg(depth) AS depths,
+                            array_agg(seed) AS seeds{lazy}
           FROM {visited}) w
     LEFT JOIN top ON true
     LEFT JOIN graph_edges g ON g.workspace_id = %(ws)s AND g.id = top.id
@@ -606,12 +624,13 @@ def bfs(
     record: bool = False,
     lazy_commit: bool = False,
 ) -> Walk:
-    """Undirected multi-source BFS and the scoring of the facts among the visited nodes, in one statement whatever
-    max_hops and the graph's size. Each node remembers the best seed score that reached it; a fact scores
-    seed × 1/(1 + hop) × effective confidence × class weight, deduplicated on (source, relation, target), best
-    first, `limit` of them. With `record`, the same statement counts the returned facts as retrieved (a
-    data-modifying CTE: the scores are computed from the counts before this retrieval, as before); `lazy_commit`
-    lets the caller's transaction commit them without waiting for the WAL flush (LAZY_COMMIT_SQL)."""
+    """Undirected multi-source BFS and the scoring of the facts among the visited nodes, in one statement
+    whatever max_hops and the graph's size. Each node remembers the best seed score that reached it; a fact
+    scores seed × 1/(1 + hop) × effective confidence × class weight, deduplicated on (source, relation,
+    target), best first, `limit` of them. With `record`, the same statement counts the returned facts as
+    retrieved (a data-modifying CTE: the scores are computed from the counts before this retrieval, as
+    before); `lazy_commit` lets the caller's transaction commit them without waiting for the WAL flush
+    (LAZY_COMMIT_SQL)."""
     if not seeds:
         return Walk(depth={}, seed_score={}, facts=[])
     sql = _walk_sql(reading=reading, max_hops=max_hops, record=record, lazy_commit=lazy_commit, seeded=False)
@@ -648,11 +667,11 @@ def seeded_bfs(
     record: bool = False,
     lazy_commit: bool = False,
 ) -> SeededWalk | None:
-    """seeds_find_stored + reading_for + bfs in one statement (a round trip and the seed ranking in Python saved):
-    the word seeds ranked in SQL as _hybrid ranks them, the workspace's decay rates and strategy read alongside,
-    then the walk as `bfs` does it, only when the strategy that applies (`requested`, else the workspace's, else
-    GRAPH_RECALL_STRATEGY) is BFS. None when the query has no word to look up; no seeds when no word matched
-    (the caller may then try the embedding)."""
+    """seeds_find_stored + reading_for + bfs in one statement (a round trip and the seed ranking in Python
+    saved): the word seeds ranked in SQL as _hybrid ranks them, the workspace's decay rates and strategy read
+    alongside, then the walk as `bfs` does it, only when the strategy that applies (`requested`, else the
+    workspace's, else GRAPH_RECALL_STRATEGY) is BFS. None when the query has no word to look up; no seeds when
+    no word matched (the caller may then try the embedding)."""
     words = _words(query)
     if not words:
         return None
@@ -689,7 +708,7 @@ def seeded_bfs(
     return SeededWalk(seeds=seeds, stored=stored, walk=walk)
 
 
-# --- spreading activation -----------------------------------------------------------------------------------------
+# --- spreading activation -----------------------------------------------------------------------------------
 
 
 class SpreadingTimeout(Exception):
@@ -698,11 +717,13 @@ class SpreadingTimeout(Exception):
 
 def spreading_activation(*, reading: Reading, seeds: list[Seed], timeout_ms: int) -> list[dict[str, Any]]:
     """SYNAPSE: activation spreads from the seeds along active edges, decaying by λ per hop and by the edge's
-    effective confidence and class weight; sums are clamped at 1, nodes at or above the inhibition level take no
-    more, at most 50 nodes stay active. Raises SpreadingTimeout past the time limit (the caller answers empty).
+    effective confidence and class weight; sums are clamped at 1, nodes at or above the inhibition level take
+    no more, at most 50 nodes stay active. Raises SpreadingTimeout past the time limit (the caller answers
+    empty).
 
-    A hop reads ids, ends, relation, class and effective confidence only (covering indexes, prepared statement);
-    `spreading_details` adds names and text to the few facts kept. Returned facts carry no text yet."""
+    A hop reads ids, ends, relation, class and effective confidence only (covering indexes, prepared
+    statement); `spreading_details` adds names and text to the few facts kept. Returned facts carry no text
+    yet."""
     deadline = time.monotonic() + timeout_ms / 1000
     activation = {s.node_id: s.score for s in seeds if s.score >= SA_THRESHOLD}
     depth = dict.fromkeys(activation, 0)
@@ -717,8 +738,8 @@ def spreading_activation(*, reading: Reading, seeds: list[Seed], timeout_ms: int
         WHERE {where} AND e.to_node_id = ANY(%(a)s) AND NOT (e.from_node_id = ANY(%(a)s))
     """
     try:
-        # One savepoint for the walk: a statement cancelled by its time limit rolls back to it, not the caller's
-        # transaction. Each hop's statement may run for what is left of the budget, no longer.
+        # One savepoint for the walk: a statement cancelled by its time limit rolls back to it, not the
+        # caller's transaction. Each hop's statement may run for what is left of the budget, no longer.
         with (
             transaction.atomic(using="app"),
             connections["app"].cursor() as setting,
@@ -763,7 +784,8 @@ def _spread(
     collected: dict[int, dict[str, Any]],
     active_set: set[int],
 ) -> None:
-    """One hop of spreading activation over the facts touching the active nodes (updates the dicts in place)."""
+    """One hop of spreading activation over the facts touching the active nodes (updates the dicts in
+    place)."""
     incoming: dict[int, float] = {}
     for _, source, target, _, edge_class, confidence in rows:
         weight = float(confidence) * CLASS_WEIGHTS.get(edge_class, 1.0)
@@ -850,7 +872,7 @@ def spreading_details(
     return out
 
 
-# --- recall -------------------------------------------------------------------------------------------------------
+# --- recall -------------------------------------------------------------------------------------------------
 
 
 def _public(fact: dict[str, Any]) -> dict[str, Any]:

@@ -1,7 +1,7 @@
-"""The deterministic memory graph (memories-sh.md §2, §3.2): nodes, links and edges derived from a memory's
-type, project, user, category and tags, synced inside the memory's write transaction.
+"""The deterministic memory graph: nodes, links and edges derived from a memory's type, project, user,
+category and tags, synced inside the memory's write transaction.
 
-Differences from the anchor, on purpose:
+Differences from memories.sh, on purpose:
 - shared nodes (types, topics, repos, …) are inserted with ON CONFLICT DO NOTHING, so concurrent writes that
   mention the same tag do not queue behind one row lock;
 - a re-sync replaces only the memory's own mapping (its links and the edges it is evidence for), so an edit of
@@ -92,8 +92,9 @@ def extract_deterministic_graph(memory: MemorySnapshot) -> DeterministicGraph:
     graph.nodes.append(("memory_type", memory.type, memory.type, None))
     graph.links.append(("memory_type", memory.type, "type"))
 
-    repo = ("repo", memory.project_id) if memory.project_id else None
-    if repo:
+    repo: tuple[str, str] | None = None
+    if memory.project_id:
+        repo = ("repo", memory.project_id)
         graph.nodes.append(
             (
                 "repo",
@@ -103,14 +104,14 @@ def extract_deterministic_graph(memory: MemorySnapshot) -> DeterministicGraph:
             )
         )
         graph.links.append((*repo, "scope"))
-    user = ("user", memory.user_id) if memory.user_id else None
-    if user:
+    user: tuple[str, str] | None = None
+    if memory.user_id:
+        user = ("user", memory.user_id)
         graph.nodes.append(("user", memory.user_id, memory.user_id, {"userId": memory.user_id}))
         graph.links.append((*user, "subject"))
-    category = (
-        ("category", memory.category.strip().lower()) if memory.category and memory.category.strip() else None
-    )
-    if category:
+    category: tuple[str, str] | None = None
+    if memory.category and memory.category.strip():
+        category = ("category", memory.category.strip().lower())
         graph.nodes.append((*category, memory.category.strip(), {"category": memory.category.strip()}))
         graph.links.append((*category, "category"))
     topics = [("topic", tag) for tag in normalised_tags(memory.tags)]
@@ -138,10 +139,11 @@ def extract_deterministic_graph(memory: MemorySnapshot) -> DeterministicGraph:
     return graph
 
 
-# --- writing ----------------------------------------------------------------------------------------------------
+# --- writing ------------------------------------------------------------------------------------------------
 
 _UPSERT_SHARED_NODES = """
-WITH input(node_type, node_key, label, metadata) AS (SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::jsonb[])),
+WITH input(node_type, node_key, label, metadata)
+    AS (SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::jsonb[])),
 inserted AS (
     INSERT INTO graph_nodes (workspace_id, node_type, node_key, label, metadata, created_at, updated_at)
     SELECT %s, node_type, node_key, label, metadata, now(), now() FROM input
@@ -176,7 +178,7 @@ def node_ids(
     if not nodes:
         return {}
     unique = list({(n[0], n[1]): n for n in nodes}.values())
-    params = [
+    params: list[list[str] | list[str | None] | int] = [
         [n[0] for n in unique],
         [n[1] for n in unique],
         [n[2][:300] for n in unique],
@@ -214,20 +216,20 @@ class FreshMappingOutcome:
 def mapping_insert_fresh(*, memory: MemorySnapshot) -> FreshMappingOutcome:
     """The whole mapping of a memory that has none yet (created in this transaction), in one round trip.
 
-    The database function `graph_mapping_insert_fresh` (migration graphsvc 0015) runs the one statement inside its
-    own EXCEPTION block, so a failure rolls back only the mapping and comes back as `error`, and the caller needs
-    no savepoint. The statement's snapshot cannot see a shared node (a tag, a type) that a concurrent transaction
-    committed while this one waited on its insert; the node then has no id here, its links and edges are missing
-    and `complete` is False. That is rare (two first uses of one tag at once); the caller then redoes the mapping
-    the long way (mapping_sync).
+    The database function `graph_mapping_insert_fresh` (migration graphsvc 0015) runs the one statement inside
+    its own EXCEPTION block, so a failure rolls back only the mapping and comes back as `error`, and the
+    caller needs no savepoint. The statement's snapshot cannot see a shared node (a tag, a type) that a
+    concurrent transaction committed while this one waited on its insert; the node then has no id here, its
+    links and edges are missing and `complete` is False. That is rare (two first uses of one tag at once); the
+    caller then redoes the mapping the long way (mapping_sync).
     """
     graph = extract_deterministic_graph(memory)
     unique = list({(n[0], n[1]): n for n in graph.nodes}.values())
     with connections["app"].cursor() as cursor:
         cursor.execute(
-            "SELECT node_count, error FROM graph_mapping_insert_fresh(%s, %s, %s::text[], %s::text[], %s::text[], "
-            "%s::jsonb[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], "
-            "%s::text[], %s::timestamptz)",
+            "SELECT node_count, error FROM graph_mapping_insert_fresh(%s, %s, %s::text[], %s::text[], "
+            "%s::text[], %s::jsonb[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], "
+            "%s::text[], %s::text[], %s::text[], %s::timestamptz)",
             [
                 memory.workspace_id,
                 memory.id,
@@ -283,12 +285,13 @@ def mapping_sync(*, memory: MemorySnapshot) -> None:
             ]
             cursor.execute(
                 """
-                INSERT INTO graph_edges (workspace_id, edge_key, from_node_id, to_node_id, edge_type, edge_class,
-                    weight, confidence, evidence_memory_id, origin, created_at, updated_at, expires_at,
-                    last_observed_at, retrieval_count)
-                SELECT %s, key, from_id, to_id, edge_type, 'semantic', 1.0, 1.0, %s, 'mapping', now(), now(), %s,
-                    now(), 0
-                FROM unnest(%s::text[], %s::bigint[], %s::bigint[], %s::text[]) AS e(key, from_id, to_id, edge_type)
+                INSERT INTO graph_edges (workspace_id, edge_key, from_node_id, to_node_id, edge_type,
+                    edge_class, weight, confidence, evidence_memory_id, origin, created_at, updated_at,
+                    expires_at, last_observed_at, retrieval_count)
+                SELECT %s, key, from_id, to_id, edge_type, 'semantic', 1.0, 1.0, %s, 'mapping', now(), now(),
+                    %s, now(), 0
+                FROM unnest(%s::text[], %s::bigint[], %s::bigint[], %s::text[])
+                    AS e(key, from_id, to_id, edge_type)
                 ON CONFLICT (workspace_id, edge_key) WHERE expired_at IS NULL DO UPDATE
                     SET expires_at = EXCLUDED.expires_at, updated_at = now(), last_observed_at = now()
                 """,
@@ -309,7 +312,8 @@ def mapping_sync(*, memory: MemorySnapshot) -> None:
 def _remove_own_mapping(
     *, workspace_id: int, memory_ids: list[uuid.UUID], keep_mentions: bool = False
 ) -> set[int]:
-    """Delete the memories' links and the mapping edges they are evidence for; return nodes that may be orphaned.
+    """Delete the memories' links and the mapping edges they are evidence for; return nodes that may be
+    orphaned.
 
     A re-sync keeps the `mentions` links: they come from LLM extraction, which an edit of tags does not redo.
     """
@@ -322,7 +326,8 @@ def _remove_own_mapping(
         candidates = {row[0] for row in cursor.fetchall()}
         cursor.execute(
             """
-            DELETE FROM graph_edges WHERE workspace_id = %s AND evidence_memory_id = ANY(%s) AND origin = 'mapping'
+            DELETE FROM graph_edges WHERE workspace_id = %s AND evidence_memory_id = ANY(%s)
+                AND origin = 'mapping'
             RETURNING from_node_id, to_node_id
             """,
             [workspace_id, memory_ids],
@@ -341,14 +346,16 @@ def mapping_remove(*, workspace_id: int, memory_ids: list[uuid.UUID]) -> None:
     keys = [str(memory_id) for memory_id in memory_ids]
     with connections["app"].cursor() as cursor:
         cursor.execute(
-            "SELECT id FROM graph_nodes WHERE workspace_id = %s AND node_type = 'memory' AND node_key = ANY(%s)",
+            "SELECT id FROM graph_nodes WHERE workspace_id = %s AND node_type = 'memory' "
+            "AND node_key = ANY(%s)",
             [workspace_id, keys],
         )
         memory_nodes = [row[0] for row in cursor.fetchall()]
         if memory_nodes:
             cursor.execute(
                 """
-                DELETE FROM graph_edges WHERE workspace_id = %s AND (from_node_id = ANY(%s) OR to_node_id = ANY(%s))
+                DELETE FROM graph_edges
+                WHERE workspace_id = %s AND (from_node_id = ANY(%s) OR to_node_id = ANY(%s))
                 RETURNING from_node_id, to_node_id
                 """,
                 [workspace_id, memory_nodes, memory_nodes],
@@ -356,11 +363,12 @@ def mapping_remove(*, workspace_id: int, memory_ids: list[uuid.UUID]) -> None:
             for from_id, to_id in cursor.fetchall():
                 candidates.update((from_id, to_id))
             candidates.update(memory_nodes)
-        # Facts learnt from a forgotten memory go with it (their history too); entities nobody mentions any more
-        # are pruned below.
+        # Facts learnt from a forgotten memory go with it (their history too); entities nobody mentions any
+        # more are pruned below.
         cursor.execute(
             """
-            DELETE FROM graph_edges WHERE workspace_id = %s AND origin = 'llm_entity' AND evidence_memory_id = ANY(%s)
+            DELETE FROM graph_edges WHERE workspace_id = %s AND origin = 'llm_entity'
+                AND evidence_memory_id = ANY(%s)
             RETURNING from_node_id, to_node_id
             """,
             [workspace_id, memory_ids],
@@ -371,7 +379,8 @@ def mapping_remove(*, workspace_id: int, memory_ids: list[uuid.UUID]) -> None:
 
 
 def prune_orphans(*, workspace_id: int, node_ids: Iterable[int]) -> int:
-    """Delete the given nodes that have no link and no edge left (condition nodes live by their edges alone)."""
+    """Delete the given nodes that have no link and no edge left (condition nodes live by their edges
+    alone)."""
     ids = list(node_ids)
     if not ids:
         return 0
@@ -380,9 +389,12 @@ def prune_orphans(*, workspace_id: int, node_ids: Iterable[int]) -> int:
             """
             DELETE FROM graph_nodes n
             WHERE n.workspace_id = %s AND n.id = ANY(%s)
-              AND NOT EXISTS (SELECT 1 FROM memory_node_links l WHERE l.workspace_id = n.workspace_id AND l.node_id = n.id)
-              AND NOT EXISTS (SELECT 1 FROM graph_edges e WHERE e.workspace_id = n.workspace_id AND e.from_node_id = n.id)
-              AND NOT EXISTS (SELECT 1 FROM graph_edges e WHERE e.workspace_id = n.workspace_id AND e.to_node_id = n.id)
+              AND NOT EXISTS (SELECT 1 FROM memory_node_links l WHERE l.workspace_id = n.workspace_id
+                  AND l.node_id = n.id)
+              AND NOT EXISTS (SELECT 1 FROM graph_edges e WHERE e.workspace_id = n.workspace_id
+                  AND e.from_node_id = n.id)
+              AND NOT EXISTS (SELECT 1 FROM graph_edges e WHERE e.workspace_id = n.workspace_id
+                  AND e.to_node_id = n.id)
             """,
             [workspace_id, ids],
         )

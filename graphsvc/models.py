@@ -1,4 +1,4 @@
-"""One property graph per workspace (DESIGN.md): nodes, edges and memory ↔ node links. All workspace data."""
+"""One property graph per workspace: nodes, edges and memory ↔ node links. All workspace data."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ class GraphNode(models.Model):
     first_seen_at = models.DateTimeField(null=True, blank=True)
     last_seen_at = models.DateTimeField(null=True, blank=True)
     mention_count = models.IntegerField(default=0, db_default=0)
-    # An entity's community is a row of GraphCommunityMember, not a column here (issue 6, migration 0011).
+    # An entity's community is a row of GraphCommunityMember, not a column here (migration 0011).
 
     class Meta:
         db_table = "graph_nodes"
@@ -56,8 +56,8 @@ class GraphEdge(models.Model):
         CONSOLIDATION = "consolidation"
 
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, db_index=False, related_name="+")
-    # Deterministic edges are per evidence memory (`m:<memory>:<type>:<from>:<to>`), relationship edges one per
-    # directed pair and type (`r:<type>:<from>:<to>`); unique among edges that are not invalidated.
+    # Deterministic edges are per evidence memory (`m:<memory>:<type>:<from>:<to>`), relationship edges one
+    # per directed pair and type (`r:<type>:<from>:<to>`); unique among edges that are not invalidated.
     edge_key = models.CharField(max_length=200)
     from_node = models.ForeignKey(GraphNode, on_delete=models.CASCADE, related_name="+", db_index=False)
     to_node = models.ForeignKey(GraphNode, on_delete=models.CASCADE, related_name="+", db_index=False)
@@ -154,13 +154,15 @@ class GraphEntityAlias(models.Model):
 
 
 class GraphEntityTerm(models.Model):
-    """A word of an entity's name, alias (weight 1) or summary (weight 2), kept by database triggers (migration
-    0007). Seed search looks words up here by b-tree equality and prefix range: under row-level security only
-    leakproof operators reach an index, and text comparison is leakproof where `@@` and trigram `%` are not."""
+    """A word of an entity's name, alias (weight 1) or summary (weight 2), kept by database triggers
+    (migration 0007). Seed search looks words up here by b-tree equality and prefix range: under row-level
+    security only leakproof operators reach an index, and text comparison is leakproof where `@@` and trigram
+    `%` are not."""
 
     pk = models.CompositePrimaryKey("workspace", "term", "node", "weight")
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, db_index=False, related_name="+")
-    # The constraint (ON DELETE CASCADE in the database: entities are also deleted in raw SQL) is migration 0007's.
+    # The constraint (ON DELETE CASCADE in the database: entities are also deleted in raw SQL) is migration
+    # 0007's.
     node = models.ForeignKey(
         GraphNode, on_delete=models.CASCADE, db_index=False, db_constraint=False, related_name="+"
     )
@@ -196,8 +198,8 @@ class GraphCommunityMember(models.Model):
 
     No foreign-key constraints in the database: a run inserts up to every entity in one statement, and a
     per-row RI check (locking each entity's and community's row) cost more than the insert. Deleting an entity
-    or a community deletes its memberships through statement-level triggers (migration 0011), which the raw-SQL
-    deletes fire as well; on_delete covers ORM deletes."""
+    or a community deletes its memberships through statement-level triggers (migration 0011), which the
+    raw-SQL deletes fire as well; on_delete covers ORM deletes."""
 
     pk = models.CompositePrimaryKey("workspace", "node")
     workspace = models.ForeignKey(
@@ -223,7 +225,8 @@ class GraphSettings(models.Model):
     llm_daily_token_budget = models.BigIntegerField(null=True, blank=True)
     # Fact recall: "bfs" or "spreading" (spreading activation), used when a request does not choose.
     recall_strategy = models.CharField(max_length=16, default="bfs", db_default="bfs")
-    # Confidence decay per day since a fact was last observed; NULL = GRAPH_DECAY_RATE. decay_rates: per relation.
+    # Confidence decay per day since a fact was last observed; NULL = GRAPH_DECAY_RATE. decay_rates: per
+    # relation.
     decay_rate = models.FloatField(null=True, blank=True)
     decay_rates = models.JSONField(default=dict, db_default={})
     # Eviction keeps at most this many entities (fewest active edges, then least recently seen, go first).

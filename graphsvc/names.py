@@ -24,7 +24,8 @@ def clean_text(text: str) -> str:
 
 
 def normalise_name(name: str) -> str | None:
-    """trim → lowercase → strip control/bidi/zero-width → collapse spaces → ≤ 512 bytes; None when < 3 bytes."""
+    """trim → lowercase → strip control/bidi/zero-width → collapse spaces → ≤ 512 bytes; None when < 3
+    bytes."""
     canonical = re.sub(r"\s+", " ", clean_text(name).strip().lower())
     canonical = truncate_utf8(canonical, MAX_NAME_BYTES).strip()
     if len(canonical.encode("utf-8")) < MIN_NAME_BYTES:

@@ -38,7 +38,9 @@ class ExtractionOut(Schema):
     enabled: bool = Field(description="False when no GRAPH_LLM_MODEL is configured.")
     model: str | None = Field(description="The litellm model used for extraction.")
     status: Literal["off", "active", "budget_exhausted"] = Field(
-        description="budget_exhausted: today's token budget is spent and extraction jobs wait; nothing else stops."
+        description=(
+            "budget_exhausted: today's token budget is spent and extraction jobs wait; nothing else stops."
+        )
     )
     message: str = Field(description="What the status means for this workspace.")
     dailyTokenBudget: int | None = Field(description="Tokens per UTC day (null: no limit).")
@@ -73,7 +75,7 @@ class ExtractionSettingsIn(StrictIn):
     )
 
 
-# --- issue 6: fact recall, traversal, entities, communities, upkeep ------------------------------------------------
+# --- fact recall, traversal, entities, communities, upkeep --------------------------------------------------
 
 EdgeClass = Literal["semantic", "temporal", "causal", "entity"]
 RecallStrategy = Literal["bfs", "spreading"]

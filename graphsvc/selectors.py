@@ -21,7 +21,8 @@ def graph_counts(*, workspace_id: int) -> dict[str, int]:
               (SELECT count(*) FROM graph_edges WHERE workspace_id = %(ws)s
                   AND (expired_at IS NOT NULL OR expires_at <= now())),
               (SELECT count(*) FROM graph_nodes n WHERE n.workspace_id = %(ws)s
-                  AND NOT EXISTS (SELECT 1 FROM memory_node_links l WHERE l.workspace_id = n.workspace_id AND l.node_id = n.id)
+                  AND NOT EXISTS (SELECT 1 FROM memory_node_links l
+                                  WHERE l.workspace_id = n.workspace_id AND l.node_id = n.id)
                   AND NOT EXISTS (SELECT 1 FROM graph_edges e WHERE e.workspace_id = n.workspace_id
                       AND (e.from_node_id = n.id OR e.to_node_id = n.id)
                       AND e.expired_at IS NULL AND (e.expires_at IS NULL OR e.expires_at > now())))
@@ -50,11 +51,13 @@ def top_connected_nodes(*, workspace_id: int, limit: int) -> list[dict[str, Any]
                     FROM memory_node_links WHERE workspace_id = %(ws)s GROUP BY node_id
                     UNION ALL
                     SELECT from_node_id, 0, count(*), 0 FROM graph_edges
-                    WHERE workspace_id = %(ws)s AND expired_at IS NULL AND (expires_at IS NULL OR expires_at > now())
+                    WHERE workspace_id = %(ws)s AND expired_at IS NULL
+                      AND (expires_at IS NULL OR expires_at > now())
                     GROUP BY from_node_id
                     UNION ALL
                     SELECT to_node_id, 0, 0, count(*) FROM graph_edges
-                    WHERE workspace_id = %(ws)s AND expired_at IS NULL AND (expires_at IS NULL OR expires_at > now())
+                    WHERE workspace_id = %(ws)s AND expired_at IS NULL
+                      AND (expires_at IS NULL OR expires_at > now())
                     GROUP BY to_node_id
                 ) parts GROUP BY node_id
             )
@@ -97,7 +100,8 @@ def extraction_status(*, workspace_id: int) -> dict[str, Any]:
               coalesce(sum(cost_usd) FILTER (WHERE created_at >= %(day)s), 0),
               count(*) FILTER (WHERE created_at >= %(day)s),
               count(*) FILTER (WHERE created_at >= %(day)s AND NOT ok),
-              coalesce(sum(prompt_tokens), 0), coalesce(sum(completion_tokens), 0), coalesce(sum(cost_usd), 0),
+              coalesce(sum(prompt_tokens), 0), coalesce(sum(completion_tokens), 0),
+              coalesce(sum(cost_usd), 0),
               count(*)
             FROM llm_usage WHERE workspace_id = %(ws)s
             """,
@@ -127,9 +131,11 @@ def extraction_status(*, workspace_id: int) -> dict[str, Any]:
         "model": settings.GRAPH_LLM_MODEL or None,
         "status": "off" if not enabled else ("budget_exhausted" if spent else "active"),
         "message": (
-            "No GRAPH_LLM_MODEL is configured: relationships and entities are not extracted; everything else works."
+            "No GRAPH_LLM_MODEL is configured: relationships and entities are not extracted; everything else "
+            "works."
             if not enabled
-            else "Today's token budget is spent: extraction is paused until it resets (or the budget is raised)."
+            else "Today's token budget is spent: extraction is paused until it resets "
+            "(or the budget is raised)."
             if spent
             else "Extraction runs after each memory is embedded."
         ),
@@ -157,7 +163,7 @@ def extraction_status(*, workspace_id: int) -> dict[str, Any]:
     }
 
 
-# --- issue 6: entities, communities, stats --------------------------------------------------------------------------
+# --- entities, communities, stats ---------------------------------------------------------------------------
 
 
 def _entity_json(row: tuple[Any, ...]) -> dict[str, Any]:
@@ -231,8 +237,10 @@ def entity_detail(*, workspace_id: int, node_id: int) -> dict[str, Any]:
             f"""
             SELECT s.label, e.edge_type, t.label, e.fact, {reading.decayed()}, e.valid_from, e.valid_to,
                    e.expired_at IS NULL AND e.valid_to IS NULL
-            FROM graph_edges e JOIN graph_nodes s ON s.id = e.from_node_id JOIN graph_nodes t ON t.id = e.to_node_id
-            WHERE e.workspace_id = %(ws)s AND e.origin = 'llm_entity' AND (e.from_node_id = %(n)s OR e.to_node_id = %(n)s)
+            FROM graph_edges e JOIN graph_nodes s ON s.id = e.from_node_id
+                JOIN graph_nodes t ON t.id = e.to_node_id
+            WHERE e.workspace_id = %(ws)s AND e.origin = 'llm_entity'
+              AND (e.from_node_id = %(n)s OR e.to_node_id = %(n)s)
             ORDER BY e.valid_from DESC NULLS LAST, e.id DESC LIMIT 100
             """,
             reading.params(n=node_id),
@@ -263,7 +271,8 @@ def communities_list(*, workspace_id: int, limit: int) -> dict[str, Any]:
             SELECT c.id, c.name, c.summary, coalesce(s.size, 0),
                    ARRAY(SELECT n.label FROM graph_community_members m
                          JOIN graph_nodes n ON n.workspace_id = m.workspace_id AND n.id = m.node_id
-                         WHERE m.workspace_id = c.workspace_id AND m.community_id = c.id ORDER BY m.node_id LIMIT 20)
+                         WHERE m.workspace_id = c.workspace_id AND m.community_id = c.id
+                         ORDER BY m.node_id LIMIT 20)
             FROM graph_communities c
             LEFT JOIN (SELECT community_id, count(*) AS size FROM graph_community_members
                        WHERE workspace_id = %(ws)s GROUP BY community_id) s ON s.community_id = c.id

@@ -41,12 +41,14 @@ def supersedes_edges_add(*, workspace_id: int, pairs: list[tuple[uuid.UUID, uuid
             return 0
         cursor.execute(
             """
-            INSERT INTO graph_edges (workspace_id, edge_key, from_node_id, to_node_id, edge_type, edge_class, weight,
-                confidence, evidence_memory_id, origin, created_at, updated_at, last_observed_at, retrieval_count)
+            INSERT INTO graph_edges (workspace_id, edge_key, from_node_id, to_node_id, edge_type, edge_class,
+                weight, confidence, evidence_memory_id, origin, created_at, updated_at, last_observed_at,
+                retrieval_count)
             SELECT %s, 'c:supersedes:' || f || ':' || t, f, t, 'supersedes', 'temporal', 1.0, 1.0, w,
                    'consolidation', now(), now(), now(), 0
             FROM unnest(%s::bigint[], %s::bigint[], %s::uuid[]) AS e(f, t, w)
-            ON CONFLICT (workspace_id, edge_key) WHERE expired_at IS NULL DO UPDATE SET last_observed_at = now()
+            ON CONFLICT (workspace_id, edge_key) WHERE expired_at IS NULL DO UPDATE
+                SET last_observed_at = now()
             """,
             [workspace_id, [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]],
         )
@@ -54,7 +56,8 @@ def supersedes_edges_add(*, workspace_id: int, pairs: list[tuple[uuid.UUID, uuid
 
 
 def graph_reasoning_settings_update(*, workspace_id: int, changes: dict[str, object]) -> GraphSettings:
-    """Only the given fields (recall_strategy, decay_rate, max_entities). Call inside the workspace's RLS context."""
+    """Only the given fields (recall_strategy, decay_rate, max_entities). Call inside the workspace's RLS
+    context."""
     allowed = {"recall_strategy", "decay_rate", "max_entities"}
     settings_row, _ = GraphSettings.objects.update_or_create(
         workspace_id=workspace_id, defaults={k: v for k, v in changes.items() if k in allowed}
@@ -63,7 +66,8 @@ def graph_reasoning_settings_update(*, workspace_id: int, changes: dict[str, obj
 
 
 def relation_decay_set(*, workspace_id: int, edge_type: str | None, rate: float | None) -> GraphSettings:
-    """The decay rate of one relation (None removes its override), or the workspace default when edge_type is None."""
+    """The decay rate of one relation (None removes its override), or the workspace default when edge_type is
+    None."""
     settings_row, _ = GraphSettings.objects.get_or_create(workspace_id=workspace_id)
     if edge_type is None:
         settings_row.decay_rate = rate

@@ -1,5 +1,5 @@
-"""similar_to edges (memories-sh.md §3.3, improved): from a memory's true nearest neighbours within its read
-scope, bidirectional, weight = cosine, evidence = the memory whose embedding produced them."""
+"""similar_to edges (memories.sh's approach, improved): from a memory's true nearest neighbours within its
+read scope, bidirectional, weight = cosine, evidence = the memory whose embedding produced them."""
 
 from __future__ import annotations
 
@@ -18,20 +18,22 @@ class SimilarityUpdate:
 
 
 def similarity_edges_replace(*, workspace_id: int, updates: list[SimilarityUpdate]) -> int:
-    """Replace the similar_to edges of each memory with its current neighbours; return the directed edges written.
+    """Replace the similar_to edges of each memory with its current neighbours; return the directed edges
+    written.
 
     Every similar_to edge touching an updated memory goes, not only those it is evidence for: an edge another
-    memory found was measured against this memory's previous vector (its old content or model), and which end of a
-    pair is the evidence depended on the order of a batch. One round of queries for the whole batch. Running it
-    twice with the same neighbours leaves the same rows (keys are per directed pair; a pair found from both ends
-    keeps one edge each way, the last writer's evidence).
+    memory found was measured against this memory's previous vector (its old content or model), and which end
+    of a pair is the evidence depended on the order of a batch. One round of queries for the whole batch.
+    Running it twice with the same neighbours leaves the same rows (keys are per directed pair; a pair found
+    from both ends keeps one edge each way, the last writer's evidence).
     """
     if not updates:
         return 0
     keys = {str(u.memory_id) for u in updates} | {str(n) for u in updates for n, _ in u.neighbours}
     with connections["app"].cursor() as cursor:
         cursor.execute(
-            "SELECT node_key, id FROM graph_nodes WHERE workspace_id = %s AND node_type = 'memory' AND node_key = ANY(%s)",
+            "SELECT node_key, id FROM graph_nodes WHERE workspace_id = %s AND node_type = 'memory' "
+            "AND node_key = ANY(%s)",
             [workspace_id, list(keys)],
         )
         node_by_memory = dict(cursor.fetchall())
@@ -68,11 +70,11 @@ def similarity_edges_replace(*, workspace_id: int, updates: list[SimilarityUpdat
         values = list(rows.items())
         cursor.execute(
             """
-            INSERT INTO graph_edges (workspace_id, edge_key, from_node_id, to_node_id, edge_type, edge_class, weight,
-                confidence, evidence_memory_id, origin, created_at, updated_at, expires_at, last_observed_at,
-                retrieval_count)
-            SELECT %s, key, from_id, to_id, 'similar_to', 'semantic', score, 1.0, evidence, 'similarity', now(),
-                now(), expires_at, now(), 0
+            INSERT INTO graph_edges (workspace_id, edge_key, from_node_id, to_node_id, edge_type, edge_class,
+                weight, confidence, evidence_memory_id, origin, created_at, updated_at, expires_at,
+                last_observed_at, retrieval_count)
+            SELECT %s, key, from_id, to_id, 'similar_to', 'semantic', score, 1.0, evidence, 'similarity',
+                now(), now(), expires_at, now(), 0
             FROM unnest(%s::text[], %s::bigint[], %s::bigint[], %s::float8[], %s::uuid[], %s::timestamptz[])
                 AS e(key, from_id, to_id, score, evidence, expires_at)
             ON CONFLICT (workspace_id, edge_key) WHERE expired_at IS NULL DO UPDATE

@@ -1,4 +1,5 @@
-"""django-q2 entry points of graphsvc; the worker runs graph upkeep from the 'graph-upkeep' Schedule (hourly)."""
+"""django-q2 entry points of graphsvc; the worker runs graph upkeep from the 'graph-upkeep' Schedule
+(hourly)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,10 @@
-"""graph/traverse (seed 002): walk the entity graph from one entity along typed edges, with the path to each node.
+"""graph/traverse: walk the entity graph from one entity along typed edges, with the path to each node.
 
-Undirected like fact recall (a fact "A uses B" links B back to A). Two statements whatever the graph's size and
-max_hops: the start entity's lookup (which brings the decay settings along) and one statement that walks every
-hop, ranks the reached nodes, returns the chosen ones with their paths and counts the path facts as retrieved. A
-node's score is the product of the effective confidences along its path: the chance the whole chain still holds.
+Undirected like fact recall (a fact "A uses B" links B back to A). Two statements whatever the graph's size
+and max_hops: the start entity's lookup (which brings the decay settings along) and one statement that walks
+every hop, ranks the reached nodes, returns the chosen ones with their paths and counts the path facts as
+retrieved. A node's score is the product of the effective confidences along its path: the chance the whole
+chain still holds.
 """
 
 from __future__ import annotations
@@ -24,15 +25,15 @@ from graphsvc.facts import (
 
 MAX_HOPS = 3
 MAX_LIMIT = 100
-# Nodes one hop keeps, best scores first: the next hop expands at most this many (a 3-hop walk from a hub would
-# otherwise reach most of a dense graph).
+# Nodes one hop keeps, best scores first: the next hop expands at most this many (a 3-hop walk from a hub
+# would otherwise reach most of a dense graph).
 MAX_FRONTIER = 500
 
 
 def _hop_sql(hop: int, where: str, confidence: str) -> str:
-    """h<hop>: each node reached first at this hop with its best path (score, parent, edge; ties: the smaller fact
-    id), the MAX_FRONTIER best of them; r<hop>: all reached so far. Every frontier node offers its MAX_FANOUT most
-    confident facts."""
+    """h<hop>: each node reached first at this hop with its best path (score, parent, edge; ties: the smaller
+    fact id), the MAX_FRONTIER best of them; r<hop>: all reached so far. Every frontier node offers its
+    MAX_FANOUT most confident facts."""
     frontier = "r0" if hop == 1 else f"h{hop - 1}"
     seen = f"r{hop - 1}"
     return f"""
@@ -105,7 +106,8 @@ def graph_traverse(
     lazy = f", {LAZY_COMMIT_SQL} AS lazy" if at is None and lazy_commit else ""
     sql = f"""
     WITH RECURSIVE r0 AS (
-        SELECT %(start)s::bigint AS node, 0 AS hop, 1.0::float8 AS score, NULL::bigint AS parent, NULL::bigint AS edge
+        SELECT %(start)s::bigint AS node, 0 AS hop, 1.0::float8 AS score, NULL::bigint AS parent,
+               NULL::bigint AS edge
     ){hops},
     chosen AS (
         SELECT node FROM r{max_hops} WHERE hop > 0 ORDER BY score DESC, hop, node LIMIT %(limit)s
@@ -171,8 +173,7 @@ def graph_traverse(
     for node_id in chosen:
         hop, score, _, _ = reached[node_id]
         path, step = [], node_id
-        while step in reached and reached[step][3] is not None:
-            edge = reached[step][3]
+        while step in reached and (edge := reached[step][3]) is not None:
             path.append(
                 {
                     "source": clean_fact_text(edge["source"]),

@@ -24,16 +24,17 @@ def heartbeat_beat(*, started_at: datetime, worker: str | None = None) -> None:
     with connections["app"].cursor() as cursor:
         cursor.execute(
             """
-            INSERT INTO ops_worker_heartbeats (worker, cluster, started_at, seen_at) VALUES (%s, %s, %s, now())
+            INSERT INTO ops_worker_heartbeats (worker, cluster, started_at, seen_at)
+            VALUES (%s, %s, %s, now())
             ON CONFLICT (worker) DO UPDATE SET seen_at = now()
             """,
             [worker or worker_name(), settings.Q_CLUSTER["name"], started_at],
         )
 
 
-# django-q2 forks its sentinel from this process while the beat thread may be inside a beat. A lock that thread
-# holds at that moment (a module import's, the connection's) stays held forever in the child, which then hangs on
-# it; so a fork waits for the beat in flight, and no beat starts during a fork.
+# django-q2 forks its sentinel from this process while the beat thread may be inside a beat. A lock that
+# thread holds at that moment (a module import's, the connection's) stays held forever in the child, which
+# then hangs on it; so a fork waits for the beat in flight, and no beat starts during a fork.
 _beat_in_flight = threading.Lock()
 
 
@@ -42,7 +43,8 @@ def _fork_prepare() -> None:
 
 
 def _fork_done() -> None:
-    # In the parent the beat may go on; in the child there is no beat thread, and the lock must not stay taken.
+    # In the parent the beat may go on; in the child there is no beat thread, and the lock must not stay
+    # taken.
     _beat_in_flight.release()
 
 
@@ -52,8 +54,8 @@ def _loop() -> None:
     started_at = timezone.now()
     interval = settings.OPS_HEARTBEAT_SECONDS
     stop = threading.Event()
-    # The thread starts inside AppConfig.ready(): a beat before every app is ready would query the database during
-    # app initialisation (Django warns about that, and a half-loaded registry is no place for a query).
+    # The thread starts inside AppConfig.ready(): a beat before every app is ready would query the database
+    # during app initialisation (Django warns about that, and a half-loaded registry is no place for a query).
     while not apps.ready:
         stop.wait(0.05)
     wait = 0.0
@@ -65,7 +67,8 @@ def _loop() -> None:
             except Exception:  # noqa: BLE001 - a database restart must not kill the beat; the next one retries
                 logger.warning("worker heartbeat failed", exc_info=True)
             finally:
-                # This thread's own connection: closing it means a restarted database is reconnected next beat.
+                # This thread's own connection: closing it means a restarted database is reconnected next
+                # beat.
                 connections["app"].close()
 
 

@@ -5,7 +5,8 @@ Two sources, because Cairn runs many processes:
   workers of a host when PROMETHEUS_MULTIPROC_DIR is set (prometheus_client's multiprocess mode);
 - numbers that must be shared by every process, worker hosts included (jobs, LLM tokens and cost, embeddings),
   kept in ops_metric_counters and read, with the broker's queue, at scrape time.
-Label values are route templates, statuses, job kinds, strategies and model names: never a workspace, user or key.
+Label values are route templates, statuses, job kinds, strategies and model names: never a workspace, user or
+key.
 """
 
 from __future__ import annotations
@@ -56,17 +57,18 @@ def counter_add(*, name: str, labels: dict[str, str], value: float = 1.0) -> Non
 
 
 def counters_add(*, rows: Iterable[tuple[str, dict[str, str], float]]) -> None:
-    rows = [(name, json.dumps(labels, sort_keys=True), float(value)) for name, labels, value in rows]
-    if not rows:
+    encoded = [(name, json.dumps(labels, sort_keys=True), float(value)) for name, labels, value in rows]
+    if not encoded:
         return
     with connections["app"].cursor() as cursor:
         cursor.executemany(
             """
-            INSERT INTO ops_metric_counters (name, labels, value, updated_at) VALUES (%s, %s::jsonb, %s, now())
+            INSERT INTO ops_metric_counters (name, labels, value, updated_at)
+            VALUES (%s, %s::jsonb, %s, now())
             ON CONFLICT (name, labels) DO UPDATE
                 SET value = ops_metric_counters.value + EXCLUDED.value, updated_at = now()
             """,
-            rows,
+            encoded,
         )
 
 

@@ -1,7 +1,8 @@
 """One structured log line and one latency observation per request.
 
-The log carries identifiers only — request id, workspace id, API key prefix, route template, status, duration —
-never bodies, memory content, keys or tokens; the route is the URL pattern, so ids in paths never reach labels.
+The log carries identifiers only — request id, workspace id, API key prefix, route template, status, duration
+— never bodies, memory content, keys or tokens; the route is the URL pattern, so ids in paths never reach
+labels.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Operational tables. Neither holds workspace data (no content, no workspace, user or key identity), so, like
-django-q2's own tables, they carry no workspace_id and no row-level security: /metrics and /readyz must read them
-across the whole service without choosing a workspace."""
+django-q2's own tables, they carry no workspace_id and no row-level security: /metrics and /readyz must read
+them across the whole service without choosing a workspace."""
 
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ class WorkerHeartbeat(models.Model):
 
 class MetricCounter(models.Model):
     """A monotonically growing number shared by every process (workers on other hosts included), exported on
-    /metrics. Labels are low-cardinality names only (job kind, outcome, model): never a workspace, user or key."""
+    /metrics. Labels are low-cardinality names only (job kind, outcome, model): never a workspace, user or
+    key."""
 
     name = models.CharField(max_length=100)
     labels = models.JSONField(default=dict)

@@ -8,8 +8,8 @@ class RolloutAppConfig(AppConfig):
     def ready(self) -> None:
         from django.db.models.signals import post_migrate
 
-        # After migrate, not at import: ready() must not touch the database (it also runs for commands that have
-        # no database yet), and post_migrate runs on the database just migrated, test databases included.
+        # After migrate, not at import: ready() must not touch the database (it also runs for commands that
+        # have no database yet), and post_migrate runs on the database just migrated, test databases included.
         post_migrate.connect(purge_schedule_ensure, sender=self)
 
 

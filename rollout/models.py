@@ -1,5 +1,5 @@
-"""Per-workspace rollout of graph retrieval (memories-sh.md §5.1): the mode, the default-strategy policy, and one
-metrics row per retrieval that feeds the quality gate. All workspace data, under FORCE row-level security."""
+"""Per-workspace rollout of graph retrieval: the mode, the default-strategy policy, and one metrics row per
+retrieval that feeds the quality gate. All workspace data, under FORCE row-level security."""
 
 from __future__ import annotations
 
@@ -11,14 +11,15 @@ from tenancy.models import Workspace
 
 
 class RolloutConfig(models.Model):
-    """One row per workspace, written on the first change; a workspace without one is in ROLLOUT_DEFAULT_MODE."""
+    """One row per workspace, written on the first change; a workspace without one is in
+    ROLLOUT_DEFAULT_MODE."""
 
     class Mode(models.TextChoices):
         OFF = "off"
         SHADOW = "shadow"
         CANARY = "canary"
 
-    # The workspace is the key (DESIGN.md, scale path: every key starts with workspace_id).
+    # The workspace is the key (scale path: every key starts with workspace_id).
     workspace = models.OneToOneField(Workspace, on_delete=models.CASCADE, primary_key=True, related_name="+")
     mode = models.CharField(max_length=16, choices=Mode.choices, default=Mode.OFF)
     # The mode autopilot (writes the plan's recommendedMode) is opt-in per workspace.
@@ -31,7 +32,8 @@ class RolloutConfig(models.Model):
 
 
 class RetrievalPolicy(models.Model):
-    """The default retrieval strategy of context/get when the caller names none, and its autopilot's memory."""
+    """The default retrieval strategy of context/get when the caller names none, and its autopilot's
+    memory."""
 
     class Strategy(models.TextChoices):
         LEXICAL = "lexical"
@@ -81,7 +83,8 @@ class RetrievalMetric(models.Model):
     class Meta:
         db_table = "retrieval_metrics"
         indexes = [
-            # The gate and shadowMetrics aggregate one workspace's rows over a time range; the purge deletes by age.
+            # The gate and shadowMetrics aggregate one workspace's rows over a time range; the purge deletes
+            # by age.
             models.Index(fields=["workspace", "created_at"], name="retrieval_metrics_ws_time"),
             # "Last fallback" of shadowMetrics without scanning the window.
             models.Index(

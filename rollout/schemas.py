@@ -62,15 +62,17 @@ class VectorsOut(Schema):
     )
 
 
-# --- rollout (memories-sh.md §5.5) ----------------------------------------------------------------------------------
+# --- rollout ------------------------------------------------------------------------------------------------
 
 RolloutMode = Literal["off", "shadow", "canary"]
 
 
 class RolloutModeOut(Schema):
     mode: RolloutMode = Field(
-        description="off: baseline only. shadow: traverse the graph for metrics, never apply it. canary: apply graph "
-        "expansion to hybrid requests unless the quality gate blocks."
+        description=(
+            "off: baseline only. shadow: traverse the graph for metrics, never apply it. canary: apply graph "
+            "expansion to hybrid requests unless the quality gate blocks."
+        )
     )
     autopilotEnabled: bool = Field(
         description="Whether the mode autopilot moves the workspace to recommendedMode."
@@ -125,8 +127,11 @@ class GateWindowOut(Schema):
     endAt: datetime = Field(description="Window end (exclusive).")
     totalRequests: int = Field(description="Retrievals in the window.")
     hybridRequested: int = Field(
-        description="Hybrid retrievals the gate judges: all hybrid ones except those that fell back because of the "
-        "mode (modeFallbacks) or of the gate itself (gateBlockedFallbacks), so a block cannot sustain itself."
+        description=(
+            "Hybrid retrievals the gate judges: all hybrid ones except those that fell back because of the "
+            "mode (modeFallbacks) or of the gate itself (gateBlockedFallbacks), so a block cannot sustain "
+            "itself."
+        )
     )
     canaryApplied: int = Field(description="Hybrid retrievals with graph expansion applied.")
     hybridFallbacks: int = Field(description="Judged hybrid retrievals that fell back to the baseline.")
@@ -155,8 +160,10 @@ class QualityGateOut(Schema):
         description="Canary retrievals needed for the coverage/lift checks."
     )
     status: Literal["pass", "warn", "fail", "insufficient_data", "unavailable"] = Field(
-        description="insufficient_data below minHybridSamples; fail with a blocking reason; unavailable when it "
-        "could not be read (canary then stays blocked)."
+        description=(
+            "insufficient_data below minHybridSamples; fail with a blocking reason; unavailable when it "
+            "could not be read (canary then stays blocked)."
+        )
     )
     canaryBlocked: bool = Field(description="Whether hybrid requests in canary fall back to the baseline.")
     reasons: list[GateReasonOut] = Field(description="Every check that failed.")
@@ -193,7 +200,9 @@ class RolloutPlanOut(Schema):
     evaluatedAt: datetime = Field(description="When the plan was built.")
     currentMode: RolloutMode = Field(description="The mode now.")
     recommendedMode: RolloutMode = Field(
-        description="off → shadow; shadow → canary once no canary blocker remains; otherwise the current mode."
+        description=(
+            "off → shadow; shadow → canary once no canary blocker remains; otherwise the current mode."
+        )
     )
     defaultBehaviorDecision: Literal["enable_hybrid_default", "hold_lexical_default"] = Field(
         description="Whether hybrid may become the default strategy of context/get."
@@ -223,7 +232,9 @@ class RetrievalPolicyOut(Schema):
     )
     readyWindowStreak: int = Field(description="Consecutive evaluation windows ready for hybrid-by-default.")
     lastDecision: str | None = Field(
-        description="promote_hybrid_default, hold_lexical_default, keep_hybrid_default or rollback_lexical_default."
+        description=(
+            "promote_hybrid_default, hold_lexical_default, keep_hybrid_default or rollback_lexical_default."
+        )
     )
     lastEvaluatedAt: datetime | None = Field(
         description="Last evaluation (at most one per policy window counts)."

@@ -1,8 +1,8 @@
-"""Reads of the rollout: the workspace's settings, the per-window metrics aggregate, and the evaluations built on it —
-quality gate (memories-sh.md §5.3), rollout plan (§5.4), shadowMetrics and alarms (§5.5).
+"""Reads of the rollout: the workspace's settings, the per-window metrics aggregate, and the evaluations built
+on it — quality gate, rollout plan, shadowMetrics and alarms.
 
-The evaluations are pure functions of the aggregates, so each can be checked without rows. Call the readers inside
-tenancy.rls.workspace_context.
+The evaluations are pure functions of the aggregates, so each can be checked without rows. Call the readers
+inside tenancy.rls.workspace_context.
 """
 
 from __future__ import annotations
@@ -14,16 +14,17 @@ from typing import Any
 from django.conf import settings
 from django.db import connections
 
-# --- fallback reasons ---------------------------------------------------------------------------------------------
+# --- fallback reasons ---------------------------------------------------------------------------------------
 
 GATE_BLOCKED_REASON = "quality_gate_blocked"
 GRAPH_ERROR_REASON = "graph_expansion_error"
-# Fallbacks the workspace's own configuration causes: every hybrid request falls back in off and shadow mode by
-# design. Counting them (as the anchor does) fails the gate for any workspace with hybrid traffic before it reaches
-# canary, so canary could never be switched on; they say nothing about graph quality.
+# Fallbacks the workspace's own configuration causes: every hybrid request falls back in off and shadow mode
+# by design. Counting them (as memories.sh does) fails the gate for any workspace with hybrid traffic before
+# it reaches canary, so canary could never be switched on; they say nothing about graph quality.
 MODE_FALLBACK_REASONS = ("feature_flag_disabled", "rollout_off", "shadow_mode")
-# Neither the gate nor shadowMetrics counts these as fallbacks. quality_gate_blocked is excluded so that a block
-# cannot keep itself in place (the anchor's design hazard, §5.3); both kinds are counted and shown separately.
+# Neither the gate nor shadowMetrics counts these as fallbacks. quality_gate_blocked is excluded so that a
+# block cannot keep itself in place (a design hazard of memories.sh's gate); both kinds are counted and shown
+# separately.
 EXCLUDED_FALLBACK_REASONS = (GATE_BLOCKED_REASON, *MODE_FALLBACK_REASONS)
 
 
@@ -42,7 +43,7 @@ class GateThresholds:
 
 GATE = GateThresholds()
 
-# Rollout-plan SLOs (§5.4); the plan compares with strict > / < where the gate uses ≥.
+# Rollout-plan SLOs; the plan compares with strict > / < where the gate uses ≥.
 SLO: dict[str, float] = {
     "minShadowExecutionsForCanary": 40,
     "minShadowAverageGraphCandidates": 1,
@@ -59,7 +60,7 @@ def rate(numerator: float, denominator: float) -> float:
     return round(numerator / denominator, 4) if denominator > 0 else 0.0
 
 
-# --- settings of a workspace ----------------------------------------------------------------------------------------
+# --- settings of a workspace --------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -137,7 +138,7 @@ def rollout_settings_get(*, workspace_id: int) -> RolloutSettings:
     )
 
 
-# --- the metrics of two windows -------------------------------------------------------------------------------------
+# --- the metrics of two windows -----------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -287,7 +288,7 @@ def last_fallback(*, workspace_id: int, since: datetime) -> tuple[datetime | Non
     return (row[0], row[1]) if row else (None, None)
 
 
-# --- quality gate (§5.3) --------------------------------------------------------------------------------------------
+# --- quality gate -------------------------------------------------------------------------------------------
 
 GATE_STATUSES = ("pass", "warn", "fail", "insufficient_data", "unavailable")
 
@@ -348,7 +349,7 @@ def _reason(
     threshold: float,
     message: str,
 ) -> dict[str, Any]:
-    # Every reason blocks, warnings included, as in the anchor (§5.3).
+    # Every reason blocks, warnings included, as in memories.sh.
     return {
         "code": code,
         "severity": severity,
@@ -380,7 +381,8 @@ def quality_gate_evaluate(
                 current.fallback_rate,
                 previous.fallback_rate,
                 GATE.max_fallback_rate,
-                f"Fallback rate {_pct(current.fallback_rate)} is above the {_pct(GATE.max_fallback_rate)} threshold.",
+                f"Fallback rate {_pct(current.fallback_rate)} is above the "
+                f"{_pct(GATE.max_fallback_rate)} threshold.",
             )
         )
     if enough_now and current.graph_error_fallback_rate >= GATE.max_graph_error_fallback_rate:
@@ -478,11 +480,12 @@ def quality_gate_evaluate(
     return QualityGate(evaluated_at, window_hours, status, blocked, reasons, current, previous)
 
 
-# --- rollout plan (§5.4) --------------------------------------------------------------------------------------------
+# --- rollout plan -------------------------------------------------------------------------------------------
 
 
 def canary_blockers(gate: QualityGate) -> list[str]:
-    """What keeps a workspace in shadow: too little shadow evidence, or a gate that would refuse canary anyway."""
+    """What keeps a workspace in shadow: too little shadow evidence, or a gate that would refuse canary
+    anyway."""
     shadow = gate.current
     blockers = []
     if shadow.shadow_executions < SLO["minShadowExecutionsForCanary"]:
@@ -491,7 +494,8 @@ def canary_blockers(gate: QualityGate) -> list[str]:
         blockers.append("SHADOW_GRAPH_CANDIDATES_TOO_LOW")
     if shadow_graph_error_rate(shadow) > SLO["maxShadowGraphErrorRateForCanary"]:
         blockers.append("SHADOW_GRAPH_ERROR_RATE_ABOVE_LIMIT")
-    # Not in the anchor's list: without it the autopilot would switch on a canary that POST graph/rollout refuses.
+    # Not in memories.sh's list: without it the autopilot would switch on a canary that POST graph/rollout
+    # refuses.
     if gate.canary_blocked:
         blockers.append("CANARY_QUALITY_GATE_BLOCKED")
     return blockers
@@ -621,7 +625,8 @@ def rollout_plan_build(
     autopilot_enabled: bool = False,
     autopilot_applied: bool = False,
 ) -> RolloutPlan:
-    """Stages are 'ready to enter': shadow needs nothing, canary needs shadow evidence, default-on canary quality."""
+    """Stages are 'ready to enter': shadow needs nothing, canary needs shadow evidence, default-on canary
+    quality."""
     canary = canary_blockers(gate)
     default_on = default_on_blockers(gate)
     if mode == "off":
@@ -668,7 +673,7 @@ def rollout_plan_build(
     )
 
 
-# --- shadowMetrics and alarms (§5.5) --------------------------------------------------------------------------------
+# --- shadowMetrics and alarms -------------------------------------------------------------------------------
 
 
 def shadow_metrics_payload(

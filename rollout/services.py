@@ -1,5 +1,5 @@
-"""Writes and decisions of the rollout: the state context/get runs on, one metric per retrieval, the mode, the two
-autopilots (mode and default strategy), and the metrics purge (memories-sh.md §4.2, §5).
+"""Writes and decisions of the rollout: the state context/get runs on, one metric per retrieval, the mode, the
+two autopilots (mode and default strategy), and the metrics purge.
 
 context/get calls, in this order and inside its workspace_context:
     rollout_state_get(workspace_id=…)          cached per process for ROLLOUT_STATE_CACHE_SECONDS
@@ -16,7 +16,7 @@ import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 from django.db import DatabaseError, connections, transaction
@@ -42,7 +42,7 @@ def _now() -> datetime:
     return timezone.now()
 
 
-# --- the state context/get runs on ----------------------------------------------------------------------------------
+# --- the state context/get runs on --------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -76,14 +76,16 @@ class _Evaluation:
 
 # workspace id → (monotonic expiry, state). Per process: another process sees a change within the TTL.
 _state_cache: dict[int, tuple[float, RolloutState]] = {}
-# workspace id → (start of the policy window this process last saw evaluated, whether a due rollback was checked in
-# it). The second part stops a rollback the workspace's autopilot setting forbids from being re-checked per call.
+# workspace id → (start of the policy window this process last saw evaluated, whether a due rollback was
+# checked in it). The second part stops a rollback the workspace's autopilot setting forbids from being
+# re-checked per call.
 _policy_windows: dict[int, tuple[datetime, bool]] = {}
 _cache_lock = threading.Lock()
 
 
 def rollout_cache_clear(workspace_id: int | None = None) -> None:
-    """Forget cached states and evaluated windows: of one workspace, or of all (tests, after direct row edits)."""
+    """Forget cached states and evaluated windows: of one workspace, or of all (tests, after direct row
+    edits)."""
     with _cache_lock:
         if workspace_id is None:
             _state_cache.clear()
@@ -128,7 +130,7 @@ def rollout_state_get(*, workspace_id: int) -> RolloutState:
     return state
 
 
-# --- metrics --------------------------------------------------------------------------------------------------------
+# --- metrics ------------------------------------------------------------------------------------------------
 
 
 def retrieval_metric_record(
@@ -150,12 +152,12 @@ def retrieval_metric_record(
     duration_ms: float,
     endpoint: str,
 ) -> None:
-    """One INSERT, one round trip. Old rows go in the hourly purge, not here: a DELETE per retrieval would cost
-    every request.
+    """One INSERT, one round trip. Old rows go in the hourly purge, not here: a DELETE per retrieval would
+    cost every request.
 
-    Inside the caller's workspace_context (context/get) the row joins the retrieval's own transaction without a
-    savepoint: it commits with it, before the answer is sent, so an answered retrieval always has its row; a failed
-    INSERT fails the call rather than losing the row. Outside one, it opens its own."""
+    Inside the caller's workspace_context (context/get) the row joins the retrieval's own transaction without
+    a savepoint: it commits with it, before the answer is sent, so an answered retrieval always has its row; a
+    failed INSERT fails the call rather than losing the row. Outside one, it opens its own."""
     values = {
         "workspace_id": workspace_id,
         "created_at": _now(),
@@ -190,8 +192,8 @@ def retrieval_metric_record(
 
 _METRIC_INSERT_SQL = "INSERT INTO {table} ({columns}) VALUES ({values})"
 _TYPE_LENGTH = re.compile(r"\(\d+\)$")
-# The same row, and in the same round trip the transaction's commit stops waiting for the WAL flush: a read-only
-# retrieval otherwise pays a disk flush for its metric alone (RETRIEVAL_METRIC_SYNC_COMMIT).
+# The same row, and in the same round trip the transaction's commit stops waiting for the WAL flush: a
+# read-only retrieval otherwise pays a disk flush for its metric alone (RETRIEVAL_METRIC_SYNC_COMMIT).
 _METRIC_INSERT_RELAXED_SQL = (
     "INSERT INTO {table} ({columns}) SELECT {values} "
     "FROM (SELECT set_config('synchronous_commit', 'off', true)) AS relaxed"
@@ -199,10 +201,10 @@ _METRIC_INSERT_RELAXED_SQL = (
 
 
 def _metric_insert(values: dict[str, Any], *, relaxed_commit: bool = False) -> None:
-    """A plain INSERT: the ORM's create would build a model instance and ask for the new id back. Prepared (its
-    plan never changes; planning was half of its PostgreSQL time), so each value carries its column's type: a
-    NULL bound on the server would otherwise be taken for text. The type without its length (varchar, not
-    varchar(16)): a cast would cut a long value silently, where the column rejects it."""
+    """A plain INSERT: the ORM's create would build a model instance and ask for the new id back. Prepared
+    (its plan never changes; planning was half of its PostgreSQL time), so each value carries its column's
+    type: a NULL bound on the server would otherwise be taken for text. The type without its length (varchar,
+    not varchar(16)): a cast would cut a long value silently, where the column rejects it."""
     with prepared_cursor() as cursor:
         cursor.execute(_metric_insert_sql(tuple(values), relaxed_commit), list(values.values()))
 
@@ -211,10 +213,9 @@ def _metric_insert(values: dict[str, Any], *, relaxed_commit: bool = False) -> N
 def _metric_insert_sql(columns: tuple[str, ...], relaxed_commit: bool) -> str:
     # The same few column lists on every call: the typed statement text is built once per process.
     connection = connections["app"]
-    typed = [
-        f"%s::{_TYPE_LENGTH.sub('', RetrievalMetric._meta.get_field(name).db_type(connection))}"
-        for name in columns
-    ]
+    # Every metric column is a concrete field, so its db_type is never None.
+    db_types = [cast(str, RetrievalMetric._meta.get_field(name).db_type(connection)) for name in columns]
+    typed = [f"%s::{_TYPE_LENGTH.sub('', db_type)}" for db_type in db_types]
     template = _METRIC_INSERT_RELAXED_SQL if relaxed_commit else _METRIC_INSERT_SQL
     return template.format(
         table=RetrievalMetric._meta.db_table, columns=", ".join(columns), values=", ".join(typed)
@@ -222,7 +223,8 @@ def _metric_insert_sql(columns: tuple[str, ...], relaxed_commit: bool) -> str:
 
 
 def retrieval_metrics_purge(*, older_than_days: int | None = None) -> int:
-    """Delete metrics older than the retention, workspace by workspace (RLS admits one workspace per transaction)."""
+    """Delete metrics older than the retention, workspace by workspace (RLS admits one workspace per
+    transaction)."""
     days = settings.ROLLOUT_METRICS_RETENTION_DAYS if older_than_days is None else older_than_days
     cutoff = _now() - timedelta(days=days)
     deleted = 0
@@ -236,7 +238,8 @@ def retrieval_metrics_purge(*, older_than_days: int | None = None) -> int:
 
 
 def metrics_purge_schedule_ensure(*, using: str = "default") -> None:
-    """Make sure the worker runs the purge hourly: one django-q Schedule row, created once, on the migrated alias."""
+    """Make sure the worker runs the purge hourly: one django-q Schedule row, created once, on the migrated
+    alias."""
     from django_q.models import Schedule
 
     if Schedule._meta.db_table not in connections[using].introspection.table_names():
@@ -244,7 +247,8 @@ def metrics_purge_schedule_ensure(*, using: str = "default") -> None:
     existing = Schedule.objects.using(using).filter(name=PURGE_SCHEDULE_NAME).order_by("id")
     first = existing.first()
     if first is None:
-        # First run an hour out: a fresh database has nothing to purge, and test workers stay free for their jobs.
+        # First run an hour out: a fresh database has nothing to purge, and test workers stay free for their
+        # jobs.
         Schedule.objects.using(using).create(
             name=PURGE_SCHEDULE_NAME,
             func=PURGE_TASK,
@@ -259,7 +263,7 @@ def metrics_purge_schedule_ensure(*, using: str = "default") -> None:
     existing.exclude(pk=first.pk).delete()
 
 
-# --- mode -----------------------------------------------------------------------------------------------------------
+# --- mode ---------------------------------------------------------------------------------------------------
 
 
 def canary_blocked_error(gate: selectors.QualityGate) -> ApiError:
@@ -277,7 +281,8 @@ def canary_blocked_error(gate: selectors.QualityGate) -> ApiError:
 def rollout_mode_set(
     *, workspace_id: int, mode: str | None, autopilot_enabled: bool | None, updated_by: str
 ) -> None:
-    """An operator's change. Canary is refused (409) while the gate blocks it, judged fresh, never from the cache."""
+    """An operator's change. Canary is refused (409) while the gate blocks it, judged fresh, never from the
+    cache."""
     now = _now()
     with workspace_context(workspace_id):
         if mode == RolloutConfig.Mode.CANARY:
@@ -302,15 +307,16 @@ def rollout_mode_set(
 
 
 def _mode_autopilot_apply(*, workspace_id: int, evaluation: _Evaluation, now: datetime) -> bool:
-    """Write the plan's recommendedMode when the workspace enabled the mode autopilot. True if the mode changed."""
+    """Write the plan's recommendedMode when the workspace enabled the mode autopilot. True if the mode
+    changed."""
     if not evaluation.settings.autopilot_enabled:
         return False
     plan = selectors.rollout_plan_build(evaluated_at=now, mode=evaluation.settings.mode, gate=evaluation.gate)
     if plan.recommended_mode == evaluation.settings.mode:
         return False
     with workspace_context(workspace_id):
-        # The row exists (only rollout_mode_set turns the autopilot on). Conditional on the mode that was read and
-        # the autopilot still being on: a concurrent operator change wins over the autopilot.
+        # The row exists (only rollout_mode_set turns the autopilot on). Conditional on the mode that was read
+        # and the autopilot still being on: a concurrent operator change wins over the autopilot.
         changed = RolloutConfig.objects.filter(
             workspace_id=workspace_id, mode=evaluation.settings.mode, autopilot_enabled=True
         ).update(mode=plan.recommended_mode, updated_at=now, updated_by=AUTOPILOT)
@@ -333,7 +339,7 @@ def rollout_autopilot_apply(*, workspace_id: int) -> bool:
     )
 
 
-# --- default-strategy autopilot -------------------------------------------------------------------------------------
+# --- default-strategy autopilot -----------------------------------------------------------------------------
 
 
 def policy_window_start(moment: datetime) -> datetime:
@@ -343,13 +349,14 @@ def policy_window_start(moment: datetime) -> datetime:
 
 
 def retrieval_policy_evaluate(*, workspace_id: int) -> None:
-    """The default-strategy autopilot (§5.4), once per policy window rather than once per request.
+    """The default-strategy autopilot, once per policy window rather than once per request.
 
-    A ready window advances the streak; after ROLLOUT_PROMOTE_AFTER_READY_WINDOWS consecutive ready windows the
-    default becomes hybrid. A window that is not ready resets the streak and rolls a hybrid default back to lexical
-    at once: between windows, the cached state is checked on every call so a rollback never waits for the next
-    window. With the workspace's default autopilot off, only the streak and decision are kept. The mode autopilot
-    rides along once per window. Best effort: a failure is logged and never fails the retrieval.
+    A ready window advances the streak; after ROLLOUT_PROMOTE_AFTER_READY_WINDOWS consecutive ready windows
+    the default becomes hybrid. A window that is not ready resets the streak and rolls a hybrid default back
+    to lexical at once: between windows, the cached state is checked on every call so a rollback never waits
+    for the next window. With the workspace's default autopilot off, only the streak and decision are kept.
+    The mode autopilot rides along once per window. Best effort: a failure is logged and never fails the
+    retrieval.
     """
     now = _now()
     window = policy_window_start(now)
@@ -385,7 +392,8 @@ def _policy_evaluate_locked(*, workspace_id: int, now: datetime, window: datetim
     strategy_before = policy.default_strategy
 
     if policy.last_window_start is not None and policy.last_window_start >= window:
-        # Already evaluated in this window (maybe by another process): only the immediate rollback may still apply.
+        # Already evaluated in this window (maybe by another process): only the immediate rollback may still
+        # apply.
         if policy.default_strategy == hybrid and not ready and policy.default_autopilot_enabled:
             policy.default_strategy, policy.ready_window_streak = lexical, 0
             policy.last_decision = "rollback_lexical_default"
@@ -411,13 +419,14 @@ def _policy_evaluate_locked(*, workspace_id: int, now: datetime, window: datetim
     return mode_changed or policy.default_strategy != strategy_before
 
 
-# --- the overview graph/status and graph/rollout show ---------------------------------------------------------------
+# --- the overview graph/status and graph/rollout show -------------------------------------------------------
 
 
 def rollout_overview(
     *, workspace_id: int, window_hours: int | None = None, autopilot_applied: bool = False
 ) -> dict[str, Any]:
-    """rollout, shadowMetrics, qualityGate, rolloutPlan, retrievalPolicy and alarms, read fresh (never cached)."""
+    """rollout, shadowMetrics, qualityGate, rolloutPlan, retrievalPolicy and alarms, read fresh (never
+    cached)."""
     now = _now()
     hours = window_hours or settings.ROLLOUT_GATE_WINDOW_HOURS
     evaluation = _evaluate(workspace_id=workspace_id, now=now, window_hours=hours)

@@ -1,4 +1,5 @@
-"""django-q2 entry points of the rollout app; the worker runs them from the 'rollout-metrics-purge' Schedule."""
+"""django-q2 entry points of the rollout app; the worker runs them from the 'rollout-metrics-purge'
+Schedule."""
 
 from __future__ import annotations
 
