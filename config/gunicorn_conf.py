@@ -1,6 +1,7 @@
 """gunicorn settings used by `make run` and the Procfile."""
 
 import os
+from typing import cast
 
 bind = os.environ.get("BIND", "127.0.0.1:8000")
 workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
@@ -13,14 +14,16 @@ def post_worker_init(worker: object) -> None:
     from django.conf import settings
 
     if settings.EMBEDDING_MODEL.startswith("local/"):
-        from retrieval.embeddings import get_embedder
+        from retrieval.embeddings import LocalEmbedder, get_embedder
 
-        get_embedder().ready(load_in_background=True)
+        # A local/ model name always builds a LocalEmbedder.
+        cast(LocalEmbedder, get_embedder()).ready(load_in_background=True)
 
 
-# --- /metrics across gunicorn workers (issue #9) ---
-# Each worker is its own process: prometheus_client's multiprocess mode keeps their samples in files under this
-# directory, set here in the master so every worker inherits it, and emptied at start so a dead run's counts go.
+# --- /metrics across gunicorn workers ---
+# Each worker is its own process: prometheus_client's multiprocess mode keeps their samples in files under
+# this directory, set here in the master so every worker inherits it, and emptied at start so a dead run's
+# counts go.
 _multiproc_dir = os.environ.setdefault(
     "PROMETHEUS_MULTIPROC_DIR", os.path.join(os.path.dirname(os.path.dirname(__file__)), "var", "prometheus")
 )

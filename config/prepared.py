@@ -1,8 +1,8 @@
 """Statements bound on the server and prepared, for the hot read statements whose generic plan is as good as a
 custom one (graph recall and traversal, the expansion, contradictions, context/get's BM25 statement).
 
-Django binds parameters on the client, so PostgreSQL parses and plans every statement afresh; for large statements
-that cost more than running them. The runtime connection plans prepared statements generically
+Django binds parameters on the client, so PostgreSQL parses and plans every statement afresh; for large
+statements that cost more than running them. The runtime connection plans prepared statements generically
 (graphsvc.apps.generic_plans_ensure). GRAPH_PREPARED_STATEMENTS=false turns preparing off (a pooler in
 transaction mode cannot keep prepared statements)."""
 
@@ -19,8 +19,8 @@ def _parsed_query_class() -> Any:
 
     psycopg keeps the parse of statements up to 4 KB only; the recall statements are 8-13 KB and are few, so
     parsing them on every call (0.28 ms of CPU each, a twentieth of a recall) is waste. The parse is psycopg's
-    own function, its result used as psycopg uses its cached ones. It lives in a private module: if that moves,
-    None, and the cursor converts as psycopg does."""
+    own function, its result used as psycopg uses its cached ones. It lives in a private module: if that
+    moves, None, and the cursor converts as psycopg does."""
     try:
         from psycopg._queries import PostgresQuery, _query2pg_nocache
     except ImportError:
@@ -45,9 +45,9 @@ def _parsed_query_class() -> Any:
 
 
 class _PreparingCursor:
-    """Built on first use: Django's server-binding cursor class, told to prepare every statement it runs, and a
-    debug wrapper that logs the statement as written (Django would log None: it reads the text of client-bound
-    statements back from psycopg)."""
+    """Built on first use: Django's server-binding cursor class, told to prepare every statement it runs, and
+    a debug wrapper that logs the statement as written (Django would log None: it reads the text of
+    client-bound statements back from psycopg)."""
 
     cls: Any = None
     debug: Any = None
@@ -58,8 +58,10 @@ class _PreparingCursor:
             from django.db.backends.postgresql.base import ServerBindingCursor
             from django.db.backends.utils import CursorDebugWrapper
 
+            # django-stubs declare ServerBindingCursor without its psycopg Cursor base, so the checker does
+            # not know the attributes it inherits from psycopg.
             class PreparingCursor(ServerBindingCursor):
-                _query_cls = _parsed_query_class() or ServerBindingCursor._query_cls
+                _query_cls = _parsed_query_class() or ServerBindingCursor._query_cls  # type: ignore[attr-defined]
 
                 def execute(
                     self,
@@ -69,10 +71,12 @@ class _PreparingCursor:
                     prepare: bool | None = None,
                     binary: bool | None = None,
                 ) -> Any:
-                    return super().execute(query, params, prepare=True, binary=binary)
+                    return super().execute(query, params, prepare=True, binary=binary)  # type: ignore[misc]
 
+            # Statements reach this wrapper as text only (prepared_cursor's callers write SQL strings); the
+            # base class also takes composed SQL, which debug_sql does not.
             class DebugWrapper(CursorDebugWrapper):
-                def execute(self, sql: str, params: Any = None) -> Any:
+                def execute(self, sql: str, params: Any = None) -> Any:  # type: ignore[override]
                     with self.debug_sql(sql, params, use_last_executed_query=False):
                         return self._execute_with_wrappers(sql, params, many=False, executor=self._execute)
 
@@ -83,13 +87,14 @@ class _PreparingCursor:
 def prepared_cursor() -> Any:
     """A cursor on the runtime connection whose statements are bound on the server and prepared.
 
-    Django binds parameters on the client, so PostgreSQL plans every statement afresh; the recall statements are
-    large (a CTE per hop) and planning them cost 2-6 ms, more than running them. Prepared once per connection,
-    they are planned once (PostgreSQL switches to a generic plan after five executions when it is no worse).
-    Django leaves psycopg's prepare_threshold at None, which disables preparing altogether; a threshold no
-    statement reaches lets an explicit prepare through and changes nothing else (Django's client-binding
-    cursors never prepare). GRAPH_PREPARED_STATEMENTS=false turns this off for poolers that cannot keep
-    prepared statements. The cursor is wrapped like Django's own, so query logging and counts still see it."""
+    Django binds parameters on the client, so PostgreSQL plans every statement afresh; the recall statements
+    are large (a CTE per hop) and planning them cost 2-6 ms, more than running them. Prepared once per
+    connection, they are planned once (PostgreSQL switches to a generic plan after five executions when it is
+    no worse). Django leaves psycopg's prepare_threshold at None, which disables preparing altogether; a
+    threshold no statement reaches lets an explicit prepare through and changes nothing else (Django's
+    client-binding cursors never prepare). GRAPH_PREPARED_STATEMENTS=false turns this off for poolers that
+    cannot keep prepared statements. The cursor is wrapped like Django's own, so query logging and counts
+    still see it."""
     connection = connections["app"]
     if not settings.GRAPH_PREPARED_STATEMENTS:
         return connection.cursor()

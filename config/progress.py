@@ -1,14 +1,25 @@
-"""A small progress bar for management commands (stderr, redrawn in place on a terminal, line by line otherwise)."""
+"""A small progress bar for management commands (stderr, redrawn in place on a terminal, line by line
+otherwise)."""
 
 from __future__ import annotations
 
 import sys
 import time
-from typing import TextIO
+from typing import Protocol
+
+
+class TextStream(Protocol):
+    """What the bar writes to: a text file such as sys.stderr, or a management command's self.stderr."""
+
+    def write(self, text: str, /) -> object: ...
+
+    def flush(self) -> None: ...
+
+    def isatty(self) -> bool: ...
 
 
 class ProgressBar:
-    def __init__(self, total: int, label: str, *, stream: TextIO | None = None, width: int = 30) -> None:
+    def __init__(self, total: int, label: str, *, stream: TextStream | None = None, width: int = 30) -> None:
         self.total = max(0, total)
         self.label = label
         self.stream = stream or sys.stderr

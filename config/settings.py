@@ -237,9 +237,9 @@ X_FRAME_OPTIONS = "DENY"
 if not DEBUG and not TESTING:
     SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", True)
     CSRF_COOKIE_SECURE = env_bool("SECURE_COOKIES", True)
-# HTTPS in production: on by default when DEBUG is off and an external database is configured (a deployment, not
-# `make run`). Behind a proxy that ends TLS, set SECURE_PROXY_SSL_HEADER=X-Forwarded-Proto so Django knows a
-# request came over HTTPS (only when the proxy always sets or strips that header).
+# HTTPS in production: on by default when DEBUG is off and an external database is configured (a deployment,
+# not `make run`). Behind a proxy that ends TLS, set SECURE_PROXY_SSL_HEADER=X-Forwarded-Proto so Django knows
+# a request came over HTTPS (only when the proxy always sets or strips that header).
 _PRODUCTION = not DEBUG and not TESTING and bool(os.environ.get("DATABASE_URL", "").strip())
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", _PRODUCTION)
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31_536_000 if _PRODUCTION else 0)
@@ -485,7 +485,9 @@ AXES_LOCKOUT_TEMPLATE = "dashboard/locked.html"
 AXES_USERNAME_FORM_FIELD = "username"
 TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0)
 AXES_IPWARE_PROXY_COUNT = TRUSTED_PROXY_COUNT or None
-AXES_IPWARE_META_PRECEDENCE_ORDER = ("HTTP_X_FORWARDED_FOR", "REMOTE_ADDR") if TRUSTED_PROXY_COUNT else ("REMOTE_ADDR",)
+AXES_IPWARE_META_PRECEDENCE_ORDER = (
+    ("HTTP_X_FORWARDED_FOR", "REMOTE_ADDR") if TRUSTED_PROXY_COUNT else ("REMOTE_ADDR",)
+)
 SIGNUP_PER_ADDRESS_PER_HOUR = env_int("SIGNUP_PER_ADDRESS_PER_HOUR", 10)
 LOGIN_URL = "dashboard-login"
 LOGIN_REDIRECT_URL = "dashboard-home"
@@ -498,8 +500,8 @@ DASHBOARD_EXPLORER_DEFAULT_NODES = env_int("DASHBOARD_EXPLORER_DEFAULT_NODES", 1
 DASHBOARD_EXPLORER_MAX_NODES = env_int("DASHBOARD_EXPLORER_MAX_NODES", 2000)
 DASHBOARD_EXPLORER_MAX_EDGES = env_int("DASHBOARD_EXPLORER_MAX_EDGES", 4000)
 DASHBOARD_LINKED_MEMORIES = env_int("DASHBOARD_LINKED_MEMORIES", 50)
-# Active (unrevoked, unexpired) keys one user may hold, however they are made. DASHBOARD_MAX_ACTIVE_KEYS is the
-# older name of the same limit.
+# Active (unrevoked, unexpired) keys one user may hold, however they are made. DASHBOARD_MAX_ACTIVE_KEYS is
+# the older name of the same limit.
 MAX_ACTIVE_KEYS_PER_USER = env_int("MAX_ACTIVE_KEYS_PER_USER", env_int("DASHBOARD_MAX_ACTIVE_KEYS", 20))
 DASHBOARD_CONTENT_SECURITY_POLICY = os.environ.get("DASHBOARD_CONTENT_SECURITY_POLICY", "").strip() or (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
@@ -551,7 +553,7 @@ GRAPH_MAX_ENTITIES = env_int("GRAPH_MAX_ENTITIES", 0, minimum=0)
 # transaction mode that cannot keep prepared statements (PgBouncer before 1.21).
 GRAPH_PREPARED_STATEMENTS = env_bool("GRAPH_PREPARED_STATEMENTS", True)
 
-# --- MCP over HTTP (`manage.py mcp --http`) ----------------------------------------------------------------------
+# --- MCP over HTTP (`manage.py mcp --http`) -----------------------------------------------------------------
 # Host and Origin headers the MCP HTTP server accepts (DNS-rebinding protection is always on); add the names
 # clients use to reach it when it is bound to another address than loopback ("host:*" allows any port).
 MCP_ALLOWED_HOSTS = env_list("MCP_ALLOWED_HOSTS", ["127.0.0.1:*", "localhost:*", "[::1]:*"])

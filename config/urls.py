@@ -4,6 +4,6 @@ from config.api import api
 
 urlpatterns = [
     path("api/sdk/v1/", api.urls),
-    path("", include("dashboard.urls")),  # issue #7: the dashboard
+    path("", include("dashboard.urls")),  # the dashboard
     path("", include("ops.urls")),
 ]

@@ -6,7 +6,7 @@ from typing import Any
 
 from config.errors import ApiError
 
-# A few fields keep memories.sh's dedicated codes (memories-sh.md §1.2); everything else is INVALID_REQUEST.
+# A few fields keep memories.sh's dedicated codes; everything else is INVALID_REQUEST.
 _FIELD_CODES = {
     ("content",): "MEMORY_CONTENT_REQUIRED",
     ("id",): "MEMORY_ID_REQUIRED",

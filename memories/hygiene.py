@@ -1,8 +1,8 @@
-"""Scores of memory hygiene (issue #10), pure functions: write-time importance, A-MAC admission, upsert keys.
+"""Scores of memory hygiene, pure functions: write-time importance, A-MAC admission, upsert keys.
 
-Importance and admission follow Zeph (zeph.md §7, "Write-time importance" and "A-MAC admission control"); the
-upsert key follows memories.sh consolidation (memories-sh.md §1.4). Memories have no chat role, so the role prior
-reads `metadata.role` when the caller gives one (user, assistant, tool, system) and otherwise the memory type.
+Importance and admission follow Zeph's write-time importance and A-MAC admission control; the upsert key
+follows memories.sh consolidation. Memories have no chat role, so the role prior reads `metadata.role` when
+the caller gives one (user, assistant, tool, system) and otherwise the memory type.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-# --- importance ------------------------------------------------------------------------------------------------
+# --- importance ---------------------------------------------------------------------------------------------
 
 _MARKERS = ("remember:", "important:", "always:", "never forget:", "key point:", "critical:")
 _IMPORTANCE_ROLE = {"user": 0.7, "assistant": 0.4}
@@ -40,7 +40,7 @@ def importance_score(*, content: str, memory_type: str, role: str | None) -> flo
     return round(min(1.0, max(0.0, 0.5 * marker + 0.3 * density + 0.2 * prior)), 4)
 
 
-# --- admission (A-MAC) -----------------------------------------------------------------------------------------
+# --- admission (A-MAC) --------------------------------------------------------------------------------------
 
 _HEDGES = (
     "maybe",
@@ -94,7 +94,8 @@ class AdmissionScore:
 def admission_score(
     *, content: str, memory_type: str, role: str | None, max_cosine: float | None, future_utility: float = 0.5
 ) -> AdmissionScore:
-    """The weighted A-MAC factors; `future_utility` is 0.5 on the heuristic path, a model's rating otherwise."""
+    """The weighted A-MAC factors; `future_utility` is 0.5 on the heuristic path, a model's rating
+    otherwise."""
     novelty = 1.0 if max_cosine is None else max(1.0 - max_cosine, 0.0)
     return AdmissionScore(
         {
@@ -107,7 +108,7 @@ def admission_score(
     )
 
 
-# --- consolidation upsert key ----------------------------------------------------------------------------------
+# --- consolidation upsert key -------------------------------------------------------------------------------
 
 _PREFIX_MAX_WORDS = 6
 

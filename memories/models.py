@@ -1,4 +1,5 @@
-"""Memories and the idempotency records of memories/add. Both hold workspace data: workspace_id + FORCE RLS."""
+"""Memories and the idempotency records of memories/add. Both hold workspace data: workspace_id +
+FORCE RLS."""
 
 from __future__ import annotations
 
@@ -42,18 +43,20 @@ class Memory(models.Model):
     category = models.CharField(max_length=120, null=True, blank=True)
     metadata = models.JSONField(null=True, blank=True)
     embedding_model = models.CharField(max_length=160, null=True, blank=True)
-    # Prompt-injection patterns found at write time (memories.sanitizer); flagged memories skip LLM extraction.
+    # Prompt-injection patterns found at write time (memories.sanitizer); flagged memories skip LLM
+    # extraction.
     injection_flags = ArrayField(models.CharField(max_length=40), default=list, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True)
-    # Write-time importance in [0, 1] (memories.hygiene.importance_score), blended into ranking (issue #10).
+    # Write-time importance in [0, 1] (memories.hygiene.importance_score), blended into ranking.
     importance = models.FloatField(default=0.5)
-    # Set by consolidation: the newer memory of the same upsert key that replaces this one. Superseded memories
-    # stay stored but leave retrieval unless a read asks for them (MemoryScope.include_superseded).
+    # Set by consolidation: the newer memory of the same upsert key that replaces this one. Superseded
+    # memories stay stored but leave retrieval unless a read asks for them (MemoryScope.include_superseded).
     superseded_by = models.UUIDField(null=True, blank=True)
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
     deleted_at = models.DateTimeField(null=True, blank=True)
-    # search_tsv: a generated tsvector column (content, tags, category) added by migration 0002; read in raw SQL.
+    # search_tsv: a generated tsvector column (content, tags, category) added by migration 0002; read in raw
+    # SQL.
 
     class Meta:
         db_table = "memories"
@@ -94,7 +97,8 @@ class IdempotencyRecord(models.Model):
 
 
 class MemoryEmbedding(models.Model):
-    """One vector per (memory, model), with the scope columns copied so vector search filters inside the index."""
+    """One vector per (memory, model), with the scope columns copied so vector search filters inside the
+    index."""
 
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, db_index=False, related_name="+")
     memory = models.ForeignKey(Memory, on_delete=models.CASCADE, db_index=False, related_name="embeddings")
@@ -118,7 +122,8 @@ class MemoryEmbedding(models.Model):
 
 
 class PipelineJob(models.Model):
-    """Status of one pipeline step for one memory; what `pipeline` in the memory JSON and graph/status show."""
+    """Status of one pipeline step for one memory; what `pipeline` in the memory JSON and graph/status
+    show."""
 
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, db_index=False, related_name="+")
     memory = models.ForeignKey(Memory, on_delete=models.CASCADE, db_index=False, related_name="jobs")
@@ -159,7 +164,7 @@ class PipelineError(models.Model):
 
 
 class MemorySettings(models.Model):
-    """Per-workspace memory hygiene settings (issue #10); a missing row means the defaults in config.settings."""
+    """Per-workspace memory hygiene settings; a missing row means the defaults in config.settings."""
 
     workspace = models.OneToOneField(Workspace, on_delete=models.CASCADE, related_name="+")
     redact_credentials = models.BooleanField(default=True)
@@ -174,7 +179,8 @@ class MemorySettings(models.Model):
 
 
 class AdmissionCount(models.Model):
-    """How many memories/add calls admission control admitted or rejected, per reason: one counter row each."""
+    """How many memories/add calls admission control admitted or rejected, per reason: one counter row
+    each."""
 
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, db_index=False, related_name="+")
     admitted = models.BooleanField()

@@ -1,16 +1,17 @@
-"""Request and response schemas of memories/* (memories-sh.md §1.4, plus cursors and idempotency)."""
+"""Request and response schemas of memories/*: add, list, edit, forget, bulk-forget and vacuum (with cursors
+and idempotency), and the hygiene routes consolidate and settings."""
 
 from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from django.conf import settings
 from ninja import Schema
 from pydantic import BaseModel, Field, field_validator
 
-from config.schemas import NUL_MESSAGE, ApiDateTime, ScopeIn, ScopeQuery, StrictIn, scope_field, trimmed
+from config.schemas import NUL_MESSAGE, ApiDateTime, ScopeIn, ScopeQuery, StrictIn, Trimmed, scope_field
 
 MemoryType = Literal["rule", "decision", "fact", "note", "skill"]
 MemoryLayer = Literal["rule", "working", "long_term"]
@@ -26,8 +27,8 @@ def _has_nul(value: Any) -> bool:
     return False
 
 
-Tag = trimmed(120)
-Path = trimmed(300)
+Tag = Annotated[str, Trimmed(120)]
+Path = Annotated[str, Trimmed(300)]
 
 
 def _check_metadata(value: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -45,8 +46,8 @@ def _check_metadata(value: dict[str, Any] | None) -> dict[str, Any] | None:
 
 class DictOut(BaseModel):
     """An answer built from dicts (selectors.memory_payload and friends): plain pydantic. ninja's Schema wraps
-    every nested object in an attribute getter so it can read ORM instances; for a context/get with 100 rules that
-    wrapping was a third of the request's CPU (bench/README.md, context_latency)."""
+    every nested object in an attribute getter so it can read ORM instances; for a context/get with 100 rules
+    that wrapping was a third of the request's CPU (measured by bench/context_latency.py)."""
 
 
 class PipelineStepOut(DictOut):
@@ -81,8 +82,8 @@ class MemoryOut(DictOut):
     )
     updatedAt: ApiDateTime = Field(description="Last change.")
     injectionFlags: list[str] = Field(
-        description="Prompt-injection patterns found in the content; flagged memories are kept and searchable but "
-        "skipped by LLM extraction."
+        description="Prompt-injection patterns found in the content; flagged memories are kept and "
+        "searchable but skipped by LLM extraction."
     )
     importance: float = Field(
         0.5,
@@ -100,16 +101,18 @@ class MemoryOut(DictOut):
 
 
 class AddIn(StrictIn):
-    content: trimmed(8000) = Field(description="The memory text, 1–8000 characters.")
+    content: Annotated[str, Trimmed(8000)] = Field(description="The memory text, 1–8000 characters.")
     type: MemoryType = Field("note", description="Kind of memory. Default note.")
     layer: MemoryLayer | None = Field(None, description="Default: rule for type rule, otherwise long_term.")
     tags: list[Tag] = Field(default_factory=list, max_length=50, description="Up to 50 tags of 1–120 chars.")
     paths: list[Path] = Field(
         default_factory=list, max_length=100, description="Up to 100 paths of 1–300 chars."
     )
-    category: trimmed(120) | None = Field(None, description="Category, 1–120 chars.")
+    category: Annotated[str, Trimmed(120)] | None = Field(None, description="Category, 1–120 chars.")
     metadata: dict[str, Any] | None = Field(None, description="Any JSON object up to 16 KB.")
-    embeddingModel: trimmed(160) | None = Field(None, description="Embedding model to use for this memory.")
+    embeddingModel: Annotated[str, Trimmed(160)] | None = Field(
+        None, description="Embedding model to use for this memory."
+    )
     scope: ScopeIn = scope_field()
 
     _metadata = field_validator("metadata")(_check_metadata)
@@ -125,14 +128,15 @@ class AdmissionOut(Schema):
     nearestMemoryId: str | None = Field(description="The closest existing memory in scope, if any.")
     similarity: float | None = Field(description="Its cosine similarity (1.0 for the exact same text).")
     factors: dict[str, float] = Field(
-        description="future_utility, factual_confidence, semantic_novelty, temporal_recency, content_type_prior."
+        description="future_utility, factual_confidence, semantic_novelty, temporal_recency, "
+        "content_type_prior."
     )
 
 
 class AddOut(Schema):
     id: str = Field(
-        description="Id of the new memory (or of the first one, on an idempotent replay; or of the existing memory "
-        "when admission control refused this one)."
+        description="Id of the new memory (or of the first one, on an idempotent replay; or of the existing "
+        "memory when admission control refused this one)."
     )
     message: str = Field(description="Human-readable outcome.")
     memory: MemoryOut = Field(description="The stored memory (the existing one when not admitted).")
@@ -151,9 +155,11 @@ class AddOut(Schema):
 class ListIn(StrictIn):
     type: MemoryType | None = Field(None, description="Only this type.")
     layer: MemoryLayer | None = Field(None, description="Only this layer.")
-    tags: trimmed(120) | None = Field(None, description="Substring matched against the comma-joined tags.")
+    tags: Annotated[str, Trimmed(120)] | None = Field(
+        None, description="Substring matched against the comma-joined tags."
+    )
     limit: int = Field(20, ge=1, le=100, description="Page size 1–100, default 20.")
-    cursor: trimmed(200) | None = Field(None, description="nextCursor of the previous page.")
+    cursor: Annotated[str, Trimmed(200)] | None = Field(None, description="nextCursor of the previous page.")
     includeSuperseded: bool = Field(False, description="Also list memories consolidation superseded.")
     scope: ScopeIn = scope_field()
 
@@ -165,8 +171,8 @@ class ListOut(Schema):
 
 
 class EditIn(StrictIn):
-    id: trimmed(64) = Field(description="Memory id.")
-    content: trimmed(8000) | None = Field(None, description="New text.")
+    id: Annotated[str, Trimmed(64)] = Field(description="Memory id.")
+    content: Annotated[str, Trimmed(8000)] | None = Field(None, description="New text.")
     type: MemoryType | None = Field(
         None, description="New type; rule without layer also makes the layer rule."
     )
@@ -175,9 +181,11 @@ class EditIn(StrictIn):
     )
     tags: list[Tag] | None = Field(None, max_length=50, description="Replaces the tags.")
     paths: list[Path] | None = Field(None, max_length=100, description="Replaces the paths.")
-    category: trimmed(120) | None = Field(None, description="New category.")
+    category: Annotated[str, Trimmed(120)] | None = Field(None, description="New category.")
     metadata: dict[str, Any] | None = Field(None, description="Replaces the metadata; null clears it.")
-    embeddingModel: trimmed(160) | None = Field(None, description="Embedding model for this memory.")
+    embeddingModel: Annotated[str, Trimmed(160)] | None = Field(
+        None, description="Embedding model for this memory."
+    )
     scope: ScopeIn = scope_field()
 
     _metadata = field_validator("metadata")(_check_metadata)
@@ -195,7 +203,7 @@ class EditOut(Schema):
 
 
 class ForgetIn(StrictIn):
-    id: trimmed(64) = Field(description="Memory id.")
+    id: Annotated[str, Trimmed(64)] = Field(description="Memory id.")
     scope: ScopeIn = scope_field()
 
 
@@ -207,15 +215,17 @@ class ForgetOut(Schema):
 
 class BulkForgetFilters(StrictIn):
     types: list[MemoryType] | None = Field(None, max_length=5, description="Memories of these types.")
-    tags: list[trimmed(128)] | None = Field(
+    tags: list[Annotated[str, Trimmed(128)]] | None = Field(
         None, max_length=50, description="Memories carrying any of these tags."
     )
     olderThanDays: int | None = Field(None, ge=1, le=36500, description="Created more than N days ago.")
-    pattern: trimmed(500) | None = Field(
+    pattern: Annotated[str, Trimmed(500)] | None = Field(
         None,
         description="Glob over the whole content: * any text, ? one character (use *word* for a substring).",
     )
-    projectId: trimmed(240) | None = Field(None, description="Narrow to one project (not enough on its own).")
+    projectId: Annotated[str, Trimmed(240)] | None = Field(
+        None, description="Narrow to one project (not enough on its own)."
+    )
     all: bool | None = Field(None, description="Everything in scope; must be the only filter.")
 
 
@@ -248,7 +258,7 @@ class VacuumOut(Schema):
     message: str = Field(description="Human-readable outcome.")
 
 
-# --- hygiene: memories/consolidate and memories/settings (issue #10) ------------------------------------------
+# --- hygiene: memories/consolidate and memories/settings ----------------------------------------------------
 
 
 class ConsolidateIn(StrictIn):
@@ -256,7 +266,7 @@ class ConsolidateIn(StrictIn):
     includeGlobal: bool = Field(True, description="With a projectId: also consolidate global memories.")
     globalOnly: bool = Field(False, description="Only global memories.")
     dryRun: bool = Field(False, description="Report what would be superseded without changing anything.")
-    model: trimmed(160) | None = Field(
+    model: Annotated[str, Trimmed(160)] | None = Field(
         None, description="Recorded on the run only (consolidation is deterministic)."
     )
     scope: ScopeIn = scope_field()
@@ -325,4 +335,5 @@ class MemorySettingsPatchIn(StrictIn):
 
 
 class MemorySettingsQuery(ScopeQuery):
-    """The scope of GET memories/settings, validated like every scope (an empty projectId is a 422, not a 500)."""
+    """The scope of GET memories/settings, validated like every scope (an empty projectId is a 422, not a
+    500)."""

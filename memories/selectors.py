@@ -13,7 +13,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol, cast
 
 from django.conf import settings
 from django.db import connections
@@ -28,8 +28,8 @@ from config.prepared import prepared_cursor
 from config.schemas import ScopeIn
 from memories.models import Memory, PipelineJob
 
-# The model's columns on alias m, for reads that build models from raw rows. Never `m.*`: that would also carry
-# search_tsv (the generated lexemes, kilobytes per memory) into every row.
+# The model's columns on alias m, for reads that build models from raw rows. Never `m.*`: that would also
+# carry search_tsv (the generated lexemes, kilobytes per memory) into every row.
 _MEMORY_FIELDS = Memory._meta.concrete_fields
 MEMORY_COLUMNS = ", ".join(f"m.{field.column}" for field in _MEMORY_FIELDS)
 
@@ -58,7 +58,8 @@ def parse_memory_id(raw: str) -> uuid.UUID | None:
 
 
 def readable_q(scope: MemoryScope) -> Q:
-    """memories-sh.md §1.3 read rule: shared + this user's; global + this project's; live; not expired."""
+    """The read rule: shared + this user's; global + this project's; live; not expired (and not superseded,
+    unless the scope asks for superseded memories too)."""
     users = Q(user_id__isnull=True) | Q(user_id=scope.user_id) if scope.user_id else Q(user_id__isnull=True)
     projects = Q(scope=Memory.Scope.GLOBAL)
     if scope.project_id:
@@ -69,7 +70,7 @@ def readable_q(scope: MemoryScope) -> Q:
 
 
 def writable_q(scope: MemoryScope) -> Q:
-    """memories-sh.md §1.3 write rule: exactly this user's memories, or the shared ones when no userId."""
+    """The write rule: exactly this user's memories, or the shared ones when no userId."""
     return Q(user_id=scope.user_id) if scope.user_id else Q(user_id__isnull=True)
 
 
@@ -90,7 +91,7 @@ def memory_get_writable(*, workspace_id: int, scope: MemoryScope, memory_id: str
     )
 
 
-# --- list with cursors ----------------------------------------------------------------------------------------
+# --- list with cursors --------------------------------------------------------------------------------------
 
 
 def encode_cursor(memory: Memory) -> str:
@@ -147,7 +148,7 @@ def _like_escape(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
-# --- lexical search -------------------------------------------------------------------------------------------
+# --- lexical search -----------------------------------------------------------------------------------------
 
 MAX_OR_WORDS = 32
 _LEXICAL_SQL = """
@@ -204,10 +205,11 @@ def _scope_sql(scope: MemoryScope, params: dict[str, Any]) -> dict[str, str]:
 
 
 def memories_from_sql(sql: str, params: dict[str, Any], *, prepared: bool = False) -> list[Memory]:
-    """Models from a statement that selects MEMORY_COLUMNS first; any further columns become attributes by name
-    (lexical_rank, distance, …). Memory.objects.raw with less per-row work: the column-to-field mapping and the
-    converters are worked out once per process, not on every statement. `prepared` runs it as a prepared statement
-    (generic plan, config.prepared): only for statements whose generic plan is as good as a custom one."""
+    """Models from a statement that selects MEMORY_COLUMNS first; any further columns become attributes by
+    name (lexical_rank, distance, …). Memory.objects.raw with less per-row work: the column-to-field mapping
+    and the converters are worked out once per process, not on every statement. `prepared` runs it as a
+    prepared statement (generic plan, config.prepared): only for statements whose generic plan is as good as a
+    custom one."""
     connection = connections["app"]
     with prepared_cursor() if prepared else connection.cursor() as cursor:
         cursor.execute(sql, params)
@@ -233,8 +235,9 @@ _MEMORY_ATTNAMES = tuple(field.attname for field in _MEMORY_FIELDS)
 
 
 def _memory_from_values(names: tuple[str, ...], values: list[Any]) -> Memory:
-    """A loaded Memory as Model.from_db makes it, without Model.__init__'s per-field descriptor calls and signals
-    (a tenth of context/get's Python time for ~100 rows): only valid while _plain_memory_fields() holds."""
+    """A loaded Memory as Model.from_db makes it, without Model.__init__'s per-field descriptor calls and
+    signals (a tenth of context/get's Python time for ~100 rows): only valid while _plain_memory_fields()
+    holds."""
     memory = Memory.__new__(Memory)
     memory.__dict__.update(zip(names, values, strict=True))
     state = ModelState()
@@ -244,7 +247,7 @@ def _memory_from_values(names: tuple[str, ...], values: list[Any]) -> Memory:
 
 
 def _memory_from_db(names: tuple[str, ...], values: list[Any]) -> Memory:
-    memory = Memory.from_db("app", None, values[: len(_MEMORY_FIELDS)])
+    memory = Memory.from_db("app", _MEMORY_ATTNAMES, values[: len(_MEMORY_FIELDS)])
     for name, value in zip(names[len(_MEMORY_FIELDS) :], values[len(_MEMORY_FIELDS) :], strict=True):
         setattr(memory, name, value)
     return memory
@@ -252,8 +255,9 @@ def _memory_from_db(names: tuple[str, ...], values: list[Any]) -> Memory:
 
 @functools.cache
 def _plain_memory_fields() -> bool:
-    """Whether setting a loaded Memory's attributes directly is what Model.__init__ would do: every field stores
-    its value under its attname unchanged (no custom descriptor) and nothing listens to Memory's init signals."""
+    """Whether setting a loaded Memory's attributes directly is what Model.__init__ would do: every field
+    stores its value under its attname unchanged (no custom descriptor) and nothing listens to Memory's init
+    signals."""
     plain = (DeferredAttribute, ForeignKeyDeferredAttribute)
     return (
         all(type(Memory.__dict__.get(field.attname)) in plain for field in _MEMORY_FIELDS)
@@ -264,8 +268,8 @@ def _plain_memory_fields() -> bool:
 
 @functools.cache
 def _memory_converters() -> list[tuple[int, list[Any], Any]]:
-    """As the ORM's compiler finds them for each column (the database backend's, then the field's): e.g. the JSON
-    decoding of metadata."""
+    """As the ORM's compiler finds them for each column (the database backend's, then the field's): e.g. the
+    JSON decoding of metadata."""
     connection = connections["app"]
     found = []
     for index, field in enumerate(_MEMORY_FIELDS):
@@ -297,7 +301,8 @@ def memories_readable_by_ids(
     annotation: str = "",
 ) -> dict[uuid.UUID, Memory]:
     """The readable memories among `ids`, by id. `condition` adds SQL on m (`AND …`, its values named in
-    `condition_params`); `annotation` adds one select expression (`<sql> AS <name>`), read back as an attribute."""
+    `condition_params`); `annotation` adds one select expression (`<sql> AS <name>`), read back as an
+    attribute."""
     if not ids:
         return {}
     params: dict[str, Any] = {**(condition_params or {}), "workspace_id": workspace_id, "ids": list(ids)}
@@ -315,12 +320,12 @@ def memory_search_lexical(
 ) -> list[Memory]:
     """Lexical ranking, best first; each row carries its score as `lexical_rank`.
 
-    Plain text is ranked with BM25 over the memory_lexemes postings (any word may match; rare words weigh more,
-    long memories are damped). Questions in natural language rarely contain every word of the memory that answers
-    them, which is why an AND of the words found almost nothing (LoCoMo dev R@10 0.10, bench/README.md).
-    Quotes, -exclusions and OR mean the caller said exactly what to match: those keep websearch_to_tsquery's
-    semantics, ranked by ts_rank_cd. When the query has no searchable words at all (stop words, symbols), a
-    substring match still finds something."""
+    Plain text is ranked with BM25 over the memory_lexemes postings (any word may match; rare words weigh
+    more, long memories are damped). Questions in natural language rarely contain every word of the memory
+    that answers them, which is why an AND of the words found almost nothing (LoCoMo dev R@10 0.10,
+    bench/README.md). Quotes, -exclusions and OR mean the caller said exactly what to match: those keep
+    websearch_to_tsquery's semantics, ranked by ts_rank_cd. When the query has no searchable words at all
+    (stop words, symbols), a substring match still finds something."""
     params: dict[str, Any] = {"workspace_id": workspace_id, "query": query, "limit": limit}
     extra = _type_layer_sql(params, type=type, layer=layer)
     parts = {**_scope_sql(scope, params), "extra": extra}
@@ -358,12 +363,13 @@ def memory_search_lexical_layers(
     }
 
 
-# BM25 over the postings, in two steps. First the document frequency of each query lexeme (index-only counts on
-# (workspace_id, lexeme, ...), cached per process like the workspace statistics); then the score of the memories in
-# the head of each lexeme's postings: the SEARCH_BM25_POSTINGS_PER_TERM postings with the most occurrences in the
-# shortest memories, which are the ones BM25 scores highest for that word. The cost is bounded by words × that
-# limit, whatever the workspace's size; a memory that holds a very common word but sits outside its head can still
-# be found through the query's other words. Only the best `pool` memories are joined to memories for the scope.
+# BM25 over the postings, in two steps. First the document frequency of each query lexeme (index-only counts
+# on (workspace_id, lexeme, ...), cached per process like the workspace statistics); then the score of the
+# memories in the head of each lexeme's postings: the SEARCH_BM25_POSTINGS_PER_TERM postings with the most
+# occurrences in the shortest memories, which are the ones BM25 scores highest for that word. The cost is
+# bounded by words × that limit, whatever the workspace's size; a memory that holds a very common word but
+# sits outside its head can still be found through the query's other words. Only the best `pool` memories are
+# joined to memories for the scope.
 _DOCUMENT_FREQUENCY_SQL = """
 SELECT p.lexeme, count(*)
 FROM memory_lexemes p
@@ -379,14 +385,15 @@ _WEIGHTS_SQL = """weights AS (
     SELECT r.lexeme, ln(1 + (greatest(%(count)s::float8, c.df) - c.df + 0.5) / (c.df + 0.5))
     FROM unnest(%(recheck)s::text[]) AS r(lexeme)
     CROSS JOIN LATERAL (
-        SELECT count(*) AS df FROM memory_lexemes p WHERE p.workspace_id = %(workspace_id)s AND p.lexeme = r.lexeme
+        SELECT count(*) AS df FROM memory_lexemes p
+        WHERE p.workspace_id = %(workspace_id)s AND p.lexeme = r.lexeme
     ) c
     WHERE c.df > 0
 )"""
 
 # BM25 over the head of each query word's posting list (impact order), shared by the one-layer and the
-# all-layers statements. The constants are float8 on purpose: as bare literals (1.2, 18.6) they are numeric, and
-# the sum over thousands of postings in numeric arithmetic took 5 of the statement's 7 ms.
+# all-layers statements. The constants are float8 on purpose: as bare literals (1.2, 18.6) they are numeric,
+# and the sum over thousands of postings in numeric arithmetic took 5 of the statement's 7 ms.
 _BM25_SCORED = """
     SELECT p.memory_id,
            sum(w.idf * p.tf * (%(k1)s::float8 + 1) / (p.tf + %(k1)s::float8 * (1 - %(b)s::float8
@@ -474,7 +481,8 @@ def _document_frequencies(workspace_id: int, lexemes: list[str]) -> Frequencies:
         for lexeme in missing:
             known[lexeme] = int(counted.get(lexeme, 0))
             # A stale count only shifts a word's weight. A zero is remembered too, but only to skip this round
-            # trip: the BM25 statement counts it again (see _WEIGHTS_SQL), so a new memory's word is never hidden.
+            # trip: the BM25 statement counts it again (see _WEIGHTS_SQL), so a new memory's word is never
+            # hidden.
             _DF_CACHE[(workspace_id, lexeme)] = (now + settings.SEARCH_BM25_STATS_SECONDS, known[lexeme])
     return Frequencies(
         known=[(lexeme, known[lexeme]) for lexeme in lexemes if known[lexeme] > 0],
@@ -483,8 +491,8 @@ def _document_frequencies(workspace_id: int, lexemes: list[str]) -> Frequencies:
 
 
 # The lexemes of a query text and whether it has search terms depend on the text alone (the 'english'
-# configuration is fixed), so they are remembered per process: an agent asks the same questions again and again,
-# and each answer cost a round trip per tier.
+# configuration is fixed), so they are remembered per process: an agent asks the same questions again and
+# again, and each answer cost a round trip per tier.
 _TEXT_CACHE_MAX = 2048
 _LEXEMES_CACHE: dict[str, list[str]] = {}
 _TERMS_CACHE: dict[str, bool] = {}
@@ -543,9 +551,9 @@ def _bm25(*, workspace_id: int, params: dict[str, Any], parts: dict[str, str]) -
 
 
 # Several layers at once. The long-term branch reads the best `pool` scored memories, as _BM25_SQL does. The
-# working branch reads every scored memory: working memories are few (a TTL and a per-user cap keep them so), so
-# the planner starts from them, and the answer is the one _BM25_SQL gives after its unbounded retry — which a
-# layer holding a small share of the workspace would need on almost every call.
+# working branch reads every scored memory: working memories are few (a TTL and a per-user cap keep them so),
+# so the planner starts from them, and the answer is the one _BM25_SQL gives after its unbounded retry — which
+# a layer holding a small share of the workspace would need on almost every call.
 _BM25_LAYERS_SQL = """
 WITH {weights}, scored AS MATERIALIZED (
 {scored}), pool AS (
@@ -563,9 +571,9 @@ _BM25_LAYER_BRANCH = """
  ORDER BY s.score DESC, m.created_at DESC, m.id DESC
  LIMIT %(limit_{i})s)
 """.replace("{MEMORY_COLUMNS}", MEMORY_COLUMNS)
-# A small layer's branch starts from that layer's memories (memories_ws_user_layer finds them), handed over as an
-# array so the planner looks them up by id and hashes the scored candidates, instead of looking up every scored
-# candidate (thousands for common words) to keep the few of that layer.
+# A small layer's branch starts from that layer's memories (memories_ws_user_layer finds them), handed over as
+# an array so the planner looks them up by id and hashes the scored candidates, instead of looking up every
+# scored candidate (thousands for common words) to keep the few of that layer.
 _SMALL_LAYER_NARROW = """
    AND m.id = ANY(ARRAY(SELECT m.id FROM memories m WHERE m.workspace_id = %(workspace_id)s
                         AND m.layer = '{layer}' AND m.deleted_at IS NULL AND {user_rule}))"""
@@ -574,8 +582,8 @@ SMALL_LAYERS = frozenset({"working"})
 
 
 def _layer_literal(layer: str) -> str:
-    # Layers are written into the BM25 statement, not bound: its generic plan (it is prepared) must know which layer
-    # a branch reads, or it plans the working layer's lookup as a scan of the workspace's memories.
+    # Layers are written into the BM25 statement, not bound: its generic plan (it is prepared) must know which
+    # layer a branch reads, or it plans the working layer's lookup as a scan of the workspace's memories.
     if layer not in Memory.Layer.values:
         raise ValueError(f"unknown layer {layer!r}")
     return layer
@@ -748,13 +756,14 @@ def recent_pipeline_errors(*, workspace_id: int, limit: int = 20) -> list[dict[s
         ]
 
 
-# --- session neighbours ---------------------------------------------------------------------------------------
+# --- session neighbours -------------------------------------------------------------------------------------
 
 _SESSION_NEIGHBOURS_SQL = """
 SELECT n.*, a.id AS anchor_id
 FROM memories a
 CROSS JOIN LATERAL (
-    (SELECT {MEMORY_COLUMNS}, row_number() OVER (ORDER BY m.created_at DESC, m.id DESC) AS distance FROM memories m
+    (SELECT {MEMORY_COLUMNS}, row_number() OVER (ORDER BY m.created_at DESC, m.id DESC) AS distance
+     FROM memories m
      WHERE m.workspace_id = a.workspace_id AND m.metadata ? 'sessionId' AND m.deleted_at IS NULL
        AND m.metadata ->> 'sessionId' = a.metadata ->> 'sessionId'
        AND (m.created_at, m.id) < (a.created_at, a.id)
@@ -774,6 +783,14 @@ WHERE a.workspace_id = %(workspace_id)s AND a.id = ANY(%(ids)s) AND a.metadata ?
 """.replace("{MEMORY_COLUMNS}", MEMORY_COLUMNS)
 
 
+class _SessionNeighbourColumns(Protocol):
+    """The columns _SESSION_NEIGHBOURS_SQL selects after a memory's own (set as attributes by
+    memories_from_sql)."""
+
+    anchor_id: uuid.UUID
+    distance: int
+
+
 def session_neighbours(
     *,
     workspace_id: int,
@@ -783,18 +800,22 @@ def session_neighbours(
     layer: str | None,
     span: int = 1,
 ) -> list[tuple[uuid.UUID, Memory, int]]:
-    """(memory id, neighbour, distance) for the `span` readable memories before and the `span` after each given
-    memory in its session (same metadata.sessionId, created_at order; distance 1 = right next to it).
+    """(memory id, neighbour, distance) for the `span` readable memories before and the `span` after each
+    given memory in its session (same metadata.sessionId, created_at order; distance 1 = right next to it).
     One query; each lookup is a short range scan of memories_ws_session."""
     if not memory_ids or span < 1:
         return []
     params: dict[str, Any] = {"workspace_id": workspace_id, "ids": list(memory_ids), "span": span}
     extra = _type_layer_sql(params, type=type, layer=layer)
     sql = _SESSION_NEIGHBOURS_SQL.format(**_scope_sql(scope, params), extra=extra)
-    return [(row.anchor_id, row, int(row.distance)) for row in memories_from_sql(sql, params)]
+    neighbours = []
+    for row in memories_from_sql(sql, params):
+        columns = cast(_SessionNeighbourColumns, row)
+        neighbours.append((columns.anchor_id, row, int(columns.distance)))
+    return neighbours
 
 
-# --- hygiene settings and admission counters (issue #10) ------------------------------------------------------
+# --- hygiene settings and admission counters ----------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -833,8 +854,9 @@ _SETTINGS_CACHE: dict[int, tuple[float, HygieneSettings]] = {}
 
 
 def memory_settings_cached(*, workspace_id: int) -> HygieneSettings:
-    """memory_settings_get, remembered per process for CONTEXT_SETTINGS_CACHE_SECONDS: context/get reads them on
-    every call. memory_settings_update forgets this process's copy; other processes see a change within the TTL."""
+    """memory_settings_get, remembered per process for CONTEXT_SETTINGS_CACHE_SECONDS: context/get reads them
+    on every call. memory_settings_update forgets this process's copy; other processes see a change within the
+    TTL."""
     ttl = settings.CONTEXT_SETTINGS_CACHE_SECONDS
     cached = _SETTINGS_CACHE.get(workspace_id)
     if ttl > 0 and cached is not None and cached[0] > time.monotonic():

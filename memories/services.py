@@ -6,7 +6,7 @@ import hashlib
 import json
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -52,7 +52,8 @@ def memory_add(
     importance: float | None = None,
     scrub_at_rest: bool = False,
 ) -> Memory:
-    """`importance` None: Zeph's write-time heuristic. `scrub_at_rest`: store the content with secrets replaced."""
+    """`importance` None: Zeph's write-time heuristic. `scrub_at_rest`: store the content with secrets
+    replaced."""
     now = timezone.now()
     layer = layer or default_layer(type)
     if scrub_at_rest:
@@ -84,7 +85,8 @@ def memory_add(
 
 
 def working_memory_compact(*, workspace_id: int, user_id: str | None) -> list[uuid.UUID]:
-    """Forget a user's expired working memories and all but the newest N (WORKING_MEMORY_MAX_ITEMS_PER_USER)."""
+    """Forget a user's expired working memories and all but the newest N
+    (WORKING_MEMORY_MAX_ITEMS_PER_USER)."""
     now = timezone.now()
     user_rule = "user_id = %s" if user_id else "user_id IS NULL"
     params: list[Any] = [
@@ -180,7 +182,7 @@ def memory_forget(*, workspace_id: int, scope: MemoryScope, memory_id: str) -> M
     return memory
 
 
-# --- bulk forget and vacuum -----------------------------------------------------------------------------------
+# --- bulk forget and vacuum ---------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -290,7 +292,7 @@ def memory_vacuum(
     return purged
 
 
-# --- idempotency ----------------------------------------------------------------------------------------------
+# --- idempotency --------------------------------------------------------------------------------------------
 
 
 def request_fingerprint(body: Any) -> str:
@@ -310,8 +312,8 @@ _CLAIM_SQL = """
 INSERT INTO idempotency_records (workspace_id, user_id, key, request_hash, created_at, expires_at)
 VALUES (%s, %s, %s, %s, now(), now() + make_interval(hours => %s))
 ON CONFLICT (workspace_id, user_id, key) DO UPDATE
-    SET request_hash = EXCLUDED.request_hash, created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at,
-        response_status = NULL, response_data = NULL
+    SET request_hash = EXCLUDED.request_hash, created_at = EXCLUDED.created_at,
+        expires_at = EXCLUDED.expires_at, response_status = NULL, response_data = NULL
     WHERE idempotency_records.expires_at <= now()
 RETURNING id
 """
@@ -346,7 +348,7 @@ def idempotency_complete(*, record_id: int, status: int, data: Any) -> None:
     IdempotencyRecord.objects.filter(pk=record_id).update(response_status=status, response_data=data)
 
 
-# --- hygiene: settings, admission counters, consolidation (issue #10) -----------------------------------------
+# --- hygiene: settings, admission counters, consolidation ---------------------------------------------------
 
 _SETTINGS_FIELDS = (
     "redact_credentials",
@@ -407,9 +409,9 @@ def memory_consolidate(
     dry_run: bool,
     model: str | None,
 ) -> ConsolidationResult:
-    """memories.sh consolidation: group by (scope, project, user, type, upsert key); the newest wins, the others
-    get superseded_by. Works on the caller's writable memories (its own, or the shared ones without a userId),
-    at most MEMORY_CONSOLIDATION_MAX_INPUT of the newest per call."""
+    """memories.sh consolidation: group by (scope, project, user, type, upsert key); the newest wins, the
+    others get superseded_by. Works on the caller's writable memories (its own, or the shared ones without a
+    userId), at most MEMORY_CONSOLIDATION_MAX_INPUT of the newest per call."""
     candidates = Memory.objects.filter(
         writable_q(scope), workspace_id=workspace_id, deleted_at__isnull=True, superseded_by__isnull=True
     ).filter(Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now()))
@@ -429,7 +431,7 @@ def memory_consolidate(
             "id", "scope", "project_id", "user_id", "type", "category", "content", "created_at"
         )[: settings.MEMORY_CONSOLIDATION_MAX_INPUT]
     )
-    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    groups: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
     for row in rows:  # newest first, so each group's first row is its winner
         key = (
             row["scope"],

@@ -1,10 +1,12 @@
-"""Pipeline jobs: one row per (memory, kind) holding the status agents see, plus the django-q2 message that runs it.
+"""Pipeline jobs: one row per (memory, kind) holding the status agents see, plus the django-q2 message that
+runs it.
 
 The job row and its broker message are written in the caller's transaction (the ORM broker lives in the same
-database), so a committed memory always has its job and a rolled-back one never does. Embedding jobs share their
-messages: one per batch rather than one per memory (jobs_enqueue, jobs_claim_lock, docs/write-performance.md). Workers claim rows with
-FOR UPDATE SKIP LOCKED and a claim token; a retry is a new broker message whose `lock` lies in the future, which
-is how the ORM broker expresses "not before" — exponential backoff without a scheduler.
+database), so a committed memory always has its job and a rolled-back one never does. Embedding jobs share
+their messages: one per batch rather than one per memory (jobs_enqueue, jobs_claim_lock,
+docs/write-performance.md). Workers claim rows with FOR UPDATE SKIP LOCKED and a claim token; a retry is a new
+broker message whose `lock` lies in the future, which is how the ORM broker expresses "not before" —
+exponential backoff without a scheduler.
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ class Kind:
     EXTRACT = "extract"
 
 
-# Kinds whose claim takes a batch of the workspace's due jobs, and whose messages are coalesced (jobs_enqueue).
+# Kinds whose claim takes a batch of the workspace's due jobs, and whose messages are coalesced
+# (jobs_enqueue).
 BATCHABLE_KINDS = [Kind.EMBED]
 
 
@@ -93,13 +96,15 @@ def _claim_lock_key(*, workspace_id: int, kind: str) -> str:
 def jobs_enqueue(
     *, workspace_id: int, memory_ids: list[uuid.UUID], kind: str, model: str | None = None, push: bool = True
 ) -> list[int]:
-    """(Re)queue `kind` for the memories, resetting attempts; returns job ids. Call inside the write transaction.
+    """(Re)queue `kind` for the memories, resetting attempts; returns job ids. Call inside the write
+    transaction.
 
     `push=False` queues a follow-up step that the current task runs itself (see jobs_claim_followups).
 
-    Batchable kinds (embedding) coalesce their broker messages: the statement adds one message for the whole call,
-    and none at all when another job of the kind is already queued, due and recent, because whichever message
-    claims that job takes this one in the same batch (see jobs_claim_lock for why that holds under concurrency).
+    Batchable kinds (embedding) coalesce their broker messages: the statement adds one message for the whole
+    call, and none at all when another job of the kind is already queued, due and recent, because whichever
+    message claims that job takes this one in the same batch (see jobs_claim_lock for why that holds under
+    concurrency).
     """
     if not memory_ids:
         return []
@@ -109,8 +114,8 @@ def jobs_enqueue(
         SELECT %(ws)s, memory_id, %(kind)s, 'queued', 0, %(model)s, now(), now(), now()
         FROM unnest(%(memories)s::uuid[]) AS m(memory_id)
         ON CONFLICT (memory_id, kind) DO UPDATE
-            SET status = 'queued', attempts = 0, model = EXCLUDED.model, run_after = now(), claim_token = NULL,
-                updated_at = now(), finished_at = NULL
+            SET status = 'queued', attempts = 0, model = EXCLUDED.model, run_after = now(),
+                claim_token = NULL, updated_at = now(), finished_at = NULL
         RETURNING id, memory_id
     """
     params: dict[str, Any] = {"ws": workspace_id, "kind": kind, "model": model, "memories": memory_ids}
@@ -119,14 +124,15 @@ def jobs_enqueue(
     elif kind in BATCHABLE_KINDS:
         from django_q.conf import Conf
 
-        # `covered`: a queued, due job of the same kind that this call can ride on. Reading it under FOR KEY SHARE
-        # re-checks its newest committed version (not the statement's snapshot), and the shared advisory lock is
-        # taken once (an InitPlan) before any row reaches that re-check: a claim that took the job has committed by then
-        # and the row no longer matches, and a claim still to come must wait for this transaction (it takes the
-        # lock exclusively), so it sees these jobs. `try`: while a claim holds the lock, add a message instead
-        # of waiting. Only jobs due within the broker's retry window count (newest first, a short backward scan
-        # of pipeline_jobs_ws_status even behind a large backlog), so a job whose message was lost (purged,
-        # dropped after django-q2's own retries) cannot hold back every later add; the next batch takes it along.
+        # `covered`: a queued, due job of the same kind that this call can ride on. Reading it under FOR KEY
+        # SHARE re-checks its newest committed version (not the statement's snapshot), and the shared advisory
+        # lock is taken once (an InitPlan) before any row reaches that re-check: a claim that took the job has
+        # committed by then and the row no longer matches, and a claim still to come must wait for this
+        # transaction (it takes the lock exclusively), so it sees these jobs. `try`: while a claim holds the
+        # lock, add a message instead of waiting. Only jobs due within the broker's retry window count (newest
+        # first, a short backward scan of pipeline_jobs_ws_status even behind a large backlog), so a job whose
+        # message was lost (purged, dropped after django-q2's own retries) cannot hold back every later add;
+        # the next batch takes it along.
         sql = f"""
             WITH job AS ({upsert}),
             covered AS (
@@ -181,14 +187,15 @@ def jobs_enqueue(
 def jobs_claim_lock(*, workspace_id: int, kind: str) -> None:
     """Wait for the writes that queued jobs of `kind` without a message of their own; call before claiming.
 
-    Such a write (jobs_enqueue) holds this lock shared from the moment it relied on another queued job until it
-    commits; a claim holds it exclusively for its own short transaction. So a claim's statement, run after this,
-    sees every job that relied on a job it can claim, and a message is never consumed by a claim that misses one.
+    Such a write (jobs_enqueue) holds this lock shared from the moment it relied on another queued job until
+    it commits; a claim holds it exclusively for its own short transaction. So a claim's statement, run after
+    this, sees every job that relied on a job it can claim, and a message is never consumed by a claim that
+    misses one.
     """
     with connections["app"].cursor() as cursor:
-        # Bounded: behind a write that holds its transaction open for long, the task fails (LockNotAvailable) and
-        # the broker re-delivers its message after JOB_RETRY_SECONDS, instead of the worker sitting there until
-        # django-q2 kills it at JOB_TIMEOUT_SECONDS. The jobs stay queued either way. Transaction-local.
+        # Bounded: behind a write that holds its transaction open for long, the task fails (LockNotAvailable)
+        # and the broker re-delivers its message after JOB_RETRY_SECONDS, instead of the worker sitting there
+        # until django-q2 kills it at JOB_TIMEOUT_SECONDS. The jobs stay queued either way. Transaction-local.
         cursor.execute("SELECT set_config('lock_timeout', %s, true)", [f"{claim_lock_timeout_ms()}ms"])
         cursor.execute(
             "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
@@ -201,10 +208,11 @@ def claim_lock_timeout_ms() -> int:
 
 
 def jobs_push_follow_up(*, workspace_id: int, kind: str) -> bool:
-    """After a full batch was claimed (under jobs_claim_lock): one more message for the kind if due jobs are left.
+    """After a full batch was claimed (under jobs_claim_lock): one more message for the kind if due jobs are
+    left.
 
-    Those jobs may have no message of their own (coalesced); this one takes the next batch, on another worker if
-    one is free, while this worker runs the batch it has."""
+    Those jobs may have no message of their own (coalesced); this one takes the next batch, on another worker
+    if one is free, while this worker runs the batch it has."""
     from django_q.conf import Conf
 
     with connections["app"].cursor() as cursor:
@@ -212,8 +220,8 @@ def jobs_push_follow_up(*, workspace_id: int, kind: str) -> bool:
             """
             INSERT INTO django_q_ormq (key, payload, lock)
             SELECT %s, %s, %s
-            WHERE EXISTS (SELECT 1 FROM pipeline_jobs WHERE workspace_id = %s AND kind = %s AND status = 'queued'
-                                                      AND run_after <= now())
+            WHERE EXISTS (SELECT 1 FROM pipeline_jobs
+                          WHERE workspace_id = %s AND kind = %s AND status = 'queued' AND run_after <= now())
             """,
             [
                 Conf.CLUSTER_NAME,
@@ -248,8 +256,8 @@ WORKER_LOST = "JOB_WORKER_LOST"
 def jobs_dead_letter_lost(*, workspace_id: int) -> int:
     """Dead-letter stale "processing" jobs that already used every attempt.
 
-    A job whose worker dies each time (killed, out of memory, past the task timeout) never reaches jobs_fail, so
-    without this its message would be delivered again and again, each claim adding an attempt, forever.
+    A job whose worker dies each time (killed, out of memory, past the task timeout) never reaches jobs_fail,
+    so without this its message would be delivered again and again, each claim adding an attempt, forever.
     """
     with connections["app"].cursor() as cursor:
         cursor.execute(
@@ -274,11 +282,12 @@ def jobs_claim(
     kind: str | None = None,
     batch_size: int = 1,
 ) -> list[ClaimedJob]:
-    """Claim the job (by id, or by memory and kind) and, for batchable kinds (embedding), other due jobs of its
-    kind in the workspace; with only `kind` (a coalesced message), up to `batch_size` due jobs of that kind.
+    """Claim the job (by id, or by memory and kind) and, for batchable kinds (embedding), other due jobs of
+    its kind in the workspace; with only `kind` (a coalesced message), up to `batch_size` due jobs of that
+    kind.
 
-    Runs in the caller's workspace transaction (after jobs_claim_lock for batchable kinds); returns nothing when
-    the job is done, dead or claimed elsewhere and, for a batchable kind, no other job of it is due.
+    Runs in the caller's workspace transaction (after jobs_claim_lock for batchable kinds); returns nothing
+    when the job is done, dead or claimed elsewhere and, for a batchable kind, no other job of it is due.
     """
     if job_id is None and kind is None:
         raise ValueError("jobs_claim needs job_id, or memory_id and kind, or kind")
@@ -341,7 +350,8 @@ def jobs_claim(
 def jobs_succeed(
     *, jobs: list[ClaimedJob], error_code: str | None = None, error_message: str | None = None
 ) -> None:
-    """Mark claimed jobs done; a job re-queued meanwhile (an edit) keeps its new state. Optional degrade code."""
+    """Mark claimed jobs done; a job re-queued meanwhile (an edit) keeps its new state. Optional degrade
+    code."""
     if not jobs:
         return
     with connections["app"].cursor() as cursor:
@@ -359,8 +369,8 @@ def jobs_succeed(
 def jobs_fail(
     *, workspace_id: int, jobs: list[ClaimedJob], code: str, message: str, final: bool = False
 ) -> None:
-    """Record the failure; retry with backoff, or dead-letter after MAX_ATTEMPTS (at once when `final`: a failure
-    that a retry would only repeat)."""
+    """Record the failure; retry with backoff, or dead-letter after MAX_ATTEMPTS (at once when `final`: a
+    failure that a retry would only repeat)."""
     retry_by_delay: dict[float, list[int]] = {}
     # Wall-clock time, not the transaction's now(): a long transaction must not make the retry due at once.
     failed_at = timezone.now()
@@ -417,11 +427,13 @@ FOLLOW_UP_KINDS = [Kind.SIMILARITY]
 
 
 def jobs_claim_followups(*, workspace_id: int, batch_size: int) -> list[ClaimedJob]:
-    """Claim follow-up steps of the workspace that wait without a broker message or were left by a dead worker.
+    """Claim follow-up steps of the workspace that wait without a broker message or were left by a dead
+    worker.
 
-    A follow-up step (similarity after embedding) runs inside the task of the step before it and has no message of
-    its own; if that task died after the first step committed, any later message of the workspace that finds its
-    own job done sweeps them up here (the dead task's own message is re-delivered, so there always is one).
+    A follow-up step (similarity after embedding) runs inside the task of the step before it and has no
+    message of its own; if that task died after the first step committed, any later message of the workspace
+    that finds its own job done sweeps them up here (the dead task's own message is re-delivered, so there
+    always is one).
     """
     with connections["app"].cursor() as cursor:
         cursor.execute(
@@ -451,7 +463,8 @@ def jobs_claim_ids(*, workspace_id: int, job_ids: list[int], include_stale: bool
                 claim_token = %s
             WHERE j.id IN (
                 SELECT id FROM pipeline_jobs WHERE workspace_id = %s AND id = ANY(%s)
-                  AND (status = 'queued' OR (%s AND status = 'processing' AND started_at < %s AND attempts < %s))
+                  AND (status = 'queued'
+                       OR (%s AND status = 'processing' AND started_at < %s AND attempts < %s))
                 FOR UPDATE SKIP LOCKED
             )
             RETURNING j.id, j.memory_id, j.kind, j.attempts, j.model

@@ -18,8 +18,8 @@ def embedding_model_choice(requested: str | None) -> dict[str, str]:
 
 
 def add_outcome_data(*, workspace_id: int, outcome: AddOutcome) -> tuple[int, dict[str, Any]]:
-    """HTTP status and AddOut data of an add: 201 stored, or 200 with the existing memory admission kept instead
-    (shared by the SDK API and the MCP tool)."""
+    """HTTP status and AddOut data of an add: 201 stored, or 200 with the existing memory admission kept
+    instead (shared by the SDK API and the MCP tool)."""
     memory = outcome.memory
     if outcome.admitted:
         message, status = "Memory stored.", 201

@@ -1,13 +1,14 @@
 """The write path across apps, in one place: a memory write with its graph mapping and its jobs, and the jobs
 themselves (embed → similarity edges).
 
-Write flows run inside tenancy.rls.workspace_context: the memory, its deterministic mapping (in a savepoint, so a
-graph failure never fails the write) and its job rows + broker messages commit together. Job runners take ids,
-claim their rows, do slow work (the model) outside any transaction, and write results in a short one.
+Write flows run inside tenancy.rls.workspace_context: the memory, its deterministic mapping (in a savepoint,
+so a graph failure never fails the write) and its job rows + broker messages commit together. Job runners take
+ids, claim their rows, do slow work (the model) outside any transaction, and write results in a short one.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 import uuid
@@ -86,7 +87,7 @@ def pipeline_error_record(
         )
 
 
-# --- write flows (call inside workspace_context) --------------------------------------------------------------
+# --- write flows (call inside workspace_context) ------------------------------------------------------------
 
 
 def memory_add_flow(
@@ -117,9 +118,9 @@ def memory_add_flow(
 
 
 def _map_fresh(*, workspace_id: int, memory: Memory) -> None:
-    """A new memory's mapping in one round trip; the database function catches its own failure, so no savepoint
-    is needed. A failure is recorded like graph_step's and the write goes on; an incomplete mapping (a node a
-    concurrent transaction committed) is redone the long way, in a savepoint."""
+    """A new memory's mapping in one round trip; the database function catches its own failure, so no
+    savepoint is needed. A failure is recorded like graph_step's and the write goes on; an incomplete mapping
+    (a node a concurrent transaction committed) is redone the long way, in a savepoint."""
     try:
         outcome = mapping.mapping_insert_fresh(memory=snapshot(memory))
     except DatabaseError:
@@ -208,7 +209,7 @@ def forget_side_effects(*, workspace_id: int, memory_ids: list[uuid.UUID]) -> No
         graph_step(
             workspace_id=workspace_id,
             memory_id=None,
-            action=lambda batch=batch: mapping.mapping_remove(workspace_id=workspace_id, memory_ids=batch),
+            action=functools.partial(mapping.mapping_remove, workspace_id=workspace_id, memory_ids=batch),
         )
 
 
@@ -230,7 +231,7 @@ def memory_vacuum_flow(*, workspace_id: int, scope: MemoryScope) -> int:
     return services.memory_vacuum(workspace_id=workspace_id, scope=scope, before_delete=before_delete)
 
 
-# --- hygiene: admission control, LLM scores, consolidation (issue #10) ----------------------------------------
+# --- hygiene: admission control, LLM scores, consolidation --------------------------------------------------
 
 
 class _Score(BaseModel):
@@ -249,7 +250,8 @@ _IMPORTANCE_SYSTEM = (
 
 
 def _llm_score(*, workspace_id: int, purpose: str, system: str, content: str) -> float | None:
-    """One model rating in [0, 1], or None when no model is configured or the call fails (callers fall back)."""
+    """One model rating in [0, 1], or None when no model is configured or the call fails (callers fall
+    back)."""
     if not llm.llm_enabled():
         return None
     try:
@@ -342,9 +344,9 @@ def admission_decide(
     threshold: float,
 ) -> AdmissionDecision:
     """Zeph's A-MAC: a heuristic score with future utility 0.5 admits on the fast path (≥ threshold + margin);
-    below that a configured model rates future utility and the composite must reach the threshold. A near-exact
-    repeat (cosine ≥ MEMORY_ADMISSION_DUPLICATE_COSINE) is refused outright: without a model A-MAC alone would
-    admit it (its heuristic never drops under 0.475)."""
+    below that a configured model rates future utility and the composite must reach the threshold. A
+    near-exact repeat (cosine ≥ MEMORY_ADMISSION_DUPLICATE_COSINE) is refused outright: without a model A-MAC
+    alone would admit it (its heuristic never drops under 0.475)."""
     role = hygiene.memory_role(metadata)
     nearest_id, cosine = _nearest_existing(
         workspace_id=workspace_id, scope=scope, content=content, model=model
@@ -413,7 +415,8 @@ def memory_add_admitted_flow(*, workspace_id: int, scope: MemoryScope, **fields:
 def memory_consolidate_flow(
     *, workspace_id: int, scope: MemoryScope, **options: Any
 ) -> services.ConsolidationResult:
-    """Consolidate, then link each winner to what it replaced with a `supersedes` edge (best-effort, as mapping)."""
+    """Consolidate, then link each winner to what it replaced with a `supersedes` edge (best-effort, as
+    mapping)."""
     result = services.memory_consolidate(workspace_id=workspace_id, scope=scope, **options)
     # Superseded memories keep their vectors and edges (includeSuperseded still finds them); every read path
     # reloads through memories_readable, which leaves them out by default.
@@ -432,7 +435,7 @@ def embedding_model_for(memory: Memory) -> str:
     return memory.embedding_model or settings.EMBEDDING_MODEL
 
 
-# --- jobs -----------------------------------------------------------------------------------------------------
+# --- jobs ---------------------------------------------------------------------------------------------------
 
 
 def job_run(
@@ -442,8 +445,8 @@ def job_run(
 
     The message names its job by id, or by memory and kind (messages written with their job, jobs_enqueue), or
     only the kind (coalesced messages: a batch of the workspace's due jobs). Failures of the work itself are
-    recorded on the job rows, never raised. A message whose job another live worker holds (in a batch) is simply
-    acknowledged: that worker's own message covers the job if it dies.
+    recorded on the job rows, never raised. A message whose job another live worker holds (in a batch) is
+    simply acknowledged: that worker's own message covers the job if it dies.
     """
     with workspace_context(workspace_id):
         # A message by job id may be an embedding job: its claim must wait like any batch claim.
@@ -635,7 +638,7 @@ def _enqueue_llm_steps(*, workspace_id: int, memories: list[Memory]) -> None:
     """LLM steps get their own broker messages: a slow provider must not hold up embedding batches."""
     if not llm.llm_enabled():
         return
-    # Injection-flagged memories are stored and searchable but never handed to a model (security.md §3).
+    # Injection-flagged memories are stored and searchable but never handed to a model.
     eligible = [m.id for m in memories if not m.injection_flags]
     for kind in (jobs.Kind.RELATE, jobs.Kind.EXTRACT):
         jobs.jobs_enqueue(workspace_id=workspace_id, memory_ids=eligible, kind=kind)
@@ -805,6 +808,7 @@ def run_extract_jobs(*, workspace_id: int, claimed: list[jobs.ClaimedJob]) -> No
                 job_id=job.id,
                 embed=embed,
                 embedding_model=embedder_model,
+                user_id=memory.user_id,
             )
         except llm.LlmError as exc:
             _llm_failed(
@@ -850,10 +854,11 @@ def _maybe_build_vector_index(*, workspace_id: int, dimension: int) -> None:
 
 
 def jobs_run_pending(*, workspace_id: int, include_delayed: bool = False, max_jobs: int = 100_000) -> int:
-    """Run this workspace's queued jobs now, in this process, with the real job code (tests, manage.py commands).
+    """Run this workspace's queued jobs now, in this process, with the real job code (tests, manage.py
+    commands).
 
-    Returns how many jobs ran (follow-up steps run inline are not counted). `include_delayed` also runs retries
-    still waiting for their backoff.
+    Returns how many jobs ran (follow-up steps run inline are not counted). `include_delayed` also runs
+    retries still waiting for their backoff.
     """
     from django.utils import timezone
 

@@ -35,10 +35,10 @@ class RetrievalConfig(AppConfig):
 
 
 def _model_libraries_preload() -> None:
-    """Import the model libraries once, before django-q2 forks its workers (as ops does with litellm): ~6 s per
-    worker otherwise for torch, paid again by every replacement. Only the imports: neither runtime starts threads
-    until it computes, which the workers do after the fork (_embedder_warm). The ONNX model needs torch only to
-    build its graph, once per machine."""
+    """Import the model libraries once, before django-q2 forks its workers (as ops does with litellm): ~6 s
+    per worker otherwise for torch, paid again by every replacement. Only the imports: neither runtime starts
+    threads until it computes, which the workers do after the fork (_embedder_warm). The ONNX model needs
+    torch only to build its graph, once per machine."""
     from django.conf import settings
 
     from retrieval.embeddings import LOCAL_PREFIX, ONNX_INT8_MODEL

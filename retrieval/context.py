@@ -1,5 +1,5 @@
 """context/get and graph/trace, in one place: baseline tiers, the rollout decision, graph expansion with
-provenance, conflicts, the context text, and one metrics row per retrieval (memories-sh.md §4).
+provenance, conflicts, the context text, and one metrics row per retrieval.
 
 Call inside tenancy.rls.workspace_context.
 """
@@ -13,7 +13,7 @@ import re
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, cast
 
 import numpy as np
 from django.conf import settings
@@ -54,7 +54,7 @@ class ContextRequest:
     endpoint: str = "context/get"
 
 
-# --- strategy: request, policy default, or Zeph's heuristic router -------------------------------------------
+# --- strategy: request, policy default, or Zeph's heuristic router ------------------------------------------
 
 _QUESTION_WORDS = {"what", "how", "why", "when", "where", "who", "which", "explain", "describe"}
 _RELATIONSHIP = (
@@ -92,7 +92,7 @@ _SNAKE = re.compile(r"^(?=.*_)(?=.*[a-z])[a-z0-9_]+$")
 
 
 def route_query(query: str) -> str:
-    """Zeph's heuristic router (zeph.md §7), mapped onto our strategies.
+    """Zeph's heuristic router, mapped onto our strategies.
 
     episodic → lexical (time-scoped), graph → hybrid (expansion does the graph part), keyword → lexical.
     """
@@ -132,32 +132,33 @@ def resolve_strategy(requested: str | None, *, policy_default: str, query: str |
     return Strategy(requested, requested, requested == "hybrid", "request")
 
 
-# --- baseline tiers -------------------------------------------------------------------------------------------
+# --- baseline tiers -----------------------------------------------------------------------------------------
 
 
 @dataclass
 class Rules:
     memories: list[Memory]
     payloads: list[dict[str, Any]]
-    # The payloads validated and serialised as context/get's `rules` (memories.api), once per cached list: with
-    # 100 rules that was most of the answer's serialisation time.
+    # The payloads validated and serialised as context/get's `rules` (memories.api), once per cached list:
+    # with 100 rules that was most of the answer's serialisation time.
     rendered: bytes | None = None
 
 
 # (workspace, scope) → (fingerprint, rules). The fingerprint is the id@updated_at list of the rules the query
-# selects: every change that matters to the list (a rule added, edited, forgotten, expired, superseded, re-scoped)
-# changes it, so a process never serves a stale list, however the change was made.
+# selects: every change that matters to the list (a rule added, edited, forgotten, expired, superseded,
+# re-scoped) changes it, so a process never serves a stale list, however the change was made.
 _RULES_CACHE: dict[tuple[int, MemoryScope], tuple[str, Rules]] = {}
 _RULES_CACHE_MAX = 10_000
 
 
 # The rules of a scope, project rules first, then global; newest first; capped (a context is not the place for
-# thousands of rules). The partial index memories_ws_rules serves it. One row: the "id@updated_at" list, which is
-# both the fingerprint and, when it changed, the ids to load (100 parsed ids and timestamps per call cost more
-# CPU than the statement).
+# thousands of rules). The partial index memories_ws_rules serves it. One row: the "id@updated_at" list, which
+# is both the fingerprint and, when it changed, the ids to load (100 parsed ids and timestamps per call cost
+# more CPU than the statement).
 _IS_RULE_SQL = "(m.layer = 'rule' OR m.type = 'rule')"
 _RULES_FINGERPRINT_SQL = """
-SELECT string_agg(r.id::text || '@' || r.updated_at::text, ',' ORDER BY r.scope DESC, r.created_at DESC, r.id DESC)
+SELECT string_agg(r.id::text || '@' || r.updated_at::text, ','
+                  ORDER BY r.scope DESC, r.created_at DESC, r.id DESC)
 FROM (
     SELECT m.id, m.updated_at, m.scope, m.created_at FROM memories m
     WHERE {readable} AND {is_rule}
@@ -272,7 +273,8 @@ def _rerank(
             score *= math.exp(-math.log(2) / request.half_life_days * age_days)
         relevance[memory.id] = score
     ordered = sorted(memories, key=lambda m: -relevance[m.id])
-    if request.mmr_lambda is None or len(ordered) <= 1:
+    mmr_lambda = request.mmr_lambda
+    if mmr_lambda is None or len(ordered) <= 1:
         return ordered
     stored = vectors.stored_vectors(
         workspace_id=workspace_id, memory_ids=[m.id for m in ordered], model=settings.EMBEDDING_MODEL
@@ -292,7 +294,7 @@ def _rerank(
                 ),
                 default=0.0,
             )
-            return request.mmr_lambda * relevance[candidate.id] / top - (1 - request.mmr_lambda) * similarity
+            return mmr_lambda * relevance[candidate.id] / top - (1 - mmr_lambda) * similarity
 
         best = max(remaining, key=mmr)
         selected.append(best)
@@ -300,7 +302,7 @@ def _rerank(
     return selected
 
 
-# --- assembly -------------------------------------------------------------------------------------------------
+# --- assembly -----------------------------------------------------------------------------------------------
 
 
 def memory_json(memory: Memory, graph: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -318,8 +320,8 @@ def _one_line(text: str) -> str:
 
 @functools.lru_cache(maxsize=4096)
 def _clean_line(text: str) -> str:
-    """Scrubbed and on one line. Remembered per text: the same rules and memories come back call after call, and
-    the secret patterns cost ~0.1 ms per text (100 rules: most of a context's Python time)."""
+    """Scrubbed and on one line. Remembered per text: the same rules and memories come back call after call,
+    and the secret patterns cost ~0.1 ms per text (100 rules: most of a context's Python time)."""
     return _one_line(scrub_secrets(text))
 
 
@@ -386,10 +388,10 @@ class GraphReads:
 def _graph_reads(
     *, workspace_id: int, scope: MemoryScope, baseline: list[Memory], request: ContextRequest, traverse: bool
 ) -> GraphReads:
-    """The expansion (when `traverse`) and the Known facts under one savepoint: either may fail without failing the
-    call, and one savepoint instead of one each spares two round trips. Both only read, except that fact recall
-    counts its retrievals; a failure rolls back to the savepoint and loses nothing already read in Python. When the
-    expansion fails, the facts are recalled after it under their own savepoint."""
+    """The expansion (when `traverse`) and the Known facts under one savepoint: either may fail without
+    failing the call, and one savepoint instead of one each spares two round trips. Both only read, except
+    that fact recall counts its retrievals; a failure rolls back to the savepoint and loses nothing already
+    read in Python. When the expansion fails, the facts are recalled after it under their own savepoint."""
     result = GraphReads([], 0, False, [])
     stage = "expansion"
     try:
@@ -399,7 +401,7 @@ def _graph_reads(
                     workspace_id=workspace_id, scope=scope, baseline=baseline, request=request
                 )
             stage = "facts"
-            result.facts = _facts(workspace_id=workspace_id, query=request.query)
+            result.facts = _facts(workspace_id=workspace_id, scope=scope, query=request.query)
     except Exception:  # noqa: BLE001 - the graph is an addition to the context, never a reason to fail it
         if stage == "facts":
             logger.exception("fact recall failed")
@@ -408,22 +410,23 @@ def _graph_reads(
         result.expanded, result.total_candidates, result.failed = [], 0, True
         try:
             with transaction.atomic(using="app"):
-                result.facts = _facts(workspace_id=workspace_id, query=request.query)
+                result.facts = _facts(workspace_id=workspace_id, scope=scope, query=request.query)
         except Exception:  # noqa: BLE001 - as above
             logger.exception("fact recall failed")
     return result
 
 
-def _facts(*, workspace_id: int, query: str | None) -> list[dict[str, Any]]:
-    """Facts about the entities the query names (text seeds only: the query was embedded for ranking already)."""
+def _facts(*, workspace_id: int, scope: MemoryScope, query: str | None) -> list[dict[str, Any]]:
+    """Facts about the entities the query names (text seeds only: the query was embedded for ranking
+    already), among those the caller's end user may see."""
     if not query:
         return []
     from graphsvc.facts import facts_recall
 
     # Recall reads graph_settings inside its seed lookup: no separate settings read to cache here.
-    return facts_recall(workspace_id=workspace_id, query=query, limit=CONTEXT_FACTS, report_strategy=False)[
-        "facts"
-    ]
+    return facts_recall(
+        workspace_id=workspace_id, scope=scope, query=query, limit=CONTEXT_FACTS, report_strategy=False
+    )["facts"]
 
 
 def _fallback_reason(*, mode: str, blocked: bool, expansion_failed: bool) -> str:
@@ -431,7 +434,8 @@ def _fallback_reason(*, mode: str, blocked: bool, expansion_failed: bool) -> str
         return "rollout_off"
     if blocked:
         return "quality_gate_blocked"
-    # Before shadow_mode (the anchor's order hides shadow errors, so its shadow error-rate blocker never fires).
+    # Before shadow_mode (the anchor's order hides shadow errors, so its shadow error-rate blocker never
+    # fires).
     if expansion_failed:
         return "graph_expansion_error"
     if mode == "shadow":
@@ -453,8 +457,8 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
     strategy = resolve_strategy(
         request.strategy, policy_default=rollout.default_strategy, query=request.query
     )
-    # The search embeds the query itself, once its lexical candidates have shown which speakers the query names
-    # (hybrid embeds it without their names: search.query_without_speakers).
+    # The search embeds the query itself, once its lexical candidates have shown which speakers the query
+    # names (hybrid embeds it without their names: search.query_without_speakers).
     rules_found = _rules(workspace_id=workspace_id, scope=scope) if request.include_rules else Rules([], [])
     rules = rules_found.memories
     working, long_term = _baseline_tiers(
@@ -466,7 +470,8 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
     )
     baseline = working.memories + long_term.memories
 
-    # The rollout decision (memories-sh.md §4.2).
+    # The rollout decision: off never traverses, shadow traverses for the metrics only, canary applies the
+    # expansion to requests that ask for it unless the quality gate blocks them.
     mode = rollout.mode
     blocked = strategy.graph_requested and mode == "canary" and rollout.canary_blocked
     eligible = request.graph_depth > 0 and request.graph_limit > 0 and bool(baseline) and mode != "off"
@@ -504,7 +509,8 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
         if fallback_triggered
         else None
     )
-    # The metric also counts a failed shadow traversal of a lexical request, so the gate sees every graph error.
+    # The metric also counts a failed shadow traversal of a lexical request, so the gate sees every graph
+    # error.
     metric_fallback = fallback_triggered or expansion_failed
     metric_reason = fallback_reason or ("graph_expansion_error" if expansion_failed else None)
     semantic_outcome = long_term.outcome or working.outcome
@@ -567,8 +573,8 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
     return {
         "mode": request.mode,
         "query": request.query,
-        # The cached rules' payloads themselves (read-only, like the memories' below): every caller serialises them,
-        # and copying 100 dicts per call was a tenth of the answer's assembly.
+        # The cached rules' payloads themselves (read-only, like the memories' below): every caller serialises
+        # them, and copying 100 dicts per call was a tenth of the answer's assembly.
         "rules": list(rules_found.payloads),
         "memories": [payloads[m.id] for m in returned],
         "workingMemories": [payloads[m.id] for m in working.memories],
@@ -601,9 +607,9 @@ def _baseline_tiers(
     strategy: Strategy,
     importance_weight: float,
 ) -> tuple[Tier, Tier]:
-    """Working ≤ 3, long-term for the rest of the limit. Both tiers are ranked together; the long-term one with
-    the whole limit, then cut to what the working tier left (its candidate depth is max(4 × limit, 40) of the
-    request's limit, which only differs from the cut limit's above a limit of 10)."""
+    """Working ≤ 3, long-term for the rest of the limit. Both tiers are ranked together; the long-term one
+    with the whole limit, then cut to what the working tier left (its candidate depth is max(4 × limit, 40) of
+    the request's limit, which only differs from the cut limit's above a limit of 10)."""
     limits: dict[str, int] = {}
     if request.mode in ("all", "working"):
         limits[Memory.Layer.WORKING] = max(1, min(request.limit, WORKING_TIER_MAX))
@@ -630,12 +636,25 @@ def _baseline_tiers(
     return working, long_term
 
 
+class _ExpansionColumns(Protocol):
+    """The columns expansion.readable_expansion_sql selects after a memory's own (set as attributes by
+    selectors.memories_from_sql)."""
+
+    graph_ref: str
+    graph_edge_type: str
+    graph_hop: int
+    graph_confidence: float
+    graph_score: float
+    graph_seed: uuid.UUID
+    graph_total: int
+
+
 def _expand(
     *, workspace_id: int, scope: MemoryScope, baseline: list[Memory], request: ContextRequest
 ) -> tuple[list[tuple[Memory, expansion.Reason]], int]:
-    """The best graph_limit memories the expansion reaches that the caller may read (never a rule, never another
-    user's or project's memory, nothing expired), in one statement: the scope filter is applied before the limit,
-    so no candidate is lost to an over-fetch that the filter thins out."""
+    """The best graph_limit memories the expansion reaches that the caller may read (never a rule, never
+    another user's or project's memory, nothing expired), in one statement: the scope filter is applied before
+    the limit, so no candidate is lost to an over-fetch that the filter thins out."""
     if not baseline or request.graph_depth < 1 or request.graph_limit < 1:
         return [], 0
     params = expansion.expansion_params(
@@ -654,14 +673,14 @@ def _expand(
         (
             memory,
             expansion.Reason(
-                memory.graph_ref,
-                memory.graph_edge_type,
-                memory.graph_hop,
-                memory.graph_confidence,
-                memory.graph_score,
-                str(memory.graph_seed),
+                columns.graph_ref,
+                columns.graph_edge_type,
+                columns.graph_hop,
+                columns.graph_confidence,
+                columns.graph_score,
+                str(columns.graph_seed),
             ),
         )
-        for memory in found
+        for memory, columns in zip(found, cast(list[_ExpansionColumns], found), strict=True)
     ]
-    return expanded, found[0].graph_total if found else 0
+    return expanded, cast(_ExpansionColumns, found[0]).graph_total if found else 0

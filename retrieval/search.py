@@ -1,6 +1,6 @@
 """memories/search ranking: lexical (BM25 over Postgres lexemes), semantic (pgvector kNN in scope) and hybrid
-(score fusion of the two, then a lift from session neighbours). Search keeps answering when embeddings are down:
-it falls back to lexical and says why (memories-sh.md §4.1 / §4.6 reasons)."""
+(score fusion of the two, then a lift from session neighbours). Search keeps answering when embeddings are
+down: it falls back to lexical and says why (the trace's fallbackReason)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import logging
 import re
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, cast
 
 from django.conf import settings
 from django.db import connections
@@ -66,8 +66,8 @@ def memory_search(
 ) -> SearchOutcome:
     """Rank memories for `query`.
 
-    `importance_weight` > 0 re-orders the top `limit` by relevance (max-normalised) + weight · importance, as Zeph
-    does after MMR: importance changes the order of what was found, never what is found."""
+    `importance_weight` > 0 re-orders the top `limit` by relevance (max-normalised) + weight · importance, as
+    Zeph does after MMR: importance changes the order of what was found, never what is found."""
     outcome = _ranked(
         workspace_id=workspace_id,
         scope=scope,
@@ -116,9 +116,9 @@ def memory_search_tiers(
     tiers: list[TierQuery],
     strategy: str | None,
 ) -> list[SearchOutcome]:
-    """memory_search(layer=…) for each tier, ranked exactly as one call per tier would rank it, from candidates
-    fetched once: one BM25 statement for all layers, one vector search, one load of the vector candidates and one
-    check for unembedded memories, instead of one of each per tier."""
+    """memory_search(layer=…) for each tier, ranked exactly as one call per tier would rank it, from
+    candidates fetched once: one BM25 statement for all layers, one vector search, one load of the vector
+    candidates and one check for unembedded memories, instead of one of each per tier."""
     requested = normalise_strategy(strategy)
     depths = {tier.layer: _depth(requested, tier.limit) for tier in tiers}
     lexical = selectors.memory_search_lexical_layers(
@@ -179,7 +179,7 @@ def _semantic_candidates(
     workspace_id: int,
     scope: MemoryScope,
     query_vector: Any,
-    depths: dict[str, int],
+    depths: dict[str, int] | dict[str | None, int],  # layer → depth; the layer None: every layer
     type: str | None = None,
 ) -> Candidates:
     if query_vector is None:
@@ -199,16 +199,21 @@ def _semantic_candidates(
         return Candidates([], [], False)
     # The load answers the unembedded-memories question on every row (an uncorrelated EXISTS, evaluated once);
     # only when it loaded nothing does that take a query of its own.
-    partial = memories[0].embed_pending if memories else _has_unembedded_memories(workspace_id)
+    partial = (
+        cast(_NearestLoadedColumns, memories[0]).embed_pending
+        if memories
+        else _has_unembedded_memories(workspace_id)
+    )
     return Candidates(neighbours, memories, partial)
 
 
-# The vector search and the load of the memories it found, in one round trip: every neighbour comes back (its id
-# and similarity, for the tiers' depths and the cosine scores), with its memory's columns when the caller may read
-# it in the layers asked for (NULLs otherwise). The lookup is a LATERAL subquery with a LIMIT (which keeps the
-# planner from turning it into a plain join) so that it is one primary-key probe per neighbour whatever the plan
-# expects: a prepared generic plan does not know the search's LIMIT, expected thousands of neighbours, and joined
-# them by hashing the workspace's memories instead (79-94 ms instead of 4.5 on the 100k bench).
+# The vector search and the load of the memories it found, in one round trip: every neighbour comes back (its
+# id and similarity, for the tiers' depths and the cosine scores), with its memory's columns when the caller
+# may read it in the layers asked for (NULLs otherwise). The lookup is a LATERAL subquery with a LIMIT (which
+# keeps the planner from turning it into a plain join) so that it is one primary-key probe per neighbour
+# whatever the plan expects: a prepared generic plan does not know the search's LIMIT, expected thousands of
+# neighbours, and joined them by hashing the workspace's memories instead (79-94 ms instead of 4.5 on the 100k
+# bench).
 _NEAREST_LOADED_SQL = """
 WITH near AS MATERIALIZED ({nearest})
 SELECT {columns}, n.memory_id AS near_id, n.similarity AS near_similarity,
@@ -218,6 +223,15 @@ FROM near n LEFT JOIN LATERAL (
 ) m ON true
 ORDER BY n.distance, n.memory_id
 """
+
+
+class _NearestLoadedColumns(Protocol):
+    """The columns _NEAREST_LOADED_SQL selects after a memory's own (set as attributes by
+    memories_from_sql)."""
+
+    near_id: uuid.UUID
+    near_similarity: float
+    embed_pending: bool
 
 
 def _nearest_loaded(
@@ -243,7 +257,10 @@ def _nearest_loaded(
         condition=condition,
     )
     rows = selectors.memories_from_sql(sql, params, prepared=statement.prepared)
-    neighbours = [(row.near_id, float(row.near_similarity)) for row in rows]
+    neighbours = [
+        (columns.near_id, float(columns.near_similarity))
+        for columns in cast(list[_NearestLoadedColumns], rows)
+    ]
     return neighbours, [row for row in rows if row.id is not None]
 
 
@@ -300,8 +317,9 @@ def _rank(
     semantic: Candidates | None,
     exclude_rules: bool,
 ) -> SearchOutcome:
-    """One ranking from fetched candidates. With several tiers, `semantic` holds every tier's vector candidates:
-    this tier takes the first `depth` neighbours, as a search with its own limit would have found them."""
+    """One ranking from fetched candidates. With several tiers, `semantic` holds every tier's vector
+    candidates: this tier takes the first `depth` neighbours, as a search with its own limit would have found
+    them."""
     lexical = lexical[: _depth(requested, limit)]
     if exclude_rules:
         lexical = [memory for memory in lexical if memory.type != Memory.Type.RULE]
@@ -371,8 +389,8 @@ def hybrid_fusion(
     """Weighted sum of the min-max-scaled BM25 and cosine scores of each side's candidates.
 
     Scores rather than ranks (RRF): BM25 knows when one memory holds the rare words and the rest do not, which
-    ranks alone throw away. On LoCoMo dev, BM25 fused this way gave R@10 0.67 where RRF of the same rankings gave
-    0.60 (bench/README.md). A memory only one side found gets nothing from the other."""
+    ranks alone throw away. On LoCoMo dev, BM25 fused this way gave R@10 0.67 where RRF of the same rankings
+    gave 0.60 (bench/README.md). A memory only one side found gets nothing from the other."""
     weight = settings.SEARCH_HYBRID_LEXICAL_WEIGHT if lexical_weight is None else lexical_weight
     lexical_scores = _min_max({m.id: float(getattr(m, "lexical_rank", 0.0) or 0.0) for m in lexical})
     semantic_scores = _min_max({m.id: float(cosine.get(m.id, 0.0)) for m in semantic})
@@ -397,20 +415,20 @@ def session_neighbour_lift(
     weights: tuple[float, ...] | None = None,
     reply_weight: float | None = None,
 ) -> list[tuple[Memory, float]]:
-    """Lift each memory by weights[d - 1] × the best score among the memories d turns before or after it in its
-    session, for each distance d; the scores lifted from are the fused ones, before any lift.
+    """Lift each memory by weights[d - 1] × the best score among the memories d turns before or after it in
+    its session, for each distance d; the scores lifted from are the fused ones, before any lift.
 
-    A conversation turn often only makes sense with its neighbours ("Yes, since 2016" answers the turn before),
-    so the turn next to a strong match is a good candidate even when it shares no words with the query; the
-    neighbours of the candidates join the ranking this way. Sessions are memories with the same
+    A conversation turn often only makes sense with its neighbours ("Yes, since 2016" answers the turn
+    before), so the turn next to a strong match is a good candidate even when it shares no words with the
+    query; the neighbours of the candidates join the ranking this way. Sessions are memories with the same
     metadata.sessionId, in created_at order. LoCoMo dev R@10: 0.67 without, 0.74 with (0.4,), 0.75 with
     (0.4, 0.1) (bench/README.md). The turn right after a question is lifted by `reply_weight` instead
     (SEARCH_REPLY_LIFT) when that is larger."""
     weights = settings.SEARCH_SESSION_NEIGHBOUR_WEIGHTS if weights is None else weights
     if not fused or not any(w > 0 for w in weights):
         return fused
-    # Only memories with a session have neighbours (the query's own condition): without any, no round trip, and
-    # `fused` is already in the order _ordered would give it.
+    # Only memories with a session have neighbours (the query's own condition): without any, no round trip,
+    # and `fused` is already in the order _ordered would give it.
     anchors = [m.id for m, _ in fused if isinstance(m.metadata, dict) and "sessionId" in m.metadata]
     if not anchors:
         return fused
@@ -425,8 +443,8 @@ def session_neighbour_lift(
         span=len(weights),
     )
     reply = settings.SEARCH_REPLY_LIFT if reply_weight is None else reply_weight
-    # best[(memory, d)]: the best weighted candidate score d turns away. Adjacency is symmetric, and every candidate
-    # is an anchor, so two candidates next to each other lift each other through their two rows.
+    # best[(memory, d)]: the best weighted candidate score d turns away. Adjacency is symmetric, and every
+    # candidate is an anchor, so two candidates next to each other lift each other through their two rows.
     best: dict[tuple[uuid.UUID, int], float] = {}
     for anchor_id, neighbour, distance in found:
         if exclude_rules and neighbour.type == Memory.Type.RULE:
@@ -448,8 +466,9 @@ def session_neighbour_lift(
 def reply_lift_weight(
     anchor: Memory, neighbour: Memory, *, distance: int, weights: tuple[float, ...], reply: float
 ) -> float:
-    """The lift `neighbour` gets from `anchor`: weights[distance - 1], or `reply` (when larger) for the turn right
-    after a question, which is where its answer is. LoCoMo dev R@10 0.777 → 0.787 with 0.8 (bench/README.md)."""
+    """The lift `neighbour` gets from `anchor`: weights[distance - 1], or `reply` (when larger) for the turn
+    right after a question, which is where its answer is. LoCoMo dev R@10 0.777 → 0.787 with 0.8
+    (bench/README.md)."""
     weight = weights[distance - 1]
     if (
         distance == 1
@@ -465,7 +484,8 @@ _TRAILING_QUOTES = "\"'\u201d\u2019) \t\r\n"
 
 
 def is_question(content: str) -> bool:
-    """A memory whose text ends with a question mark (closing quotes aside): a turn that asks rather than tells."""
+    """A memory whose text ends with a question mark (closing quotes aside): a turn that asks rather than
+    tells."""
     return content.rstrip(_TRAILING_QUOTES).endswith("?")
 
 
@@ -475,10 +495,10 @@ def question_damping(
     """Multiply by (1 − weight) the score of memories that end with a question mark.
 
     A question repeats the words of the question asked about it ("What other hobbies do you have?" matches
-    "What hobbies does Evan have?" best of all) but holds no answer. Damping it after the session-neighbour lift
-    keeps what it is good for: it has already lifted the reply next to it. LoCoMo dev R@10: 0.752 → 0.753 alone,
-    multi-hop 0.446 → 0.470 (bench/README.md). `fused` comes in the order the fusion steps give (_ordered), and
-    goes out as it came when no score changes."""
+    "What hobbies does Evan have?" best of all) but holds no answer. Damping it after the session-neighbour
+    lift keeps what it is good for: it has already lifted the reply next to it. LoCoMo dev R@10: 0.752 → 0.753
+    alone, multi-hop 0.446 → 0.470 (bench/README.md). `fused` comes in the order the fusion steps give
+    (_ordered), and goes out as it came when no score changes."""
     weight = settings.SEARCH_QUESTION_DAMPING if weight is None else weight
     if weight <= 0 or not fused:
         return fused
@@ -495,13 +515,14 @@ _NAME_WORD = re.compile(r"\w+")
 def speaker_boost(
     fused: list[tuple[Memory, float]], *, query: str, weight: float | None = None
 ) -> list[tuple[Memory, float]]:
-    """Add `weight` to the score of memories whose metadata.speaker the query names (every word of it, any case).
+    """Add `weight` to the score of memories whose metadata.speaker the query names (every word of it, any
+    case).
 
     "What does Melanie do to relax?" is about what Melanie said, not about what others said to her: a chat
     agent that records who said what (metadata.speaker) gets those memories first. Scores are fused ones (0–1
     per side), so the weight is on that scale. LoCoMo dev R@10 with question damping: 0.753 → 0.777, multi-hop
-    0.470 → 0.522 (weight 0.3); with the name out of the query vector (query_without_speakers) 0.4 gives 0.817 /
-    0.570 where 0.3 gave 0.811 / 0.555."""
+    0.470 → 0.522 (weight 0.3); with the name out of the query vector (query_without_speakers) 0.4 gives
+    0.817 / 0.570 where 0.3 gave 0.811 / 0.555."""
     weight = settings.SEARCH_SPEAKER_BOOST if weight is None else weight
     if weight <= 0 or not fused:
         return fused
@@ -544,8 +565,8 @@ def query_without_speakers(query: str, *, speakers: list[str]) -> str:
 
     With a small sentence model, "What does Melanie do to destress?" sits close to every short "Melanie said,
     ..." turn because of the name alone, and a generic "Thanks, see you!" of hers outranks the turn about
-    pottery that answers it. The name is matched where it is exact instead: speaker_boost (metadata.speaker) and
-    BM25 (the lexical side keeps the whole query). LoCoMo dev R@10 0.787 → 0.811, multi-hop 0.526 → 0.555
+    pottery that answers it. The name is matched where it is exact instead: speaker_boost (metadata.speaker)
+    and BM25 (the lexical side keeps the whole query). LoCoMo dev R@10 0.787 → 0.811, multi-hop 0.526 → 0.555
     (bench/README.md). The query is kept whole when nothing would be left."""
     text = query
     for name in speakers:
@@ -575,8 +596,8 @@ def reciprocal_rank_fusion(rankings: list[list[Memory]], k: int = RRF_K) -> list
     return [(by_id[memory_id], score) for memory_id, score in ordered]
 
 
-# Memories still waiting for their vector (or whose embedding failed). Uncorrelated: as an EXISTS in a load, the
-# planner evaluates it once per statement.
+# Memories still waiting for their vector (or whose embedding failed). Uncorrelated: as an EXISTS in a load,
+# the planner evaluates it once per statement.
 _UNEMBEDDED_SQL = (
     "SELECT 1 FROM pipeline_jobs j WHERE j.workspace_id = %(workspace_id)s AND j.kind = 'embed' "
     "AND j.status IN ('queued', 'processing', 'dead_letter')"

@@ -3,14 +3,16 @@
 Access paths (measured in bench/vector_search.py, see bench/README.md):
 - small workspaces (≤ VECTOR_EXACT_MAX_ROWS vectors of one dimension): an exact scan of the workspace's rows
   through the (workspace_id, model) btree — exact recall, about 1.3 µs per row;
-- large workspaces get two partial indexes per (workspace, dimension), built in the background once the workspace
-  crosses the threshold:
-  - an HNSW index over the vectors cast to halfvec, queried with pgvector's iterative scan so the scope filters
-    (user, project, expiry) never starve the result; its candidates are re-ranked with the stored float4 vectors;
+- large workspaces get two partial indexes per (workspace, dimension), built in the background once the
+  workspace crosses the threshold:
+  - an HNSW index over the vectors cast to halfvec, queried with pgvector's iterative scan so the scope
+    filters (user, project, expiry) never starve the result; its candidates are re-ranked with the stored
+    float4 vectors;
   - a btree on user_id: when the read scope leaves at most VECTOR_EXACT_MAX_SCOPED_ROWS rows visible (an end
     user's own memories in a big tenant), those rows are found through it and scanned exactly instead.
-The scope columns are copied onto memory_embeddings so the filter runs inside the index scan instead of after a
-join. Every vector records its model and dimension; searches filter on the model, so models are never mixed.
+The scope columns are copied onto memory_embeddings so the filter runs inside the index scan instead of after
+a join. Every vector records its model and dimension; searches filter on the model, so models are never
+mixed.
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ logger = logging.getLogger("cairn.vectors")
 
 @dataclass(frozen=True)
 class VectorScope:
-    """The read scope of memories-sh.md §1.3, applied to copied columns of memory_embeddings."""
+    """The read scope of memories (shared + the user's, global + the project's, not expired), applied to the
+    copied columns of memory_embeddings."""
 
     user_id: str | None
     project_id: str | None
@@ -48,8 +51,8 @@ def vector_literal(vector: np.ndarray) -> str:
 
 @functools.lru_cache(maxsize=512)
 def _query_literal(data: bytes, dtype: str) -> str:
-    """vector_literal of a query vector, remembered: search caches query vectors per text (an agent repeats its
-    questions), and formatting 384 floats costs more than the lookup."""
+    """vector_literal of a query vector, remembered: search caches query vectors per text (an agent repeats
+    its questions), and formatting 384 floats costs more than the lookup."""
     return vector_literal(np.frombuffer(data, dtype=np.dtype(dtype)))
 
 
@@ -76,11 +79,12 @@ def embeddings_store(*, workspace_id: int, model: str, rows: list[EmbeddingRow])
     with connections["app"].cursor() as cursor:
         cursor.execute(
             """
-            INSERT INTO memory_embeddings (workspace_id, memory_id, model, dimension, embedding, content_sha256,
-                user_id, scope, project_id, expires_at, created_at, updated_at)
-            SELECT %s, memory_id, %s, %s, embedding::vector, content_sha256, user_id, scope, project_id, expires_at,
-                now(), now()
-            FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::timestamptz[])
+            INSERT INTO memory_embeddings (workspace_id, memory_id, model, dimension, embedding,
+                content_sha256, user_id, scope, project_id, expires_at, created_at, updated_at)
+            SELECT %s, memory_id, %s, %s, embedding::vector, content_sha256, user_id, scope, project_id,
+                expires_at, now(), now()
+            FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[],
+                        %s::timestamptz[])
                 AS r(memory_id, embedding, content_sha256, user_id, scope, project_id, expires_at)
             ON CONFLICT (memory_id, model) DO UPDATE SET
                 embedding = EXCLUDED.embedding, dimension = EXCLUDED.dimension,
@@ -105,7 +109,8 @@ def embeddings_store(*, workspace_id: int, model: str, rows: list[EmbeddingRow])
 def stored_vector(*, workspace_id: int, memory_id: uuid.UUID, model: str) -> np.ndarray | None:
     with connections["app"].cursor() as cursor:
         cursor.execute(
-            "SELECT embedding::text FROM memory_embeddings WHERE workspace_id = %s AND memory_id = %s AND model = %s",
+            "SELECT embedding::text FROM memory_embeddings "
+            "WHERE workspace_id = %s AND memory_id = %s AND model = %s",
             [workspace_id, memory_id, model],
         )
         row = cursor.fetchone()
@@ -130,12 +135,13 @@ def embeddings_update_expiry(*, workspace_id: int, memory_id: uuid.UUID, expires
         )
 
 
-# --- search ---------------------------------------------------------------------------------------------------
+# --- search -------------------------------------------------------------------------------------------------
 
 
 def hnsw_index_name(workspace_id: int, dimension: int) -> str:
-    # "hnswh": the halfvec index. The float4 one had the name without the "h"; a new name means an index built to
-    # the old definition (which searches no longer use) is never taken for a ready one. hnsw_index_ensure drops it.
+    # "hnswh": the halfvec index. The float4 one had the name without the "h"; a new name means an index built
+    # to the old definition (which searches no longer use) is never taken for a ready one. hnsw_index_ensure
+    # drops it.
     return f"memory_embeddings_hnswh_w{int(workspace_id)}_d{int(dimension)}"
 
 
@@ -151,15 +157,16 @@ def hnsw_order(dimension: int, left: str, right: str) -> str:
     """The distance the HNSW index is built on; an ORDER BY must spell it exactly like this to use the index.
 
     halfvec halves the index (a 100k-vector 384-d index takes 112 MiB instead of 195 MiB), so twice as much of
-    it stays in shared buffers, and raises pgvector's HNSW limit from 2,000 to 4,000 dimensions. Embeddings are
-    L2-normalised (retrieval.embeddings), so every component fits half precision; the ~1e-3 relative rounding
-    only decides which candidates are fetched, and callers rank those with the full float4 vectors.
+    it stays in shared buffers, and raises pgvector's HNSW limit from 2,000 to 4,000 dimensions. Embeddings
+    are L2-normalised (retrieval.embeddings), so every component fits half precision; the ~1e-3 relative
+    rounding only decides which candidates are fetched, and callers rank those with the full float4 vectors.
     """
     return f"({left}::halfvec({int(dimension)})) <=> ({right}::halfvec({int(dimension)}))"
 
 
 def hnsw_index_ready(*, workspace_id: int, dimension: int) -> bool:
-    """Whether the workspace's search indexes (HNSW and user btree, see hnsw_index_ensure) are built and valid."""
+    """Whether the workspace's search indexes (HNSW and user btree, see hnsw_index_ensure) are built and
+    valid."""
     names = [hnsw_index_name(workspace_id, dimension), users_index_name(workspace_id, dimension)]
     with connections["app"].cursor() as cursor:
         cursor.execute(
@@ -172,10 +179,10 @@ def hnsw_index_ready(*, workspace_id: int, dimension: int) -> bool:
         return cursor.fetchone()[0] == len(names)
 
 
-# (workspace, dimension) → (monotonic expiry, ready): searches trust the catalogue's answer this long. Either way a
-# stale answer costs speed, never results: a search planned for a dropped index scans, and a workspace whose index
-# was just built keeps its exact scan up to a minute longer. The builder (pipeline, hnsw_index_ensure) always asks
-# the catalogue.
+# (workspace, dimension) → (monotonic expiry, ready): searches trust the catalogue's answer this long. Either
+# way a stale answer costs speed, never results: a search planned for a dropped index scans, and a workspace
+# whose index was just built keeps its exact scan up to a minute longer. The builder (pipeline,
+# hnsw_index_ensure) always asks the catalogue.
 _INDEX_READY: dict[tuple[int, int], tuple[float, bool]] = {}
 INDEX_READY_SECONDS = 60.0
 
@@ -193,7 +200,8 @@ def _hnsw_index_ready_for_search(*, workspace_id: int, dimension: int) -> bool:
 
 
 def _user_conditions(scope: VectorScope) -> list[str]:
-    """The read rule on users, one condition per user_id value (shared rows, then the user's own, with %(user)s)."""
+    """The read rule on users, one condition per user_id value (shared rows, then the user's own, with
+    %(user)s)."""
     return ["e.user_id IS NULL"] + (["e.user_id = %(user)s"] if scope.user_id else [])
 
 
@@ -219,16 +227,16 @@ def _indexed_search_setup(
     """Set this transaction's search parameters and count the rows the scope can see, in one round trip.
 
     The count stops at VECTOR_EXACT_MAX_SCOPED_ROWS + 1 (the caller only needs to know whether it is over) and
-    reads only the user btree, as index-only scans; it ignores the model, project and expiry filters, so it can
-    only overstate, which sends a search to the HNSW index, never to an exact scan that is too big.
+    reads only the user btree, as index-only scans; it ignores the model, project and expiry filters, so it
+    can only overstate, which sends a search to the HNSW index, never to an exact scan that is too big.
     """
     bound = int(settings.VECTOR_EXACT_MAX_SCOPED_ROWS) + 1
     key = (workspace_id, dimension, scope.user_id)
     known_over = _SCOPE_OVER_BOUND.get(key, 0.0) > time.monotonic()
     if known_over and getattr(cursor.db, "cairn_hnsw_session", False):
         # Nothing to count, and this connection carries the search parameters for its whole session
-        # (search_settings_ensure): no round trip. The planner setting below only matters to the exact scans; the
-        # HNSW scan this leads to is never parallel.
+        # (search_settings_ensure): no round trip. The planner setting below only matters to the exact scans;
+        # the HNSW scan this leads to is never parallel.
         return bound
     rows = f"e.workspace_id = {int(workspace_id)} AND e.dimension = {int(dimension)}"
     counts = " + ".join(
@@ -240,9 +248,9 @@ def _indexed_search_setup(
         SELECT set_config('hnsw.ef_search', %(ef_search)s, true),
                set_config('hnsw.iterative_scan', 'strict_order', true),
                set_config('hnsw.max_scan_tuples', %(max_scan)s, true),
-               -- The planner sees user_id statistics of the whole table, not of this workspace, and may expect
-               -- most of the workspace where a scope sees a few rows; a parallel plan would then only add the
-               -- start-up of its workers.
+               -- The planner sees user_id statistics of the whole table, not of this workspace, and may
+               -- expect most of the workspace where a scope sees a few rows; a parallel plan would then only
+               -- add the start-up of its workers.
                set_config('max_parallel_workers_per_gather', '0', true),
                {bound if known_over else counts}
         """,
@@ -256,8 +264,8 @@ def _indexed_search_setup(
     if visible >= bound and not known_over:
         # A scope over the bound stays over it for a while (it only shrinks by deletions), so its count is
         # skipped for INDEX_READY_SECONDS: a stale answer sends a scope that just fell under the bound to the
-        # HNSW scan, which still answers (at 5 % of 100k rows as fast as the exact scan). Under the bound it is
-        # counted on every search: it may grow past it at any moment.
+        # HNSW scan, which still answers (at 5 % of 100k rows as fast as the exact scan). Under the bound it
+        # is counted on every search: it may grow past it at any moment.
         if len(_SCOPE_OVER_BOUND) > 100_000:
             _SCOPE_OVER_BOUND.clear()
         _SCOPE_OVER_BOUND[key] = time.monotonic() + INDEX_READY_SECONDS
@@ -267,8 +275,8 @@ def _indexed_search_setup(
 def search_settings_ensure(sender: object, connection: Any, **kwargs: object) -> None:
     """The HNSW search parameters for the runtime connection's whole session, set once on connect.
 
-    Every HNSW search sets the same values (ef_search, strict-order iterative scan, the scan bound); as session
-    settings, a search of a wide scope whose size is already known needs no set-up round trip
+    Every HNSW search sets the same values (ef_search, strict-order iterative scan, the scan bound); as
+    session settings, a search of a wide scope whose size is already known needs no set-up round trip
     (_indexed_search_setup). Only with GRAPH_PREPARED_STATEMENTS, which already assumes one server session per
     connection: behind a pooler in transaction mode the per-search settings stay the only ones."""
     if (
@@ -279,21 +287,23 @@ def search_settings_ensure(sender: object, connection: Any, **kwargs: object) ->
         return
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT set_config('hnsw.ef_search', %s, false), set_config('hnsw.iterative_scan', 'strict_order', false),"
+            "SELECT set_config('hnsw.ef_search', %s, false),"
+            " set_config('hnsw.iterative_scan', 'strict_order', false),"
             " set_config('hnsw.max_scan_tuples', %s, false)",
             [str(settings.VECTOR_HNSW_EF_SEARCH), str(settings.VECTOR_HNSW_MAX_SCAN)],
         )
     connection.cairn_hnsw_session = True
 
 
-# (workspace, dimension, user) → until when its scope is known to see more than VECTOR_EXACT_MAX_SCOPED_ROWS rows.
+# (workspace, dimension, user) → until when its scope is known to see more than VECTOR_EXACT_MAX_SCOPED_ROWS
+# rows.
 _SCOPE_OVER_BOUND: dict[tuple[int, int, str | None], float] = {}
 
 
 @dataclass(frozen=True)
 class NearestStatement:
-    """A nearest-neighbour search as SQL: it selects memory_id and similarity (cosine), best first, and orders by
-    `distance`, which it selects too. `prepared`: whether it may run prepared (config.prepared)."""
+    """A nearest-neighbour search as SQL: it selects memory_id and similarity (cosine), best first, and orders
+    by `distance`, which it selects too. `prepared`: whether it may run prepared (config.prepared)."""
 
     sql: str
     params: dict[str, Any]
@@ -361,10 +371,10 @@ def nearest_statement(
                 ORDER BY distance LIMIT %(limit)s
             """
         elif visible <= settings.VECTOR_EXACT_MAX_SCOPED_ROWS:
-            # A narrow scope in a large workspace (an end user's memories in a big tenant): the HNSW scan would
-            # fetch and discard other users' rows one heap page at a time (about a hundred per hit when 1 % is
-            # visible) and still miss some. One branch per user value, so each is an index condition on the
-            # user btree; as a single OR the planner may scan the whole workspace instead.
+            # A narrow scope in a large workspace (an end user's memories in a big tenant): the HNSW scan
+            # would fetch and discard other users' rows one heap page at a time (about a hundred per hit when
+            # 1 % is visible) and still miss some. One branch per user value, so each is an index condition on
+            # the user btree; as a single OR the planner may scan the whole workspace instead.
             branches = " UNION ALL ".join(
                 f"SELECT e.memory_id, {distance} AS distance FROM memory_embeddings e "
                 f"WHERE {rows} AND {user} AND {scope_filter}"
@@ -381,12 +391,14 @@ def nearest_statement(
             """
     # A large workspace's search runs prepared: the workspace and dimension are literals in the text (partial
     # indexes), so its generic plan is the custom one, without planning on every search (0.7 of its ~4.5 ms of
-    # PostgreSQL CPU on the 100k bench). Large workspaces are few. A small workspace's is planned each time: with
-    # its workspace in the text, every small workspace would prepare a statement of its own, and past psycopg's 100
-    # per connection a busy server would plan, evict and deallocate (a round trip of its own) on most searches;
-    # bound instead, the generic plan cannot know the workspace is small and may scan the whole table.
+    # PostgreSQL CPU on the 100k bench). Large workspaces are few. A small workspace's is planned each time:
+    # with its workspace in the text, every small workspace would prepare a statement of its own, and past
+    # psycopg's 100 per connection a busy server would plan, evict and deallocate (a round trip of its own) on
+    # most searches; bound instead, the generic plan cannot know the workspace is small and may scan the whole
+    # table.
     return NearestStatement(
-        f"SELECT memory_id, 1 - distance AS similarity, distance FROM ({candidates}) candidates ORDER BY distance",
+        f"SELECT memory_id, 1 - distance AS similarity, distance FROM ({candidates}) candidates "
+        "ORDER BY distance",
         params,
         prepared=visible is not None,
     )
@@ -404,11 +416,11 @@ def workspace_vector_count(*, workspace_id: int, dimension: int) -> int:
 def hnsw_index_ensure(*, workspace_id: int, dimension: int) -> bool:
     """Build the workspace's search indexes (as the owner: DDL), without blocking writes. Safe to repeat.
 
-    Both are partial indexes on the workspace's rows of one dimension: the user btree (seconds) and the HNSW index
-    over the halfvec cast (about a minute per 100k rows on two cores). ef_construction = 256 rather than 128: the
-    (parallel) builds with 128 in bench/vector_search.py left some rows unreachable, so a few queries in a hundred
-    missed a neighbour at any ef_search, and some found none; 256 costs about 20 % more build time. m = 24 or 32 did
-    not do better than m = 16 and makes the index bigger and searches slower.
+    Both are partial indexes on the workspace's rows of one dimension: the user btree (seconds) and the HNSW
+    index over the halfvec cast (about a minute per 100k rows on two cores). ef_construction = 256 rather than
+    128: the (parallel) builds with 128 in bench/vector_search.py left some rows unreachable, so a few queries
+    in a hundred missed a neighbour at any ef_search, and some found none; 256 costs about 20 % more build
+    time. m = 24 or 32 did not do better than m = 16 and makes the index bigger and searches slower.
     """
     name = hnsw_index_name(workspace_id, dimension)
     rows = f"workspace_id = {int(workspace_id)} AND dimension = {int(dimension)}"
@@ -430,7 +442,8 @@ def hnsw_index_ensure(*, workspace_id: int, dimension: int) -> bool:
             cursor.execute(f"SET maintenance_work_mem = '{int(settings.VECTOR_INDEX_BUILD_MEMORY_MB)}MB'")
             for index, definition in indexes:
                 cursor.execute(
-                    "SELECT i.indisvalid FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid WHERE c.relname = %s",
+                    "SELECT i.indisvalid FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid "
+                    "WHERE c.relname = %s",
                     [index],
                 )
                 row = cursor.fetchone()
@@ -442,7 +455,8 @@ def hnsw_index_ensure(*, workspace_id: int, dimension: int) -> bool:
                     f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {index} ON memory_embeddings {definition}"
                 )
                 logger.info("built %s", index)
-            # The float4 HNSW index of earlier versions: searches no longer use it, writes would still pay for it.
+            # The float4 HNSW index of earlier versions: searches no longer use it, writes would still pay for
+            # it.
             cursor.execute(
                 f"DROP INDEX CONCURRENTLY IF EXISTS {_legacy_hnsw_index_name(workspace_id, dimension)}"
             )
@@ -455,7 +469,8 @@ def vector_state(*, workspace_id: int, model: str) -> tuple[int, str]:
     """How many vectors of `model` the workspace has and which access path searches take."""
     with connections["app"].cursor() as cursor:
         cursor.execute(
-            "SELECT dimension, count(*) FROM memory_embeddings WHERE workspace_id = %s AND model = %s GROUP BY 1",
+            "SELECT dimension, count(*) FROM memory_embeddings "
+            "WHERE workspace_id = %s AND model = %s GROUP BY 1",
             [workspace_id, model],
         )
         rows = cursor.fetchall()
@@ -469,8 +484,9 @@ def neighbours_of_memories(
 ) -> dict[uuid.UUID, list[tuple[uuid.UUID, float]]]:
     """Nearest neighbours of many stored memories in one query, each within its own read scope.
 
-    A memory's read scope (memories-sh.md §1.3) is taken from its own columns: shared memories plus its user's,
-    global memories plus its project's. Used by the similarity step, which handles a whole batch at once.
+    A memory's read scope is taken from its own columns: shared memories plus its user's, global memories
+    plus its project's. Used by the similarity step, which handles a whole batch at
+    once.
     """
     if not memory_ids:
         return {}
@@ -503,7 +519,8 @@ def neighbours_of_memories(
                 CROSS JOIN LATERAL (
                     SELECT e.memory_id, 1 - (e.embedding <=> q.embedding) AS score
                     FROM memory_embeddings e
-                    WHERE e.workspace_id = {workspace_sql} AND e.dimension = {dimension_sql} AND e.model = %(model)s
+                    WHERE e.workspace_id = {workspace_sql} AND e.dimension = {dimension_sql}
+                      AND e.model = %(model)s
                       AND e.memory_id <> q.memory_id
                       AND (e.expires_at IS NULL OR e.expires_at > now())
                       AND (e.user_id IS NULL OR e.user_id = q.user_id)
@@ -511,7 +528,8 @@ def neighbours_of_memories(
                     ORDER BY {order}
                     LIMIT %(limit)s
                 ) n
-                WHERE q.workspace_id = {workspace_sql} AND q.dimension = {dimension_sql} AND q.model = %(model)s
+                WHERE q.workspace_id = {workspace_sql} AND q.dimension = {dimension_sql}
+                  AND q.model = %(model)s
                   AND q.memory_id = ANY(%(ids)s)
                 ORDER BY q.memory_id, n.score DESC
                 """,

@@ -1,8 +1,9 @@
 """Workspace export: a versioned JSON Lines stream read from one consistent snapshot of one workspace.
 
-Line 1 is a header (format, version, what is inside), the last line a trailer with the count of each record kind;
-an importer that does not find the trailer knows the file was cut. Records carry the source ids; the importer
-remaps them. Order matters to the importer: memories before what points at them, nodes before edges and links.
+Line 1 is a header (format, version, what is inside), the last line a trailer with the count of each record
+kind; an importer that does not find the trailer knows the file was cut. Records carry the source ids; the
+importer remaps them. Order matters to the importer: memories before what points at them, nodes before edges
+and links.
 """
 
 from __future__ import annotations
@@ -37,7 +38,9 @@ def _vector(value: Any) -> list[float] | None:
 def _rows(sql: str, params: list[Any]) -> Iterator[dict[str, Any]]:
     # A named (server-side) cursor: a large workspace streams in batches instead of loading into memory.
     with connections["app"].chunked_cursor() as cursor:
-        cursor.itersize = BATCH
+        # Django's CursorWrapper does not pass attribute writes on to psycopg's cursor: this sets the
+        # wrapper's own attribute, and psycopg's server-side cursor keeps its default itersize.
+        cursor.itersize = BATCH  # type: ignore[attr-defined]
         cursor.execute(sql, params)
         columns = [col[0] for col in cursor.description]
         for row in cursor:
@@ -132,9 +135,9 @@ def workspace_export_records(*, workspace_id: int, include_embeddings: bool) -> 
                     },
                 )
             for row in _rows(
-                """SELECT id, content, type, layer, scope, project_id, user_id, tags, paths, category, metadata,
-                          embedding_model, injection_flags, expires_at, created_at, updated_at, deleted_at,
-                          importance, superseded_by
+                """SELECT id, content, type, layer, scope, project_id, user_id, tags, paths, category,
+                          metadata, embedding_model, injection_flags, expires_at, created_at, updated_at,
+                          deleted_at, importance, superseded_by
                    FROM memories WHERE workspace_id = %s ORDER BY created_at, id""",
                 ws,
             ):
@@ -202,7 +205,8 @@ def workspace_export_records(*, workspace_id: int, include_embeddings: bool) -> 
                 f"""SELECT id, node_type, node_key, label, metadata, summary, {embedding_column} AS v,
                            embedding_model, first_seen_at, last_seen_at, mention_count, m.community_id
                     FROM graph_nodes n
-                    LEFT JOIN graph_community_members m ON m.workspace_id = n.workspace_id AND m.node_id = n.id
+                    LEFT JOIN graph_community_members m
+                        ON m.workspace_id = n.workspace_id AND m.node_id = n.id
                     WHERE n.workspace_id = %s ORDER BY id""",
                 ws,
             ):
@@ -228,9 +232,9 @@ def workspace_export_records(*, workspace_id: int, include_embeddings: bool) -> 
             ):
                 yield emit("alias", {"nodeId": row["node_id"], "alias": row["alias"]})
             for row in _rows(
-                """SELECT id, edge_key, from_node_id, to_node_id, edge_type, edge_class, weight, confidence, fact,
-                          evidence_memory_id, evidence_text, origin, valid_from, valid_to, created_at, expired_at,
-                          expires_at, last_observed_at, superseded_by_id, metadata
+                """SELECT id, edge_key, from_node_id, to_node_id, edge_type, edge_class, weight, confidence,
+                          fact, evidence_memory_id, evidence_text, origin, valid_from, valid_to, created_at,
+                          expired_at, expires_at, last_observed_at, superseded_by_id, metadata
                    FROM graph_edges WHERE workspace_id = %s ORDER BY id""",
                 ws,
             ):

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from ninja import Schema
 from pydantic import Field
 
-from config.schemas import ScopeIn, StrictIn, scope_field, trimmed
+from config.schemas import ScopeIn, StrictIn, Trimmed, scope_field
 
 
 class ExportIn(StrictIn):
@@ -18,10 +20,12 @@ class ExportIn(StrictIn):
 
 
 class ImportQuery(Schema):
-    tenantId: trimmed(120) | None = Field(
+    tenantId: Annotated[str, Trimmed(120)] | None = Field(
         None, description="As scope.tenantId: the workspace to import into."
     )
-    projectId: trimmed(240) | None = Field(None, description="As scope.projectId (routing only).")
+    projectId: Annotated[str, Trimmed(240)] | None = Field(
+        None, description="As scope.projectId (routing only)."
+    )
 
     def scope(self) -> ScopeIn:
         return ScopeIn(tenantId=self.tenantId, projectId=self.projectId)

@@ -1,10 +1,10 @@
 """Workspace import: one transaction in the target workspace, ids remapped, existing rows skipped.
 
-Running the same file twice changes nothing the second time: memories keep their id when imported back into the
-workspace they came from and otherwise get an id derived from (target workspace, source id); graph rows are found
-again by their natural keys. Any bad line aborts the whole import (nothing half-imported). Every reference in the
-file must point at a record of the same file, so a file cannot reach rows of another workspace; row-level
-security backs that up.
+Running the same file twice changes nothing the second time: memories keep their id when imported back into
+the workspace they came from and otherwise get an id derived from (target workspace, source id); graph rows
+are found again by their natural keys. Any bad line aborts the whole import (nothing half-imported). Every
+reference in the file must point at a record of the same file, so a file cannot reach rows of another
+workspace; row-level security backs that up.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal, cast, overload
 
 from django.conf import settings
 from django.db import connections
@@ -83,7 +83,7 @@ class _State:
     communities: dict[int, int] = field(default_factory=dict)
     edges: dict[int, int] = field(default_factory=dict)
     supersessions: list[tuple[int, int]] = field(default_factory=list)  # (new edge id, source superseding id)
-    # (new memory id, source id of the memory that superseded it: consolidation, issue 10)
+    # (new memory id, source id of the memory that superseded it in consolidation)
     memory_supersessions: list[tuple[uuid.UUID, str]] = field(default_factory=list)
     seen: dict[str, int] = field(default_factory=dict)
 
@@ -113,6 +113,12 @@ def _lines(source: Iterable[bytes | str]) -> Iterable[tuple[int, dict[str, Any]]
         yield number, record
 
 
+@overload
+def _str(
+    record: dict[str, Any], key: str, line: int, *, max_len: int, optional: Literal[False] = False
+) -> str: ...
+@overload
+def _str(record: dict[str, Any], key: str, line: int, *, max_len: int, optional: bool) -> str | None: ...
 def _str(record: dict[str, Any], key: str, line: int, *, max_len: int, optional: bool = False) -> str | None:
     value = record.get(key)
     if value is None and optional:
@@ -122,6 +128,10 @@ def _str(record: dict[str, Any], key: str, line: int, *, max_len: int, optional:
     return value
 
 
+@overload
+def _int(record: dict[str, Any], key: str, line: int, *, optional: Literal[False] = False) -> int: ...
+@overload
+def _int(record: dict[str, Any], key: str, line: int, *, optional: bool) -> int | None: ...
 def _int(record: dict[str, Any], key: str, line: int, *, optional: bool = False) -> int | None:
     value = record.get(key)
     if value is None and optional:
@@ -135,9 +145,11 @@ def _time(record: dict[str, Any], key: str, line: int, *, optional: bool = True)
     value = record.get(key)
     if value is None and optional:
         return None
+    if not isinstance(value, str):
+        raise ImportFileError(line, f"'{key}' must be an ISO 8601 timestamp.")
     try:
         parsed = datetime.fromisoformat(value)
-    except (TypeError, ValueError):
+    except ValueError:
         raise ImportFileError(line, f"'{key}' must be an ISO 8601 timestamp.") from None
     if parsed.tzinfo is None:
         raise ImportFileError(line, f"'{key}' must carry a time zone.")
@@ -215,7 +227,8 @@ def remap_edge_key(key: str, *, nodes: dict[int, int], memories: dict[str, uuid.
 
 
 def workspace_import(*, workspace_id: int, lines: Iterable[bytes | str]) -> ImportReport:
-    """Import an export file into `workspace_id`, all or nothing; returns what was created and what skipped."""
+    """Import an export file into `workspace_id`, all or nothing; returns what was created and what
+    skipped."""
     report = ImportReport()
     stream = iter(_lines(lines))
     first = next(stream, None)
@@ -368,9 +381,9 @@ def _import_memory(cursor: Any, state: _State, record: dict[str, Any], line: int
     superseded_by = _str(record, "supersededBy", line, max_len=36, optional=True)
     cursor.execute(
         """
-        INSERT INTO memories (id, workspace_id, content, type, layer, scope, project_id, user_id, tags, paths, category,
-                              metadata, embedding_model, injection_flags, expires_at, created_at, updated_at,
-                              deleted_at, importance)
+        INSERT INTO memories (id, workspace_id, content, type, layer, scope, project_id, user_id, tags, paths,
+                              category, metadata, embedding_model, injection_flags, expires_at, created_at,
+                              updated_at, deleted_at, importance)
         VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s)
         ON CONFLICT (id) DO NOTHING
         """,
@@ -378,7 +391,8 @@ def _import_memory(cursor: Any, state: _State, record: dict[str, Any], line: int
     )
     created = cursor.rowcount == 1
     if not created:
-        # The id exists: fine if it is this workspace's (a second run), never if it is another's (RLS hides it).
+        # The id exists: fine if it is this workspace's (a second run), never if it is another's (RLS hides
+        # it).
         cursor.execute(
             "SELECT 1 FROM memories WHERE id = %s AND workspace_id = %s", [new_id, state.workspace_id]
         )
@@ -391,7 +405,8 @@ def _import_memory(cursor: Any, state: _State, record: dict[str, Any], line: int
     else:
         if superseded_by:
             state.memory_supersessions.append((new_id, superseded_by))
-        state.created_memories[new_id] = values[12] if record.get("deletedAt") is None else None
+        embedding_model = cast(str | None, values[12])  # the embeddingModel field
+        state.created_memories[new_id] = embedding_model if record.get("deletedAt") is None else None
         if record.get("deletedAt") is not None:
             state.embedded.add(new_id)  # a forgotten memory needs no embedding
     state.memories[source] = new_id
@@ -406,8 +421,8 @@ def _import_embedding(cursor: Any, state: _State, record: dict[str, Any], line: 
         raise ImportFileError(line, "'vector' is required.")
     cursor.execute(
         """
-        INSERT INTO memory_embeddings (workspace_id, memory_id, model, dimension, embedding, content_sha256, user_id,
-                                       scope, project_id, expires_at, created_at, updated_at)
+        INSERT INTO memory_embeddings (workspace_id, memory_id, model, dimension, embedding, content_sha256,
+                                       user_id, scope, project_id, expires_at, created_at, updated_at)
         SELECT workspace_id, id, %s, %s, %s::vector, %s, user_id, scope, project_id, expires_at, now(), now()
         FROM memories WHERE id = %s AND workspace_id = %s
         ON CONFLICT (memory_id, model) DO NOTHING
@@ -503,7 +518,7 @@ def _import_node(cursor: Any, state: _State, record: dict[str, Any], line: int) 
         return False
     state.nodes[source] = row[0]
     if community is not None:
-        # Membership is a row of its own (issue 6); an entity that was already here keeps its community.
+        # Membership is a row of its own; an entity that was already here keeps its community.
         cursor.execute(
             "INSERT INTO graph_community_members (workspace_id, node_id, community_id) VALUES (%s, %s, %s)",
             [state.workspace_id, row[0], community],
@@ -513,8 +528,8 @@ def _import_node(cursor: Any, state: _State, record: dict[str, Any], line: int) 
 
 def _import_alias(cursor: Any, state: _State, record: dict[str, Any], line: int) -> bool:
     cursor.execute(
-        "INSERT INTO graph_entity_aliases (workspace_id, node_id, alias, created_at) VALUES (%s, %s, %s, now()) "
-        "ON CONFLICT DO NOTHING",
+        "INSERT INTO graph_entity_aliases (workspace_id, node_id, alias, created_at) "
+        "VALUES (%s, %s, %s, now()) ON CONFLICT DO NOTHING",
         [
             state.workspace_id,
             _node_ref(state, record, "nodeId", line),
@@ -541,7 +556,8 @@ def _import_edge(cursor: Any, state: _State, record: dict[str, Any], line: int) 
         raise ImportFileError(line, "'weight' and 'confidence' must be numbers.")
     metadata = record.get("metadata")
     if expired_at is not None:
-        # Invalidated facts are history, outside the unique key: one with the same key and end is the same row.
+        # Invalidated facts are history, outside the unique key: one with the same key and end is the same
+        # row.
         cursor.execute(
             "SELECT id FROM graph_edges WHERE workspace_id = %s AND edge_key = %s AND expired_at = %s",
             [state.workspace_id, key, expired_at],
@@ -552,12 +568,12 @@ def _import_edge(cursor: Any, state: _State, record: dict[str, Any], line: int) 
             return False
     cursor.execute(
         """
-        INSERT INTO graph_edges (workspace_id, edge_key, from_node_id, to_node_id, edge_type, edge_class, weight,
-                                 confidence, fact, evidence_memory_id, evidence_text, origin, valid_from, valid_to,
-                                 created_at, updated_at, expired_at, expires_at, last_observed_at, retrieval_count,
-                                 metadata)
-        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, coalesce(%s, now()), now(), %s, %s, %s, 0,
-                %s::jsonb)
+        INSERT INTO graph_edges (workspace_id, edge_key, from_node_id, to_node_id, edge_type, edge_class,
+                                 weight, confidence, fact, evidence_memory_id, evidence_text, origin,
+                                 valid_from, valid_to, created_at, updated_at, expired_at, expires_at,
+                                 last_observed_at, retrieval_count, metadata)
+        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, coalesce(%s, now()), now(), %s, %s,
+                %s, 0, %s::jsonb)
         ON CONFLICT (workspace_id, edge_key) WHERE expired_at IS NULL DO NOTHING RETURNING id
         """,
         [

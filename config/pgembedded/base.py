@@ -1,4 +1,5 @@
-"""PostgreSQL backend that starts the embedded server on first connection (used when DATABASE_URL is unset)."""
+"""PostgreSQL backend that starts the embedded server on first connection (used when DATABASE_URL is
+unset)."""
 
 from typing import Any
 
