@@ -431,6 +431,11 @@ GRAPH_LLM_TIMEOUT_SECONDS = env_float("GRAPH_LLM_TIMEOUT_SECONDS", 15.0, minimum
 GRAPH_LLM_MAX_RETRIES = env_int("GRAPH_LLM_MAX_RETRIES", 2, minimum=0)
 # Tokens per UTC day per workspace unless the workspace sets its own (graph/settings); unset = no limit.
 GRAPH_LLM_DAILY_TOKEN_BUDGET = env_int("GRAPH_LLM_DAILY_TOKEN_BUDGET", 0, minimum=0) or None
+# The operator's ceiling on any workspace's daily budget: a workspace may lower its budget, never raise it above
+# this (0 = no ceiling). Also what a workspace without a budget of its own gets when the default above is unset.
+GRAPH_LLM_DAILY_TOKEN_BUDGET_MAX = env_int("GRAPH_LLM_DAILY_TOKEN_BUDGET_MAX", 5_000_000, minimum=0) or None
+# Completion tokens one LLM call may produce (sent as max_tokens; also what the budget reserves per call).
+GRAPH_LLM_MAX_OUTPUT_TOKENS = env_int("GRAPH_LLM_MAX_OUTPUT_TOKENS", 2000, minimum=16)
 # Pairwise classifier: neighbours in this cosine band are asked about (agrees/contradicts/refines/unrelated).
 GRAPH_LLM_AMBIGUOUS_SIMILARITY_MIN = env_float(
     "GRAPH_LLM_AMBIGUOUS_SIMILARITY_MIN", 0.70, minimum=0.0, maximum=1.0

@@ -12,7 +12,7 @@ from ninja import Query, Router
 from config.errors import ApiError, success_envelope
 from config.schemas import Envelope
 from graphsvc import selectors, services, upkeep
-from graphsvc.facts import entity_lookup, facts_recall
+from graphsvc.facts import audience_for, entity_lookup, facts_recall
 from graphsvc.schemas import (
     ClearIn,
     ClearOut,
@@ -145,6 +145,7 @@ _BIGINT_MAX = 2**63 - 1
 @requires(READ)
 def graph_entities(request: HttpRequest, payload: EntitiesIn) -> dict[str, Any]:
     workspace_id = request_workspace_id(request, payload.scope)
+    audience = audience_for(memory_scope(payload.scope))
     cursor_id = None
     if payload.cursor is not None:
         # ASCII digits within bigint: str.isdigit() also accepts '¹' and '٣', which int() or Postgres then refuse.
@@ -155,7 +156,7 @@ def graph_entities(request: HttpRequest, payload: EntitiesIn) -> dict[str, Any]:
         cursor_id = int(payload.cursor)
     with workspace_context(workspace_id):
         if payload.entity:
-            found = entity_lookup(workspace_id=workspace_id, name=payload.entity)
+            found = entity_lookup(workspace_id=workspace_id, name=payload.entity, audience=audience)
             if found is None:
                 raise ApiError(
                     404,
@@ -164,11 +165,16 @@ def graph_entities(request: HttpRequest, payload: EntitiesIn) -> dict[str, Any]:
                     "search with query to see the names it knows.",
                 )
             data = {
-                "entities": [selectors.entity_detail(workspace_id=workspace_id, node_id=found.node_id)],
+                "entities": [
+                    selectors.entity_detail(
+                        workspace_id=workspace_id, node_id=found.node_id, audience=audience
+                    )
+                ],
                 "nextCursor": None,
             }
         else:
             data = selectors.entities_list(
+                audience=audience,
                 workspace_id=workspace_id,
                 query=payload.query,
                 entity_type=payload.type,
@@ -190,7 +196,9 @@ def graph_communities(request: HttpRequest, payload: CommunitiesIn) -> dict[str,
     if payload.refresh:
         upkeep.communities_refresh(workspace_id=workspace_id)
     with workspace_context(workspace_id):
-        data = selectors.communities_list(workspace_id=workspace_id, limit=payload.limit)
+        data = selectors.communities_list(
+            workspace_id=workspace_id, limit=payload.limit, audience=audience_for(memory_scope(payload.scope))
+        )
     return success_envelope(request, data)
 
 

@@ -12,6 +12,7 @@ the confidence to the higher value and refreshes last_observed_at; a changed fac
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import re
 import uuid
@@ -476,8 +477,14 @@ def fact_store(
     fact: FactInput,
     evidence_memory_id: uuid.UUID | None,
     evidence_text: str | None,
+    evidence_user_id: str | None = None,
 ) -> str:
-    """Store one fact (inside the caller's workspace transaction). Returns inserted / reinforced / changed."""
+    """Store one fact (inside the caller's workspace transaction). Returns inserted / reinforced / changed.
+
+    The same relation between the same two entities, however it is worded, is the same fact: it is reinforced
+    and the memory is added to its evidence. A new version is stored when the claim itself changed (another
+    number, version, weekday or month: "uses PostgreSQL 15" → "17") or replaces others (another target:
+    "switched from X to Y")."""
     key = fact_edge_key(
         source_id=fact.source_id, target_id=fact.target_id, edge_class=fact.edge_class, relation=fact.relation
     )
@@ -485,13 +492,13 @@ def fact_store(
     with connections["app"].cursor() as cursor:
         cursor.execute(
             """
-            SELECT id, fact, confidence FROM graph_edges
+            SELECT id, fact FROM graph_edges
             WHERE workspace_id = %s AND edge_key = %s AND expired_at IS NULL FOR UPDATE
             """,
             [workspace_id, key],
         )
         existing = cursor.fetchone()
-        if existing and existing[1].strip().lower() == fact.fact.strip().lower():
+        if existing and same_claim(existing[1] or "", fact.fact):
             cursor.execute(
                 """
                 UPDATE graph_edges
@@ -501,8 +508,16 @@ def fact_store(
                 """,
                 [fact.confidence, existing[0]],
             )
+            _evidence_add(
+                cursor,
+                workspace_id=workspace_id,
+                edge_id=existing[0],
+                memory_id=evidence_memory_id,
+                user_id=evidence_user_id,
+                text=evidence_text,
+            )
             return "reinforced"
-        superseded = [existing[0]] if existing else []
+        superseded: list[int] = [existing[0]] if existing else []
         if fact.replaces_previous:
             # "Switched from X to Y": the active facts of the same source and relation about other targets end
             # too.
@@ -527,8 +542,6 @@ def fact_store(
                 """,
                 [fact.valid_from, superseded],
             )
-        import json
-
         cursor.execute(
             """
             INSERT INTO graph_edges (workspace_id, edge_key, from_node_id, to_node_id, edge_type, edge_class,
@@ -554,12 +567,68 @@ def fact_store(
             ],
         )
         new_id = cursor.fetchone()[0]
+        _evidence_add(
+            cursor,
+            workspace_id=workspace_id,
+            edge_id=new_id,
+            memory_id=evidence_memory_id,
+            user_id=evidence_user_id,
+            text=evidence_text,
+        )
         if superseded:
             cursor.execute(
                 "UPDATE graph_edges SET superseded_by_id = %s WHERE id = ANY(%s)", [new_id, superseded]
             )
             return "changed"
         return "inserted"
+
+
+# Words that name one value of a series: a sentence that changes one of them says something else.
+_DISTINCT_WORDS = frozenset(
+    "monday tuesday wednesday thursday friday saturday sunday january february march april may june july "
+    "august september october november december".split()
+)
+
+
+def claim_markers(text: str) -> list[str]:
+    """What distinguishes one claim from a reworded one: its numbers and versions, weekdays and months."""
+    words = re.findall(r"[a-z]+", text.lower())
+    return sorted(_numbers(text) + [w for w in words if w in _DISTINCT_WORDS])
+
+
+def same_claim(stored: str, new: str) -> bool:
+    """The same fact in other words: the same numbers, versions, weekdays and months (none changed)."""
+    return claim_markers(stored) == claim_markers(new)
+
+
+def _evidence_add(
+    cursor: Any,
+    *,
+    workspace_id: int,
+    edge_id: int,
+    memory_id: uuid.UUID | None,
+    user_id: str | None,
+    text: str | None,
+) -> None:
+    if memory_id is None:
+        return
+    cursor.execute(
+        """
+        INSERT INTO graph_fact_evidence (workspace_id, edge_id, memory_id, user_id, evidence_text, created_at)
+        VALUES (%s, %s, %s, %s, %s, now())
+        ON CONFLICT (workspace_id, edge_id, memory_id) DO NOTHING
+        """,
+        [workspace_id, edge_id, memory_id, user_id, text],
+    )
+
+
+def extraction_prompt(*, content: str, context: list[str]) -> str:
+    earlier = "\n".join(llm.external(text, limit=1000) for text in context)
+    head = f"Earlier notes by the same author, for reference only:\n{earlier}\n\n" if earlier else ""
+    return (
+        f"{head}Note to extract from:\n{llm.external(content, limit=8000)}\n\n"
+        "Extract entities and facts as JSON."
+    )
 
 
 # --- one memory ---------------------------------------------------------------------------------------------
@@ -575,15 +644,6 @@ class ExtractionResult:
     llm_calls: int = 0
 
 
-def extraction_prompt(*, content: str, context: list[str]) -> str:
-    earlier = "\n".join(llm.external(text, limit=1000) for text in context)
-    head = f"Earlier notes by the same author, for reference only:\n{earlier}\n\n" if earlier else ""
-    return (
-        f"{head}Note to extract from:\n{llm.external(content, limit=8000)}\n\n"
-        "Extract entities and facts as JSON."
-    )
-
-
 def entities_extract(
     *,
     workspace_id: int,
@@ -594,6 +654,7 @@ def entities_extract(
     job_id: int | None = None,
     embed: Any = None,
     embedding_model: str | None = None,
+    user_id: str | None = None,
 ) -> ExtractionResult:
     """Extract, resolve and store one memory's entities, mentions links and facts. Raises LlmError when the
     extraction call itself fails (the job decides on retry); resolution failures degrade to new entities."""
@@ -642,7 +703,11 @@ def entities_extract(
         )
         for fact, evidence in facts:
             outcome = fact_store(
-                workspace_id=workspace_id, fact=fact, evidence_memory_id=memory_id, evidence_text=evidence
+                workspace_id=workspace_id,
+                fact=fact,
+                evidence_memory_id=memory_id,
+                evidence_text=evidence,
+                evidence_user_id=user_id,
             )
             result.facts[outcome] = result.facts.get(outcome, 0) + 1
         # Between full community runs a new entity joins its neighbours' community.

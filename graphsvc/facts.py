@@ -67,6 +67,43 @@ class Seed:
     name: str = ""
 
 
+@dataclass(frozen=True)
+class Audience:
+    """Whose facts and entities a reader may see. Unrestricted: all of them (the workspace's own people on the
+    dashboard, exports, upkeep). Restricted: what the end user `user_id` may read, i.e. facts supported by at
+    least one of their memories or a shared one (user_id None: shared memories only), and entities mentioned by
+    such a memory. A fact or entity with no recorded memory at all (imported, or made by hand) is visible."""
+
+    restricted: bool = False
+    user_id: str | None = None
+
+
+EVERYONE = Audience()
+
+
+def audience_for(scope: Any) -> Audience:
+    """The audience of an SDK caller: the end user its scope names (MemoryScope or None for everyone)."""
+    return EVERYONE if scope is None else Audience(restricted=True, user_id=scope.user_id)
+
+
+def fact_visible_sql(alias: str = "e") -> str:
+    return (
+        f"(NOT EXISTS (SELECT 1 FROM graph_fact_evidence fe WHERE fe.workspace_id = %(ws)s "
+        f"AND fe.edge_id = {alias}.id) OR EXISTS (SELECT 1 FROM graph_fact_evidence fe "
+        f"WHERE fe.workspace_id = %(ws)s AND fe.edge_id = {alias}.id "
+        f"AND (fe.user_id IS NULL OR fe.user_id = %(viewer)s)))"
+    )
+
+
+def entity_visible_sql(node: str = "n.id") -> str:
+    return (
+        f"(NOT EXISTS (SELECT 1 FROM memory_node_links vl WHERE vl.workspace_id = %(ws)s AND vl.node_id = {node} "
+        f"AND vl.role = 'mentions') OR EXISTS (SELECT 1 FROM memory_node_links vl JOIN memories vm "
+        f"ON vm.workspace_id = vl.workspace_id AND vm.id = vl.memory_id WHERE vl.workspace_id = %(ws)s "
+        f"AND vl.node_id = {node} AND vl.role = 'mentions' AND (vm.user_id IS NULL OR vm.user_id = %(viewer)s)))"
+    )
+
+
 @dataclass
 class Reading:
     """How edges are filtered: now or at a past time, by class and relation, above the confidence floor."""
@@ -82,6 +119,7 @@ class Reading:
     # the same statement.
     rate_sql: str = "%(rate)s"
     rates_sql: str = "%(rates)s::jsonb"
+    audience: Audience = EVERYONE
 
     def where(self, alias: str = "e") -> str:
         e = alias
@@ -95,6 +133,8 @@ class Reading:
         if self.edge_types:
             parts.append(f"{e}.edge_type = ANY(%(types)s)")
         parts.append(f"{self.decayed(e)} >= %(floor)s")
+        if self.audience.restricted:
+            parts.append(fact_visible_sql(e))
         return " AND ".join(parts)
 
     def decayed(self, alias: str = "e") -> str:
@@ -115,6 +155,7 @@ class Reading:
             "rate": self.rate,
             "rates": json.dumps(self.rates),
             "ref": self.at or timezone.now(),
+            "viewer": self.audience.user_id,
             **extra,
         }
 
@@ -150,6 +191,7 @@ def reading_for(
     edge_classes: list[str] | None = None,
     edge_types: list[str] | None = None,
     stored: Stored | None = None,
+    audience: Audience = EVERYONE,
 ) -> Reading:
     """How to read facts now or at `at`; `stored` spares the settings read when a lookup brought them
     along."""
@@ -169,6 +211,7 @@ def reading_for(
         rate=rate,
         rates=stored.rates,
         stored_strategy=stored.strategy,
+        audience=audience,
     )
 
 
@@ -200,31 +243,40 @@ def _upper(prefix: str) -> str:
     return prefix[:-1] + chr(ord(prefix[-1]) + 1)
 
 
-def entity_lookup(*, workspace_id: int, name: str) -> Seed | None:
-    """One entity by alias or canonical name (any type); None when there is none."""
-    return entity_lookup_stored(workspace_id=workspace_id, name=name)[0]
+def visible_entity_and(audience: Audience, node: str = "n.id") -> str:
+    """` AND <the entity is visible>` for a restricted audience, nothing otherwise."""
+    return f" AND {entity_visible_sql(node)}" if audience.restricted else ""
 
 
-def entity_lookup_stored(*, workspace_id: int, name: str) -> tuple[Seed | None, Stored | None]:
+def entity_lookup(*, workspace_id: int, name: str, audience: Audience = EVERYONE) -> Seed | None:
+    """One entity by alias or canonical name (any type); None when there is none (or the audience may not see
+    it)."""
+    return entity_lookup_stored(workspace_id=workspace_id, name=name, audience=audience)[0]
+
+
+def entity_lookup_stored(
+    *, workspace_id: int, name: str, audience: Audience = EVERYONE
+) -> tuple[Seed | None, Stored | None]:
     """`entity_lookup` and, when the entity exists, the workspace's graph settings from the same statement."""
     canonical = normalise_name(name)
     if canonical is None:
         return None, None
+    visible = visible_entity_and(audience)
     with prepared_cursor() as cursor:
         cursor.execute(
             f"""
             SELECT x.id, x.label, {STORED_SQL} FROM (
                 (SELECT n.id, n.label FROM graph_entity_aliases a JOIN graph_nodes n ON n.id = a.node_id
-                 WHERE a.workspace_id = %(ws)s AND a.alias = %(name)s AND n.workspace_id = %(ws)s
+                 WHERE a.workspace_id = %(ws)s AND a.alias = %(name)s AND n.workspace_id = %(ws)s{visible}
                  ORDER BY n.mention_count DESC, n.id LIMIT 1)
                 UNION ALL
-                (SELECT id, label FROM graph_nodes
-                 WHERE workspace_id = %(ws)s AND node_type = ANY(%(types)s) AND node_key = %(name)s
-                 ORDER BY mention_count DESC, id LIMIT 1)
+                (SELECT n.id, n.label FROM graph_nodes n
+                 WHERE n.workspace_id = %(ws)s AND n.node_type = ANY(%(types)s) AND n.node_key = %(name)s{visible}
+                 ORDER BY n.mention_count DESC, n.id LIMIT 1)
                 LIMIT 1
             ) x
             """,
-            {"ws": workspace_id, "name": canonical, "types": list(ENTITY_TYPES)},
+            {"ws": workspace_id, "name": canonical, "types": list(ENTITY_TYPES), "viewer": audience.user_id},
         )
         row = cursor.fetchone()
     if row is None:
@@ -254,9 +306,16 @@ DEGREE_SQL = """
 
 
 def seeds_find(
-    *, workspace_id: int, query: str, limit: int, embed: QueryEmbedder | None = None
+    *,
+    workspace_id: int,
+    query: str,
+    limit: int,
+    embed: QueryEmbedder | None = None,
+    audience: Audience = EVERYONE,
 ) -> list[Seed]:
-    return seeds_find_stored(workspace_id=workspace_id, query=query, limit=limit, embed=embed)[0]
+    return seeds_find_stored(
+        workspace_id=workspace_id, query=query, limit=limit, embed=embed, audience=audience
+    )[0]
 
 
 # Per (word, entity) the best match: the word itself 1, a longer word it starts 0.85, a near spelling 0.6 ×
@@ -285,8 +344,15 @@ SEED_MATCH_SQL = """
         ) t
         GROUP BY q.i, t.node_id
     ),
-    text AS (SELECT node_id, sum(score) AS score FROM matched GROUP BY node_id),
+    text AS (SELECT node_id, sum(score) AS score FROM matched GROUP BY node_id {visible}),
     candidate AS (SELECT node_id, score FROM text ORDER BY score DESC, node_id LIMIT %(candidates)s)"""
+
+
+def seed_match_sql(audience: Audience) -> str:
+    """SEED_MATCH_SQL for an audience: a restricted one never seeds from an entity it may not see."""
+    visible = f"HAVING {entity_visible_sql('matched.node_id')}" if audience.restricted else ""
+    return SEED_MATCH_SQL.replace("{visible}", visible)
+
 
 # The candidates' columns as _hybrid takes them: id, label, community, degree, kinds, text score (0-1).
 SEED_CANDIDATE_SQL = f"""
@@ -309,7 +375,12 @@ def _seed_params(*, workspace_id: int, words: list[str], limit: int) -> dict[str
 
 
 def seeds_find_stored(
-    *, workspace_id: int, query: str, limit: int, embed: QueryEmbedder | None = None
+    *,
+    workspace_id: int,
+    query: str,
+    limit: int,
+    embed: QueryEmbedder | None = None,
+    audience: Audience = EVERYONE,
 ) -> tuple[list[Seed], Stored | None]:
     """Entities a query names: word and prefix matches on names and aliases (weighted over summaries), near
     spellings sharing the first three letters, then the query embedding when no word matched. One statement
@@ -320,21 +391,31 @@ def seeds_find_stored(
     if words:
         with prepared_cursor() as cursor:
             cursor.execute(
-                f"WITH {SEED_MATCH_SQL} SELECT x.*, {STORED_SQL} FROM ({SEED_CANDIDATE_SQL}) x",
-                _seed_params(workspace_id=workspace_id, words=words, limit=limit),
+                f"WITH {seed_match_sql(audience)} SELECT x.*, {STORED_SQL} FROM ({SEED_CANDIDATE_SQL}) x",
+                {
+                    **_seed_params(workspace_id=workspace_id, words=words, limit=limit),
+                    "viewer": audience.user_id,
+                },
             )
             found = cursor.fetchall()
         if found:
             return _hybrid(rows=[row[:6] for row in found], limit=limit), _stored(*found[0][6:9])
     if embed is None:
         return [], None
-    return embedding_seeds_find(workspace_id=workspace_id, query=query, limit=limit, embed=embed), None
+    seeds = embedding_seeds_find(
+        workspace_id=workspace_id, query=query, limit=limit, embed=embed, audience=audience
+    )
+    return seeds, None
 
 
-def embedding_seeds_find(*, workspace_id: int, query: str, limit: int, embed: QueryEmbedder) -> list[Seed]:
+def embedding_seeds_find(
+    *, workspace_id: int, query: str, limit: int, embed: QueryEmbedder, audience: Audience = EVERYONE
+) -> list[Seed]:
     """Seeds from the query embedding (no word matched): nearest entities, re-ranked by structure like word
     seeds."""
-    text_scores = _embedding_seeds(workspace_id=workspace_id, query=query, limit=limit, embed=embed)
+    text_scores = _embedding_seeds(
+        workspace_id=workspace_id, query=query, limit=limit, embed=embed, audience=audience
+    )
     if not text_scores:
         return []
     top = max(text_scores.values()) or 1.0
@@ -343,18 +424,20 @@ def embedding_seeds_find(*, workspace_id: int, query: str, limit: int, embed: Qu
     return _hybrid(rows=rows, limit=limit)
 
 
-def _embedding_seeds(*, workspace_id: int, query: str, limit: int, embed: QueryEmbedder) -> dict[int, float]:
+def _embedding_seeds(
+    *, workspace_id: int, query: str, limit: int, embed: QueryEmbedder, audience: Audience
+) -> dict[int, float]:
     vector = embed(query)
     if vector is None:
         return {}
     literal = "[" + ",".join(f"{x:.7g}" for x in list(vector)) + "]"
     with connections["app"].cursor() as cursor:
         cursor.execute(
-            """
-            SELECT id, 1 - (embedding <=> %(v)s::vector) FROM graph_nodes
-            WHERE workspace_id = %(ws)s AND node_type = ANY(%(types)s) AND embedding_model = %(model)s
-              AND vector_dims(embedding) = %(dims)s
-            ORDER BY embedding <=> %(v)s::vector LIMIT %(limit)s
+            f"""
+            SELECT n.id, 1 - (n.embedding <=> %(v)s::vector) FROM graph_nodes n
+            WHERE n.workspace_id = %(ws)s AND n.node_type = ANY(%(types)s) AND n.embedding_model = %(model)s
+              AND vector_dims(n.embedding) = %(dims)s{visible_entity_and(audience)}
+            ORDER BY n.embedding <=> %(v)s::vector LIMIT %(limit)s
             """,
             {
                 "ws": workspace_id,
@@ -363,6 +446,7 @@ def _embedding_seeds(*, workspace_id: int, query: str, limit: int, embed: QueryE
                 "model": settings.EMBEDDING_MODEL,
                 "dims": len(vector),
                 "limit": limit,
+                "viewer": audience.user_id,
             },
         )
         return {node_id: float(cosine) for node_id, cosine in cursor.fetchall() if cosine and cosine > 0.3}
@@ -514,7 +598,7 @@ def _walk_sql(*, reading: Reading, max_hops: int, record: bool, lazy_commit: boo
         else ""
     )
     if seeded:
-        head = f"""{CFG_SQL}, {SEED_MATCH_SQL}, {SEED_RANK_SQL},
+        head = f"""{CFG_SQL}, {seed_match_sql(reading.audience)}, {SEED_RANK_SQL},
     v0 AS (SELECT node, seed, 0 AS depth FROM seeds WHERE (SELECT chosen FROM cfg) = 'bfs')"""
         lead = "k.ids, k.labels, k.scores, cfg.rate, cfg.rates, cfg.stored, "
         lead_from = """(SELECT array_agg(node ORDER BY hybrid DESC, node) AS ids,
@@ -666,6 +750,7 @@ def seeded_bfs(
     edge_classes: list[str] | None = None,
     record: bool = False,
     lazy_commit: bool = False,
+    audience: Audience = EVERYONE,
 ) -> SeededWalk | None:
     """seeds_find_stored + reading_for + bfs in one statement (a round trip and the seed ranking in Python
     saved): the word seeds ranked in SQL as _hybrid ranks them, the workspace's decay rates and strategy read
@@ -682,6 +767,7 @@ def seeded_bfs(
         rate=settings.GRAPH_DECAY_RATE,
         rate_sql="coalesce((SELECT rate FROM cfg), %(rate)s)",
         rates_sql="coalesce((SELECT rates FROM cfg), '{}'::jsonb)",
+        audience=audience,
     )
     sql = _walk_sql(reading=reading, max_hops=max_hops, record=record, lazy_commit=lazy_commit, seeded=True)
     default = settings.GRAPH_RECALL_STRATEGY if settings.GRAPH_RECALL_STRATEGY in STRATEGIES else "bfs"
@@ -929,16 +1015,18 @@ def facts_recall(
     lazy_commit: bool = False,
     report_strategy: bool = True,
 ) -> dict[str, Any]:
-    """Facts about what `query` (or one named `entity`) reaches. The graph is per workspace, so `scope` (user,
-    project) does not narrow it. Unknown `entity` → 404 ENTITY_NOT_FOUND; a query matching nothing → no facts.
+    """Facts about what `query` (or one named `entity`) reaches. The graph is per workspace; `scope` (an SDK
+    caller's) keeps to the facts and entities its end user may see (audience_for), None sees all. Unknown
+    `entity` → 404 ENTITY_NOT_FOUND; a query matching nothing → no facts.
     `lazy_commit`: the caller's transaction holds nothing but this recall, so the retrieval counts may commit
     without waiting for the WAL flush. `report_strategy=False`: the caller ignores `strategy` when nothing
     matched, so a query naming no entity costs no settings read (context/get asks this on every call)."""
     started = time.perf_counter()
+    audience = audience_for(scope)
     visits = min(MAX_VISITED, max(MIN_VISITS, VISITS_PER_FACT * limit))
     walked: Walk | None = None
     if entity:
-        found, stored = entity_lookup_stored(workspace_id=workspace_id, name=entity)
+        found, stored = entity_lookup_stored(workspace_id=workspace_id, name=entity, audience=audience)
         if found is None:
             raise ApiError(
                 404,
@@ -962,17 +1050,18 @@ def facts_recall(
                 edge_classes=edge_classes,
                 record=record and at is None,
                 lazy_commit=lazy_commit,
+                audience=audience,
             )
         if seeded is None:
             seeds, stored = seeds_find_stored(
-                workspace_id=workspace_id, query=query or "", limit=limit, embed=embed
+                workspace_id=workspace_id, query=query or "", limit=limit, embed=embed, audience=audience
             )
         else:
             seeds, stored = seeded.seeds, seeded.stored
             walked = seeded.walk if seeds else None
             if not seeds and embed is not None:
                 seeds = embedding_seeds_find(
-                    workspace_id=workspace_id, query=query or "", limit=limit, embed=embed
+                    workspace_id=workspace_id, query=query or "", limit=limit, embed=embed, audience=audience
                 )
     if not seeds and not report_strategy:
         return {
@@ -982,7 +1071,9 @@ def facts_recall(
             "timedOut": False,
             "durationMs": round((time.perf_counter() - started) * 1000, 2),
         }
-    reading = reading_for(workspace_id=workspace_id, at=at, edge_classes=edge_classes, stored=stored)
+    reading = reading_for(
+        workspace_id=workspace_id, at=at, edge_classes=edge_classes, stored=stored, audience=audience
+    )
     chosen = recall_strategy(reading=reading, requested=strategy)
     timed_out = False
     kept: list[dict[str, Any]] = []

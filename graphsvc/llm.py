@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -26,6 +25,8 @@ from ops import metrics
 from tenancy.rls import workspace_context
 
 logger = logging.getLogger("cairn.llm")
+# Sent when the operator configured no key, so that litellm never looks for one in the environment.
+NO_KEY = "no-key-configured"
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -80,9 +81,11 @@ def strict_json_schema(model: type[BaseModel]) -> dict[str, Any]:
 def parse_json_answer(text: str) -> Any:
     """Models wrap JSON in prose or ``` fences now and then; take the outermost object."""
     cleaned = text.strip()
-    fenced = re.match(r"^```(?:json)?\s*(.*?)\s*```$", cleaned, re.DOTALL)
-    if fenced:
-        cleaned = fenced.group(1)
+    # Plain string tests, not a regex: model output can echo memory text, and a lazy group between two
+    # unbounded whitespace runs backtracks cubically on a long run of spaces.
+    if len(cleaned) >= 6 and cleaned.startswith("```") and cleaned.endswith("```"):
+        inner = cleaned[3:-3]
+        cleaned = (inner[4:] if inner.startswith("json") else inner).strip()
     try:
         return json.loads(cleaned)
     except json.JSONDecodeError:
@@ -147,17 +150,25 @@ def external(text: str, *, limit: int | None = None) -> str:
 
 
 def tokens_used_today(*, workspace_id: int) -> int:
-    day_start = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    """Today's tokens (UTC), calls in flight counted at their reservation."""
     with workspace_context(workspace_id), connections["app"].cursor() as cursor:
-        cursor.execute(
-            "SELECT coalesce(sum(prompt_tokens + completion_tokens), 0) FROM llm_usage "
-            "WHERE workspace_id = %s AND created_at >= %s",
-            [workspace_id, day_start],
-        )
+        cursor.execute(_SPENT_TODAY_SQL, {"ws": workspace_id, "day": _day_start()})
         return int(cursor.fetchone()[0])
 
 
+_SPENT_TODAY_SQL = (
+    "SELECT coalesce(sum(prompt_tokens + completion_tokens), 0) FROM llm_usage "
+    "WHERE workspace_id = %(ws)s AND created_at >= %(day)s"
+)
+
+
+def _day_start() -> datetime:
+    return datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+
+
 def daily_token_budget(*, workspace_id: int) -> int | None:
+    """The workspace's daily budget: its own setting, else the server default; never above the operator's
+    ceiling GRAPH_LLM_DAILY_TOKEN_BUDGET_MAX (None: no limit)."""
     from graphsvc.models import GraphSettings
 
     with workspace_context(workspace_id):
@@ -166,7 +177,11 @@ def daily_token_budget(*, workspace_id: int) -> int | None:
             .values_list("llm_daily_token_budget", flat=True)
             .first()
         )
-    return row if row is not None else settings.GRAPH_LLM_DAILY_TOKEN_BUDGET
+    budget = row if row is not None else settings.GRAPH_LLM_DAILY_TOKEN_BUDGET
+    ceiling = settings.GRAPH_LLM_DAILY_TOKEN_BUDGET_MAX
+    if ceiling:
+        budget = ceiling if budget is None else min(budget, ceiling)
+    return budget
 
 
 def budget_check(*, workspace_id: int) -> None:
@@ -178,12 +193,53 @@ def budget_check(*, workspace_id: int) -> None:
         raise LlmBudgetExhausted(f"{used} of {budget} tokens used today (UTC); extraction resumes tomorrow")
 
 
+def budget_reserve(*, workspace_id: int, budget: int | None, tokens: int, purpose: str, model: str) -> int:
+    """Reserve a call's most possible tokens before it is made, atomically per workspace: the check and the
+    reservation happen under one lock, so parallel jobs are admitted only while today's spend (reservations
+    included) is under the budget, and the budget is overspent by at most the one call that crosses it. The
+    reservation is a usage row the call's outcome then corrects (_usage_record). Returns its id."""
+    with workspace_context(workspace_id), connections["app"].cursor() as cursor:
+        if budget is not None:
+            cursor.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended('llm-budget:' || %s::text, 0))", [workspace_id]
+            )
+            cursor.execute(_SPENT_TODAY_SQL, {"ws": workspace_id, "day": _day_start()})
+            used = int(cursor.fetchone()[0])
+            if used >= budget:
+                raise LlmBudgetExhausted(
+                    f"{used} of {budget} tokens used today (UTC); extraction resumes tomorrow"
+                )
+        cursor.execute(
+            """
+            INSERT INTO llm_usage (workspace_id, purpose, model, prompt_tokens, completion_tokens, cost_usd, ok,
+                                   error_code, duration_ms, created_at)
+            VALUES (%s, %s, %s, %s, 0, 0, false, 'IN_FLIGHT', 0, now()) RETURNING id
+            """,
+            [workspace_id, purpose, model, tokens],
+        )
+        return int(cursor.fetchone()[0])
+
+
+def call_token_ceiling(*, model: str, messages: list[dict[str, str]]) -> int:
+    """The most tokens a call can cost: its prompt (counted by the model's tokenizer when litellm knows it,
+    else one token per character, which no tokenizer exceeds) plus the completion cap."""
+    import litellm
+
+    text_chars = sum(len(m["content"]) for m in messages)
+    try:
+        prompt = int(litellm.token_counter(model=model, messages=messages) * 1.1) + 16
+    except Exception:  # noqa: BLE001 - an unknown tokenizer: the character count bounds it
+        prompt = text_chars
+    return min(prompt, text_chars + 16) + settings.GRAPH_LLM_MAX_OUTPUT_TOKENS
+
+
 def next_budget_reset() -> datetime:
     return datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(days=1)
 
 
 def _usage_record(
     *,
+    reservation: int | None = None,
     workspace_id: int,
     memory_id: uuid.UUID | None,
     job_id: int | None,
@@ -196,27 +252,26 @@ def _usage_record(
     error_code: str | None,
     duration_ms: int,
 ) -> None:
+    values = [memory_id, job_id, purpose, model, prompt_tokens, completion_tokens, cost, ok, error_code]
     with workspace_context(workspace_id), connections["app"].cursor() as cursor:
+        # The call's reservation becomes its record (real tokens replace the reserved ceiling).
         cursor.execute(
             """
-            INSERT INTO llm_usage (workspace_id, memory_id, job_id, purpose, model, prompt_tokens, completion_tokens,
-                                   cost_usd, ok, error_code, duration_ms, created_at)
-            VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, now())
+            UPDATE llm_usage SET memory_id = %s, job_id = %s, purpose = %s, model = %s, prompt_tokens = %s,
+                completion_tokens = %s, cost_usd = %s, ok = %s, error_code = %s, duration_ms = %s
+            WHERE workspace_id = %s AND id = %s
             """,
-            [
-                workspace_id,
-                memory_id,
-                job_id,
-                purpose,
-                model,
-                prompt_tokens,
-                completion_tokens,
-                cost,
-                ok,
-                error_code,
-                duration_ms,
-            ],
+            [*values, duration_ms, workspace_id, reservation],
         )
+        if cursor.rowcount == 0:
+            cursor.execute(
+                """
+                INSERT INTO llm_usage (memory_id, job_id, purpose, model, prompt_tokens, completion_tokens,
+                                       cost_usd, ok, error_code, duration_ms, workspace_id, created_at)
+                VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, now())
+                """,
+                [*values, duration_ms, workspace_id],
+            )
         # The same numbers, summed over all workspaces, for /metrics (ops_metric_counters holds no workspace).
         metrics.counters_add(
             rows=[
@@ -285,7 +340,6 @@ def llm_structured(
     """
     if not llm_enabled():
         raise LlmError(LLM_REQUEST_REJECTED, "no GRAPH_LLM_MODEL configured", retryable=False)
-    budget_check(workspace_id=workspace_id)
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm
 
@@ -294,24 +348,30 @@ def llm_structured(
     schema_name = asked.__name__.lower()[:64]
     attempts = settings.GRAPH_LLM_MAX_RETRIES + 1
     last_error: LlmError | None = None
+    # Scrubbed again as a whole: a caller that built its prompt without external() still sends no secret
+    # (scrubbing is idempotent, so fenced text is unchanged).
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": scrub_secrets(user)}]
+    budget = daily_token_budget(workspace_id=workspace_id)
+    ceiling = call_token_ceiling(model=model, messages=messages)
     for attempt in range(attempts):
+        reservation = budget_reserve(
+            workspace_id=workspace_id, budget=budget, tokens=ceiling, purpose=purpose, model=model
+        )
         started = time.monotonic()
         try:
             response = litellm.completion(
                 model=model,
-                # Scrubbed again as a whole: a caller that built its prompt without external() still sends no
-                # secret (scrubbing is idempotent, so fenced text is unchanged).
-                messages=[
-                    {"role": "system", "content": system},
-                    {"role": "user", "content": scrub_secrets(user)},
-                ],
+                messages=messages,
+                max_tokens=settings.GRAPH_LLM_MAX_OUTPUT_TOKENS,
                 temperature=0,
                 response_format={
                     "type": "json_schema",
                     "json_schema": {"name": schema_name, "schema": strict_json_schema(asked), "strict": True},
                 },
+                # Always the operator's key, never litellm's fallback to keys in the environment: an unset key
+                # is sent as a placeholder a provider refuses (litellm treats an empty one as absent).
                 api_base=settings.GRAPH_LLM_API_BASE or None,
-                api_key=settings.GRAPH_LLM_API_KEY or None,
+                api_key=settings.GRAPH_LLM_API_KEY or NO_KEY,
                 timeout=settings.GRAPH_LLM_TIMEOUT_SECONDS,
                 num_retries=0,
                 max_retries=0,
@@ -321,6 +381,7 @@ def llm_structured(
             code, retryable, retry_after = _classify_exception(exc)
             duration_ms = int((time.monotonic() - started) * 1000)
             _usage_record(
+                reservation=reservation,
                 workspace_id=workspace_id,
                 memory_id=memory_id,
                 job_id=job_id,
@@ -333,7 +394,9 @@ def llm_structured(
                 error_code=code,
                 duration_ms=duration_ms,
             )
-            last_error = LlmError(code, f"{type(exc).__name__}: {str(exc)[:300]}", retryable=retryable)
+            # The provider's own words stay in the server log: they may name hosts, accounts or keys.
+            logger.warning("LLM call failed (%s, %s): %s", code, type(exc).__name__, str(exc)[:1000])
+            last_error = LlmError(code, f"{code} ({type(exc).__name__})", retryable=retryable)
             if not retryable or attempt + 1 >= attempts:
                 raise last_error from exc
             time.sleep(
@@ -354,6 +417,7 @@ def llm_structured(
             answer = answer_model.model_validate(parse_json_answer(content or ""))
         except (ValidationError, ValueError, TypeError, AttributeError, IndexError) as exc:
             _usage_record(
+                reservation=reservation,
                 workspace_id=workspace_id,
                 memory_id=memory_id,
                 job_id=job_id,
@@ -367,10 +431,14 @@ def llm_structured(
                 duration_ms=duration_ms,
             )
             # The same prompt at temperature 0 gives the same answer: not worth a retry.
+            logger.warning("LLM answer did not match the schema: %s", str(exc)[:1000])
             raise LlmError(
-                LLM_OUTPUT_INVALID, f"answer does not match the schema: {str(exc)[:300]}", retryable=False
+                LLM_OUTPUT_INVALID,
+                f"answer does not match the schema ({type(exc).__name__})",
+                retryable=False,
             ) from exc
         _usage_record(
+            reservation=reservation,
             workspace_id=workspace_id,
             memory_id=memory_id,
             job_id=job_id,

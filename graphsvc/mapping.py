@@ -363,19 +363,71 @@ def mapping_remove(*, workspace_id: int, memory_ids: list[uuid.UUID]) -> None:
             for from_id, to_id in cursor.fetchall():
                 candidates.update((from_id, to_id))
             candidates.update(memory_nodes)
-        # Facts learnt from a forgotten memory go with it (their history too); entities nobody mentions any
-        # more are pruned below.
+        candidates.update(facts_unsupport(cursor, workspace_id=workspace_id, memory_ids=memory_ids))
+    prune_orphans(workspace_id=workspace_id, node_ids=candidates)
+
+
+def facts_unsupport(cursor: Any, *, workspace_id: int, memory_ids: list[uuid.UUID]) -> set[int]:
+    """The forgotten memories stop supporting their facts. A fact other memories still support stays (its shown
+    source moves to one of them); a fact left without evidence ends with its history, and a version it had
+    replaced comes back if that one still has evidence. Returns the entities the deleted facts touched, for
+    orphan pruning."""
+    cursor.execute(
+        "DELETE FROM graph_fact_evidence WHERE workspace_id = %s AND memory_id = ANY(%s) RETURNING edge_id",
+        [workspace_id, memory_ids],
+    )
+    touched = sorted({row[0] for row in cursor.fetchall()})
+    if not touched:
+        return set()
+    cursor.execute(
+        """
+        SELECT e.id FROM graph_edges e
+        WHERE e.workspace_id = %(ws)s AND e.id = ANY(%(ids)s) AND e.origin = 'llm_entity'
+          AND NOT EXISTS (SELECT 1 FROM graph_fact_evidence fe WHERE fe.workspace_id = %(ws)s AND fe.edge_id = e.id)
+        """,
+        {"ws": workspace_id, "ids": touched},
+    )
+    unsupported = [row[0] for row in cursor.fetchall()]
+    # Before the delete: the superseded_by link of the versions they replaced is cleared with it.
+    cursor.execute(
+        """
+        SELECT p.id FROM graph_edges p
+        WHERE p.workspace_id = %(ws)s AND p.superseded_by_id = ANY(%(gone)s) AND NOT (p.id = ANY(%(gone)s))
+          AND EXISTS (SELECT 1 FROM graph_fact_evidence fe WHERE fe.workspace_id = %(ws)s AND fe.edge_id = p.id)
+        """,
+        {"ws": workspace_id, "gone": unsupported},
+    )
+    revivable = [row[0] for row in cursor.fetchall()]
+    ends: set[int] = set()
+    if unsupported:
         cursor.execute(
-            """
-            DELETE FROM graph_edges WHERE workspace_id = %s AND origin = 'llm_entity'
-                AND evidence_memory_id = ANY(%s)
-            RETURNING from_node_id, to_node_id
-            """,
-            [workspace_id, memory_ids],
+            "DELETE FROM graph_edges WHERE workspace_id = %s AND id = ANY(%s) RETURNING from_node_id, to_node_id",
+            [workspace_id, unsupported],
         )
         for from_id, to_id in cursor.fetchall():
-            candidates.update((from_id, to_id))
-    prune_orphans(workspace_id=workspace_id, node_ids=candidates)
+            ends.update((from_id, to_id))
+    if revivable:
+        # Current again, unless a newer version of the same relation is current by now.
+        cursor.execute(
+            """
+            UPDATE graph_edges p SET valid_to = NULL, expired_at = NULL, superseded_by_id = NULL, updated_at = now()
+            WHERE p.workspace_id = %(ws)s AND p.id = ANY(%(ids)s)
+              AND NOT EXISTS (SELECT 1 FROM graph_edges c WHERE c.workspace_id = %(ws)s
+                  AND c.edge_key = p.edge_key AND c.expired_at IS NULL)
+            """,
+            {"ws": workspace_id, "ids": revivable},
+        )
+    cursor.execute(
+        """
+        UPDATE graph_edges e SET evidence_memory_id = fe.memory_id, evidence_text = fe.evidence_text,
+            updated_at = now()
+        FROM (SELECT DISTINCT ON (edge_id) edge_id, memory_id, evidence_text FROM graph_fact_evidence
+              WHERE workspace_id = %(ws)s AND edge_id = ANY(%(ids)s) ORDER BY edge_id, created_at, id) fe
+        WHERE e.workspace_id = %(ws)s AND e.id = fe.edge_id AND e.evidence_memory_id = ANY(%(forgotten)s)
+        """,
+        {"ws": workspace_id, "ids": touched, "forgotten": memory_ids},
+    )
+    return ends
 
 
 def prune_orphans(*, workspace_id: int, node_ids: Iterable[int]) -> int:

@@ -107,6 +107,32 @@ class GraphEdge(models.Model):
         ]
 
 
+class GraphFactEvidence(models.Model):
+    """One memory that supports an entity fact. A fact lives while it has evidence: forgetting a memory removes
+    its support only, and the fact ends when none is left. The memory's end user is kept here so a caller sees a
+    fact only when at least one of its memories is theirs or shared."""
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, db_index=False, related_name="+")
+    # The database follows this key (ON DELETE CASCADE, added by the migration): facts are deleted in raw SQL.
+    edge = models.ForeignKey(
+        GraphEdge, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
+    )
+    memory_id = models.UUIDField()
+    # The supporting memory's userId (None: a shared memory).
+    user_id = models.CharField(max_length=120, null=True, blank=True)
+    evidence_text = models.TextField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "graph_fact_evidence"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workspace", "edge", "memory_id"], name="graph_fact_evidence_unique"
+            )
+        ]
+        indexes = [models.Index(fields=["workspace", "memory_id"], name="graph_fact_evidence_memory")]
+
+
 class MemoryNodeLink(models.Model):
     class Role(models.TextChoices):
         SELF = "self"

@@ -165,7 +165,9 @@ def semantic_prompt(*, memory: MemoryText, context: list[MemoryText]) -> str:
 
 
 def normalise_condition_key(raw: str) -> str | None:
-    key = re.sub(r"\s*:\s*", ":", raw.strip().lower())
+    # Split and strip instead of a regex: `\s*:\s*` backtracks quadratically over a long run of spaces
+    # without a colon, and this text comes from a model that may echo memory text.
+    key = ":".join(part.strip() for part in raw.strip().lower().split(":"))
     key = re.sub(r"\s+", "_", key)[:200]
     if ":" not in key or key.startswith(":") or key.endswith(":"):
         return None

@@ -29,6 +29,7 @@ class LlmTotalOut(Schema):
 
 class EvictionOut(Schema):
     expiredFacts: int = Field(description="Invalidated facts past GRAPH_EVICTION_RETENTION_DAYS deleted.")
+    decayedFacts: int = Field(0, description="Current facts decayed under GRAPH_CONFIDENCE_FLOOR, deleted.")
     staleEntities: int = Field(description="Entities without current facts, unseen for as long, deleted.")
     overCapEntities: int = Field(description="Entities deleted to keep the entity cap.")
     ranAt: datetime = Field(description="When eviction ran.")
@@ -43,7 +44,10 @@ class ExtractionOut(Schema):
         )
     )
     message: str = Field(description="What the status means for this workspace.")
-    dailyTokenBudget: int | None = Field(description="Tokens per UTC day (null: no limit).")
+    dailyTokenBudget: int | None = Field(
+        description="Tokens per UTC day in effect: the workspace's own, else the server default, never above "
+        "the server's ceiling (null: no limit)."
+    )
     budgetResetsAt: datetime = Field(description="Next 00:00 UTC.")
     today: LlmUsageOut = Field(description="Usage since 00:00 UTC.")
     total: LlmTotalOut = Field(description="Usage since the workspace began.")
@@ -70,8 +74,9 @@ class ExtractionSettingsIn(StrictIn):
         ...,
         ge=1,
         le=10_000_000_000,
-        description="Tokens per UTC day for this workspace's LLM extraction; null removes the limit "
-        "(GRAPH_LLM_DAILY_TOKEN_BUDGET then applies).",
+        description="Tokens per UTC day for this workspace's LLM extraction, at most the server's ceiling "
+        "(GRAPH_LLM_DAILY_TOKEN_BUDGET_MAX, else 400 TOKEN_BUDGET_ABOVE_CEILING); null goes back to the server "
+        "default (GRAPH_LLM_DAILY_TOKEN_BUDGET, itself capped by the ceiling).",
     )
 
 

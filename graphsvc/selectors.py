@@ -7,6 +7,8 @@ from typing import Any
 
 from django.db import connections
 
+from graphsvc.facts import EVERYONE, Audience
+
 
 def graph_counts(*, workspace_id: int) -> dict[str, int]:
     with connections["app"].cursor() as cursor:
@@ -192,28 +194,47 @@ ENTITY_SELECT = """
 
 
 def entities_list(
-    *, workspace_id: int, query: str | None, entity_type: str | None, limit: int, cursor_id: int | None
+    *,
+    workspace_id: int,
+    query: str | None,
+    entity_type: str | None,
+    limit: int,
+    cursor_id: int | None,
+    audience: Audience = EVERYONE,
 ) -> dict[str, Any]:
-    """Search (seed scoring, best first) or list (newest first, keyset pages on id)."""
-    from graphsvc.facts import seeds_find
+    """Search (seed scoring, best first) or list (newest first, keyset pages on id); a restricted audience sees
+    only the entities its end user's (or shared) memories mention."""
+    from graphsvc.facts import seeds_find, visible_entity_and
     from graphsvc.models import ENTITY_TYPES
 
     types = [entity_type] if entity_type else list(ENTITY_TYPES)
+    visible = visible_entity_and(audience)
     with connections["app"].cursor() as cursor:
         if query:
-            seeds = seeds_find(workspace_id=workspace_id, query=query, limit=limit)
+            # The type filter applies after scoring: ask for more seeds when one type is wanted, so a page is
+            # full whenever enough entities of that type match.
+            wanted = min(200, limit * 5) if entity_type else limit
+            seeds = seeds_find(workspace_id=workspace_id, query=query, limit=wanted, audience=audience)
             order = {seed.node_id: i for i, seed in enumerate(seeds)}
             cursor.execute(
-                ENTITY_SELECT + " WHERE n.workspace_id = %s AND n.id = ANY(%s) AND n.node_type = ANY(%s)",
-                [workspace_id, list(order), types],
+                ENTITY_SELECT
+                + " WHERE n.workspace_id = %(ws)s AND n.id = ANY(%(ids)s) AND n.node_type = ANY(%(types)s)",
+                {"ws": workspace_id, "ids": list(order), "types": types},
             )
-            rows = sorted(cursor.fetchall(), key=lambda r: order[r[0]])
+            rows = sorted(cursor.fetchall(), key=lambda r: order[r[0]])[:limit]
             return {"entities": [_entity_json(r) for r in rows], "nextCursor": None}
         cursor.execute(
-            ENTITY_SELECT
-            + " WHERE n.workspace_id = %s AND n.node_type = ANY(%s) AND (%s::bigint IS NULL OR n.id < %s)"
-            " ORDER BY n.id DESC LIMIT %s",
-            [workspace_id, types, cursor_id, cursor_id, limit + 1],
+            ENTITY_SELECT + " WHERE n.workspace_id = %(ws)s AND n.node_type = ANY(%(types)s)"
+            " AND (%(after)s::bigint IS NULL OR n.id < %(after)s)"
+            + visible
+            + " ORDER BY n.id DESC LIMIT %(limit)s",
+            {
+                "ws": workspace_id,
+                "types": types,
+                "after": cursor_id,
+                "limit": limit + 1,
+                "viewer": audience.user_id,
+            },
         )
         rows = cursor.fetchall()
     more = len(rows) > limit
@@ -221,10 +242,11 @@ def entities_list(
     return {"entities": [_entity_json(r) for r in rows], "nextCursor": str(rows[-1][0]) if more else None}
 
 
-def entity_detail(*, workspace_id: int, node_id: int) -> dict[str, Any]:
-    from graphsvc.facts import clean_fact_text, reading_for
+def entity_detail(*, workspace_id: int, node_id: int, audience: Audience = EVERYONE) -> dict[str, Any]:
+    from graphsvc.facts import clean_fact_text, fact_visible_sql, reading_for
 
-    reading = reading_for(workspace_id=workspace_id)
+    reading = reading_for(workspace_id=workspace_id, audience=audience)
+    visible_fact = f" AND {fact_visible_sql('e')}" if audience.restricted else ""
     with connections["app"].cursor() as cursor:
         cursor.execute(ENTITY_SELECT + " WHERE n.workspace_id = %s AND n.id = %s", [workspace_id, node_id])
         data = _entity_json(cursor.fetchone())
@@ -240,7 +262,7 @@ def entity_detail(*, workspace_id: int, node_id: int) -> dict[str, Any]:
             FROM graph_edges e JOIN graph_nodes s ON s.id = e.from_node_id
                 JOIN graph_nodes t ON t.id = e.to_node_id
             WHERE e.workspace_id = %(ws)s AND e.origin = 'llm_entity'
-              AND (e.from_node_id = %(n)s OR e.to_node_id = %(n)s)
+              AND (e.from_node_id = %(n)s OR e.to_node_id = %(n)s){visible_fact}
             ORDER BY e.valid_from DESC NULLS LAST, e.id DESC LIMIT 100
             """,
             reading.params(n=node_id),
@@ -262,24 +284,36 @@ def entity_detail(*, workspace_id: int, node_id: int) -> dict[str, Any]:
     return data
 
 
-def communities_list(*, workspace_id: int, limit: int) -> dict[str, Any]:
+def communities_list(*, workspace_id: int, limit: int, audience: Audience = EVERYONE) -> dict[str, Any]:
+    """Communities, largest first. For a restricted audience, members it may not see are left out, and a
+    community with any such member shows no summary and a name made of its visible members (both were written
+    from every member)."""
+    from graphsvc.facts import entity_visible_sql
     from graphsvc.models import GraphSettings
 
+    member_visible = f" AND {entity_visible_sql('m.node_id')}" if audience.restricted else ""
+    hidden = (
+        f"""(SELECT count(*) FROM graph_community_members m WHERE m.workspace_id = c.workspace_id
+              AND m.community_id = c.id AND NOT {entity_visible_sql("m.node_id")})"""
+        if audience.restricted
+        else "0"
+    )
     with connections["app"].cursor() as cursor:
         cursor.execute(
-            """
+            f"""
             SELECT c.id, c.name, c.summary, coalesce(s.size, 0),
                    ARRAY(SELECT n.label FROM graph_community_members m
                          JOIN graph_nodes n ON n.workspace_id = m.workspace_id AND n.id = m.node_id
-                         WHERE m.workspace_id = c.workspace_id AND m.community_id = c.id
-                         ORDER BY m.node_id LIMIT 20)
+                         WHERE m.workspace_id = c.workspace_id AND m.community_id = c.id{member_visible}
+                         ORDER BY m.node_id LIMIT 20),
+                   {hidden}
             FROM graph_communities c
             LEFT JOIN (SELECT community_id, count(*) AS size FROM graph_community_members
                        WHERE workspace_id = %(ws)s GROUP BY community_id) s ON s.community_id = c.id
             WHERE c.workspace_id = %(ws)s
             ORDER BY coalesce(s.size, 0) DESC, c.id LIMIT %(limit)s
             """,
-            {"ws": workspace_id, "limit": limit},
+            {"ws": workspace_id, "limit": limit, "viewer": audience.user_id},
         )
         rows = cursor.fetchall()
     last = (
@@ -287,13 +321,22 @@ def communities_list(*, workspace_id: int, limit: int) -> dict[str, Any]:
         .values_list("communities_run_at", flat=True)
         .first()
     )
-    return {
-        "communities": [
-            {"id": str(i), "name": n, "summary": s, "size": size, "members": list(m)}
-            for i, n, s, size, m in rows
-        ],
-        "lastRunAt": last,
-    }
+    communities = []
+    for community_id, name, summary, size, members, hidden_count in rows:
+        if hidden_count:
+            if not members:
+                continue
+            name, summary, size = ", ".join(list(members)[:3]), "", size - hidden_count
+        communities.append(
+            {
+                "id": str(community_id),
+                "name": name,
+                "summary": summary,
+                "size": size,
+                "members": list(members),
+            }
+        )
+    return {"communities": communities, "lastRunAt": last}
 
 
 def entity_graph_stats(*, workspace_id: int) -> dict[str, Any]:

@@ -4,13 +4,24 @@ from __future__ import annotations
 
 import uuid
 
+from django.conf import settings
 from django.db import connections
 
+from config.errors import ApiError
 from graphsvc.models import GraphSettings
 
 
 def graph_settings_update(*, workspace_id: int, llm_daily_token_budget: int | None) -> GraphSettings:
-    """Call inside the workspace's RLS context."""
+    """Call inside the workspace's RLS context. A workspace may lower its budget but never raise it above the
+    operator's ceiling (GRAPH_LLM_DAILY_TOKEN_BUDGET_MAX)."""
+    ceiling = settings.GRAPH_LLM_DAILY_TOKEN_BUDGET_MAX
+    if ceiling and llm_daily_token_budget is not None and llm_daily_token_budget > ceiling:
+        raise ApiError(
+            400,
+            "TOKEN_BUDGET_ABOVE_CEILING",
+            f"dailyTokenBudget may be at most {ceiling:,} tokens on this server; send a lower number.",
+            details={"ceiling": ceiling},
+        )
     settings_row, _ = GraphSettings.objects.update_or_create(
         workspace_id=workspace_id, defaults={"llm_daily_token_budget": llm_daily_token_budget}
     )

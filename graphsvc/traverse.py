@@ -17,6 +17,7 @@ from config.prepared import prepared_cursor
 from graphsvc.facts import (
     LAZY_COMMIT_SQL,
     MAX_FANOUT,
+    audience_for,
     boosted_sql,
     clean_fact_text,
     entity_lookup_stored,
@@ -75,7 +76,8 @@ def graph_traverse(
         raise ApiError(400, "INVALID_REQUEST", f"maxHops must be 1-{MAX_HOPS}; got {max_hops}.")
     if not 1 <= limit <= MAX_LIMIT:
         raise ApiError(400, "INVALID_REQUEST", f"limit must be 1-{MAX_LIMIT}; got {limit}.")
-    start, stored = entity_lookup_stored(workspace_id=workspace_id, name=start_entity)
+    audience = audience_for(scope)
+    start, stored = entity_lookup_stored(workspace_id=workspace_id, name=start_entity, audience=audience)
     if start is None:
         raise ApiError(
             404,
@@ -88,6 +90,7 @@ def graph_traverse(
         at=at,
         edge_types=[t.strip().lower() for t in edge_types or []],
         stored=stored,
+        audience=audience,
     )
     where = reading.where()
     confidence = boosted_sql(reading.decayed(), "e.retrieval_count")

@@ -22,6 +22,7 @@ from django.utils import timezone
 from pydantic import BaseModel
 
 from graphsvc import llm
+from graphsvc.facts import reading_for
 from graphsvc.models import ENTITY_TYPES, GraphSettings
 from graphsvc.names import clean_text
 from tenancy.rls import workspace_context
@@ -446,9 +447,8 @@ def retrieval_counts_decay(*, workspace_id: int) -> int:
 
 
 def decay_summary(*, workspace_id: int) -> dict[str, Any]:
-    """How many current facts decay has taken under the retrieval floor (kept, not retrieved)."""
-    from graphsvc.facts import reading_for
-
+    """How many current facts decay has taken under the retrieval floor (not retrieved; the next eviction
+    deletes them)."""
     reading = reading_for(workspace_id=workspace_id)
     with connections["app"].cursor() as cursor:
         cursor.execute(
@@ -473,11 +473,14 @@ def decay_summary(*, workspace_id: int) -> dict[str, Any]:
 
 
 def graph_evict(*, workspace_id: int) -> dict[str, Any]:
-    """Invalidated facts past the retention, unconnected entities unseen for as long, then the entity cap
-    (fewest active facts first, least recently seen next). Their facts go with them (foreign keys cascade)."""
+    """Invalidated facts past the retention, current facts decay has taken under the confidence floor (no
+    longer retrieved, so they would only keep their entities alive), unconnected entities unseen for the
+    retention, then the entity cap (fewest active facts first, least recently seen next). Their facts go with
+    them (foreign keys cascade)."""
     days = settings.GRAPH_EVICTION_RETENTION_DAYS
     row = GraphSettings.objects.filter(workspace_id=workspace_id).values("max_entities").first()
     cap = (row["max_entities"] if row else None) or settings.GRAPH_MAX_ENTITIES or 0
+    reading = reading_for(workspace_id=workspace_id)
     with connections["app"].cursor() as cursor:
         cursor.execute(
             "DELETE FROM graph_edges WHERE workspace_id = %s AND origin = 'llm_entity' "
@@ -486,6 +489,14 @@ def graph_evict(*, workspace_id: int) -> dict[str, Any]:
             [workspace_id, days],
         )
         expired_facts = cursor.rowcount
+        cursor.execute(
+            f"""
+            DELETE FROM graph_edges e WHERE e.workspace_id = %(ws)s AND e.origin = 'llm_entity'
+              AND e.expired_at IS NULL AND e.valid_to IS NULL AND {reading.decayed()} < %(floor)s
+            """,
+            reading.params(),
+        )
+        decayed_facts = cursor.rowcount
         cursor.execute(
             """
             SELECT n.id FROM graph_nodes n WHERE n.workspace_id = %(ws)s AND n.node_type = ANY(%(types)s)
@@ -524,6 +535,7 @@ def graph_evict(*, workspace_id: int) -> dict[str, Any]:
             )
     result = {
         "expiredFacts": expired_facts,
+        "decayedFacts": decayed_facts,
         "staleEntities": stale_entities,
         "overCapEntities": over_cap,
         "ranAt": timezone.now().isoformat(),

@@ -1,23 +1,20 @@
 """LLM relationships between memories through litellm and a local fake provider: the pairwise classifier
-(contradicts, supersedes), the semantic extractor (caused_by … conditional_on with reused condition nodes), call
-caps, degraded and failed runs, injection-flagged memories, usage and the daily token budget."""
+(contradicts, supersedes), the semantic extractor (caused_by … conditional_on with reused condition nodes),
+call caps, degraded and failed runs, injection-flagged memories, usage and the daily token budget."""
 
 from __future__ import annotations
 
 import pytest
+from django.conf import settings
 
 from graphsvc.models import GraphEdge, GraphNode, LlmUsage
 from memories.models import PipelineJob
-from pipeline import services as pipeline
 from tenancy.rls import workspace_context
 from tests.graphsvc.conftest import script_for
+from tests.memories.helpers import run_jobs
 
 DEPLOY_FRIDAY = "We deploy the payments service on Fridays after the standup."
 DEPLOY_NEVER = "We never deploy the payments service on Fridays any more."
-
-
-def run_jobs(workspace_id: int, **kwargs) -> int:
-    return pipeline.jobs_run_pending(workspace_id=workspace_id, **kwargs)
 
 
 def edges(workspace_id: int, *, origin: str | None = None, edge_type: str | None = None) -> list[GraphEdge]:
@@ -391,6 +388,6 @@ def test_it_validates_the_budget_and_keeps_it_inside_the_workspace(personas, ano
         assert data["dailyTokenBudget"] == 7
     assert alice.get("graph/extraction").json()["data"]["dailyTokenBudget"] == 5000
     assert charlie.get("graph/extraction").json()["data"]["dailyTokenBudget"] == 7
-    assert (
-        alice.get("graph/extraction?projectId=github.com/acme/x").json()["data"]["dailyTokenBudget"] is None
-    )
+    # acme set no budget of its own: the operator's ceiling applies.
+    acme = alice.get("graph/extraction?projectId=github.com/acme/x").json()["data"]
+    assert acme["dailyTokenBudget"] == settings.GRAPH_LLM_DAILY_TOKEN_BUDGET_MAX

@@ -1,5 +1,5 @@
-"""Upkeep: eviction (retention, stale entities, entity cap) with its counts in graph/stats, retrieval-count decay,
-graph/decay rates, graph/clear's confirmation, the hourly schedule and the management command."""
+"""Upkeep: eviction (retention, stale entities, entity cap) with its counts in graph/stats, retrieval-count
+decay, graph/decay rates, graph/clear's confirmation, the hourly schedule and the management command."""
 
 from __future__ import annotations
 
@@ -139,3 +139,19 @@ def test_it_keeps_decay_and_settings_per_tenant(alice_ws, personas):
     alice = personas.alice_api.ok("graph/decay", {"action": "recompute"})
     assert alice["defaultRate"] == 0.01 and alice["activeFacts"] == 1 and alice["retrievalCountsDecayed"] == 1
     assert personas.alice_api.get("graph/settings").json()["data"]["decayRate"] == 0.01
+
+
+def test_it_evicts_current_facts_decay_took_under_the_floor_and_frees_their_entities(alice_ws, alice_api):
+    g = GraphBuilder(alice_ws)
+    long_ago = timezone.now() - timedelta(days=400)
+    g.entity("Faded Tool", last_seen=long_ago)
+    g.entity("Faded Team", last_seen=long_ago)
+    # 0.5 × e^(−0.01 × 400) ≈ 0.009, far under the 0.1 floor; the other fact was just seen.
+    g.fact("Faded Team", "uses", "Faded Tool", confidence=0.5, observed_days_ago=400)
+    g.fact("Live Team", "uses", "Live Tool", confidence=0.5)
+    with workspace_context(alice_ws):
+        result = upkeep.graph_evict(workspace_id=alice_ws)
+    assert result["decayedFacts"] == 1 and result["staleEntities"] == 2
+    assert {"Faded Tool", "Faded Team"}.isdisjoint(names(alice_ws))
+    assert {"Live Team", "Live Tool"} <= names(alice_ws)
+    assert alice_api.ok("graph/stats", {})["lastEviction"]["decayedFacts"] == 1
