@@ -37,11 +37,11 @@ lint: install
 bench: install
 	$(PY) bench/api_latency.py
 
-# API fuzzing (issue #9): 1000 generated requests per operation, random seed (the suite runs a fixed, small profile).
+# API fuzzing: 1000 generated requests per operation, random seed (the suite runs a fixed, small profile).
 fuzz: install
 	FUZZ_EXAMPLES=1000 FUZZ_RANDOM=1 $(PY) -m pytest tests/ops/test_fuzz.py -p no:warnings
 
-# Load test (issue #9): gunicorn (2 workers) + qcluster, 8 clients, mixed workload; LOAD_SECONDS=600 for the full run.
+# Load test: gunicorn (2 workers) + qcluster, 8 clients, mixed workload; LOAD_SECONDS=600 for the full run.
 load: install
 	$(PY) bench/load_test.py --seconds $${LOAD_SECONDS:-600} --clients 8
 

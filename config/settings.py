@@ -186,8 +186,8 @@ if DATABASE_URL:
         raise ImproperlyConfigured(
             "DATABASE_URL is set but DATABASE_APP_URL is not. Cairn needs two roles: DATABASE_URL for the "
             "owner (runs migrations) and DATABASE_APP_URL for a runtime role that is not the owner, not a "
-            "superuser and has no BYPASSRLS, so row-level security applies. See README, "
-            "'External PostgreSQL'."
+            "superuser and has no BYPASSRLS, so row-level security applies. See "
+            "docs/operations.md, 'External PostgreSQL'."
         )
     _owner = _url_settings(DATABASE_URL, setting="DATABASE_URL")
     _app = _url_settings(app_url, setting="DATABASE_APP_URL")
@@ -317,6 +317,13 @@ LOGGING: dict[str, Any] = {
 DEFAULT_EMBEDDING_MODEL = "local/all-MiniLM-L6-v2-int8-onnx"
 EMBEDDING_MODEL = os.environ.get("EMBEDDING_MODEL", "").strip() or DEFAULT_EMBEDDING_MODEL
 EMBEDDING_DIMENSION = env_int("EMBEDDING_DIMENSION", 1536)  # litellm models only; local models know their own
+# The local models (offline, CPU, 384-d). A request may name only a model from EMBEDDING_MODELS_ALLOWED (comma
+# list; default: these and EMBEDDING_MODEL): which provider the server calls, with the operator's credentials, is
+# the operator's choice alone.
+LOCAL_EMBEDDING_MODELS = ("local/all-MiniLM-L6-v2", "local/all-MiniLM-L6-v2-int8", DEFAULT_EMBEDDING_MODEL)
+EMBEDDING_MODELS_ALLOWED = tuple(
+    dict.fromkeys(env_list("EMBEDDING_MODELS_ALLOWED", [*LOCAL_EMBEDDING_MODELS, EMBEDDING_MODEL]))
+)
 EMBEDDING_API_BASE = os.environ.get("EMBEDDING_API_BASE", "").strip()
 EMBEDDING_API_KEY = os.environ.get("EMBEDDING_API_KEY", "").strip()
 EMBEDDING_THREADS = env_int("EMBEDDING_THREADS", 1)  # torch threads per process for the local model

@@ -15,6 +15,8 @@ _FIELD_CODES = {
     ("scope", "tenantId"): "TENANT_ID_INVALID",
     ("scope", "userId"): "USER_ID_INVALID",
 }
+# Errors a validator raises with a type of its own (pydantic_core.PydanticCustomError) keep a code of their own.
+_TYPE_CODES = {"embedding_model_not_allowed": "EMBEDDING_MODEL_NOT_ALLOWED"}
 # The *_REQUIRED codes mean "absent, null or blank"; anything else wrong there (too long) is INVALID_REQUEST.
 _REQUIRED_CODES = {"MEMORY_CONTENT_REQUIRED", "MEMORY_ID_REQUIRED", "QUERY_REQUIRED"}
 _ABSENT_TYPES = {"missing", "string_type", "string_too_short"}
@@ -45,6 +47,7 @@ def api_error_from_validation(errors: list[dict[str, Any]]) -> ApiError:
         first_path = _field_path(errors[0].get("loc", ()))
         code = _FIELD_CODES.get(first_path, code)
         first_type = errors[0].get("type")
+        code = _TYPE_CODES.get(str(first_type), code)
         if code == "MEMORY_LAYER_INVALID" and first_type == "missing":
             code = "INVALID_REQUEST"
         if code in _REQUIRED_CODES and first_type not in _ABSENT_TYPES:

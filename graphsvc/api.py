@@ -76,7 +76,7 @@ def graph_extraction_patch(request: HttpRequest, payload: ExtractionSettingsIn) 
     return success_envelope(request, data)
 
 
-# --- issue 6: fact recall, traversal, entities, communities, stats, clear, decay, settings -------------------------
+# --- fact recall, traversal, entities, communities, stats, clear, decay, settings -----------------------
 CLEAR_CONFIRMATION = "delete entity graph"
 MAX_RELATION_RATES = 50
 

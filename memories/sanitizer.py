@@ -1,4 +1,4 @@
-"""Prompt-injection flags for memory content (zeph.md, security.md §3).
+"""Prompt-injection flags for memory content.
 
 Memory text is untrusted: it is read by the extraction LLM and later pasted into agents' prompts. Content is
 flagged, never altered or refused (security notes legitimately quote these phrases); flagged memories stay

@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 from django.conf import settings
 from ninja import Schema
 from pydantic import BaseModel, Field, field_validator
+from pydantic_core import PydanticCustomError
 
 from config.schemas import NUL_MESSAGE, ApiDateTime, ScopeIn, ScopeQuery, StrictIn, Trimmed, scope_field
 
@@ -40,6 +41,23 @@ def _check_metadata(value: dict[str, Any] | None) -> dict[str, Any] | None:
     if size > settings.MEMORY_METADATA_MAX_BYTES:
         raise ValueError(
             f"metadata is {size} bytes as JSON; the limit is {settings.MEMORY_METADATA_MAX_BYTES}"
+        )
+    return value
+
+
+def embedding_models_allowed() -> tuple[str, ...]:
+    """EMBEDDING_MODELS_ALLOWED and the server's own EMBEDDING_MODEL, always allowed."""
+    return tuple(dict.fromkeys((*settings.EMBEDDING_MODELS_ALLOWED, settings.EMBEDDING_MODEL)))
+
+
+def _check_embedding_model(value: str | None) -> str | None:
+    """Only a model the operator allows: a caller never picks which provider the server calls."""
+    allowed = embedding_models_allowed()
+    if value is not None and value not in allowed:
+        raise PydanticCustomError(
+            "embedding_model_not_allowed",
+            "this server embeds with {allowed} only",
+            {"allowed": ", ".join(allowed)},
         )
     return value
 
@@ -111,11 +129,15 @@ class AddIn(StrictIn):
     category: Annotated[str, Trimmed(120)] | None = Field(None, description="Category, 1–120 chars.")
     metadata: dict[str, Any] | None = Field(None, description="Any JSON object up to 16 KB.")
     embeddingModel: Annotated[str, Trimmed(160)] | None = Field(
-        None, description="Embedding model to use for this memory."
+        None,
+        description="Embedding model for this memory, one the server allows (EMBEDDING_MODELS_ALLOWED; "
+        "default: the local models and the server's default model); anything else is 400 "
+        "EMBEDDING_MODEL_NOT_ALLOWED naming the allowed ones. Omitted: the server's default.",
     )
     scope: ScopeIn = scope_field()
 
     _metadata = field_validator("metadata")(_check_metadata)
+    _embedding_model = field_validator("embeddingModel")(_check_embedding_model)
 
 
 class AdmissionOut(Schema):
@@ -184,11 +206,14 @@ class EditIn(StrictIn):
     category: Annotated[str, Trimmed(120)] | None = Field(None, description="New category.")
     metadata: dict[str, Any] | None = Field(None, description="Replaces the metadata; null clears it.")
     embeddingModel: Annotated[str, Trimmed(160)] | None = Field(
-        None, description="Embedding model for this memory."
+        None,
+        description="Embedding model for this memory, one the server allows (EMBEDDING_MODELS_ALLOWED); "
+        "anything else is 400 EMBEDDING_MODEL_NOT_ALLOWED naming the allowed ones.",
     )
     scope: ScopeIn = scope_field()
 
     _metadata = field_validator("metadata")(_check_metadata)
+    _embedding_model = field_validator("embeddingModel")(_check_embedding_model)
 
 
 class EditOut(Schema):

@@ -128,7 +128,7 @@ def memory_edit(
     changes: dict[str, Any],
     scrub_at_rest: bool = False,
 ) -> Memory:
-    """Apply the fields present in `changes` (memories-sh.md §1.4 edit rules)."""
+    """Apply the fields present in `changes`: a field sent replaces the stored one (metadata null clears it)."""
     unknown = set(changes) - set(_EDITABLE)
     if unknown:
         raise ValueError(f"not editable: {sorted(unknown)}")

@@ -27,6 +27,7 @@ from typing import Any, Protocol
 import numpy as np
 from django.conf import settings
 
+from memories.schemas import embedding_models_allowed
 from retrieval.onnx_embedding import QUANTISED_MIN_COSINE
 
 logger = logging.getLogger("cairn.embeddings")
@@ -43,6 +44,10 @@ QUANTISED_PROBES = [
     "Ünïcode, emoji 🙂 and 日本語",
     "deploy " * 300,
 ]
+
+
+# Sent when the operator configured no key, so that litellm never looks for one in the environment.
+NO_KEY = "no-key-configured"
 
 
 class EmbeddingUnavailable(Exception):
@@ -213,7 +218,9 @@ class LiteLLMEmbedder:
                     max_retries=0,
                 )
             except Exception as exc:  # noqa: BLE001 - every provider error means "try again later"
-                raise EmbeddingUnavailable(f"{self.model}: {type(exc).__name__}: {exc}") from exc
+                # The provider's words stay in the server log; what reaches a workspace is the class only.
+                logger.warning("embedding call to %s failed: %s", self.model, str(exc)[:1000])
+                raise EmbeddingUnavailable(f"{self.model}: {type(exc).__name__}") from exc
             data = sorted(
                 response.data, key=lambda item: item["index"] if isinstance(item, dict) else item.index
             )
@@ -298,11 +305,16 @@ def _build(name: str) -> Embedder:
         if name not in LOCAL_MODELS:
             raise EmbeddingUnavailable(f"unknown local model {name!r}; available: {', '.join(LOCAL_MODELS)}")
         return LocalEmbedder(model=name, dimension=LOCAL_MODELS[name])
+    if name not in embedding_models_allowed():
+        # A memory stored before the allow-list may name a model the operator no longer allows: it is never
+        # called, and the memory waits (retryably) until reembed moves it to an allowed model.
+        raise EmbeddingUnavailable(f"embedding model {name!r} is not in EMBEDDING_MODELS_ALLOWED")
     return LiteLLMEmbedder(
         model=name,
         dimension=settings.EMBEDDING_DIMENSION,
         api_base=settings.EMBEDDING_API_BASE or None,
-        api_key=settings.EMBEDDING_API_KEY or None,
+        # Always the operator's key, never litellm's fallback to the environment's (it treats "" as absent).
+        api_key=settings.EMBEDDING_API_KEY or NO_KEY,
         timeout=settings.EMBEDDING_TIMEOUT_SECONDS,
     )
 

@@ -307,7 +307,7 @@ class StatusOut(Schema):
     extraction: ExtractionOut = Field(
         description="LLM extraction: on/off, token budget, usage, what it built."
     )
-    admission: AdmissionStatusOut | None = Field(None, description="Admission control decisions (issue #10).")
+    admission: AdmissionStatusOut | None = Field(None, description="Admission control decisions.")
     rollout: RolloutModeOut = Field(description="The workspace's graph retrieval mode.")
     shadowMetrics: ShadowMetricsOut = Field(description="Retrieval metrics of the last gate window.")
     qualityGate: QualityGateOut = Field(description="The canary quality gate.")

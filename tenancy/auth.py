@@ -1,4 +1,4 @@
-"""SDK authentication, in memories.sh's order (memories-sh.md §1.1):
+"""SDK authentication, in the order memories.sh checks:
 missing → format → rate limit → unknown → expired, and only then the body."""
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ class Workspace(models.Model):
 
     kind = models.CharField(max_length=16, choices=Kind.choices)
     name = models.CharField(max_length=200)
-    # Orgs only: the GitHub-owner-shaped handle used by repo routing (memories-sh.md §6).
+    # Orgs only: the GitHub-owner-shaped handle repo routing matches a projectId's owner against.
     slug = models.CharField(max_length=39, null=True, blank=True)
     personal_owner = models.OneToOneField(
         settings.AUTH_USER_MODEL,

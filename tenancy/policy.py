@@ -7,7 +7,7 @@ Roles, weakest first: `read` (search, list, context, graph reads), `write` (add,
   (owner, admin; `member` is write), an SDK tenant gives the role its caller holds in the parent workspace;
 - what the key may do: its scope (`read`, `write` or `admin`).
 So a key never exceeds its user's role, and a change of membership applies to the user's keys on their next
-call. Every SDK route, MCP tool and dashboard view declares the role it needs (`requires`, `dashboard_view`); the
+call. Every SDK route, MCP tool and dashboard view declares the role it needs (`requires` here, `workspace_page` and its kin in dashboard/access.py); the
 check runs before any service, and a refusal is 403 FORBIDDEN_ROLE naming the role needed. Management commands
 are the operator's and declare `OPERATOR`.
 """

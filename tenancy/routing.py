@@ -1,4 +1,4 @@
-"""Repo → workspace routing helpers (memories-sh.md §6): parsing a GitHub owner out of a projectId."""
+"""Repo → workspace routing helpers: the GitHub owner of a projectId picks the org a call lands in."""
 
 from __future__ import annotations
 

@@ -171,7 +171,9 @@ def repo_owner_mapping_delete(*, user: AbstractBaseUser, owner: str) -> int:
 
 
 def routed_workspace(*, user: AbstractBaseUser, project_id: str | None) -> Workspace:
-    """The personal or org workspace a call without tenantId lands in (memories-sh.md §6)."""
+    """The personal or org workspace a call without tenantId lands in: in auto mode a github.com projectId
+    goes to the org its owner maps to (or is the slug of) when the user is a member; else the active org, else
+    the personal workspace."""
     user_settings = selectors.user_settings_get(user=user)
     if user_settings.routing_mode == UserSettings.RoutingMode.AUTO and project_id:
         owner = github_owner_from_project(project_id)

@@ -1,4 +1,4 @@
-"""SDK routes of ops: workspace export (a JSON Lines stream) and import (the same format, all or nothing)."""
+"""SDK routes of transfer: workspace export (a JSON Lines stream) and import (the same format, all or nothing)."""
 
 from __future__ import annotations
 

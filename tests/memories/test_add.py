@@ -81,7 +81,7 @@ def test_it_stores_every_field(alice_api):
             "paths": ["pyproject.toml", "ruff.toml"],
             "category": "tooling",
             "metadata": {"source": "review", "nested": {"n": 1, "list": [1, 2]}},
-            "embeddingModel": "openai/text-embedding-3-small",
+            "embeddingModel": "local/all-MiniLM-L6-v2",
         },
         status=201,
     )
@@ -92,7 +92,7 @@ def test_it_stores_every_field(alice_api):
     assert memory["paths"] == ["pyproject.toml", "ruff.toml"]
     assert memory["category"] == "tooling"
     assert memory["metadata"] == {"source": "review", "nested": {"n": 1, "list": [1, 2]}}
-    assert data["embeddingModel"] == "openai/text-embedding-3-small"
+    assert data["embeddingModel"] == "local/all-MiniLM-L6-v2"
     assert data["embeddingModelSource"] == "request"
     listed = alice_api.ok("memories/list", {})["memories"]
     assert listed == [memory]
@@ -368,3 +368,15 @@ def test_it_forgets_expired_working_memories_on_the_next_working_write(personas)
     new = api.add("today's scratch", layer="working")
     assert ids(api.ok("memories/list", {})["memories"]) == [new["id"]]
     assert stored(workspace_id, old["id"]).deleted_at is not None
+
+
+def test_it_refuses_an_embedding_model_the_operator_did_not_allow(alice_api, settings):
+    # A caller never chooses which provider the server calls with the operator's credentials.
+    for model in ("ollama/x", "bedrock/amazon.titan-embed-text-v1", "openai/text-embedding-3-small"):
+        error = alice_api.error(
+            "memories/add", {"content": "x", "embeddingModel": model}, status=400, code="EMBEDDING_MODEL_NOT_ALLOWED"
+        )
+        assert "local/all-MiniLM-L6-v2" in error["message"] and settings.EMBEDDING_MODEL in error["message"]
+    assert alice_api.ok("memories/list", {})["memories"] == []
+    settings.EMBEDDING_MODELS_ALLOWED = (*settings.EMBEDDING_MODELS_ALLOWED, "openai/text-embedding-3-small")
+    alice_api.ok("memories/add", {"content": "x", "embeddingModel": "openai/text-embedding-3-small"}, status=201)

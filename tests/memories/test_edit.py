@@ -1,4 +1,4 @@
-"""POST memories/edit: field changes, layer and expiry rules, validation, write scope and workspace isolation."""
+"""POST memories/edit: field changes, layer and expiry rules, validation, write scope, workspace isolation."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def test_it_changes_every_field(alice_api):
         paths=["b.py"],
         category="new",
         metadata={"b": 2},
-        embeddingModel="openai/text-embedding-3-small",
+        embeddingModel="local/all-MiniLM-L6-v2",
     )
     edited = data["memory"]
     assert edited["content"] == "x"
@@ -66,8 +66,14 @@ def test_it_changes_every_field(alice_api):
     assert edited["paths"] == ["b.py"]
     assert edited["category"] == "new"
     assert edited["metadata"] == {"b": 2}
-    assert data["embeddingModel"] == "openai/text-embedding-3-small"
+    assert data["embeddingModel"] == "local/all-MiniLM-L6-v2"
     assert data["embeddingModelSource"] == "request"
+
+
+def test_it_refuses_an_embedding_model_the_operator_did_not_allow(alice_api):
+    memory = alice_api.add("x")
+    body = {"id": memory["id"], "embeddingModel": "ollama/x"}
+    alice_api.error("memories/edit", body, status=400, code="EMBEDDING_MODEL_NOT_ALLOWED")
 
 
 def test_it_clears_metadata_with_null_and_tags_with_an_empty_list(alice_api):
