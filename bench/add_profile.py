@@ -1,7 +1,7 @@
 """Where one `memories/add` spends its time, in-process: statements, CPU ms per add, and a cProfile summary.
 
-Django's test client against the bench database (cairn_bench, see api_latency.py) with the bench user's key, so
-no network and no gunicorn: what is left is Django, django-ninja, pydantic, our code and the round trips.
+Django's test client against the bench database (cairn_bench, see api_latency.py) with the bench user's key,
+so no network and no gunicorn: what is left is Django, django-ninja, pydantic, our code and the round trips.
 
     .venv/bin/python bench/add_profile.py [--adds 300] [--top 25]
 """

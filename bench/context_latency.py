@@ -85,8 +85,8 @@ def seed_graph(workspace_id: int, memories: int) -> dict[str, Any]:
             [workspace_id, model],
         ).fetchone()[0]
         if edges >= memories * NEIGHBOURS * 2 * 0.95 and vectors < memories:
-            # Seeded under an earlier default model: the vectors are synthetic, so only their label must follow
-            # (search compares a query only with vectors of the model it was embedded by).
+            # Seeded under an earlier default model: the vectors are synthetic, so only their label must
+            # follow (search compares a query only with vectors of the model it was embedded by).
             relabelled = conn.execute(
                 "UPDATE memory_embeddings SET model = %s WHERE workspace_id = %s AND model <> %s",
                 [model, workspace_id, model],
@@ -107,7 +107,8 @@ def seed_graph(workspace_id: int, memories: int) -> dict[str, Any]:
         conn.execute("SET maintenance_work_mem = '512MB'")
         conn.execute(
             """
-            INSERT INTO graph_nodes (workspace_id, node_type, node_key, label, metadata, created_at, updated_at)
+            INSERT INTO graph_nodes (workspace_id, node_type, node_key, label, metadata, created_at,
+                updated_at)
             SELECT %(ws)s, 'memory', id::text, left(content, 120), '{}'::jsonb, now(), now()
             FROM memories WHERE workspace_id = %(ws)s AND deleted_at IS NULL
             UNION ALL
@@ -120,11 +121,13 @@ def seed_graph(workspace_id: int, memories: int) -> dict[str, Any]:
             """
             INSERT INTO memory_node_links (workspace_id, memory_id, node_id, role, created_at)
             SELECT %(ws)s, m.id, n.id, 'self', now() FROM memories m
-            JOIN graph_nodes n ON n.workspace_id = %(ws)s AND n.node_type = 'memory' AND n.node_key = m.id::text
+            JOIN graph_nodes n
+                ON n.workspace_id = %(ws)s AND n.node_type = 'memory' AND n.node_key = m.id::text
             WHERE m.workspace_id = %(ws)s
             UNION ALL
             SELECT %(ws)s, m.id, n.id, 'tag', now() FROM memories m, unnest(m.tags) AS tag
-            JOIN graph_nodes n ON n.workspace_id = %(ws)s AND n.node_type = 'topic' AND n.node_key = lower(tag)
+            JOIN graph_nodes n
+                ON n.workspace_id = %(ws)s AND n.node_type = 'topic' AND n.node_key = lower(tag)
             WHERE m.workspace_id = %(ws)s
             ON CONFLICT DO NOTHING
             """,
@@ -142,10 +145,10 @@ def seed_graph(workspace_id: int, memories: int) -> dict[str, Any]:
                 JOIN numbered b ON b.i = (a.i * 7919 + k * 104729) %% a.n
                 WHERE a.id <> b.id
             )
-            INSERT INTO graph_edges (workspace_id, edge_key, from_node_id, to_node_id, edge_type, edge_class, weight,
-                confidence, origin, created_at, updated_at, last_observed_at, retrieval_count)
-            SELECT %(ws)s, 'r:similar_to:' || x || ':' || y, x, y, 'similar_to', 'semantic', w, 1.0, 'similarity',
-                now(), now(), now(), 0
+            INSERT INTO graph_edges (workspace_id, edge_key, from_node_id, to_node_id, edge_type, edge_class,
+                weight, confidence, origin, created_at, updated_at, last_observed_at, retrieval_count)
+            SELECT %(ws)s, 'r:similar_to:' || x || ':' || y, x, y, 'similar_to', 'semantic', w, 1.0,
+                'similarity', now(), now(), now(), 0
             FROM (SELECT a AS x, b AS y, w FROM pairs UNION ALL SELECT b, a, w FROM pairs) d
             ON CONFLICT DO NOTHING
             """,
@@ -158,8 +161,8 @@ def seed_graph(workspace_id: int, memories: int) -> dict[str, Any]:
                 SELECT c, array_agg(random() - 0.5) AS v FROM generate_series(0, %(clusters)s - 1) c,
                      generate_series(1, 384) GROUP BY c
             )
-            INSERT INTO memory_embeddings (workspace_id, memory_id, model, dimension, embedding, content_sha256,
-                user_id, scope, project_id, expires_at, created_at, updated_at)
+            INSERT INTO memory_embeddings (workspace_id, memory_id, model, dimension, embedding,
+                content_sha256, user_id, scope, project_id, expires_at, created_at, updated_at)
             SELECT %(ws)s, m.id, %(model)s, 384,
                    (SELECT array_agg(x + (random() - 0.5) * 0.3) FROM unnest(ce.v) AS x)::vector,
                    '', m.user_id, m.scope, m.project_id, m.expires_at, now(), now()
@@ -194,8 +197,8 @@ def set_canary(workspace_id: int) -> None:
 
     with workspace_context(workspace_id):
         RolloutConfig.objects.update_or_create(workspace_id=workspace_id, defaults={"mode": "canary"})
-    # Metrics of earlier runs (an interrupted one, a run on another seed) would feed the quality gate and may block
-    # the canary; every run starts from an empty window.
+    # Metrics of earlier runs (an interrupted one, a run on another seed) would feed the quality gate and may
+    # block the canary; every run starts from an empty window.
     with superuser_connection() as conn:
         conn.execute("DELETE FROM retrieval_metrics WHERE workspace_id = %s", [workspace_id])
 
@@ -226,9 +229,9 @@ def context_workload(depth: int) -> api_latency.Workload:
 
 
 def in_process_workspace() -> tuple[Any, int]:
-    """For the in-process profiles (context_profile.py, context_http_profile.py): set Django up on the seeded bench
-    database, put its workspace in canary and load the embedding model now (rather than answering lexical while it
-    loads). Returns the bench user and the workspace id."""
+    """For the in-process profiles (context_profile.py, context_http_profile.py): set Django up on the seeded
+    bench database, put its workspace in canary and load the embedding model now (rather than answering
+    lexical while it loads). Returns the bench user and the workspace id."""
     import django
 
     django.setup()

@@ -1,10 +1,10 @@
-"""Where a benchmark's CPU went: the load generator, the web server, PostgreSQL, and what the host took (steal).
+"""Where a benchmark's CPU went: the load generator, the web server, PostgreSQL, what the host took (steal).
 
 Throughput on a small machine that also runs the database and the load generator says little on its own: the
 machine's speed drifts (a burstable VM's steal time) and the load generator competes for the same cores. This
 module reads Linux's /proc before and after a measured interval and splits the CPU time by who used it, per
-request, so a run also says how much CPU one request costs the server (web + database) — a figure that does not
-depend on what else ran — and how many requests per second that CPU allows on a given number of cores.
+request, so a run also says how much CPU one request costs the server (web + database) — a figure that does
+not depend on what else ran — and how many requests per second that CPU allows on a given number of cores.
 
 Linux only (/proc); elsewhere `snapshot` returns None and the report leaves the split out.
 """
@@ -103,8 +103,9 @@ def split(
     return {
         "cpuMsPerRequest": {name: round(value, 2) for name, value in per_request.items()},
         "serverCpuMsPerRequest": round(server, 2),
-        # What the server's CPU per request allows when the whole of `cores` serves requests (the load generator
-        # and the host elsewhere): an upper bound, reached only with enough concurrency to keep every core busy.
+        # What the server's CPU per request allows when the whole of `cores` serves requests (the load
+        # generator and the host elsewhere): an upper bound, reached only with concurrency enough to keep
+        # every core busy.
         "serverCpuBoundQps": round(cores * 1000 / server, 1) if server else None,
         "machinePercent": {
             "busy": round(100 * (total - ticks["idle"] - ticks["iowait"] - ticks["steal"]) / total, 1),

@@ -1,15 +1,16 @@
 """Local embedding variants side by side: speed, fidelity to float32 and LoCoMo semantic recall.
 
-Every LoCoMo turn (as `locomo.py` writes it) and every question of categories 1–4 is embedded by each variant of
-all-MiniLM-L6-v2; a question's R@10 is the share of its evidence turns among the 10 turns of its conversation
-nearest to it (pure cosine, no importance blend or fusion, so the absolute value sits a little under the API's;
-the difference between variants is what counts). Speed is texts per CPU-second of this process (one thread,
-length-sorted batches of 32), which a loaded machine distorts less than wall time. Cosine is between a turn's
-vector and its float32 vector.
+Every LoCoMo turn (as `locomo.py` writes it) and every question of categories 1–4 is embedded by each variant
+of all-MiniLM-L6-v2; a question's R@10 is the share of its evidence turns among the 10 turns of its
+conversation nearest to it (pure cosine, no importance blend or fusion, so the absolute value sits a little
+under the API's; the difference between variants is what counts). Speed is texts per CPU-second of this
+process (one thread, length-sorted batches of 32), which a loaded machine distorts less than wall time. Cosine
+is between a turn's vector and its float32 vector.
 
-    .venv/bin/python bench/embedding_variants.py [--data PATH] [--variants float32,int8,int8-onnx] [--repeat 2]
+    .venv/bin/python bench/embedding_variants.py [--data PATH] [--variants float32,int8,int8-onnx]
+                                                 [--repeat 2]
 
-Variants are the product's own embedders (`retrieval.embeddings.get_embedder`), so what is measured is what runs.
+Variants are the product's own embedders (`retrieval.embeddings.get_embedder`): what is measured is what runs.
 """
 
 from __future__ import annotations
@@ -90,7 +91,8 @@ def main() -> None:
             evidence = [{position[dia_id] for dia_id in question.evidence} for question in questions]
             recalls.extend(recall_at(10, question_vectors, turn_vectors, evidence))
         print(
-            f"{name:10s} {VARIANTS[name]:36s} {len(texts) / best:7.1f} texts/CPU-s  cosine mean {cosines.mean():.4f}"
+            f"{name:10s} {VARIANTS[name]:36s} {len(texts) / best:7.1f} texts/CPU-s"
+            f"  cosine mean {cosines.mean():.4f}"
             f" min {cosines.min():.4f}  R@10 1-4 {np.mean(recalls):.4f} ({len(recalls)} questions)",
             flush=True,
         )

@@ -4,9 +4,11 @@
                                               [--out bench/results/explorer_render.json]
 
 What it does:
-  1. uses the cairn_bench database (bench/api_latency.py creates and migrates it) and a user explorer-bench whose
-     personal workspace gets --nodes topic/entity nodes and --edges random edges (reseeded when counts differ);
-  2. starts gunicorn like bench/api_latency.py and opens /w/<ws>/graph/?graph_limit=<nodes> in headless chromium;
+  1. uses the cairn_bench database (bench/api_latency.py creates and migrates it) and a user explorer-bench
+     whose personal workspace gets --nodes topic/entity nodes and --edges random edges (reseeded when counts
+     differ);
+  2. starts gunicorn like bench/api_latency.py and opens /w/<ws>/graph/?graph_limit=<nodes> in headless
+     chromium;
   3. per run records: the time from navigation start until the layout has run and the canvas is fitted
      (first paint of the whole graph) and its parts, the graph/data response time, a zoom step (two animation
      frames later), the worst frame gap during a mouse-wheel zoom and a node selection (panel loaded);
@@ -126,9 +128,11 @@ def measure(base_url: str, cookie: str, ws: int, nodes: int, runs: int) -> list[
                 )
                 on_screen = page.evaluate("window.cairnExplorer.cy.nodes().length")
                 zoom_ms = page.evaluate(
-                    "() => new Promise(done => { const cy = window.cairnExplorer.cy; const t = performance.now();"
+                    "() => new Promise(done => { const cy = window.cairnExplorer.cy;"
+                    " const t = performance.now();"
                     " cy.zoom({level: cy.zoom() * 1.5, renderedPosition: {x: 400, y: 400}});"
-                    " requestAnimationFrame(() => requestAnimationFrame(() => done(performance.now() - t))); })"
+                    " requestAnimationFrame(() => requestAnimationFrame(() => done(performance.now() - t)));"
+                    " })"
                 )
                 # A wheel zoom is what a person does; Cytoscape then draws a cached texture of the canvas.
                 box = page.locator("#graph-canvas").bounding_box()

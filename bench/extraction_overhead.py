@@ -1,11 +1,13 @@
 """LLM extraction overhead without model time: relate and extract jobs against a local fake OpenAI-compatible
 server that answers at once, so what is measured is Cairn's own work per job (prompt building, litellm, JSON
-validation, entity resolution with embeddings and advisory locks, fact dedup/invalidation, edge writes, usage rows).
+validation, entity resolution with embeddings and advisory locks, fact dedup/invalidation, edge writes, usage
+rows).
 
 Writes N memories through the real write flow, embeds them (not timed), then runs every relate and extract job
 with the real job code in this process and reports jobs/s, p50/p95 per kind and LLM calls per memory.
 
-    .venv/bin/python bench/extraction_overhead.py [--memories 300] [--out bench/results/extraction_overhead.json]
+    .venv/bin/python bench/extraction_overhead.py [--memories 300]
+                                                  [--out bench/results/extraction_overhead.json]
 """
 
 from __future__ import annotations

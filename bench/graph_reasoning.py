@@ -1,13 +1,13 @@
-"""Graph reasoning at scale: fact recall latency (BFS and spreading activation), traversal, and communities end to
-end (stream the edges, PLP, fingerprints, write) on one workspace with many entities and facts.
+"""Graph reasoning at scale: fact recall latency (BFS and spreading activation), traversal, and communities
+end to end (stream the edges, PLP, fingerprints, write) on one workspace with many entities and facts.
 
     .venv/bin/python bench/graph_reasoning.py [--entities 100000] [--edges 1000000] [--queries 200]
                                               [--out bench/results/graph_reasoning.json]
 
-Runs in its own database (cairn_bench_graph) on the embedded PostgreSQL. The seed (entities in clusters of about
-50, 90 % of facts inside a cluster) is written in SQL inside the workspace's RLS context and reused while its
-size matches. Every measured call runs in-process through the same functions the routes call, as the runtime
-role under row-level security, each in its own workspace transaction.
+Runs in its own database (cairn_bench_graph) on the embedded PostgreSQL. The seed (entities in clusters of
+about 50, 90 % of facts inside a cluster) is written in SQL inside the workspace's RLS context and reused
+while its size matches. Every measured call runs in-process through the same functions the routes call, as the
+runtime role under row-level security, each in its own workspace transaction.
 """
 
 from __future__ import annotations
@@ -87,8 +87,8 @@ def seed(workspace_id: int, entities: int, edges: int) -> float:
         # Names: two words of the vocabulary and the entity's number (unique canonical names).
         cursor.execute(
             """
-            INSERT INTO graph_nodes (workspace_id, node_type, node_key, label, summary, first_seen_at, last_seen_at,
-                                     mention_count, created_at, updated_at)
+            INSERT INTO graph_nodes (workspace_id, node_type, node_key, label, summary, first_seen_at,
+                                     last_seen_at, mention_count, created_at, updated_at)
             SELECT %(ws)s, 'concept', lower(w1 || ' ' || w2 || ' ' || g), w1 || ' ' || w2 || ' ' || g,
                    'about ' || w3, now(), now(), 1, now(), now()
             FROM generate_series(1, %(n)s) g,
@@ -108,9 +108,11 @@ def seed(workspace_id: int, entities: int, edges: int) -> float:
         # Clustered facts: 90 % inside a block of 50 consecutive entities, the rest anywhere.
         cursor.execute(
             """
-            INSERT INTO graph_edges (workspace_id, edge_key, from_node_id, to_node_id, edge_type, edge_class, weight,
-                confidence, fact, origin, valid_from, created_at, updated_at, last_observed_at, retrieval_count)
-            SELECT %(ws)s, 'b:' || g, %(base)s + a, %(base)s + CASE WHEN b = a THEN (a + 1) %% %(n)s ELSE b END,
+            INSERT INTO graph_edges (workspace_id, edge_key, from_node_id, to_node_id, edge_type, edge_class,
+                weight, confidence, fact, origin, valid_from, created_at, updated_at, last_observed_at,
+                retrieval_count)
+            SELECT %(ws)s, 'b:' || g, %(base)s + a,
+                   %(base)s + CASE WHEN b = a THEN (a + 1) %% %(n)s ELSE b END,
                    (ARRAY['uses','knows','depends_on','part_of','caused','preceded_by'])[1 + g %% 6],
                    (ARRAY['semantic','semantic','semantic','entity','causal','temporal'])[1 + g %% 6],
                    1.0, 0.5 + (g %% 50) / 100.0, 'fact ' || g, 'llm_entity',
@@ -131,8 +133,9 @@ def seed(workspace_id: int, entities: int, edges: int) -> float:
 
 
 def _vacuum() -> None:
-    """As autovacuum would have it in steady state: statistics current and the visibility map set, so covering
-    indexes give index-only scans (earlier runs' retrieval counts and community writes cleared pages of it)."""
+    """As autovacuum would have it in steady state: statistics current and the visibility map set, so
+    covering indexes give index-only scans (earlier runs' retrieval counts and community writes cleared pages
+    of it)."""
     from django.db import connections
 
     with connections["default"].cursor() as cursor:
@@ -156,10 +159,13 @@ def _facts_add(workspace_id: int, count: int) -> None:
     with workspace_context(workspace_id), connections["app"].cursor() as cursor:
         cursor.execute(
             """
-            INSERT INTO graph_edges (workspace_id, edge_key, from_node_id, to_node_id, edge_type, edge_class, weight,
-                confidence, fact, origin, valid_from, created_at, updated_at, last_observed_at, retrieval_count)
-            SELECT %(ws)s, 'bench-new:' || g, base + a, base + CASE WHEN b = a THEN (a + 1) %% span ELSE b END,
-                   'knows', 'semantic', 1.0, 0.9, 'new fact ' || g, 'llm_entity', now(), now(), now(), now(), 0
+            INSERT INTO graph_edges (workspace_id, edge_key, from_node_id, to_node_id, edge_type, edge_class,
+                weight, confidence, fact, origin, valid_from, created_at, updated_at, last_observed_at,
+                retrieval_count)
+            SELECT %(ws)s, 'bench-new:' || g, base + a,
+                   base + CASE WHEN b = a THEN (a + 1) %% span ELSE b END,
+                   'knows', 'semantic', 1.0, 0.9, 'new fact ' || g, 'llm_entity',
+                   now(), now(), now(), now(), 0
             FROM (
                 SELECT g, base, span, a,
                        CASE WHEN (hashint4(g + 31) & 2147483647) %% 10 < 9
@@ -246,7 +252,7 @@ def main() -> None:
 
     results: dict[str, Any] = {}
     results["seeds"] = timed([in_context(seeds_find, query=q, limit=10) for q in queries])
-    # As the graph/facts and graph/traverse handlers call them: each in a transaction of its own (lazy_commit).
+    # As the graph/facts and graph/traverse handlers call them: each in its own transaction (lazy_commit).
     results["recall_bfs"] = timed(
         [in_context(facts_recall, query=q, strategy="bfs", lazy_commit=True) for q in queries]
     )
@@ -267,11 +273,11 @@ def main() -> None:
         )
         seed_plan = [r[0] for r in cursor.fetchall()]
 
-    # A worker imports networkit (and with it scikit-learn) once, on its first community run: about 3 s, reported
-    # apart. Then: a run from no communities (every community and membership written), a run on the unchanged
-    # graph (fingerprints match, nothing written), and a run after 100 new facts (the scheduled refresh's
-    # default trigger, GRAPH_COMMUNITY_REFRESH_WRITES), whose facts are removed again afterwards. Clearing and
-    # adding are not timed.
+    # A worker imports networkit (and with it scikit-learn) once, on its first community run: about 3 s,
+    # reported apart. Then: a run from no communities (every community and membership written), a run on the
+    # unchanged graph (fingerprints match, nothing written), and a run after 100 new facts (the scheduled
+    # refresh's default trigger, GRAPH_COMMUNITY_REFRESH_WRITES), whose facts are removed again afterwards.
+    # Clearing and adding are not timed.
     started = time.perf_counter()
     import networkit  # noqa: F401
 
@@ -304,7 +310,8 @@ def main() -> None:
     print(f"{args.entities} entities, {args.edges} edges (seeded in {seed_seconds:.1f} s)")
     for name, row in results.items():
         print(
-            f"  {name:20s} p50 {row['p50_ms']:8.2f} ms   p95 {row['p95_ms']:8.2f} ms   max {row['max_ms']:8.2f} ms"
+            f"  {name:20s} p50 {row['p50_ms']:8.2f} ms   p95 {row['p95_ms']:8.2f} ms"
+            f"   max {row['max_ms']:8.2f} ms"
         )
     print(f"  networkit import (once per worker process): {import_seconds} s")
     for run in community_runs:

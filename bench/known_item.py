@@ -1,10 +1,12 @@
-"""Known-item retrieval on the seeded 100k bench workspace: how often a search made of a memory's own words finds
-that memory, for several values of SEARCH_BM25_POSTINGS_PER_TERM (the head of each word's postings BM25 reads).
+"""Known-item retrieval on the seeded 100k bench workspace: how often a search made of a memory's own words
+finds that memory, for several values of SEARCH_BM25_POSTINGS_PER_TERM (the head of each word's postings
+BM25 reads).
 
-LoCoMo's workspaces hold ~600 memories, so no word there has more postings than any cap worth considering; this is
-the quality measure at the scale where the cap matters. Reuses cairn_bench as seeded by context_latency.py (run
-that first). The bench's vectors are synthetic clusters, not embeddings of the text, so only the lexical numbers
-say something about quality; hybrid is there to show what the cap costs end to end.
+LoCoMo's workspaces hold ~600 memories, so no word there has more postings than any cap worth considering;
+this is the quality measure at the scale where the cap matters. Reuses cairn_bench as seeded by
+context_latency.py (run that first). The bench's vectors are synthetic clusters, not embeddings of the
+text, so only the lexical numbers say something about quality; hybrid is there to show what the cap costs
+end to end.
 
     .venv/bin/python bench/known_item.py [--queries 200] [--words 4] [--caps 100000 2000 1000 500]
                                          [--strategies lexical hybrid] [--seed 5] [--out PATH]

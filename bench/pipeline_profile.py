@@ -1,13 +1,15 @@
-"""Where a worker's CPU goes per memory: embedding, SQL, django-q2's broker round trip, the rest of the job code.
+"""Where a worker's CPU goes per memory: embedding, SQL, django-q2's broker round trip, the rest of the job
+code.
 
-In one process, against the bench database (cairn_bench, see api_latency.py): writes N memories through the real
-write flow into a fresh workspace, then plays the worker's part for every broker message — django-q2's ORM
-broker `dequeue`, the signed payload, `pipeline.tasks.pipeline_job_run`, `acknowledge` — and splits the process
-CPU time between the local model's `embed`, time waiting on SQL (client side of every statement, so PostgreSQL's
-own CPU shows up here too) and everything else. No qcluster: its process supervision adds a fixed cost per
-message on top, which `pipeline_throughput.py` includes.
+In one process, against the bench database (cairn_bench, see api_latency.py): writes N memories through the
+real write flow into a fresh workspace, then plays the worker's part for every broker message — django-q2's
+ORM broker `dequeue`, the signed payload, `pipeline.tasks.pipeline_job_run`, `acknowledge` — and splits the
+process CPU time between the local model's `embed`, time waiting on SQL (client side of every statement, so
+PostgreSQL's own CPU shows up here too) and everything else. No qcluster: its process supervision adds a
+fixed cost per message on top, which `pipeline_throughput.py` includes.
 
-    .venv/bin/python bench/pipeline_profile.py [--memories 512] [--model local/all-MiniLM-L6-v2-int8-onnx] [--threads 1]
+    .venv/bin/python bench/pipeline_profile.py [--memories 512] [--model local/all-MiniLM-L6-v2-int8-onnx]
+                                               [--threads 1]
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ class Clock:
 
 
 def backend_cpu(pids: list[int]) -> float:
-    """CPU seconds used so far by these PostgreSQL backends (same machine: /proc), the server side of our SQL."""
+    """CPU seconds used so far by these PostgreSQL backends (same machine: /proc): our SQL's server side."""
     ticks = os.sysconf("SC_CLK_TCK")
     total = 0.0
     for pid in pids:

@@ -133,8 +133,9 @@ def wait_until_done(workspace_id: int, count: int, deadline: float, label: str) 
 
 
 def broker_backlog() -> int:
-    """Ready messages in the broker before the run: a backlog (e.g. add_profile.py's adds into the bench workspace,
-    with no cluster running) is worked off first and delays the warm-up, never the measured part."""
+    """Ready messages in the broker before the run: a backlog (e.g. add_profile.py's adds into the
+    bench workspace, with no cluster running) is worked off first and delays the warm-up, never the
+    measured part."""
     from django.db import connections
 
     with connections["default"].cursor() as cursor:

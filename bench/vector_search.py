@@ -1,15 +1,19 @@
 """Recall and latency of scoped vector search (retrieval.vectors.nearest) on 1M vectors, on its own database.
 
     .venv/bin/python bench/vector_search.py [--queries 200] [--warmup 20] [--burst 25] [--seed 7]
-                                            [--reload] [--rebuild-index] [--out bench/results/vector_search.json]
+                                            [--reload] [--rebuild-index]
+                                            [--out bench/results/vector_search.json]
 
 What it does, in order (see bench/README.md, "vector_search.py", for how to read the numbers):
-  1. creates the database cairn_vectorbench on the embedded PostgreSQL if missing and migrates it; the developer's
-     database (cairn), the test database (test_cairn) and the API benchmark's (cairn_bench) are never opened;
-  2. loads 1,000,000 synthetic 384-d vectors into 100 org workspaces (memories + memory_embeddings rows, binary
-     COPY as the superuser, which bypasses row-level security), unless the same data set is already there;
+  1. creates the database cairn_vectorbench on the embedded PostgreSQL if missing and migrates it; the
+     developer's database (cairn), the test database (test_cairn) and the API benchmark's (cairn_bench) are
+     never opened;
+  2. loads 1,000,000 synthetic 384-d vectors into 100 org workspaces (memories + memory_embeddings rows,
+     binary COPY as the superuser, which bypasses row-level security), unless the same data set is already
+     there;
   3. VACUUM (ANALYZE), then builds the search indexes (HNSW + user btree) of each workspace over
-     VECTOR_EXACT_MAX_ROWS, i.e. the two 100k ones, through vectors.hnsw_index_ensure as the product does (timed);
+     VECTOR_EXACT_MAX_ROWS, i.e. the two 100k ones, through vectors.hnsw_index_ensure as the product does
+     (timed);
   4. per case, runs --queries searches through vectors.nearest() inside tenancy.rls.workspace_context and
      compares each result with the exact top 10 (numpy over the stored vectors, cross-checked in SQL);
   5. prints a table and writes it as JSON to --out.
@@ -74,13 +78,13 @@ class WorkspaceSpec:
 
 
 def layout() -> list[WorkspaceSpec]:
-    """The 100 workspaces: 0.1 %, 1 % and 10 % of the rows, a second 10 % one for the scoped case, ~8.2k fillers.
+    """The 100 workspaces: 0.1 %, 1 % and 10 % of the rows, a second 10 % for the scoped case, ~8.2k fillers.
 
-    The scoped case needs a workspace where only 1 % of the rows are visible to the searching user. The read rule
-    is `user_id IS NULL OR user_id = <user>`, so the other 99 % must belong to other users, which would leave
-    nothing for the shared-scope search (VectorScope(user_id=None)) of the 10 % case. Hence two 100k workspaces.
-    A second user with 5 % of the rows exercises the HNSW scan with a filter that keeps few rows (more than
-    VECTOR_EXACT_MAX_SCOPED_ROWS, so it is not scanned exactly).
+    The scoped case needs a workspace where only 1 % of the rows are visible to the searching user. The read
+    rule is `user_id IS NULL OR user_id = <user>`, so the other 99 % must belong to other users, which would
+    leave nothing for the shared-scope search (VectorScope(user_id=None)) of the 10 % case. Hence two 100k
+    workspaces. A second user with 5 % of the rows exercises the HNSW scan with a filter that keeps few rows
+    (more than VECTOR_EXACT_MAX_SCOPED_ROWS, so it is not scanned exactly).
     """
     targets = [
         WorkspaceSpec(0, 1_000, "0.1%", ((None, 1_000),)),
@@ -110,8 +114,9 @@ CASES = [
     Case("1% (10k)", 1, None),
     Case("10% (100k)", 2, None),
     Case("10% scoped, 1% visible", 3, "u1"),
-    # Beyond the brief, in the same workspace: a filter that keeps 5 % (HNSW with a selective filter), most rows
-    # visible, and none (no shared rows), where an index scan that filters would walk the graph to return nothing.
+    # Two more cases in the same workspace: a filter that keeps 5 % (HNSW with a selective filter), most
+    # rows visible, and none (no shared rows), where an index scan that filters would walk the graph to
+    # return nothing.
     Case("10% scoped, 5% visible", 3, "u2"),
     Case("10% scoped, 94% visible", 3, "other"),
     Case("10% scoped, 0 visible", 3, None),
@@ -123,7 +128,7 @@ CASES = [
 
 @dataclass(frozen=True)
 class GeneratorConfig:
-    """Shape of the data; calibrated so a 3,000-row workspace sample has the statistics of real MiniLM vectors.
+    """Shape of the data; calibrated so 3,000 rows of a workspace have the statistics of real MiniLM vectors.
 
     all-MiniLM-L6-v2 on ~3,000 Python docstrings: random-pair cosine 0.10 ± 0.11, mean top-1 neighbour 0.69,
     mean 10th neighbour 0.48, norm of the mean vector 0.31, participation ratio of the spectrum 84. This
@@ -218,7 +223,7 @@ def vector_statistics(vectors: np.ndarray) -> dict[str, float]:
 
 
 def fingerprint(seed: int, burst: int, config: GeneratorConfig) -> str:
-    """Identifies the stored data set; kept in the workspaces' names so a re-run can tell whether to reload."""
+    """Identifies the stored data set; kept in the workspaces' names so a re-run knows whether to reload."""
     spec = json.dumps(
         [
             GENERATOR_VERSION,
@@ -383,7 +388,8 @@ class LoadReport:
 
 
 def workspace_ids(specs: list[WorkspaceSpec], data_fingerprint: str) -> tuple[dict[int, int], bool]:
-    """Ensure the org workspaces exist; return {spec index: workspace id} and whether all carry the fingerprint."""
+    """Ensure the org workspaces exist; return {spec index: workspace id} and whether all carry the
+    data set's fingerprint."""
     from tenancy.models import Workspace
 
     ids: dict[int, int] = {}
@@ -409,10 +415,10 @@ def stored_counts() -> dict[int, int]:
 def load(world: World, specs: list[WorkspaceSpec], ids: dict[int, int], seed: int, burst: int) -> LoadReport:
     """Replace everything in the bench tables with the data set, in one binary COPY per table.
 
-    Rows reach memory_embeddings in bursts of `burst` rows of one workspace, bursts of all workspaces shuffled:
-    as in production, where the embedding pipeline writes a few rows at a time for whichever tenant is active,
-    a workspace's rows are spread over the whole table rather than packed together (burst 0 = packed, the best
-    case for the exact scan, which then reads the fewest pages).
+    Rows reach memory_embeddings in bursts of `burst` rows of one workspace, bursts of all workspaces
+    shuffled: as in production, where the embedding pipeline writes a few rows at a time for whichever tenant
+    is active, a workspace's rows are spread over the whole table rather than packed together (burst 0 =
+    packed, the best case for the exact scan, which then reads the fewest pages).
     """
     from tenancy.models import Workspace
 
@@ -447,8 +453,8 @@ def load(world: World, specs: list[WorkspaceSpec], ids: dict[int, int], seed: in
     started = time.perf_counter()
     with superuser_connect() as conn:  # the superuser bypasses row-level security; one transaction
         conn.execute("SET synchronous_commit = off")
-        # The per-workspace indexes (hnsw_index_ensure) would be maintained row by row during the COPY, the HNSW
-        # ones slowly; they are built again afterwards, as the product builds them.
+        # The per-workspace indexes (hnsw_index_ensure) would be maintained row by row during the COPY, the
+        # HNSW ones slowly; they are built again afterwards, as the product builds them.
         for (name,) in conn.execute(
             "SELECT indexname FROM pg_indexes WHERE tablename = 'memory_embeddings' "
             "AND (indexname LIKE 'memory_embeddings_hnsw%%' OR indexname LIKE 'memory_embeddings_users_%%')"
@@ -457,8 +463,8 @@ def load(world: World, specs: list[WorkspaceSpec], ids: dict[int, int], seed: in
         # The bench database holds nothing else: empty the memory tables (and what references them) at once.
         conn.execute("TRUNCATE memories, memory_embeddings CASCADE")
         with conn.cursor().copy(
-            "COPY memories (id, workspace_id, content, type, layer, scope, user_id, tags, paths, injection_flags, "
-            "embedding_model, created_at, updated_at) FROM STDIN"
+            "COPY memories (id, workspace_id, content, type, layer, scope, user_id, tags, paths, "
+            "injection_flags, embedding_model, created_at, updated_at) FROM STDIN"
         ) as copy:
             for text in memories:
                 copy.write(text)
@@ -497,7 +503,8 @@ def table_bytes() -> dict[str, int]:
     with superuser_connect() as conn:
         rows = conn.execute(
             "SELECT c.relname, pg_relation_size(c.oid) FROM pg_class c "
-            "WHERE c.relname IN ('memories', 'memory_embeddings') OR c.relname LIKE 'memory_embeddings_hnsw%' "
+            "WHERE c.relname IN ('memories', 'memory_embeddings') "
+            "OR c.relname LIKE 'memory_embeddings_hnsw%' "
             "OR c.relname LIKE 'memory_embeddings_users_%'"
         ).fetchall()
     return {name: int(size) for name, size in rows}
@@ -517,7 +524,8 @@ class IndexBuild:
 
 
 def build_indexes(specs: list[WorkspaceSpec], ids: dict[int, int], rebuild: bool) -> list[IndexBuild]:
-    """Build, as the product does (hnsw_index_ensure), the indexes of every workspace over the exact threshold."""
+    """Build the indexes of every workspace over the exact threshold, as the product does
+    (hnsw_index_ensure)."""
     from django.conf import settings
 
     from retrieval import vectors
@@ -565,7 +573,8 @@ def stored_workspace(workspace_id: int) -> StoredWorkspace:
         register_vector(conn)
         cursor = conn.cursor(binary=True)  # binary: the float4 values exactly, no text round trip
         cursor.execute(
-            "SELECT memory_id, user_id, embedding FROM memory_embeddings WHERE workspace_id = %s AND model = %s",
+            "SELECT memory_id, user_id, embedding FROM memory_embeddings "
+            "WHERE workspace_id = %s AND model = %s",
             [workspace_id, MODEL],
         )
         rows = cursor.fetchall()
@@ -745,7 +754,7 @@ def run_case(case: Case, world: World, ids: dict[int, int], args: argparse.Names
 
 
 def access_path(nodes: list[str]) -> str:
-    """Which of nearest()'s paths the plan took: the HNSW index, or an exact scan found through which btree."""
+    """Which of nearest()'s paths the plan took: the HNSW index, or an exact scan (through which btree)."""
     if any("hnsw" in node for node in nodes):
         return "hnsw"
     if any("users" in node for node in nodes):
@@ -754,7 +763,7 @@ def access_path(nodes: list[str]) -> str:
 
 
 def cpu_times() -> tuple[int, int] | None:
-    """(busy, total) jiffies of the whole machine from /proc/stat (Linux), to tell how busy it was during a case."""
+    """(busy, total) jiffies of the whole machine from /proc/stat (Linux): how busy it was during a case."""
     try:
         with open("/proc/stat") as stat:
             values = [int(v) for v in stat.readline().split()[1:]]
@@ -790,9 +799,10 @@ def print_table(cases: list[dict[str, Any]]) -> None:
     for r in cases:
         ok = r["recallAt10"] >= RECALL_GOAL and r["latencyMs"]["p95"] <= P95_GOAL_MS
         rows.append([
-            r["case"], str(r["workspaceRows"]), str(r["visibleRows"]), r["accessPath"], f"{r['recallAt10']:.4f}",
-            f"{r['recallAt10Min']:.1f}", f"{r['latencyMs']['p50']:.2f}", f"{r['latencyMs']['p95']:.2f}",
-            f"{r['latencyMs']['p99']:.2f}", "-" if r["machineBusy"] is None else f"{r['machineBusy']:.0%}",
+            r["case"], str(r["workspaceRows"]), str(r["visibleRows"]), r["accessPath"],
+            f"{r['recallAt10']:.4f}", f"{r['recallAt10Min']:.1f}",
+            f"{r['latencyMs']['p50']:.2f}", f"{r['latencyMs']['p95']:.2f}", f"{r['latencyMs']['p99']:.2f}",
+            "-" if r["machineBusy"] is None else f"{r['machineBusy']:.0%}",
             "ok" if ok else "MISSED",
         ])  # fmt: skip
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
@@ -804,7 +814,8 @@ def print_table(cases: list[dict[str, Any]]) -> None:
         if index == 0:
             print("  ".join("-" * w for w in widths))
     print(
-        f"(latency of nearest() in ms; busy: both cores' use while the case ran, ~50 % when nothing else runs; "
+        "(latency of nearest() in ms; busy: both cores' use while the case ran, "
+        "~50 % when nothing else runs; "
         f"goal: recall@10 >= {RECALL_GOAL} and p95 <= {P95_GOAL_MS:.0f} ms)"
     )
 

@@ -20,5 +20,7 @@ def test_it_serves_the_docs_from_our_own_origin_under_the_csp(settings):
         if asset.startswith("/static/"):
             assert finders.find(asset.removeprefix("/static/")), f"{asset} is not a file we serve"
     # Only the JSON settings block is inline, which no browser executes.
-    assert re.findall(r"<script(?![^>]*\bsrc=)([^>]*)>", html) == [' type="application/json" id="swagger-settings"']
+    assert re.findall(r"<script(?![^>]*\bsrc=)([^>]*)>", html) == [
+        ' type="application/json" id="swagger-settings"'
+    ]
     assert "cdn" not in html.lower()

@@ -1,4 +1,4 @@
-"""Auth order and codes of memories-sh.md §1.1: missing → format → rate limit → unknown → expired → body."""
+"""Auth order and codes: missing → format → rate limit → unknown → expired → body."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""bench/cpu_usage.py splits a run's CPU by process tree; the latency benchmarks report it, so it must be right."""
+"""bench/cpu_usage.py splits a run's CPU by process tree; the latency benchmarks report it, so it must
+be right."""
 
 from __future__ import annotations
 
@@ -24,8 +25,8 @@ def burn(seconds):
     while time.process_time() < end:
         pass
 child = subprocess.Popen(
-    [sys.executable, "-c", "import time\\nend = time.process_time() + 0.3\\nwhile time.process_time() < end: pass\\n"
-     "print('burnt', flush=True)\\ntime.sleep(30)"],
+    [sys.executable, "-c", "import time\\nend = time.process_time() + 0.3\\n"
+     "while time.process_time() < end: pass\\nprint('burnt', flush=True)\\ntime.sleep(30)"],
     stdout=subprocess.PIPE, text=True,
 )
 burn(0.2)

@@ -1,5 +1,5 @@
-"""Timestamps on the runtime connection come through psycopg's C loader (config.dbloaders), with the values and
-the tzinfo Django's own loader gives."""
+"""Timestamps on the runtime connection come through psycopg's C loader (config.dbloaders), with the values
+and the tzinfo Django's own loader gives."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The embedded server: one per data directory, safe when processes start together, stopped by the last one."""
+"""The embedded server: one per data directory, safe when processes start together, stopped by the
+last one."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ def test_it_starts_one_server_for_two_processes_and_stops_it(tmp_path):
     assert all(process.returncode == 0 for process in processes)
     assert reports[0] == reports[1], "both processes must share one server"
 
-    # Both handles are gone, so the server was stopped: no postgres process serves that data directory any more.
+    # Both handles are gone, so the server was stopped: no postgres process serves that data directory.
     pgdata = str(var / "pgdata")
     deadline = time.time() + 10
     while time.time() < deadline and _servers_for(pgdata):

@@ -1,4 +1,5 @@
-"""Every response under /api is the envelope with meta and X-Request-Id, whatever failed and whatever DEBUG says."""
+"""Every response under /api is the envelope with meta and X-Request-Id, whatever failed and whatever
+DEBUG says."""
 
 from __future__ import annotations
 

@@ -71,8 +71,12 @@ def _dashboard_patterns() -> list[URLPattern]:
                 patterns.append(entry)
 
     walk(get_resolver().url_patterns)
-    return [p for p in patterns if getattr(p.callback, "__module__", "").split(".")[0] in {"dashboard", "django"}
-            and not str(p.pattern).startswith(("api/", "healthz", "readyz", "metrics", "static"))]  # fmt: skip
+    return [
+        p
+        for p in patterns
+        if getattr(p.callback, "__module__", "").split(".")[0] in {"dashboard", "django"}
+        and not str(p.pattern).startswith(("api/", "healthz", "readyz", "metrics", "static"))
+    ]
 
 
 def test_it_finds_a_declared_role_on_every_dashboard_view():

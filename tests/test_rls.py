@@ -29,7 +29,8 @@ def test_it_covers_every_table_with_a_workspace_id():
     with connections["default"].cursor() as cursor:
         for table in tables:
             cursor.execute(
-                "SELECT relrowsecurity, relforcerowsecurity FROM pg_class WHERE relname = %s AND relkind = 'r'",
+                "SELECT relrowsecurity, relforcerowsecurity FROM pg_class "
+                "WHERE relname = %s AND relkind = 'r'",
                 [table],
             )
             enabled, forced = cursor.fetchone()

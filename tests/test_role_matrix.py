@@ -1,5 +1,5 @@
-"""Each mutating SDK route run by an org's owner, admin, member and read-only key, and by an outsider: the status
-follows the role the route declares, and a refused call changes nothing in the org.
+"""Each mutating SDK route run by an org's owner, admin, member and read-only key, and by an outsider: the
+status follows the role the route declares, and a refused call changes nothing in the org.
 
 alice owns acme, dave is its admin, bob a member (his admin-scoped key still acts as a member); bob's read key
 is the read role; charlie is an outsider, whose calls naming acme's project land in his own workspace.

@@ -1,4 +1,4 @@
-"""Scope → workspace: tenantId provisioning and repo routing (memories-sh.md §1.3, §6)."""
+"""Scope → workspace: tenantId provisioning and repo routing."""
 
 from __future__ import annotations
 

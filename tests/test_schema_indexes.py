@@ -1,6 +1,6 @@
-"""Every foreign key has an index on its referencing column: PostgreSQL checks (or clears) the referencing rows
-whenever a referenced row is deleted, and without such an index each deleted row costs a sequential scan of the
-referencing table (graph_edges.superseded_by_id did: about 100 ms per deleted edge at 1M edges)."""
+"""Every foreign key has an index on its referencing column: PostgreSQL checks (or clears) the referencing
+rows whenever a referenced row is deleted, and without such an index each deleted row costs a sequential scan
+of the referencing table (graph_edges.superseded_by_id did: about 100 ms per deleted edge at 1M edges)."""
 
 from __future__ import annotations
 
@@ -24,8 +24,9 @@ def unindexed_foreign_keys() -> list[str]:
               AND NOT EXISTS (
                   SELECT 1 FROM pg_index i WHERE i.indrelid = c.conrelid AND (
                       i.indkey[0] = c.conkey[1]
-                      OR (i.indkey[1] = c.conkey[1] AND (SELECT attname FROM pg_attribute WHERE attrelid = i.indrelid
-                                                         AND attnum = i.indkey[0]) = 'workspace_id')))
+                      OR (i.indkey[1] = c.conkey[1]
+                          AND (SELECT attname FROM pg_attribute
+                               WHERE attrelid = i.indrelid AND attnum = i.indkey[0]) = 'workspace_id')))
             ORDER BY 1
             """
         )

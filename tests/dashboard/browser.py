@@ -1,5 +1,5 @@
-"""Playwright helpers for the browser tests: Debian's chromium (never Playwright's own download), one browser for
-all of them, a signed-in context per persona, screenshots kept under test-artifacts/browser/."""
+"""Playwright helpers for the browser tests: Debian's chromium (never Playwright's own download), one browser
+for all of them, a signed-in context per persona, screenshots kept under test-artifacts/browser/."""
 
 from __future__ import annotations
 
@@ -22,17 +22,17 @@ def chromium_available() -> bool:
     return Path(CHROMIUM).exists() or shutil.which(CHROMIUM) is not None
 
 
-# Module scope, not session: Playwright's sync API keeps an event loop running in this thread while it is open,
-# which would break every later test that calls asyncio.run (the MCP tests). All browser tests share one module,
-# so this is still one browser for all of them.
+# Module scope, not session: Playwright's sync API keeps an event loop running in this thread while it is
+# open, which would break every later test that calls asyncio.run (the MCP tests). All browser tests share one
+# module, so this is still one browser for all of them.
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     if not chromium_available():
         pytest.skip(f"no chromium at {CHROMIUM} (apt-get install -y chromium, or set CAIRN_CHROMIUM)")
     from playwright.sync_api import sync_playwright
 
-    # That running loop also makes Django's async-safety guard refuse the plain synchronous ORM calls the tests
-    # make between browser steps; lift it only while the browser is open.
+    # That running loop also makes Django's async-safety guard refuse the plain synchronous ORM calls the
+    # tests make between browser steps; lift it only while the browser is open.
     previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
     try:

@@ -1,4 +1,4 @@
-"""The dashboard in a real browser (Debian chromium through Playwright) against pytest-django's live server."""
+"""The dashboard in a real browser (Debian chromium, Playwright) against pytest-django's live server."""
 
 from __future__ import annotations
 
@@ -106,7 +106,7 @@ def test_it_filters_expands_and_restores_a_deep_link(browser, live_server, perso
     page.keyboard.press("Enter")
     wait_until(page, "window.cairnExplorer.cy.nodes().length === 2")
     assert "graph_node_key=billing" in page.url
-    # From Python's 1-hop view (Python, Ada), "expand" on Ada adds her other neighbour without leaving the view.
+    # In Python's 1-hop view (Python, Ada), "expand" on Ada adds her other neighbour without leaving it.
     with workspace_context(personas.acme.id):
         GraphEdge.objects.create(
             workspace_id=personas.acme.id,

@@ -85,7 +85,7 @@ def test_it_escapes_user_text(alice_web, personas, graph):
     assert b"&lt;script&gt;alert(1)&lt;/script&gt;" in r.content
 
 
-# --- explorer -------------------------------------------------------------------------------------------------
+# --- explorer -----------------------------------------------------------------------------------------------
 
 
 def test_it_gives_the_top_nodes(alice_web, personas, graph):
@@ -160,7 +160,7 @@ def test_it_marks_the_evidence_memory_among_linked_ones(alice_web, personas, gra
     assert 'class="evidence"' in html and "Ada moved the billing service" in html
 
 
-# --- memories, entities, facts, communities ---------------------------------------------------------------------
+# --- memories, entities, facts, communities -----------------------------------------------------------------
 
 
 def test_it_pages_through_memories(alice_web, personas):

@@ -58,11 +58,13 @@ def test_it_limits_sign_ups_per_address(settings):
         assert client.post("/accounts/signup/", body).status_code == 302
         client.logout()
     refused = client.post(
-        "/accounts/signup/", {"username": "new9", "password1": "a-long-Passw0rd!", "password2": "a-long-Passw0rd!"}
+        "/accounts/signup/",
+        {"username": "new9", "password1": "a-long-Passw0rd!", "password2": "a-long-Passw0rd!"},
     )
     assert refused.status_code == 429 and b"Too many sign-ups" in refused.content
     other = Client(REMOTE_ADDR="10.0.1.2").post(
-        "/accounts/signup/", {"username": "new8", "password1": "a-long-Passw0rd!", "password2": "a-long-Passw0rd!"}
+        "/accounts/signup/",
+        {"username": "new8", "password1": "a-long-Passw0rd!", "password2": "a-long-Passw0rd!"},
     )
     assert other.status_code == 302
     assert make_user("unrelated")  # the limit is on the sign-up form only

@@ -1,8 +1,8 @@
 """A fake OpenAI-compatible chat server for LLM extraction tests: litellm talks to it over real HTTP.
 
-Answers are scripted per purpose (recognised from the system prompt): tests set `fake_llm.answers[purpose]` to a
-dict, a list of dicts (one per call, the last repeating), a raw string (malformed output) or a callable taking the
-user prompt. `fake_llm.fail[purpose]` = (status, body) answers with an error instead.
+Answers are scripted per purpose (recognised from the system prompt): tests set `fake_llm.answers[purpose]` to
+a dict, a list of dicts (one per call, the last repeating), a raw string (malformed output) or a callable
+taking the user prompt. `fake_llm.fail[purpose]` = (status, body) answers with an error instead.
 """
 
 from __future__ import annotations
@@ -89,13 +89,6 @@ def fake_llm(settings) -> Any:
     settings.GRAPH_LLM_TIMEOUT_SECONDS = 5
     yield fake
     provider.stop()
-
-
-@pytest.fixture
-def alice_ws(personas) -> int:
-    from tests.memories.helpers import personal_workspace_id
-
-    return personal_workspace_id(personas.alice)
 
 
 def script_for(mapping: dict[str, Any]) -> Callable[[str], Any]:

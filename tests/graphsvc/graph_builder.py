@@ -73,9 +73,9 @@ class GraphBuilder:
         with workspace_context(self.workspace_id), connections["app"].cursor() as cursor:
             cursor.execute(
                 """
-                INSERT INTO graph_edges (workspace_id, edge_key, from_node_id, to_node_id, edge_type, edge_class,
-                    weight, confidence, fact, origin, valid_from, valid_to, expired_at, created_at, updated_at,
-                    last_observed_at, retrieval_count)
+                INSERT INTO graph_edges (workspace_id, edge_key, from_node_id, to_node_id, edge_type,
+                    edge_class, weight, confidence, fact, origin, valid_from, valid_to, expired_at,
+                    created_at, updated_at, last_observed_at, retrieval_count)
                 VALUES (%s, %s, %s, %s, %s, %s, 1.0, %s, %s, 'llm_entity', %s, %s, %s, %s, now(), %s, %s)
                 RETURNING id
                 """,

@@ -145,7 +145,7 @@ def test_it_writes_only_new_memberships_and_reconciles_drifted_ones(alice_ws):
     with workspace_context(alice_ws):
         upkeep.communities_detect(workspace_id=alice_ws)
         ants = community_of(g.ids["Ant One"])
-        # Drift the way an import or a manual edit could: one member loses its community, an outsider gains one.
+        # Drift as an import or a manual edit could: one member loses its community, an outsider gains one.
         GraphCommunityMember.objects.filter(node_id=g.ids["Ant Two"]).delete()
         GraphCommunityMember.objects.create(
             workspace_id=alice_ws, node_id=g.ids["Lonely Node"], community_id=ants

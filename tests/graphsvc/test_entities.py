@@ -14,9 +14,9 @@ from django.db import connections
 from graphsvc import entities
 from graphsvc.models import GraphEdge, GraphEntityAlias, GraphNode, MemoryNodeLink
 from memories.models import PipelineJob
-from pipeline import services as pipeline
 from tenancy.rls import workspace_context
 from tests.graphsvc.conftest import script_for
+from tests.memories.helpers import run_jobs
 
 EXTRACTED = {
     "entities": [
@@ -72,10 +72,6 @@ EXTRACTED = {
         },
     ],
 }
-
-
-def run_jobs(workspace_id: int, **kwargs) -> int:
-    return pipeline.jobs_run_pending(workspace_id=workspace_id, **kwargs)
 
 
 def entity_nodes(workspace_id: int) -> dict[str, GraphNode]:
@@ -257,7 +253,7 @@ def test_it_replaces_a_changed_sentence_for_the_same_relation(alice_api, alice_w
 
 
 def vectors_with_cosine(cosine: float, axis: int = 1) -> tuple[np.ndarray, np.ndarray]:
-    """A unit vector and another at `cosine` to it, leaning towards `axis` (distinct axes keep others apart)."""
+    """A unit vector and another at `cosine` to it, leaning towards `axis` (distinct axes stay apart)."""
     first = np.zeros(8, dtype=np.float32)
     first[0] = 1.0
     second = np.zeros(8, dtype=np.float32)

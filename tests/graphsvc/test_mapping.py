@@ -1,20 +1,13 @@
-"""The deterministic memory graph (memories-sh.md §2, §3.2), built in the write transaction."""
+"""The deterministic memory graph, built in the write transaction."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
-import pytest
 from django.utils import timezone
 
 from graphsvc.models import GraphEdge, GraphNode, MemoryNodeLink
 from tenancy.rls import workspace_context
-from tests.memories.helpers import personal_workspace_id
-
-
-@pytest.fixture
-def ws(personas) -> int:
-    return personal_workspace_id(personas.alice)
 
 
 def nodes(ws: int) -> set[tuple[str, str]]:

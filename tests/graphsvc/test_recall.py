@@ -1,5 +1,6 @@
-"""Fact recall: seeds from words (prefix, alias, near spelling), BFS with a bounded number of queries, typed and
-point-in-time reads, decay and reinforcement, spreading activation and its time limit, graph/facts over HTTP."""
+"""Fact recall: seeds from words (prefix, alias, near spelling), BFS with a bounded number of queries,
+typed and point-in-time reads, decay and reinforcement, spreading activation and its time limit,
+graph/facts over HTTP."""
 
 from __future__ import annotations
 
@@ -151,8 +152,8 @@ def test_it_escapes_names_and_facts(alice_ws):
 
 
 def test_it_spends_the_visit_budget_on_the_strongest_links_of_a_hub(alice_ws, monkeypatch):
-    """A hub offers its strongest neighbours first (effective confidence × class weight), not the lowest ids; the
-    per-node fan-out cap keeps the strongest ones too."""
+    """A hub offers its strongest neighbours first (effective confidence × class weight), not the lowest ids;
+    the per-node fan-out cap keeps the strongest ones too."""
     g = GraphBuilder(alice_ws)
     # Weak links created first (lower ids), strong ones last: an id order would pick the weak ones.
     for i in range(30):

@@ -1,4 +1,5 @@
-"""Run in separate processes by tests/test_embedded_db.py: attach to (or start) the embedded server, report it."""
+"""Run in separate processes by tests/test_embedded_db.py: attach to (or start) the embedded server and
+report it."""
 
 import json
 import os

@@ -1,5 +1,6 @@
-"""A small HTTP proxy in front of the live server that fails on purpose: it stands for the network and load
-balancers between an SDK and Cairn (the part outside the product), so retries meet real sockets and real answers.
+"""A small HTTP proxy in front of the live server that fails on purpose: it stands for the network and
+load balancers between an SDK and Cairn (the part outside the product), so retries meet real sockets and
+real answers.
 
 Each request takes the next action of `plan` (then `forward` once the plan is spent):
 - `forward`: pass the request to the upstream and its answer back;

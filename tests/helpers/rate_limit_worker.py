@@ -1,4 +1,5 @@
-"""Run in a separate process by tests/test_ratelimit.py: hit one rate-limit bucket N times, print the allowed count."""
+"""Run in a separate process by tests/test_ratelimit.py: hit one rate-limit bucket N times, print how
+many were allowed."""
 
 import os
 import sys

@@ -60,7 +60,7 @@ async def ok(client: Client, tool: str, arguments: dict[str, Any]) -> dict[str, 
 
 
 async def failure(client: Client, tool: str, arguments: dict[str, Any]) -> str:
-    """The error text after the SDK's "Error executing tool <name>: " prefix: the API's code, then its message."""
+    """The error text after the SDK's "Error executing tool <name>: " prefix: the API's code, its message."""
     result = await client.call_tool(tool, arguments)
     assert result.is_error, result.structured_content
     return error_text(result, tool)

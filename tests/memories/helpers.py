@@ -1,4 +1,4 @@
-"""Small helpers shared by the memories/* tests (the personas and SdkClient come from tests/conftest.py)."""
+"""Small helpers shared by the tests (the personas and SdkClient come from tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.utils import timezone
 
 from memories.models import Memory
+from pipeline import services as pipeline
 from tenancy import services
 from tenancy.rls import workspace_context
 
@@ -30,6 +31,17 @@ def stored(workspace_id: int, memory_id: str) -> Memory | None:
     """The row as stored, soft-deleted or not (a query outside a workspace context sees nothing)."""
     with workspace_context(workspace_id):
         return Memory.objects.filter(pk=memory_id).first()
+
+
+def memory_row(workspace_id: int, memory_id: str) -> Memory:
+    """The row of a memory that must exist (raises otherwise)."""
+    with workspace_context(workspace_id):
+        return Memory.objects.get(pk=memory_id)
+
+
+def run_jobs(workspace_id: int, **kwargs: Any) -> int:
+    """Run the workspace's pending pipeline jobs in this process, as a worker would; returns how many ran."""
+    return pipeline.jobs_run_pending(workspace_id=workspace_id, **kwargs)
 
 
 def stored_count(workspace_id: int, **filters: Any) -> int:

@@ -1,4 +1,5 @@
-"""Idempotency-Key on memories/add: replays, reuse with another body, key format, per-user and per-workspace keys."""
+"""Idempotency-Key on memories/add: replays, reuse with another body, key format, per-user and
+per-workspace keys."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Dependencies failing: the embedding provider and the LLM down, slow (beyond the timeout), answering 429 or
-500. Writes still answer 201, search falls back and says why, graph/status shows the errors, and the queued work
-finishes once the dependency is back. Real job code, real HTTP to the local fake provider (litellm)."""
+500. Writes still answer 201, search falls back and says why, graph/status shows the errors, and the queued
+work finishes once the dependency is back. Real job code, real HTTP to the local fake provider (litellm)."""
 
 from __future__ import annotations
 

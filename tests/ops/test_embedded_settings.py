@@ -15,8 +15,8 @@ def _superuser_connection() -> psycopg.Connection:
 
 def _pending_shared_buffers(conn: psycopg.Connection) -> str | None:
     row = conn.execute(
-        "SELECT setting FROM pg_file_settings WHERE name = 'shared_buffers' AND sourcefile LIKE '%%auto.conf' "
-        "ORDER BY seqno DESC LIMIT 1"
+        "SELECT setting FROM pg_file_settings WHERE name = 'shared_buffers' "
+        "AND sourcefile LIKE '%%auto.conf' ORDER BY seqno DESC LIMIT 1"
     ).fetchone()
     return row[0] if row else None
 

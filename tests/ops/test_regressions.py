@@ -10,8 +10,8 @@ import pytest
 )
 @pytest.mark.parametrize("query", ["projectId=", "userId=%20", "tenantId=a%00b"])
 def test_it_answers_400_not_500_for_a_scope_query_that_scope_refuses(alice_api, path, query):
-    # The query schemas accepted what ScopeIn refuses (empty, blank, NUL), so ScopeIn raised inside the handler.
-    # memories/settings (issue 10) came with its own copy of the bug; the 1000-example fuzz run found it.
+    # The query schemas accepted what ScopeIn refuses (empty, blank, NUL), so ScopeIn raised inside the
+    # handler. memories/settings had its own copy of the bug; the 1000-example fuzz run found it.
     response = alice_api.get(f"{path}?{query}")
     assert response.status_code == 400, response.content  # the project's validation status
     error = response.json()["error"]
@@ -53,8 +53,8 @@ def test_it_dead_letters_a_job_whose_worker_dies_on_every_attempt(alice_api, per
     "body", [{"cursor": "\u00b9"}, {"cursor": "99999999999999999999"}, {"type": "to\u0000ol"}]
 )
 def test_it_answers_400_not_500_for_a_graph_entities_page_it_cannot_read(alice_api, body):
-    # The 1000-example fuzz run: '¹'.isdigit() is true but int() refuses it, a cursor past bigint overflowed in
-    # Postgres, and a NUL in type reached a text column.
+    # The 1000-example fuzz run: '¹'.isdigit() is true but int() refuses it, a cursor past bigint overflowed
+    # in Postgres, and a NUL in type reached a text column.
     response = alice_api.post("graph/entities", body)
     assert response.status_code == 400, response.content
     assert response.json()["error"]["retryable"] is False

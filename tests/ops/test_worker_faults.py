@@ -1,6 +1,6 @@
 """kill -9 of real qcluster workers, repeatedly, while they embed, link similar memories and call the LLM:
-every job still ends succeeded or dead_letter, no edge is duplicated, no memory is lost. The cluster's heartbeat
-makes /readyz ready while it runs."""
+every job still ends succeeded or dead_letter, no edge is duplicated, no memory is lost. The cluster's
+heartbeat makes /readyz ready while it runs."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Write-time importance (Zeph's heuristic) and its blend into ranking (importanceWeight per request/workspace)."""
+"""Write-time importance (a heuristic of markers, length and role) and its blend into ranking
+(importanceWeight per request or per workspace)."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ from tests.memories.helpers import ids, personal_workspace_id, stored
         ("y" * 300, "decision", None, 0.15 + 0.14),
     ],
 )
-def test_it_scores_importance_like_zeph(content, memory_type, role, expected):
+def test_it_scores_importance_from_markers_length_and_role(content, memory_type, role, expected):
     assert importance_score(content=content, memory_type=memory_type, role=role) == pytest.approx(
         expected, abs=1e-3
     )

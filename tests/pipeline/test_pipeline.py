@@ -16,18 +16,13 @@ from graphsvc import mapping, similarity
 from graphsvc.models import GraphEdge, GraphNode
 from memories.models import MemoryEmbedding, PipelineJob
 from pipeline import jobs
-from pipeline import services as pipeline
 from retrieval.embeddings import reset_embedders
 from tenancy.rls import workspace_context
-from tests.memories.helpers import personal_workspace_id
+from tests.memories.helpers import personal_workspace_id, run_jobs
 
 PARAPHRASE_A = "We deploy the payments API with blue-green releases every Friday afternoon."
 PARAPHRASE_B = "Every Friday afternoon the payments API is deployed using blue-green releases."
 UNRELATED = "Grandma's lasagna recipe needs three layers of ricotta and fresh basil."
-
-
-def run_jobs(workspace_id: int, **kwargs) -> int:
-    return pipeline.jobs_run_pending(workspace_id=workspace_id, **kwargs)
 
 
 def similar_pairs(workspace_id: int) -> set[tuple[str, str]]:
@@ -36,11 +31,6 @@ def similar_pairs(workspace_id: int) -> set[tuple[str, str]]:
             "from_node", "to_node"
         )
         return {(edge.from_node.node_key, edge.to_node.node_key) for edge in edges}
-
-
-@pytest.fixture
-def alice_ws(personas) -> int:
-    return personal_workspace_id(personas.alice)
 
 
 def test_it_commits_the_job_with_the_memory(alice_api, alice_ws):
@@ -170,7 +160,7 @@ def test_it_drops_a_changed_memorys_edges_whichever_end_found_them(alice_api, al
     first = alice_api.add(PARAPHRASE_A)
     second = alice_api.add(PARAPHRASE_B)
     run_jobs(alice_ws)
-    # Make `first` the evidence of the pair, as a batch that listed it last would have (the order is not fixed).
+    # Make `first` the evidence of the pair, as a batch listing it last would have (the order is not fixed).
     with workspace_context(alice_ws):
         similarity.similarity_edges_replace(
             workspace_id=alice_ws,

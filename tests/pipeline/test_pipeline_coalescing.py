@@ -1,6 +1,6 @@
-"""Coalesced broker messages under concurrency, with real sessions on the real database: an add that rides on a
-queued job (no message of its own) is never missed by a claim that runs while it is still uncommitted, and an add
-never waits for a claim."""
+"""Coalesced broker messages under concurrency, with real sessions on the real database: an add that rides on
+a queued job (no message of its own) is never missed by a claim that runs while it is still uncommitted, and
+an add never waits for a claim."""
 
 from __future__ import annotations
 
@@ -124,8 +124,8 @@ def _add(ws: int, content: str) -> None:
 
 
 def test_it_gives_up_a_claim_behind_a_long_open_add_and_runs_it_later(personas, local_embedder, monkeypatch):
-    # A write that keeps its transaction open must not pin a worker until django-q2 kills it: the claim's wait is
-    # bounded, the task fails, and the re-delivered message (here: the same call, later) claims both jobs.
+    # A write that keeps its transaction open must not pin a worker until django-q2 kills it: the claim's wait
+    # is bounded, the task fails, and the re-delivered message (here: the same call, later) claims both jobs.
     from django.db.utils import OperationalError
 
     monkeypatch.setattr(jobs, "claim_lock_timeout_ms", lambda: 300)

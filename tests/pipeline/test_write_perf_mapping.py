@@ -1,4 +1,4 @@
-"""The add path's one-statement graph mapping gives exactly what the long re-sync gives, also when it falls back."""
+"""The add path's one-statement graph mapping gives exactly what the long re-sync gives, fallback included."""
 
 from __future__ import annotations
 
@@ -23,11 +23,6 @@ FULL = {
     "category": "Databases",
     "scope": {"userId": "dana", "projectId": "github.com/alice/api"},
 }
-
-
-@pytest.fixture
-def ws(personas) -> int:
-    return personal_workspace_id(personas.alice)
 
 
 def graph_state(ws: int) -> dict[str, set[tuple]]:
@@ -89,7 +84,7 @@ def test_it_maps_in_one_statement(alice_api, ws):
         q["sql"] for q in queries.captured_queries if "graph_" in q["sql"] or "memory_node_links" in q["sql"]
     ]
     assert len(graph) == 1 and "graph_mapping_insert_fresh" in graph[0], graph
-    # auth, BEGIN, RLS setting, the workspace's hygiene settings (issue 10), memory, mapping (a function guarding
+    # auth, BEGIN, RLS setting, the workspace's hygiene settings, memory, mapping (a function guarding
     # itself: no savepoint), job with its broker message (one statement), COMMIT; in a test the BEGIN is a
     # savepoint and the RLS setting is cleared at the end (tenancy.rls), hence 9.
     savepoints = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("SAVEPOINT")]

@@ -1,5 +1,4 @@
-"""context/get and graph/trace: tiers, rollout modes, graph expansion with provenance, conflicts
-(memories-sh.md §4, with the cases of its queries.graph and retrieval tests ported as behaviour)."""
+"""context/get and graph/trace: tiers, rollout modes, graph expansion with provenance, conflicts."""
 
 from __future__ import annotations
 
@@ -14,12 +13,6 @@ from pipeline import services as pipeline
 from retrieval.context import route_query
 from rollout.models import RetrievalMetric
 from tenancy.rls import workspace_context
-from tests.memories.helpers import personal_workspace_id
-
-
-@pytest.fixture
-def ws(personas) -> int:
-    return personal_workspace_id(personas.alice)
 
 
 def set_mode(api, mode: str, scope: dict | None = None) -> None:
@@ -188,10 +181,10 @@ def test_it_uses_edge_weight_confidence_and_hops(alice_api, ws):
 
 
 def test_it_keeps_breadth_first_provenance(alice_api, ws):
-    # The traversal's bookkeeping runs inside its statement: a node keeps the reason of the first hop that reached
-    # it (also_near: hop 1 at 0.5, not hop 2 at 0.75), a hop-2 memory carries the seed of the node it was reached
-    # from (far: through also_near, so the second seed), an edge beats a shared tag (near: depends_on, not the
-    # tag's 0.25), and the answer is the same on every call.
+    # The traversal's bookkeeping runs inside its statement: a node keeps the reason of the first hop that
+    # reached it (also_near: hop 1 at 0.5, not hop 2 at 0.75), a hop-2 memory carries the seed of the node it
+    # was reached from (far: through also_near, so the second seed), an edge beats a shared tag (near:
+    # depends_on, not the tag's 0.25), and the answer is the same on every call.
     first = alice_api.add("alpha first seed", tags=["common"])
     second = alice_api.add("alpha second seed")
     near = alice_api.add("one hop from the first", tags=["common"])
@@ -248,8 +241,8 @@ def test_it_keeps_breadth_first_provenance(alice_api, ws):
 
 
 def test_it_reads_a_hubs_heaviest_edges_first(alice_api, ws, monkeypatch):
-    # A node with more edges than the read cap (a busy user's node carries one mapping edge per memory) is read
-    # heaviest first, so the edges that would rank best are among those read.
+    # A node with more edges than the read cap (a busy user's node carries one mapping edge per memory) is
+    # read heaviest first, so the edges that would rank best are among those read.
     monkeypatch.setattr(expansion, "EDGE_READ_CAP", 3)
     seed = alice_api.add("alpha seed")
     others = [alice_api.add(f"neighbour {i}") for i in range(6)]
@@ -309,7 +302,10 @@ def test_it_lists_conflicts(alice_api, ws):
             "confidence": 0.92,
             "explanation": "These memories are linked by a contradiction edge from relationship extraction.",
             "evidence": None,
-            "suggestion": "These memories may conflict. Consider asking the user to clarify which preference is current.",
+            "suggestion": (
+                "These memories may conflict. "
+                "Consider asking the user to clarify which preference is current."
+            ),
         }
     ]
     assert f"## Conflicts\n- {first} <-> {second} (confidence 0.92)" in data["context"]
@@ -381,7 +377,7 @@ def test_it_expands_in_a_bounded_number_of_queries(alice_api, ws):
         ("the billing cron job has failed again this week sadly", "lexical"),
     ],
 )
-def test_it_routes_auto_queries_like_zeph(query, strategy):
+def test_it_routes_auto_queries_by_their_shape(query, strategy):
     assert route_query(query) == strategy
 
 
@@ -397,13 +393,13 @@ def test_it_uses_the_policy_default_when_no_strategy(alice_api):
     assert trace["retrievalPolicyDefaultStrategy"] == "lexical"
 
 
-# --- round trips (issue 4 latency): the bound a context/get may not exceed once its caches are warm -----------
+# --- round trips: the bound a context/get may not exceed once its caches are warm ---------------------------
 
-# Counted inside a test's transaction: workspace_context's SAVEPOINT / RELEASE and its closing set_config stand
-# for BEGIN / COMMIT. Before the latency work one call took 45 on the 100k bench (bench/context_profile.py): a
-# hybrid search per tier, depth + 2 expansion queries, settings reads, a savepoint around the metric. The
-# expansion statement labels the nodes its returned memories were reached through and loads the readable ones itself,
-# and the expansion and the Known facts share one savepoint.
+# Counted inside a test's transaction: workspace_context's SAVEPOINT / RELEASE and its closing set_config
+# stand for BEGIN / COMMIT. Before the latency work one call took 45 on the 100k bench
+# (bench/context_profile.py): a hybrid search per tier, depth + 2 expansion queries, settings reads, a
+# savepoint around the metric. The expansion statement labels the nodes its returned memories were reached
+# through and loads the readable ones itself, and the expansion and the Known facts share one savepoint.
 CONTEXT_QUERIES_WARM = {1: 13, 2: 13}
 
 
@@ -438,9 +434,9 @@ def test_it_answers_in_a_bounded_number_of_queries(alice_api, ws, depth, local_e
     # One lexical statement and one expansion statement serve both tiers and every hop.
     assert sum("memory_lexemes" in s for s in sql) == 1
     assert sum("graph_edges e" in s and "hop1" in s for s in sql) == 1
-    # The statements whose generic plan is as good as a custom one are planned once per connection (prepared), not
-    # on every call: expansion, contradictions, BM25, the rules' fingerprint, loads by id (and the vector search of a
-    # large workspace: test_vector_index_path.py).
+    # The statements whose generic plan is as good as a custom one are planned once per connection (prepared),
+    # not on every call: expansion, contradictions, BM25, the rules' fingerprint, loads by id (and the vector
+    # search of a large workspace: test_vector_index_path.py).
     with connections["app"].cursor() as cursor:
         cursor.execute("SELECT statement FROM pg_prepared_statements")
         prepared = [row[0] for row in cursor.fetchall()]
@@ -547,8 +543,8 @@ def test_it_never_serves_a_stale_rule_list(alice_api, ws):
 
 
 def test_it_answers_in_the_same_json_as_the_rest_of_the_api(alice_api, ws):
-    """context/get and graph/trace are serialised by pydantic directly (config.errors.envelope_response); a memory
-    must read the same there as in memories/list, which goes through ninja's renderer."""
+    """context/get and graph/trace are serialised by pydantic directly (config.errors.envelope_response); a
+    memory must read the same there as in memories/list, which goes through ninja's renderer."""
     rule = alice_api.add("Review every migration", type="rule")
     alice_api.add(
         "Migrations run at night",
@@ -557,8 +553,8 @@ def test_it_answers_in_the_same_json_as_the_rest_of_the_api(alice_api, ws):
         metadata={"café": "crème", "nested": {"n": [1, 2.5, None]}, "rules": [], "memories": []},
     )
     listed = {m["id"]: m for m in alice_api.ok("memories/list", {"limit": 10})["memories"]}
-    # The rules of context/get are serialised once and spliced into the answer (memories.api): a query or metadata
-    # that spells the field's JSON must not be taken for it.
+    # The rules of context/get are serialised once and spliced into the answer (memories.api): a query or
+    # metadata that spells the field's JSON must not be taken for it.
     for path, query in [
         ("context/get", "migration"),
         ("context/get", 'migration "rules":[]'),
@@ -570,7 +566,7 @@ def test_it_answers_in_the_same_json_as_the_rest_of_the_api(alice_api, ws):
         assert envelope["ok"] is True and envelope["error"] is None and envelope["meta"]["endpoint"]
         returned = envelope["data"]["memories"] + envelope["data"]["rules"]
         assert envelope["data"]["query"] == query and ids(envelope["data"]["rules"]) == [rule["id"]]
-        # The quoted query must also match "rules", which only the rule (always in the answer) does not need to.
+        # The quoted query must also match "rules"; only the rule (always in the answer) need not.
         assert {m["id"] for m in returned} == (set(listed) if '"' not in query else {rule["id"]})
         for memory in returned:
             expected = {key: value for key, value in listed[memory["id"]].items() if key != "pipeline"}
@@ -585,8 +581,9 @@ def test_it_answers_in_the_same_json_as_the_rest_of_the_api(alice_api, ws):
 
 @pytest.mark.parametrize("plain", [True, False])
 def test_it_loads_raw_rows_as_the_orm_would(alice_api, ws, monkeypatch, plain):
-    # context/get's hot reads build Memory objects from raw rows without Model.__init__ (selectors.memories_from_sql)
-    # when that is equivalent; the fallback goes through Model.from_db. Both must give what the ORM gives.
+    # context/get's hot reads build Memory objects from raw rows without Model.__init__
+    # (selectors.memories_from_sql) when that is equivalent; the fallback goes through Model.from_db. Both
+    # must give what the ORM gives.
     from memories import selectors
     from memories.models import Memory
 
@@ -596,7 +593,8 @@ def test_it_loads_raw_rows_as_the_orm_would(alice_api, ws, monkeypatch, plain):
     )
     with workspace_context(ws):
         raw = selectors.memories_from_sql(
-            f"SELECT {selectors.MEMORY_COLUMNS}, 0.5::float8 AS lexical_rank FROM memories m WHERE m.id = %(id)s",
+            f"SELECT {selectors.MEMORY_COLUMNS}, 0.5::float8 AS lexical_rank "
+            "FROM memories m WHERE m.id = %(id)s",
             {"id": added["id"]},
         )
         orm = Memory.objects.using("app").get(pk=added["id"])
@@ -661,8 +659,9 @@ def test_it_keeps_the_expansion_when_fact_recall_fails(alice_api, ws, monkeypatc
 
 
 def test_it_fills_the_graph_limit_with_readable_memories(alice_api):
-    # The scope filter runs before the expansion's limit: memories the caller may not read take no slot, however many
-    # of them the seed reaches (graphCandidates counts what the traversal reached, before the filter).
+    # The scope filter runs before the expansion's limit: memories the caller may not read take no slot,
+    # however many of them the seed reaches (graphCandidates counts what the traversal reached, before
+    # the filter).
     seed = alice_api.add("alpha seed", tags=["shared"])
     visible = alice_api.add("shared and visible", tags=["shared"])
     for i in range(6):

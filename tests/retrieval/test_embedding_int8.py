@@ -1,4 +1,4 @@
-"""The int8 local model: close to float32 MiniLM, but a model of its own — recorded on vectors, never mixed."""
+"""The int8 local model: close to float32 MiniLM, but a model of its own, recorded on vectors, never mixed."""
 
 from __future__ import annotations
 

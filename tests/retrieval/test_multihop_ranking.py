@@ -1,20 +1,14 @@
-"""Hybrid ranking changes for multi-hop questions (issue 4): questions are damped after they have lifted their
-replies, and the memories of a speaker the query names come first. Real PostgreSQL, the real write flow and the
-real local embedding model; each end-to-end test builds a tiny workspace where the change decides the order."""
+"""Hybrid ranking for multi-hop questions: questions are damped after they have lifted their replies, and
+the memories of a speaker the query names come first. Real PostgreSQL, the real write flow and the real
+local embedding model; each end-to-end test builds a tiny workspace where the change decides the order."""
 
 from __future__ import annotations
 
-from memories.models import Memory
 from memories.selectors import MemoryScope
 from pipeline import services as pipeline
 from retrieval import search
 from tenancy.rls import workspace_context
-from tests.memories.helpers import ids, personal_workspace_id
-
-
-def _memory(workspace_id: int, memory_id: str) -> Memory:
-    with workspace_context(workspace_id):
-        return Memory.objects.get(pk=memory_id)
+from tests.memories.helpers import ids, memory_row, personal_workspace_id
 
 
 def _embedded(personas) -> int:
@@ -31,7 +25,7 @@ def hybrid(api, query: str, limit: int = 3) -> dict:
     )
 
 
-# --- question damping ------------------------------------------------------------------------------------------
+# --- question damping ---------------------------------------------------------------------------------------
 
 
 def test_it_recognises_a_question_behind_closing_quotes():
@@ -44,8 +38,8 @@ def test_it_recognises_a_question_behind_closing_quotes():
 
 def test_it_damps_only_questions_and_reorders(personas):
     workspace_id = personal_workspace_id(personas.alice)
-    asked = _memory(workspace_id, personas.alice_api.add("What hobbies do you have?")["id"])
-    told = _memory(workspace_id, personas.alice_api.add("I paint and hike on weekends")["id"])
+    asked = memory_row(workspace_id, personas.alice_api.add("What hobbies do you have?")["id"])
+    told = memory_row(workspace_id, personas.alice_api.add("I paint and hike on weekends")["id"])
     damped = search.question_damping([(asked, 1.0), (told, 0.7)], weight=0.4)
     assert [(m.id, round(s, 4)) for m, s in damped] == [(told.id, 0.7), (asked.id, 0.6)]
     assert search.question_damping([(asked, 1.0), (told, 0.7)], weight=0.0)[0][0].id == asked.id
@@ -70,18 +64,18 @@ def test_it_puts_the_reply_before_the_question_that_echoes_the_query(personas, l
     assert hybrid(personas.charlie_api, query)["memories"] == []
 
 
-# --- speaker boost ---------------------------------------------------------------------------------------------
+# --- speaker boost ------------------------------------------------------------------------------------------
 
 
 def test_it_boosts_the_speakers_the_query_names(personas):
     workspace_id = personal_workspace_id(personas.alice)
     api = personas.alice_api
-    about = _memory(
+    about = memory_row(
         workspace_id, api.add("Caroline: Melanie paints so well", metadata={"speaker": "Caroline"})["id"]
     )
-    own = _memory(workspace_id, api.add("I paint sunsets", metadata={"speaker": "Melanie"})["id"])
-    full = _memory(workspace_id, api.add("I paint too", metadata={"speaker": "Mary Ann"})["id"])
-    odd = _memory(workspace_id, api.add("no name", metadata={"speaker": ["Melanie"]})["id"])
+    own = memory_row(workspace_id, api.add("I paint sunsets", metadata={"speaker": "Melanie"})["id"])
+    full = memory_row(workspace_id, api.add("I paint too", metadata={"speaker": "Mary Ann"})["id"])
+    odd = memory_row(workspace_id, api.add("no name", metadata={"speaker": ["Melanie"]})["id"])
     fused = [(about, 1.0), (own, 0.8), (full, 0.75), (odd, 0.7)]
 
     boosted = search.speaker_boost(fused, query="What does MELANIE paint?", weight=0.3)
@@ -115,7 +109,7 @@ def test_it_ranks_what_the_named_person_said_first(personas, local_embedder, set
     assert hybrid(personas.charlie_api, query)["memories"] == []
 
 
-# --- reply lift ------------------------------------------------------------------------------------------------
+# --- reply lift ---------------------------------------------------------------------------------------------
 
 
 def test_it_lifts_the_turn_after_a_question_more(personas):
@@ -131,7 +125,7 @@ def test_it_lifts_the_turn_after_a_question_more(personas):
     def lift(memory_id: str, reply_weight: float) -> dict[str, float]:
         with workspace_context(workspace_id):
             lifted = search.session_neighbour_lift(
-                [(_memory(workspace_id, memory_id), 1.0)],
+                [(memory_row(workspace_id, memory_id), 1.0)],
                 workspace_id=workspace_id,
                 scope=MemoryScope(),
                 type=None,
@@ -149,14 +143,14 @@ def test_it_lifts_the_turn_after_a_question_more(personas):
     assert lift(statement["id"], 0.8) == {statement["id"]: 1.0, after_statement["id"]: 0.4}
 
 
-# --- the query vector without the speakers' names --------------------------------------------------------------
+# --- the query vector without the speakers' names -----------------------------------------------------------
 
 
 def test_it_finds_the_speakers_a_query_names_among_the_candidates(personas):
     workspace_id = personal_workspace_id(personas.alice)
     api = personas.alice_api
     memories = [
-        _memory(workspace_id, api.add(text, metadata=metadata)["id"])
+        memory_row(workspace_id, api.add(text, metadata=metadata)["id"])
         for text, metadata in (
             ("hi", {"speaker": "Melanie"}),
             ("hey", {"speaker": "Mary Ann"}),
@@ -187,8 +181,9 @@ def test_it_takes_the_named_speakers_out_of_the_query_text():
 
 
 def _speaker_workspace(personas) -> tuple[dict, dict]:
-    # With the name in the query vector, a short turn that is mostly the name ("Melanie said, "Haha, yes!"") sits
-    # closer to the question than the turn that answers it; the name also gives the short turn the better BM25.
+    # With the name in the query vector, a short turn that is mostly the name (Melanie said, "Haha, yes!")
+    # sits closer to the question than the turn that answers it; the name also gives the short turn the
+    # better BM25.
     api = personas.alice_api
     said = {"speaker": "Melanie"}
     generic = api.add('Melanie said, "Haha, yes!"', metadata=said)
@@ -198,8 +193,9 @@ def _speaker_workspace(personas) -> tuple[dict, dict]:
     )
     api.add(
         'Melanie said, "The quarterly report for the regional office supplies contract went out to the '
-        "finance team on Monday morning, with the vendor list, the delivery schedule, the warehouse inventory "
-        'counts, the audit notes from March, the new pricing tables and the signed purchase orders attached."',
+        "finance team on Monday morning, with the vendor list, the delivery schedule, the warehouse "
+        "inventory counts, the audit notes from March, the new pricing tables and the signed purchase "
+        'orders attached."',
         metadata=said,
     )
     for n in range(5):

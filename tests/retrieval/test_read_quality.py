@@ -1,21 +1,20 @@
-"""Read-path ranking quality (issue 4): BM25 over the lexeme postings, score fusion in hybrid, and the lift a
-memory gets from its session neighbours. Real PostgreSQL, the real write flow, the real local embedding model."""
+"""Read-path ranking quality: BM25 over the lexeme postings, score fusion in hybrid, and the lift a memory
+gets from its session neighbours. Real PostgreSQL, the real write flow, the real local embedding model."""
 
 from __future__ import annotations
 
 from django.db import connections
 
 from memories import selectors
-from memories.models import Memory
 from memories.selectors import MemoryScope
 from pipeline import services as pipeline
 from retrieval import embeddings, search
 from tenancy.rls import workspace_context
-from tests.memories.helpers import ids, personal_workspace_id
+from tests.memories.helpers import ids, memory_row, personal_workspace_id
 
 
 def lexical(api, query, **fields):
-    # BM25 alone: the importance blend (issue 10) would reorder close scores by its own length heuristic.
+    # BM25 alone: the importance blend would reorder close scores by its own length heuristic.
     return api.ok("memories/search", {"query": query, "strategy": "lexical", "importanceWeight": 0, **fields})
 
 
@@ -30,7 +29,7 @@ def session_turns(api, session: str, lines: list[str], **fields) -> list[dict]:
     return [api.add(line, metadata={"sessionId": session}, **fields) for line in lines]
 
 
-# --- BM25 ----------------------------------------------------------------------------------------------------
+# --- BM25 ---------------------------------------------------------------------------------------------------
 
 
 def test_it_answers_a_question_that_shares_only_some_words(alice_api):
@@ -73,7 +72,7 @@ def test_it_keeps_the_postings_in_step_with_the_memory(personas):
 
 
 def test_it_reads_a_bounded_head_of_each_words_postings(alice_api, settings):
-    # Per word, the postings of its shortest memories come first: with a budget of 1 each word finds one memory.
+    # Per word, the postings of its shortest memories come first: with a budget of 1, each word finds one.
     settings.SEARCH_BM25_POSTINGS_PER_TERM = 1
     for n in range(3):
         alice_api.add(f"common note number {n} with more words")
@@ -85,7 +84,8 @@ def test_it_reads_a_bounded_head_of_each_words_postings(alice_api, settings):
 
 
 def test_it_scores_everything_when_the_scope_hides_the_best(alice_api, monkeypatch):
-    # Only the best `pool` memories are joined to the scope filter; when it hides them all, search scores the rest.
+    # Only the best `pool` memories are joined to the scope filter; when it hides them all, search scores
+    # the rest.
     monkeypatch.setattr(selectors, "BM25_POOL_MIN", 1)
     monkeypatch.setattr(selectors, "BM25_POOL_FACTOR", 1)
     for n in range(3):
@@ -111,17 +111,12 @@ def test_it_never_counts_another_workspace(personas):
     assert postings(personal_workspace_id(personas.bob), mine["id"]) == {}
 
 
-# --- hybrid: fusion and session neighbours ---------------------------------------------------------------------
-
-
-def _memory(workspace_id: int, memory_id: str) -> Memory:
-    with workspace_context(workspace_id):
-        return Memory.objects.get(pk=memory_id)
+# --- hybrid: fusion and session neighbours ------------------------------------------------------------------
 
 
 def test_it_fuses_scores_not_ranks(personas):
     workspace_id = personal_workspace_id(personas.alice)
-    a, b, c, d, e = (_memory(workspace_id, personas.alice_api.add(text)["id"]) for text in "abcde")
+    a, b, c, d, e = (memory_row(workspace_id, personas.alice_api.add(text)["id"]) for text in "abcde")
     # a holds the query's rare words (BM25 10 against 1); semantically a, b and c are about as close.
     a.lexical_rank, b.lexical_rank, d.lexical_rank = 10.0, 1.0, 0.9
     cosine = {b.id: 0.600, c.id: 0.599, a.id: 0.598, e.id: 0.1}
@@ -142,7 +137,7 @@ def test_it_lifts_the_neighbours_of_a_match_in_its_session(personas):
     turns = session_turns(api, "s1", ["t0", "t1", "t2", "t3", "t4", "t5"])
     other = session_turns(api, "s2", ["o0"])[0]
     loose = api.add("no session")
-    match = _memory(workspace_id, turns[2]["id"])
+    match = memory_row(workspace_id, turns[2]["id"])
     with workspace_context(workspace_id):
         lifted = search.session_neighbour_lift(
             [(match, 1.0)],
@@ -167,7 +162,7 @@ def test_it_lifts_the_neighbours_of_a_match_in_its_session(personas):
 def test_it_lifts_two_matches_next_to_each_other(personas):
     api = personas.alice_api
     workspace_id = personal_workspace_id(personas.alice)
-    first, second = (_memory(workspace_id, t["id"]) for t in session_turns(api, "s1", ["q", "a"]))
+    first, second = (memory_row(workspace_id, t["id"]) for t in session_turns(api, "s1", ["q", "a"]))
     with workspace_context(workspace_id):
         lifted = search.session_neighbour_lift(
             [(first, 1.0), (second, 0.5)],
@@ -189,7 +184,7 @@ def test_it_lifts_only_neighbours_the_caller_may_read(personas):
     match = api.add("shared match", metadata={"sessionId": "s1"})
     with workspace_context(workspace_id):
         lifted = search.session_neighbour_lift(
-            [(_memory(workspace_id, match["id"]), 1.0)],
+            [(memory_row(workspace_id, match["id"]), 1.0)],
             workspace_id=workspace_id,
             scope=MemoryScope(),
             type=None,
@@ -226,7 +221,7 @@ def test_it_finds_the_reply_next_to_the_question_in_hybrid_search(personas, loca
     assert personas.charlie_api.ok("memories/search", body)["memories"] == []
 
 
-# --- query vectors ----------------------------------------------------------------------------------------------
+# --- query vectors ------------------------------------------------------------------------------------------
 
 
 class CountingEmbedder:

@@ -241,9 +241,9 @@ def test_it_keeps_org_memories_in_the_org(personas):
 
 
 def test_it_keeps_every_neighbours_place_but_loads_only_readable_memories(personas, settings):
-    """The vector search and the load of its memories are one statement: a neighbour the caller may not read (a
-    deleted memory whose vector is still stored, another layer) keeps its place and its cosine for the tiers'
-    depths, but is not loaded."""
+    """The vector search and the load of its memories are one statement: a neighbour the caller may not read
+    (a deleted memory whose vector is still stored, another layer) keeps its place and its cosine for the
+    tiers' depths, but is not loaded."""
     ws = personal_workspace_id(personas.alice)
     now = timezone.now()
     basis = np.eye(8, dtype=np.float32)
@@ -282,7 +282,7 @@ def test_it_keeps_every_neighbours_place_but_loads_only_readable_memories(person
         assert [round(cosine, 4) for _, cosine in found.neighbours] == [round(value, 4) for value in expected]
         assert [memory.id for memory in found.memories] == [kept.id] and found.partial is False
 
-        # Nothing readable: the neighbours are still known, and whether vectors are missing is asked on its own.
+        # Nothing readable: the neighbours are still known; whether vectors are missing is asked apart.
         Memory.objects.filter(pk=kept.id).update(deleted_at=now)
         found = search_service._semantic_candidates(
             workspace_id=ws, scope=MemoryScope(), query_vector=query, depths={"long_term": 40}

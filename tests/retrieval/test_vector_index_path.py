@@ -1,6 +1,6 @@
 """The indexed vector path of a large workspace (HNSW + user btree), built for real with low thresholds: wide
-scopes go through the HNSW index and are counted once a minute at most; narrow scopes are counted on every search
-and scanned exactly, so a scope that grows past the bound is noticed at once."""
+scopes go through the HNSW index and are counted once a minute at most; narrow scopes are counted on every
+search and scanned exactly, so a scope that grows past the bound is noticed at once."""
 
 from __future__ import annotations
 
@@ -99,7 +99,7 @@ def test_it_counts_a_wide_scope_once_and_a_narrow_one_every_time(indexed_workspa
     found, setup = _search(ws, bobs[target], "bob")
     assert found[0] == target and "count(*)" in setup
     found, setup = _search(ws, bobs[target], "bob")
-    # Nothing to count: no set-up statement at all, the connection carries the search parameters for its session.
+    # Nothing to count: no set-up statement at all; the connection keeps the search parameters per session.
     assert found[0] == target and setup == ""
     with workspace_context(ws), connections["app"].cursor() as cursor:
         cursor.execute("SELECT current_setting('hnsw.ef_search'), current_setting('hnsw.iterative_scan')")
@@ -129,9 +129,9 @@ def _prepared_searches() -> int:
 
 
 def test_it_prepares_the_search_of_large_workspaces_only(personas, indexed_workspace):
-    """A large workspace's search is prepared (its text names the workspace for the partial indexes; such workspaces
-    are few). A small one's is not: one prepared statement per small workspace would overflow psycopg's 100 per
-    connection on a busy server, and bound, its generic plan may scan the whole table."""
+    """A large workspace's search is prepared (its text names the workspace for the partial indexes; such
+    workspaces are few). A small one's is not: one prepared statement per small workspace would overflow
+    psycopg's 100 per connection on a busy server, and bound, its generic plan may scan the whole table."""
     rng = np.random.default_rng(11)
     small = personal_workspace_id(personas.charlie)
     prepared_before = _prepared_searches()

@@ -1,4 +1,5 @@
-"""Rollout tests: a clean per-process rollout cache for every test, a movable clock, and alice's workspace."""
+"""Rollout tests: a clean per-process rollout cache for every test and a movable clock (alice's workspace,
+`ws`, comes from tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import pytest
 from django.utils import timezone
 
 from rollout import services
-from tests.memories.helpers import personal_workspace_id
 
 
 @pytest.fixture(autouse=True)
@@ -17,11 +17,6 @@ def clean_rollout_cache() -> Iterator[None]:
     services.rollout_cache_clear()
     yield
     services.rollout_cache_clear()
-
-
-@pytest.fixture
-def ws(personas) -> int:
-    return personal_workspace_id(personas.alice)
 
 
 class Clock:

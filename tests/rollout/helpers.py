@@ -1,4 +1,5 @@
-"""Metric rows for rollout scenarios, written through the service context/get uses."""
+"""Metric rows for rollout scenarios, written through the service context/get uses, and graph/rollout as read
+over HTTP."""
 
 from __future__ import annotations
 
@@ -25,8 +26,8 @@ def record(
     total: int | None = None,
     at: datetime | None = None,
 ) -> None:
-    """`count` retrievals. By default a canary hybrid request that applied the graph and added one memory; with a
-    fallback `reason` it fell back to the baseline (nothing added)."""
+    """`count` retrievals. By default a canary hybrid request that applied the graph and added one memory;
+    with a fallback `reason` it fell back to the baseline (nothing added)."""
     fallback = reason is not None
     if applied is None:
         applied = "hybrid_graph" if requested == "hybrid" and not fallback else "baseline"
@@ -58,6 +59,13 @@ def record(
                 RetrievalMetric.objects.filter(workspace_id=ws).order_by("-id").values_list("id", flat=True)
             )
             RetrievalMetric.objects.filter(id__in=list(newest[:count])).update(created_at=at)
+
+
+def rollout(api: Any, query: str = "") -> dict[str, Any]:
+    """GET graph/rollout (`query`: a query string such as "?windowHours=48"): its data, after a 200."""
+    response = api.get(f"graph/rollout{query}")
+    assert response.status_code == 200, response.content
+    return response.json()["data"]
 
 
 def codes(items: list[dict[str, Any]]) -> set[str]:

@@ -1,5 +1,5 @@
-"""The quality gate, shadowMetrics and alarms as graph/status and graph/rollout show them (memories-sh.md §5.3,
-§5.5; the anchor's status.test cases ported as behaviour), plus the gate's exclusion of self-inflicted fallbacks."""
+"""The quality gate, shadowMetrics and alarms as graph/status and graph/rollout show them, plus the gate's
+exclusion of self-inflicted fallbacks."""
 
 from __future__ import annotations
 
@@ -8,17 +8,11 @@ from datetime import timedelta
 from django.utils import timezone
 
 from rollout import services
-from tests.rollout.helpers import codes, record
+from tests.rollout.helpers import codes, record, rollout
 
 
 def status(api) -> dict:
     return api.ok("graph/status", {})
-
-
-def rollout(api, query: str = "") -> dict:
-    response = api.get(f"graph/rollout{query}")
-    assert response.status_code == 200, response.content
-    return response.json()["data"]
 
 
 def test_it_reports_insufficient_data_without_metrics(alice_api):
@@ -76,7 +70,7 @@ def test_it_does_not_let_a_block_sustain_itself(alice_api, ws):
     gate = status(alice_api)["qualityGate"]
     assert gate["current"]["gateBlockedFallbacks"] == 40
     assert gate["current"]["hybridRequested"] == 0 and gate["current"]["fallbackRate"] == 0
-    # Blocked requests are no evidence either way: the gate is back to insufficient data and lets canary through.
+    # Blocked requests are no evidence either way: the gate is back to insufficient data, canary allowed.
     assert gate["status"] == "insufficient_data" and gate["canaryBlocked"] is False
 
 
@@ -101,7 +95,7 @@ def test_it_does_not_count_gate_blocked_fallbacks_in_the_fallback_rate(alice_api
 
 
 def test_it_does_not_count_the_modes_own_fallbacks(alice_api, ws):
-    # Off and shadow make every hybrid request fall back; that must not keep a workspace from ever reaching canary.
+    # Off and shadow make every hybrid request fall back; that must not keep a workspace out of canary.
     record(ws, 25, mode="off", reason="rollout_off")
     record(ws, 25, mode="shadow", reason="shadow_mode", shadow=True)
     data = status(alice_api)

@@ -1,5 +1,5 @@
-"""The rollout plan and both autopilots (memories-sh.md §5.4; the anchor's rollout.plan.test cases ported as
-behaviour): the default strategy is promoted after ready *windows*, not requests, and rolled back at once."""
+"""The rollout plan and both autopilots: the default strategy is promoted after ready *windows*, not
+requests, and rolled back at once."""
 
 from __future__ import annotations
 
@@ -10,13 +10,7 @@ from django.test.utils import CaptureQueriesContext
 from rollout import services
 from rollout.models import RetrievalPolicy
 from tenancy.rls import workspace_context
-from tests.rollout.helpers import record
-
-
-def rollout(api) -> dict:
-    response = api.get("graph/rollout")
-    assert response.status_code == 200, response.content
-    return response.json()["data"]
+from tests.rollout.helpers import record, rollout
 
 
 def policy(ws: int) -> RetrievalPolicy:
@@ -35,7 +29,7 @@ def evaluate(ws: int) -> None:
 
 def test_it_holds_lexical_when_samples_are_insufficient(alice_api, ws):
     alice_api.ok("graph/rollout", {"mode": "shadow"})
-    # The anchor's case: 10 requests, 5 of them hybrid, all traversed in shadow, 0.4 graph candidates on average.
+    # 10 requests, 5 of them hybrid, all traversed in shadow, 0.4 graph candidates on average.
     record(ws, 5, mode="shadow", reason="shadow_mode", shadow=True, graph=0)
     record(ws, 3, mode="shadow", requested="lexical", shadow=True, graph=0)
     record(ws, 2, mode="shadow", requested="lexical", shadow=True, graph=2)
@@ -142,7 +136,7 @@ def test_it_rolls_back_at_once_within_the_window(alice_api, ws, clock, settings)
 
 
 def test_it_does_not_roll_back_on_gate_blocked_fallbacks(alice_api, ws, clock):
-    """The anchor rolled back on 20 quality_gate_blocked fallbacks; here a block is no evidence against the graph."""
+    """A block is no evidence against the graph: 20 quality_gate_blocked fallbacks roll nothing back."""
     alice_api.ok("graph/rollout", {"mode": "canary"})
     record(ws, 24)
     clock.advance(minutes=1)

@@ -51,8 +51,8 @@ def test_it_purges_from_the_command(ws):
 
 
 def test_it_schedules_the_purge_hourly_once():
-    # migrate created it (post_migrate); the ensure calls below run on the runtime alias, whose test transaction
-    # this test's queries share.
+    # migrate created it (post_migrate); the ensure calls below run on the runtime alias, whose test
+    # transaction this test's queries share.
     (schedule,) = Schedule.objects.filter(name=services.PURGE_SCHEDULE_NAME)
     assert schedule.func == "rollout.tasks.retrieval_metrics_purge"
     assert schedule.schedule_type == Schedule.HOURLY and schedule.repeats == -1

@@ -1,5 +1,5 @@
-"""graph/rollout GET/POST/PATCH and graph/status as HTTP routes (the anchor's graph routes.test rows), and the
-tenant boundary: a caller only ever reads and changes the rollout of a workspace his key resolves to."""
+"""graph/rollout GET/POST/PATCH and graph/status as HTTP routes, and the tenant boundary: a caller only
+ever reads and changes the rollout of a workspace his key resolves to."""
 
 from __future__ import annotations
 
@@ -8,10 +8,9 @@ import json
 import pytest
 
 from rollout import services
+from tests.conftest import API
 from tests.memories.helpers import ACME_SCOPE, personal_workspace_id
-from tests.rollout.helpers import record
-
-API = "/api/sdk/v1"
+from tests.rollout.helpers import record, rollout
 
 
 def patch(api, body) -> object:
@@ -23,14 +22,8 @@ def patch(api, body) -> object:
     )
 
 
-def get(api, query: str = "") -> dict:
-    response = api.get(f"graph/rollout{query}")
-    assert response.status_code == 200, response.content
-    return response.json()["data"]
-
-
 def test_it_starts_a_new_workspace_off(personas):
-    data = get(personas.alice_api)
+    data = rollout(personas.alice_api)
     assert data["rollout"] == {"mode": "off", "autopilotEnabled": False, "updatedAt": None, "updatedBy": None}
     assert data["retrievalPolicy"]["defaultStrategy"] == "lexical"
     state = services.rollout_state_get(workspace_id=personal_workspace_id(personas.alice))
@@ -45,7 +38,7 @@ def test_it_sets_the_mode_by_post_and_patch(personas):
     assert set(data) == {"rollout", "shadowMetrics", "qualityGate", "rolloutPlan", "retrievalPolicy", "scope"}
     response = patch(api, {"mode": "canary"})
     assert response.status_code == 200 and response.json()["data"]["rollout"]["mode"] == "canary"
-    assert get(api)["rollout"]["mode"] == "canary"
+    assert rollout(api)["rollout"]["mode"] == "canary"
     ws = personal_workspace_id(personas.alice)
     assert services.rollout_state_get(workspace_id=ws).mode == "canary"
     response = patch(api, {"autopilotEnabled": True})
@@ -96,14 +89,14 @@ def test_it_refuses_canary_while_the_gate_blocks(alice_api, ws):
     }
     response = patch(alice_api, {"mode": "canary", "autopilotEnabled": True})
     assert response.status_code == 409 and response.json()["error"]["code"] == "CANARY_ROLLOUT_BLOCKED"
-    data = get(alice_api)
+    data = rollout(alice_api)
     assert data["rollout"]["mode"] == "shadow" and data["rollout"]["autopilotEnabled"] is False
     # Moving away from canary is always allowed.
     assert alice_api.ok("graph/rollout", {"mode": "off"})["rollout"]["mode"] == "off"
 
 
 def test_it_parses_the_get_query(alice_api):
-    data = get(alice_api, "?windowHours=48&userId=u1&projectId=github.com/alice/site")
+    data = rollout(alice_api, "?windowHours=48&userId=u1&projectId=github.com/alice/site")
     assert data["scope"] == {"tenantId": None, "userId": "u1", "projectId": "github.com/alice/site"}
     assert data["qualityGate"]["windowHours"] == 48 and data["shadowMetrics"]["windowHours"] == 48
 
@@ -139,7 +132,7 @@ def test_it_keeps_rollout_inside_the_workspace(personas):
     record(alice_ws, 4, reason="graph_expansion_error")
 
     # charlie sees his own workspace: default mode, no metrics, no alarms.
-    mine = get(charlie)
+    mine = rollout(charlie)
     assert mine["rollout"]["mode"] == "off" and mine["shadowMetrics"]["totalRequests"] == 0
     assert charlie.ok("graph/status", {})["alarms"] == []
     # Naming alice's project or an org he is not in routes him to his own workspace, never to alice's.
@@ -148,10 +141,10 @@ def test_it_keeps_rollout_inside_the_workspace(personas):
         assert data["rollout"]["mode"] == "shadow" and data["shadowMetrics"]["totalRequests"] == 0
         assert data["rollout"]["updatedBy"] == f"user:{personas.charlie.pk}"
     query = "?projectId=github.com/acme/x&tenantId=acme"
-    assert get(charlie, query)["shadowMetrics"]["totalRequests"] == 0
+    assert rollout(charlie, query)["shadowMetrics"]["totalRequests"] == 0
 
     # alice's personal workspace and org are untouched.
-    data = get(alice)
+    data = rollout(alice)
     assert data["rollout"]["mode"] == "canary" and data["rollout"]["updatedBy"] == f"user:{personas.alice.pk}"
     assert data["shadowMetrics"]["totalRequests"] == 20
     assert alice.ok("graph/status", {"scope": ACME_SCOPE})["rollout"]["mode"] == "off"

@@ -117,8 +117,8 @@ def test_it_records_one_row_per_call(ws):
 
 
 def test_it_stores_nulls_and_rejects_what_does_not_fit(ws):
-    # The INSERT is prepared, each value cast to its column's type: NULLs keep their column's type, and a value too
-    # long for its column fails the call instead of being cut by the cast.
+    # The INSERT is prepared, each value cast to its column's type: NULLs keep their column's type, and a
+    # value too long for its column fails the call instead of being cut by the cast.
     import pytest
     from django.db import DataError
 

@@ -1,4 +1,4 @@
-"""cairn_sdk's synchronous and async clients against a live server: every endpoint, scopes, cursors, errors."""
+"""cairn_sdk's sync and async clients against a live server: every endpoint, scopes, cursors, errors."""
 
 from __future__ import annotations
 

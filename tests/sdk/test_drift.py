@@ -29,8 +29,8 @@ def test_it_matches_the_server_for(openapi, name):
     operation = OPERATIONS[name]
     if name in report.missing:
         pytest.skip(
-            f"{operation.method} {PREFIX}{operation.path} is not in the server's OpenAPI document yet; the SDK "
-            "follows the published contract until it lands, and this test checks it from then on"
+            f"{operation.method} {PREFIX}{operation.path} is not in the server's OpenAPI document yet; "
+            "the SDK follows the published contract until it lands, and this test checks it from then on"
         )
     assert name in report.checked
     assert name not in report.problems, "\n".join(report.problems[name])

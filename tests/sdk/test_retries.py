@@ -1,4 +1,5 @@
-"""Retries: 429 after Retry-After, 5xx and lost answers through a failing proxy, idempotent adds, dead servers."""
+"""Retries: 429 after Retry-After, 5xx and lost answers through a failing proxy,
+idempotent adds, dead servers."""
 
 from __future__ import annotations
 
@@ -19,7 +20,6 @@ from cairn_sdk import (
 
 from memories.models import IdempotencyRecord
 from tenancy.rls import workspace_context
-from tests.helpers.flaky_proxy import FlakyProxy
 from tests.sdk.conftest import LIVE, Account
 from tests.sdk.test_client import stored_contents
 
@@ -44,14 +44,6 @@ def recording_sleep(client: Cairn | AsyncCairn) -> list[float]:
 
     client._sleep = sleep
     return waits
-
-
-@pytest.fixture
-def proxy(live_server):
-    flaky = FlakyProxy(upstream=live_server.url)
-    flaky.url = flaky.start()
-    yield flaky
-    flaky.stop()
 
 
 def test_it_waits_what_retry_after_says_on_429_then_succeeds(settings, base_url, alice):

@@ -9,7 +9,6 @@ import json
 import pytest
 from cairn_sdk import APIConnectionError, AsyncCairn, AuthenticationError, BadRequestError, Cairn, models
 
-from tests.helpers.flaky_proxy import FlakyProxy
 from tests.sdk.conftest import LIVE, Account
 from tests.sdk.test_retries import FAST
 
@@ -98,14 +97,6 @@ def test_it_never_exports_another_accounts_workspace(cairn, base_url, bob: Accou
     cairn.workspace.import_(list(cairn.workspace.export()), scope={"tenantId": "copy"})
     with Cairn(bob.key, base_url=base_url) as bobs:
         assert list(bobs.workspace.export(scope={"tenantId": "copy"}))[-1]["counts"].get("memory", 0) == 0
-
-
-@pytest.fixture
-def proxy(live_server):
-    flaky = FlakyProxy(upstream=live_server.url)
-    flaky.url = flaky.start()
-    yield flaky
-    flaky.stop()
 
 
 def test_it_retries_safely_and_detects_a_cut_stream(cairn, alice: Account, proxy, tmp_path):

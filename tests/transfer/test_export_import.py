@@ -55,7 +55,8 @@ def counts(workspace_id: int) -> dict[str, int]:
 
 
 def add_entity_graph(workspace_id: int, memory_id: str) -> None:
-    """Entities, an alias, a community and a fact that superseded an older one, as #5's extraction writes them."""
+    """Entities, an alias, a community and a fact that superseded an older one, as entity extraction
+    writes them."""
     with workspace_context(workspace_id), connections["app"].cursor() as cursor:
         cursor.execute(
             "INSERT INTO graph_communities (workspace_id, name, summary, fingerprint, created_at, "
@@ -85,10 +86,10 @@ def add_entity_graph(workspace_id: int, memory_id: str) -> None:
         edge_ids = []
         for relation, expired in (("uses", "now()"), ("prefers", "NULL")):
             cursor.execute(
-                f"INSERT INTO graph_edges (workspace_id, edge_key, from_node_id, to_node_id, edge_type, edge_class, "
-                f"weight, confidence, fact, evidence_memory_id, origin, created_at, updated_at, expired_at, "
-                f"retrieval_count) VALUES (%s, %s, %s, %s, %s, 'entity', 1, 0.9, %s, %s, 'llm_entity', now(), now(), "
-                f"{expired}, 0) RETURNING id",
+                f"INSERT INTO graph_edges (workspace_id, edge_key, from_node_id, to_node_id, edge_type, "
+                f"edge_class, weight, confidence, fact, evidence_memory_id, origin, created_at, updated_at, "
+                f"expired_at, retrieval_count) VALUES (%s, %s, %s, %s, %s, 'entity', 1, 0.9, %s, %s, "
+                f"'llm_entity', now(), now(), {expired}, 0) RETURNING id",
                 [
                     workspace_id,
                     f"f:{ids[0]}:{ids[1]}:entity:{relation}",
@@ -290,7 +291,7 @@ def test_it_exports_and_imports_with_the_management_commands(personas, alice_gra
 
 
 def test_it_carries_hygiene_and_graph_settings_and_consolidation(personas):
-    """What issues 6 and 10 added travels too: importance, superseded_by with its consolidation edge, and the
+    """Memory hygiene travels too: importance, superseded_by with its consolidation edge, and the
     workspace's memory and graph settings."""
     api = personas.alice_api
     api.add("deploy: blue-green on Fridays")

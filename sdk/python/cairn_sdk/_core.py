@@ -1,4 +1,4 @@
-"""What the sync and async clients share: configuration, request building, retry decisions, response parsing."""
+"""What the sync and async clients share: configuration, request building, retries, response parsing."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ NDJSON = "application/x-ndjson"
 
 
 class _Unset:
-    """Marks an argument the caller did not give, where None is a meaningful value (edit's metadata=None clears)."""
+    """Marks an argument the caller did not give, where None means something (edit's metadata=None clears)."""
 
     def __repr__(self) -> str:
         return "UNSET"
@@ -193,7 +193,9 @@ def parse_response(operation: Operation, response: httpx.Response) -> BaseModel:
             raise errors.APIError(
                 status=status,
                 code="INVALID_RESPONSE",
-                message=f"Expected the Cairn envelope from {operation.path}; is CAIRN_BASE_URL pointing at Cairn?",
+                message=(
+                    f"Expected the Cairn envelope from {operation.path}; is CAIRN_BASE_URL pointing at Cairn?"
+                ),
                 request_id=request_id,
             )
         try:
@@ -239,7 +241,7 @@ def client_headers(api_key: str, extra: Mapping[str, str] | None) -> dict[str, s
     }
 
 
-# --- workspace export / import ----------------------------------------------------------------------------------
+# --- workspace export / import ------------------------------------------------------------------------------
 
 # What workspace.import_ takes: the file's bytes, a path to it, or the records (e.g. straight from export()).
 ImportSource = bytes | bytearray | memoryview | str | os.PathLike[str] | Iterable[Mapping[str, Any]]
@@ -248,8 +250,8 @@ ImportSource = bytes | bytearray | memoryview | str | os.PathLike[str] | Iterabl
 def import_body(source: ImportSource) -> bytes | Path:
     """The body to send, in a form every retry can send again: bytes, or a path reopened for each attempt.
 
-    Records are serialised once up front: an iterator (such as a running export) could not be replayed, and the
-    server caps the body (EXPORT_IMPORT_MAX_UPLOAD_BYTES, 50 MB) anyway.
+    Records are serialised once up front: an iterator (such as a running export) could not be replayed, and
+    the server caps the body (EXPORT_IMPORT_MAX_UPLOAD_BYTES, 50 MB) anyway.
     """
     if isinstance(source, bytes | bytearray | memoryview):
         return bytes(source)
@@ -269,8 +271,9 @@ def import_body(source: ImportSource) -> bytes | Path:
 class LineSplitter:
     """Cuts a byte stream into JSON Lines at b"\\n" only.
 
-    httpx's iter_lines follows str.splitlines, which also breaks at U+2028, U+0085 and lone CRs: characters the
-    server writes unescaped inside JSON strings (ensure_ascii=False), so a memory holding one would be cut in two.
+    httpx's iter_lines follows str.splitlines, which also breaks at U+2028, U+0085 and lone CRs:
+    characters the server writes unescaped inside JSON strings (ensure_ascii=False), so a memory holding
+    one would be cut in two.
     """
 
     def __init__(self) -> None:
@@ -287,7 +290,8 @@ class LineSplitter:
 
 
 def check_export_response(operation: Operation, response: httpx.Response) -> None:
-    """Raise the typed error of a failed export (its body is the envelope), or refuse an answer that is no export."""
+    """Raise the typed error of a failed export (its body is the envelope), or refuse an answer that is
+    no export."""
     if not 200 <= response.status_code < 300:
         parse_response(operation, response)  # raises
     media_type = response.headers.get("Content-Type", "").split(";")[0].strip()

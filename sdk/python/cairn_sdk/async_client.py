@@ -1,4 +1,5 @@
-"""The asyncio client: `AsyncCairn()` reads CAIRN_API_KEY and CAIRN_BASE_URL; same methods as `Cairn`, awaited."""
+"""The asyncio client: `AsyncCairn()` reads CAIRN_API_KEY and CAIRN_BASE_URL; the methods of `Cairn`,
+awaited."""
 
 from __future__ import annotations
 
@@ -92,7 +93,7 @@ class AsyncCairn:
     async def request(
         self, operation: str, body: m.RequestModel | None = None, *, idempotency_key: str | None = None
     ) -> Any:
-        """Call one operation of `cairn_sdk.operations.OPERATIONS` with retries; returns its response model."""
+        """Call one operation of `cairn_sdk.operations.OPERATIONS` with retries; return its response model."""
         prepared = _core.prepare(operation, body, default_scope=self.scope, idempotency_key=idempotency_key)
         return _core.parse_response(prepared.operation, await self._send(prepared))
 
@@ -231,7 +232,7 @@ class AsyncMemories:
         page_size: int | None = None,
         scope: ScopeArg = None,
     ) -> AsyncIterator[m.Memory]:
-        """Every matching memory, newest first, fetching pages of `page_size` (server default 20) as needed."""
+        """Every matching memory, newest first, fetched in pages of `page_size` (server default 20)."""
         cursor: str | None = None
         while True:
             page = await self.list(
@@ -348,7 +349,9 @@ class AsyncMemories:
         importance_weight: float | None = UNSET,
         scope: ScopeArg = None,
     ) -> m.MemorySettings:
-        """Change the given settings; `admission_threshold=None` / `importance_weight=None` restore the default."""
+        """Change the given settings.
+
+        `admission_threshold=None` / `importance_weight=None` restore the default."""
         fields = drop_none(
             redact_credentials=redact_credentials,
             scrub_at_rest=scrub_at_rest,
@@ -464,7 +467,8 @@ class AsyncGraph:
         return cast(m.RolloutResult, await self._client.request("graph.update_rollout", body))
 
     async def extraction(self, *, scope: ScopeArg = None) -> m.ExtractionState:
-        """LLM extraction of the workspace: on/off, daily token budget, today's usage, entities and facts built."""
+        """LLM extraction of the workspace: on/off, daily token budget, today's usage, entities and
+        facts built."""
         scope_fields = (_core.coerce_scope(scope) or self._client.scope or m.Scope()).model_dump()
         body = m.ExtractionQuery(**drop_none(**scope_fields))
         return cast(m.ExtractionState, await self._client.request("graph.extraction", body))
@@ -611,7 +615,7 @@ class AsyncGraph:
 
 
 class AsyncWorkspace:
-    """Move a whole workspace: export it as a versioned JSON Lines file, import such a file into another one."""
+    """Move a whole workspace: export it as a versioned JSON Lines file, import such a file into another."""
 
     def __init__(self, client: AsyncCairn) -> None:
         self._client = client
@@ -619,7 +623,9 @@ class AsyncWorkspace:
     async def export(
         self, *, include_embeddings: bool | None = None, scope: ScopeArg = None
     ) -> AsyncIterator[dict[str, Any]]:
-        """Every record of the workspace (`async for`), header first, trailer last; see `Cairn.workspace.export`."""
+        """Every record of the workspace (`async for`), header first, trailer last.
+
+        See `Cairn.workspace.export`."""
         async for _, record in self._lines(include_embeddings, scope):
             yield record
 

@@ -93,7 +93,7 @@ class Cairn:
     def request(
         self, operation: str, body: m.RequestModel | None = None, *, idempotency_key: str | None = None
     ) -> Any:
-        """Call one operation of `cairn_sdk.operations.OPERATIONS` with retries; returns its response model."""
+        """Call one operation of `cairn_sdk.operations.OPERATIONS` with retries; return its response model."""
         prepared = _core.prepare(operation, body, default_scope=self.scope, idempotency_key=idempotency_key)
         return _core.parse_response(prepared.operation, self._send(prepared))
 
@@ -106,7 +106,8 @@ class Cairn:
         while True:
             try:
                 with ExitStack() as stack:
-                    # A file is reopened for every attempt; httpx sends it with its Content-Length, unbuffered.
+                    # A file is reopened for every attempt; httpx sends it unbuffered, with its
+                    # Content-Length.
                     data = stack.enter_context(content.open("rb")) if isinstance(content, Path) else content
                     request = self._http.build_request(
                         prepared.method,
@@ -220,7 +221,7 @@ class Memories:
         page_size: int | None = None,
         scope: ScopeArg = None,
     ) -> Iterator[m.Memory]:
-        """Every matching memory, newest first, fetching pages of `page_size` (server default 20) as needed."""
+        """Every matching memory, newest first, fetched in pages of `page_size` (server default 20)."""
         cursor: str | None = None
         while True:
             page = self.list(type=type, layer=layer, tags=tags, limit=page_size, cursor=cursor, scope=scope)
@@ -334,7 +335,9 @@ class Memories:
         importance_weight: float | None = UNSET,
         scope: ScopeArg = None,
     ) -> m.MemorySettings:
-        """Change the given settings; `admission_threshold=None` / `importance_weight=None` restore the default."""
+        """Change the given settings.
+
+        `admission_threshold=None` / `importance_weight=None` restore the default."""
         fields = drop_none(
             redact_credentials=redact_credentials,
             scrub_at_rest=scrub_at_rest,
@@ -454,7 +457,8 @@ class Graph:
         return cast(m.RolloutResult, self._client.request("graph.update_rollout", body))
 
     def extraction(self, *, scope: ScopeArg = None) -> m.ExtractionState:
-        """LLM extraction of the workspace: on/off, daily token budget, today's usage, entities and facts built."""
+        """LLM extraction of the workspace: on/off, daily token budget, today's usage, entities and
+        facts built."""
         scope_fields = (_core.coerce_scope(scope) or self._client.scope or m.Scope()).model_dump()
         body = m.ExtractionQuery(**drop_none(**scope_fields))
         return cast(m.ExtractionState, self._client.request("graph.extraction", body))
@@ -613,7 +617,7 @@ def import_query(scope: ScopeArg, default: m.Scope | None) -> m.ImportQuery:
 
 
 class Workspace:
-    """Move a whole workspace: export it as a versioned JSON Lines file, import such a file into another one."""
+    """Move a whole workspace: export it as a versioned JSON Lines file, import such a file into another."""
 
     def __init__(self, client: Cairn) -> None:
         self._client = client

@@ -2,9 +2,9 @@
 
 For every operation in `OPERATIONS` it checks the request body (or query parameters) and the `data` of each
 success envelope: the same fields, the same required fields, the same types (string/integer/number/boolean,
-date-time, arrays, objects, maps, nullability) and, for requests, the same enumerations. Where a JSON Lines file
-travels instead (workspace export's answer, workspace import's body) it checks the media type. It does not compare
-limits (maxLength, maximum): the server enforces those and its errors name the field.
+date-time, arrays, objects, maps, nullability) and, for requests, the same enumerations. Where a JSON Lines
+file travels instead (workspace export's answer, workspace import's body) it checks the media type. It does
+not compare limits (maxLength, maximum): the server enforces those and its errors name the field.
 
     from cairn_sdk.drift import schema_drift
     report = schema_drift(httpx.get(f"{base}/api/sdk/v1/openapi.json").json())
@@ -68,7 +68,8 @@ def _check_request(
             problems.append("the server takes input, the SDK sends none")
         return
     if operation.request_body == "ndjson":
-        # The body is a JSON Lines file, versioned by its own header line; what OpenAPI can say is its media type.
+        # The body is a JSON Lines file, versioned by its own header line; OpenAPI can only give its
+        # media type.
         content = spec.get("requestBody", {}).get("content", {})
         if NDJSON not in content:
             problems.append(f"request body: server takes {sorted(content) or 'none'}, SDK sends {NDJSON}")
@@ -119,7 +120,7 @@ def _check_responses(
         _diff(f"response {status}", {**data, "nullable": False}, sdk, request=False, problems=problems)
 
 
-# --- schema shapes --------------------------------------------------------------------------------------------
+# --- schema shapes ------------------------------------------------------------------------------------------
 
 
 def _model_shape(model: type[BaseModel]) -> dict[str, Any]:

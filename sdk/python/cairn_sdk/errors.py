@@ -62,7 +62,8 @@ class PermissionDeniedError(APIError):
 
 
 class NotFoundError(APIError):
-    """404: e.g. MEMORY_NOT_FOUND (also for anything outside your scope), TENANT_NOT_FOUND, ENTITY_NOT_FOUND."""
+    """404: e.g. MEMORY_NOT_FOUND (also for anything outside your scope), TENANT_NOT_FOUND or
+    ENTITY_NOT_FOUND."""
 
 
 class ConflictError(APIError):

@@ -5,8 +5,8 @@ The server's OpenAPI document is the source of truth: `cairn_sdk.drift.schema_dr
 with it, and the project's test suite fails when the two disagree.
 
 Requests refuse unknown fields (a typo fails before anything is sent) but leave limits to the server, whose
-answer names the field to fix. Responses keep fields a newer server adds (`extra="allow"`), and enumerations in
-responses are plain strings so that a new value on the server does not break an older client.
+answer names the field to fix. Responses keep fields a newer server adds (`extra="allow"`), and enumerations
+in responses are plain strings so that a new value on the server does not break an older client.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ class ResponseModel(_Model):
     model_config = ConfigDict(extra="allow")
 
 
-# --- shared -----------------------------------------------------------------------------------------------------
+# --- shared -------------------------------------------------------------------------------------------------
 
 
 class Scope(RequestModel):
@@ -77,7 +77,7 @@ class Health(ResponseModel):
     schema_version: str
 
 
-# --- memories ---------------------------------------------------------------------------------------------------
+# --- memories -----------------------------------------------------------------------------------------------
 
 
 class PipelineStep(ResponseModel):
@@ -255,7 +255,7 @@ class VacuumResult(ResponseModel):
     message: str
 
 
-# --- context/get and graph/trace --------------------------------------------------------------------------------
+# --- context/get and graph/trace ----------------------------------------------------------------------------
 
 
 class ContextRequest(RequestModel):
@@ -378,7 +378,7 @@ class TraceResult(ResponseModel):
     memories: list[ContextMemory]
 
 
-# --- graph/status and graph/rollout -----------------------------------------------------------------------------
+# --- graph/status and graph/rollout -------------------------------------------------------------------------
 
 
 class StatusRequest(RequestModel):
@@ -527,7 +527,8 @@ class MemorySettingsQuery(RequestModel):
 
 
 class MemorySettingsRequest(RequestModel):
-    """memories/settings PATCH: only the fields set are sent (null on a threshold or weight restores the default)."""
+    """memories/settings PATCH: only the fields set are sent (null on a threshold or weight restores
+    the default)."""
 
     redact_credentials: bool | None = None
     scrub_at_rest: bool | None = None
@@ -717,7 +718,7 @@ class RolloutPatchRequest(RequestModel):
 
 
 # --- graph/facts, graph/traverse, graph/entities, graph/communities, graph/stats, graph/clear, graph/decay,
-# graph/settings (the entity graph's reasoning and upkeep) ---------------------------------------------------------
+# graph/settings (the entity graph's reasoning and upkeep) --------------------------------------------------
 
 EdgeClass = Literal["semantic", "temporal", "causal", "entity"]
 RecallStrategy = Literal["bfs", "spreading"]
@@ -923,7 +924,7 @@ class GraphSettings(ResponseModel):
     max_entities: int | None
 
 
-# --- workspace export / import ----------------------------------------------------------------------------------
+# --- workspace export / import ------------------------------------------------------------------------------
 
 
 class ExportRequest(RequestModel):
@@ -932,8 +933,8 @@ class ExportRequest(RequestModel):
 
 
 class ExportRecord(ResponseModel):
-    """One line of an export file. The clients hand lines over as plain dicts (the importer wants them verbatim);
-    this names the one field every line has. The format is versioned by its header line, not by OpenAPI."""
+    """One line of an export file. The clients hand lines over as plain dicts (the importer wants them
+    verbatim); this names the one field every line has. The header line versions the format, not OpenAPI."""
 
     kind: str
 

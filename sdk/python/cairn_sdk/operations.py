@@ -1,7 +1,7 @@
 """Every SDK API operation the client calls, with its request and response model.
 
-One table serves the clients (which path and model a method uses) and the drift check (which OpenAPI operation a
-model must match), so a method cannot quietly talk to an endpoint its models were never checked against.
+One table serves the clients (which path and model a method uses) and the drift check (which OpenAPI operation
+a model must match), so a method cannot quietly talk to an endpoint its models were never checked against.
 """
 
 from __future__ import annotations
