@@ -1,5 +1,5 @@
-"""The daily LLM token budget: a workspace may lower it but not raise it above the operator's ceiling, and it is
-spent atomically, so many parallel calls never overspend it by more than one call's tokens."""
+"""The daily LLM token budget: a workspace may lower it but not raise it above the operator's ceiling, and it
+is spent atomically, so many parallel calls never overspend it by more than one call's tokens."""
 
 from __future__ import annotations
 

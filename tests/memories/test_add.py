@@ -374,9 +374,14 @@ def test_it_refuses_an_embedding_model_the_operator_did_not_allow(alice_api, set
     # A caller never chooses which provider the server calls with the operator's credentials.
     for model in ("ollama/x", "bedrock/amazon.titan-embed-text-v1", "openai/text-embedding-3-small"):
         error = alice_api.error(
-            "memories/add", {"content": "x", "embeddingModel": model}, status=400, code="EMBEDDING_MODEL_NOT_ALLOWED"
+            "memories/add",
+            {"content": "x", "embeddingModel": model},
+            status=400,
+            code="EMBEDDING_MODEL_NOT_ALLOWED",
         )
         assert "local/all-MiniLM-L6-v2" in error["message"] and settings.EMBEDDING_MODEL in error["message"]
     assert alice_api.ok("memories/list", {})["memories"] == []
     settings.EMBEDDING_MODELS_ALLOWED = (*settings.EMBEDDING_MODELS_ALLOWED, "openai/text-embedding-3-small")
-    alice_api.ok("memories/add", {"content": "x", "embeddingModel": "openai/text-embedding-3-small"}, status=201)
+    alice_api.ok(
+        "memories/add", {"content": "x", "embeddingModel": "openai/text-embedding-3-small"}, status=201
+    )
