@@ -318,8 +318,8 @@ DEFAULT_EMBEDDING_MODEL = "local/all-MiniLM-L6-v2-int8-onnx"
 EMBEDDING_MODEL = os.environ.get("EMBEDDING_MODEL", "").strip() or DEFAULT_EMBEDDING_MODEL
 EMBEDDING_DIMENSION = env_int("EMBEDDING_DIMENSION", 1536)  # litellm models only; local models know their own
 # The local models (offline, CPU, 384-d). A request may name only a model from EMBEDDING_MODELS_ALLOWED (comma
-# list; default: these and EMBEDDING_MODEL): which provider the server calls, with the operator's credentials, is
-# the operator's choice alone.
+# list; default: these and EMBEDDING_MODEL): which provider the server calls, with the operator's credentials,
+# is the operator's choice alone.
 LOCAL_EMBEDDING_MODELS = ("local/all-MiniLM-L6-v2", "local/all-MiniLM-L6-v2-int8", DEFAULT_EMBEDDING_MODEL)
 EMBEDDING_MODELS_ALLOWED = tuple(
     dict.fromkeys(env_list("EMBEDDING_MODELS_ALLOWED", [*LOCAL_EMBEDDING_MODELS, EMBEDDING_MODEL]))
@@ -438,8 +438,9 @@ GRAPH_LLM_TIMEOUT_SECONDS = env_float("GRAPH_LLM_TIMEOUT_SECONDS", 15.0, minimum
 GRAPH_LLM_MAX_RETRIES = env_int("GRAPH_LLM_MAX_RETRIES", 2, minimum=0)
 # Tokens per UTC day per workspace unless the workspace sets its own (graph/settings); unset = no limit.
 GRAPH_LLM_DAILY_TOKEN_BUDGET = env_int("GRAPH_LLM_DAILY_TOKEN_BUDGET", 0, minimum=0) or None
-# The operator's ceiling on any workspace's daily budget: a workspace may lower its budget, never raise it above
-# this (0 = no ceiling). Also what a workspace without a budget of its own gets when the default above is unset.
+# The operator's ceiling on any workspace's daily budget: a workspace may lower its budget, never raise it
+# above this (0 = no ceiling). Also what a workspace without a budget of its own gets when the default above
+# is unset.
 GRAPH_LLM_DAILY_TOKEN_BUDGET_MAX = env_int("GRAPH_LLM_DAILY_TOKEN_BUDGET_MAX", 5_000_000, minimum=0) or None
 # Completion tokens one LLM call may produce (sent as max_tokens; also what the budget reserves per call).
 GRAPH_LLM_MAX_OUTPUT_TOKENS = env_int("GRAPH_LLM_MAX_OUTPUT_TOKENS", 2000, minimum=16)

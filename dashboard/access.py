@@ -8,14 +8,21 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase
 
 from tenancy import policy
 from tenancy.access import user_role_in
 from tenancy.models import Workspace
 
-View = TypeVar("View", bound=Callable[..., HttpResponse])
+View = TypeVar("View", bound=Callable[..., HttpResponseBase])
+
+
+class SignedInRequest(HttpRequest):
+    """A request a signed-in-only view receives (login_required let it through): its user is a User."""
+
+    user: User
 
 
 def workspace_page(role: str) -> Callable[[Callable[..., HttpResponse]], Callable[..., HttpResponse]]:
@@ -26,7 +33,7 @@ def workspace_page(role: str) -> Callable[[Callable[..., HttpResponse]], Callabl
 
     def decorate(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
         @functools.wraps(view)
-        def checked(request: HttpRequest, workspace_id: int, **kwargs: Any) -> HttpResponse:
+        def checked(request: SignedInRequest, workspace_id: int, **kwargs: Any) -> HttpResponse:
             workspace = Workspace.objects.select_related("parent").filter(id=workspace_id).first()
             held = user_role_in(user=request.user, workspace=workspace) if workspace else None
             if workspace is None or held is None:
@@ -48,7 +55,7 @@ def user_page(view: View) -> View:
     """A view of the signed-in user's own things (keys, routing, invitations): no workspace role."""
     guarded = login_required(view)
     guarded.cairn_role = policy.USER  # type: ignore[attr-defined]
-    return guarded  # type: ignore[return-value]
+    return guarded
 
 
 def public_page(view: View) -> View:

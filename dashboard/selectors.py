@@ -116,16 +116,20 @@ def graph_top(*, workspace_id: int, filters: GraphFilters, node_limit: int, edge
         chosen = list(nodes.order_by("-mention_count", "id")[:node_limit])
         return GraphView(nodes=[_node_payload(node) for node in chosen])
     keep = ranked[:node_limit]
-    chosen = {
+    chosen_by_id = {
         node.id: node for node in nodes.filter(id__in=keep).only("id", "node_type", "node_key", "label")
     }
     picked = list(
-        edges.filter(from_node_id__in=chosen, to_node_id__in=chosen)
+        edges.filter(from_node_id__in=chosen_by_id, to_node_id__in=chosen_by_id)
         .only(*_EDGE_FIELDS)
         .order_by("-weight", "id")[: edge_limit + 1]
     )
     view = GraphView(
-        nodes=[_node_payload(chosen[node_id], degree[node_id]) for node_id in keep if node_id in chosen],
+        nodes=[
+            _node_payload(chosen_by_id[node_id], degree[node_id])
+            for node_id in keep
+            if node_id in chosen_by_id
+        ],
         edges=[_edge_payload(edge) for edge in picked[:edge_limit]],
         truncated=len(ranked) > node_limit or len(picked) > edge_limit,
     )
@@ -190,11 +194,12 @@ def node_memories(*, workspace_id: int, node: GraphNode, limit: int) -> list[Mem
     if node.node_type == "memory":
         ids = [node.node_key]
     else:
-        ids = list(
-            MemoryNodeLink.objects.filter(workspace_id=workspace_id, node_id=node.id)
+        ids = [
+            str(memory_id)
+            for memory_id in MemoryNodeLink.objects.filter(workspace_id=workspace_id, node_id=node.id)
             .order_by("-id")
             .values_list("memory_id", flat=True)[:limit]
-        )
+        ]
     parsed = [value if isinstance(value, uuid.UUID) else _uuid_or_none(value) for value in ids]
     found = Memory.objects.filter(
         workspace_id=workspace_id, id__in=[p for p in parsed if p], deleted_at__isnull=True
@@ -210,7 +215,7 @@ def _uuid_or_none(raw: str) -> uuid.UUID | None:
         return None
 
 
-# --- memories ---------------------------------------------------------------------------------------------------
+# --- memories -----------------------------------------------------------------------------------------------
 
 
 def memory_page(*, workspace_id: int, cursor: str | None, limit: int) -> tuple[list[Memory], str | None]:
@@ -245,7 +250,7 @@ def memory_evidence_edges(*, workspace_id: int, memory_id: uuid.UUID, limit: int
     )
 
 
-# --- entities, facts, communities -----------------------------------------------------------------------------
+# --- entities, facts, communities ---------------------------------------------------------------------------
 
 
 def entity_list(*, workspace_id: int, query: str, entity_type: str | None, limit: int) -> list[GraphNode]:
@@ -298,7 +303,8 @@ def community_list(*, workspace_id: int, limit: int, member_limit: int) -> list[
     ids = [community.id for community in communities]
     members = GraphCommunityMember.objects.filter(workspace_id=workspace_id, community_id__in=ids)
     sizes = dict(members.values("community_id").annotate(size=Count("*")).values_list("community_id", "size"))
-    # The first members by id of each community, labels joined in: one statement however large the communities.
+    # The first members by id of each community, labels joined in: one statement however large the
+    # communities.
     firsts = (
         members.annotate(
             rank=Window(RowNumber(), partition_by=F("community_id"), order_by=F("node_id").asc())

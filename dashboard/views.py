@@ -13,6 +13,7 @@ from axes.helpers import get_client_ip_address
 from django.conf import settings
 from django.contrib.auth import login
 from django.contrib.auth.forms import UserCreationForm
+from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
@@ -21,7 +22,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from config.errors import ApiError, error_response
 from dashboard import forms, selectors
-from dashboard.access import public_page, require_role, user_page, workspace_page
+from dashboard.access import SignedInRequest, public_page, require_role, user_page, workspace_page
 from graphsvc.models import ENTITY_TYPES
 from memories.selectors import MemoryScope, pipeline_status, recent_pipeline_errors
 from retrieval import search
@@ -40,17 +41,22 @@ FACT_LIMIT = 200
 KEY_LIST_LIMIT = 200
 TENANT_LIST_LIMIT = 50
 MODE_HELP = {
-    "off": "Graph retrieval never runs: context/get answers from the baseline (lexical, semantic or hybrid) only.",
-    "shadow": "The graph runs next to the baseline and is measured, but callers still get the baseline answer.",
+    "off": (
+        "Graph retrieval never runs: context/get answers from the baseline "
+        "(lexical, semantic or hybrid) only."
+    ),
+    "shadow": (
+        "The graph runs next to the baseline and is measured, but callers still get the baseline answer."
+    ),
     "canary": "Hybrid requests get graph-expanded results; allowed only while the quality gate passes.",
 }
 
 
-# --- access ----------------------------------------------------------------------------------------------------
+# --- access -------------------------------------------------------------------------------------------------
 
 
 def _page(
-    request: HttpRequest,
+    request: SignedInRequest,
     template: str,
     workspace: Workspace | None,
     role: str | None,
@@ -69,7 +75,7 @@ def _page(
     return render(request, template, {**base, **context})
 
 
-# --- sign in / up, home ----------------------------------------------------------------------------------------
+# --- sign in / up, home -------------------------------------------------------------------------------------
 
 
 @public_page
@@ -77,7 +83,7 @@ def _page(
 def signup(request: HttpRequest) -> HttpResponse:
     if not settings.DASHBOARD_SIGNUP_ENABLED:
         raise Http404("Sign-up is off")
-    form = UserCreationForm(request.POST or None)
+    form: UserCreationForm[User] = UserCreationForm(request.POST or None)
     if request.method == "POST" and not _signup_allowed(request):
         response = render(request, "dashboard/locked.html", {"signup": True}, status=429)
         response["Retry-After"] = "3600"
@@ -91,7 +97,8 @@ def signup(request: HttpRequest) -> HttpResponse:
 
 
 def _signup_allowed(request: HttpRequest) -> bool:
-    """Sign-up attempts per client address and hour (the SDK's exact counter, keyed by a hash of the address)."""
+    """Sign-up attempts per client address and hour (the SDK's exact counter, keyed by a hash of the
+    address)."""
     address = get_client_ip_address(request) or "unknown"
     bucket = "signup:" + hashlib.sha256(address.encode()).hexdigest()[:48]
     decision = rate_limit_hit(bucket=bucket, limit=settings.SIGNUP_PER_ADDRESS_PER_HOUR, window_seconds=3600)
@@ -100,17 +107,17 @@ def _signup_allowed(request: HttpRequest) -> bool:
 
 @user_page
 @require_GET
-def home(request: HttpRequest) -> HttpResponse:
+def home(request: SignedInRequest) -> HttpResponse:
     tenancy_services.personal_workspace_ensure(user=request.user)
     workspaces = tenancy_selectors.workspaces_for_user(user=request.user)
     tenants = tenancy_selectors.tenants_for_workspaces(workspaces=workspaces, limit=TENANT_LIST_LIMIT)
     return _page(request, "dashboard/home.html", None, None, {"workspaces": workspaces, "tenants": tenants})
 
 
-# --- graph explorer --------------------------------------------------------------------------------------------
+# --- graph explorer -----------------------------------------------------------------------------------------
 
 
-def _float_param(request: HttpRequest, name: str) -> float:
+def _float_param(request: SignedInRequest, name: str) -> float:
     raw = request.GET.get(name, "").strip()
     if not raw:
         return 0.0
@@ -123,7 +130,7 @@ def _float_param(request: HttpRequest, name: str) -> float:
     return value
 
 
-def _list_param(request: HttpRequest, name: str) -> tuple[str, ...]:
+def _list_param(request: SignedInRequest, name: str) -> tuple[str, ...]:
     values = [v.strip() for raw in request.GET.getlist(name) for v in raw.split(",") if v.strip()]
     if len(values) > 50 or any(len(v) > 128 for v in values):
         raise _BadRequest(f"{name} takes at most 50 comma-separated values of up to 128 characters")
@@ -134,7 +141,7 @@ class _BadRequest(Exception):
     """A query parameter the explorer cannot use; its message says what to send instead."""
 
 
-def graph_filters_from(request: HttpRequest) -> selectors.GraphFilters:
+def graph_filters_from(request: SignedInRequest) -> selectors.GraphFilters:
     return selectors.GraphFilters(
         edge_types=_list_param(request, "graph_et"),
         node_types=_list_param(request, "graph_nt"),
@@ -146,7 +153,7 @@ def graph_filters_from(request: HttpRequest) -> selectors.GraphFilters:
 
 @workspace_page(policy.READ)
 @require_GET
-def explorer(request: HttpRequest, workspace: Workspace, role: str) -> HttpResponse:
+def explorer(request: SignedInRequest, workspace: Workspace, role: str) -> HttpResponse:
     with workspace_context(workspace.id):
         edge_types = selectors.graph_edge_types(workspace_id=workspace.id, limit=LIST_LIMIT)
         node_types = selectors.graph_node_types(workspace_id=workspace.id, limit=LIST_LIMIT)
@@ -168,7 +175,7 @@ def explorer(request: HttpRequest, workspace: Workspace, role: str) -> HttpRespo
 
 @workspace_page(policy.READ)
 @require_GET
-def explorer_data(request: HttpRequest, workspace: Workspace, role: str) -> HttpResponse:
+def explorer_data(request: SignedInRequest, workspace: Workspace, role: str) -> HttpResponse:
     """Nodes and edges for Cytoscape: the top nodes, or the 1-hop view of graph_node_type/graph_node_key."""
     try:
         filters = graph_filters_from(request)
@@ -208,14 +215,14 @@ def explorer_data(request: HttpRequest, workspace: Workspace, role: str) -> Http
     )
 
 
-def _json_error(request: HttpRequest, code: str, message: str, *, status: int = 400) -> HttpResponse:
+def _json_error(request: SignedInRequest, code: str, message: str, *, status: int = 400) -> HttpResponse:
     # The SDK API's envelope, so a script reading graph/data handles errors the same way.
     return error_response(request, ApiError(status, code, message))
 
 
 @workspace_page(policy.READ)
 @require_GET
-def explorer_edge(request: HttpRequest, workspace: Workspace, role: str, edge_id: int) -> HttpResponse:
+def explorer_edge(request: SignedInRequest, workspace: Workspace, role: str, edge_id: int) -> HttpResponse:
     """The selected-edge panel (an htmx partial)."""
     with workspace_context(workspace.id):
         edge = selectors.graph_edge_get(workspace_id=workspace.id, edge_id=edge_id)
@@ -235,8 +242,9 @@ def explorer_edge(request: HttpRequest, workspace: Workspace, role: str, edge_id
 
 @workspace_page(policy.READ)
 @require_GET
-def explorer_node(request: HttpRequest, workspace: Workspace, role: str) -> HttpResponse:
-    """Linked memories of the selected node (an htmx partial); the evidence memory of the selected edge is marked."""
+def explorer_node(request: SignedInRequest, workspace: Workspace, role: str) -> HttpResponse:
+    """Linked memories of the selected node (an htmx partial); the evidence memory of the selected edge is
+    marked."""
     node_type, node_key = request.GET.get("graph_node_type", ""), request.GET.get("graph_node_key", "")
     with workspace_context(workspace.id):
         node = selectors.graph_node_get(
@@ -259,7 +267,7 @@ def explorer_node(request: HttpRequest, workspace: Workspace, role: str) -> Http
     )
 
 
-# --- rollout ---------------------------------------------------------------------------------------------------
+# --- rollout ------------------------------------------------------------------------------------------------
 
 
 def _rollout_context(workspace: Workspace, role: str) -> dict[str, Any]:
@@ -278,7 +286,7 @@ def _rollout_context(workspace: Workspace, role: str) -> dict[str, Any]:
 
 @workspace_page(policy.READ)
 @require_GET
-def rollout(request: HttpRequest, workspace: Workspace, role: str) -> HttpResponse:
+def rollout(request: SignedInRequest, workspace: Workspace, role: str) -> HttpResponse:
     context = _rollout_context(workspace, role)
     if request.headers.get("HX-Request"):
         return render(request, "dashboard/_rollout_panel.html", context)
@@ -287,7 +295,7 @@ def rollout(request: HttpRequest, workspace: Workspace, role: str) -> HttpRespon
 
 @workspace_page(policy.ADMIN)
 @require_POST
-def rollout_mode(request: HttpRequest, workspace: Workspace, role: str) -> HttpResponse:
+def rollout_mode(request: SignedInRequest, workspace: Workspace, role: str) -> HttpResponse:
     mode = request.POST.get("mode", "")
     blocked = None
     if mode not in RolloutConfig.Mode.values:
@@ -313,12 +321,12 @@ def rollout_mode(request: HttpRequest, workspace: Workspace, role: str) -> HttpR
     return redirect("dashboard-rollout", workspace_id=workspace.id)
 
 
-# --- memories --------------------------------------------------------------------------------------------------
+# --- memories -----------------------------------------------------------------------------------------------
 
 
 @workspace_page(policy.READ)
 @require_GET
-def memories(request: HttpRequest, workspace: Workspace, role: str) -> HttpResponse:
+def memories(request: SignedInRequest, workspace: Workspace, role: str) -> HttpResponse:
     form = forms.MemorySearchForm(request.GET)
     if not form.is_valid():
         return _page(
@@ -366,7 +374,7 @@ def memories(request: HttpRequest, workspace: Workspace, role: str) -> HttpRespo
 @workspace_page(policy.READ)
 @require_GET
 def memory_detail(
-    request: HttpRequest, workspace: Workspace, role: str, memory_id: uuid.UUID
+    request: SignedInRequest, workspace: Workspace, role: str, memory_id: uuid.UUID
 ) -> HttpResponse:
     with workspace_context(workspace.id):
         memory = selectors.memory_get(workspace_id=workspace.id, memory_id=memory_id)
@@ -387,15 +395,15 @@ def memory_detail(
     )
 
 
-# --- entities, facts, communities ------------------------------------------------------------------------------
+# --- entities, facts, communities ---------------------------------------------------------------------------
 
 
 @workspace_page(policy.READ)
 @require_GET
-def entities(request: HttpRequest, workspace: Workspace, role: str) -> HttpResponse:
+def entities(request: SignedInRequest, workspace: Workspace, role: str) -> HttpResponse:
     query = request.GET.get("q", "").strip()[:200]
-    entity_type = request.GET.get("type", "")
-    entity_type = entity_type if entity_type in ENTITY_TYPES else None
+    raw_type = request.GET.get("type", "")
+    entity_type = raw_type if raw_type in ENTITY_TYPES else None
     with workspace_context(workspace.id):
         rows = selectors.entity_list(
             workspace_id=workspace.id, query=query, entity_type=entity_type, limit=LIST_LIMIT
@@ -412,7 +420,7 @@ def entities(request: HttpRequest, workspace: Workspace, role: str) -> HttpRespo
 
 @workspace_page(policy.READ)
 @require_GET
-def entity_detail(request: HttpRequest, workspace: Workspace, role: str, node_id: int) -> HttpResponse:
+def entity_detail(request: SignedInRequest, workspace: Workspace, role: str, node_id: int) -> HttpResponse:
     include_invalid = request.GET.get("all") == "1"
     with workspace_context(workspace.id):
         entity = selectors.entity_get(workspace_id=workspace.id, node_id=node_id)
@@ -434,7 +442,7 @@ def entity_detail(request: HttpRequest, workspace: Workspace, role: str, node_id
 
 @workspace_page(policy.READ)
 @require_GET
-def facts(request: HttpRequest, workspace: Workspace, role: str) -> HttpResponse:
+def facts(request: SignedInRequest, workspace: Workspace, role: str) -> HttpResponse:
     query = request.GET.get("q", "").strip()[:200]
     include_invalid = request.GET.get("all") == "1"
     with workspace_context(workspace.id):
@@ -453,7 +461,7 @@ def facts(request: HttpRequest, workspace: Workspace, role: str) -> HttpResponse
 
 @workspace_page(policy.READ)
 @require_GET
-def communities(request: HttpRequest, workspace: Workspace, role: str) -> HttpResponse:
+def communities(request: SignedInRequest, workspace: Workspace, role: str) -> HttpResponse:
     with workspace_context(workspace.id):
         rows = selectors.community_list(workspace_id=workspace.id, limit=LIST_LIMIT, member_limit=20)
     return _page(
@@ -461,11 +469,11 @@ def communities(request: HttpRequest, workspace: Workspace, role: str) -> HttpRe
     )
 
 
-# --- members ---------------------------------------------------------------------------------------------------
+# --- members ------------------------------------------------------------------------------------------------
 
 
 def _members_page(
-    request: HttpRequest,
+    request: SignedInRequest,
     workspace: Workspace,
     role: str,
     *,
@@ -487,7 +495,7 @@ def _members_page(
 
 @workspace_page(policy.READ)
 @require_http_methods(["GET", "POST"])
-def members(request: HttpRequest, workspace: Workspace, role: str) -> HttpResponse:
+def members(request: SignedInRequest, workspace: Workspace, role: str) -> HttpResponse:
     """The member list (read); POST invites someone (admin): they become a member when they accept."""
     if request.method == "GET":
         return _members_page(request, workspace, role)
@@ -518,7 +526,7 @@ def members(request: HttpRequest, workspace: Workspace, role: str) -> HttpRespon
 @workspace_page(policy.ADMIN)
 @require_POST
 def invitation_cancel(
-    request: HttpRequest, workspace: Workspace, role: str, invitation_id: int
+    request: SignedInRequest, workspace: Workspace, role: str, invitation_id: int
 ) -> HttpResponse:
     invitation = tenancy_selectors.invitation_get(invitation_id=invitation_id)
     if invitation is None or invitation.org_id != workspace.id:
@@ -541,7 +549,7 @@ def _target_member(workspace: Workspace, actor_role: str, user_id: int) -> Any:
 
 @workspace_page(policy.ADMIN)
 @require_POST
-def member_role(request: HttpRequest, workspace: Workspace, role: str, user_id: int) -> HttpResponse:
+def member_role(request: SignedInRequest, workspace: Workspace, role: str, user_id: int) -> HttpResponse:
     user = _target_member(workspace, role, user_id)
     form = forms.MemberRoleForm(request.POST)
     if not form.is_valid():
@@ -563,7 +571,7 @@ def member_role(request: HttpRequest, workspace: Workspace, role: str, user_id: 
 
 @workspace_page(policy.ADMIN)
 @require_POST
-def member_remove(request: HttpRequest, workspace: Workspace, role: str, user_id: int) -> HttpResponse:
+def member_remove(request: SignedInRequest, workspace: Workspace, role: str, user_id: int) -> HttpResponse:
     user = _target_member(workspace, role, user_id)
     try:
         tenancy_services.membership_remove(org=workspace, user=user)
@@ -572,12 +580,12 @@ def member_remove(request: HttpRequest, workspace: Workspace, role: str, user_id
     return redirect("dashboard-members", workspace_id=workspace.id)
 
 
-# --- invitations (per user) --------------------------------------------------------------------------------------
+# --- invitations (per user) ---------------------------------------------------------------------------------
 
 
 @user_page
 @require_http_methods(["GET", "POST"])
-def invitations(request: HttpRequest) -> HttpResponse:
+def invitations(request: SignedInRequest) -> HttpResponse:
     """The signed-in user's pending invitations; POST accepts or declines one."""
     error = None
     if request.method == "POST":
@@ -614,11 +622,11 @@ def _int_or_zero(raw: str | None) -> int:
         return 0
 
 
-# --- settings: keys and routing (per user) ---------------------------------------------------------------------
+# --- settings: keys and routing (per user) ------------------------------------------------------------------
 
 
 def _keys_page(
-    request: HttpRequest,
+    request: SignedInRequest,
     *,
     form: forms.ApiKeyCreateForm | None = None,
     status: int = 200,
@@ -654,7 +662,7 @@ _CREATED_KEY_SESSION = "cairn_created_key"
 
 @user_page
 @require_http_methods(["GET", "POST"])
-def keys(request: HttpRequest) -> HttpResponse:
+def keys(request: SignedInRequest) -> HttpResponse:
     if request.method == "GET":
         return _keys_page(request)
     form = forms.ApiKeyCreateForm(request.POST)
@@ -686,7 +694,7 @@ def keys(request: HttpRequest) -> HttpResponse:
 
 @user_page
 @require_POST
-def key_revoke(request: HttpRequest, key_id: uuid.UUID) -> HttpResponse:
+def key_revoke(request: SignedInRequest, key_id: uuid.UUID) -> HttpResponse:
     api_key = tenancy_selectors.api_key_for_user(user=request.user, key_id=str(key_id))
     if api_key is None:
         raise Http404("No such key")
@@ -694,7 +702,7 @@ def key_revoke(request: HttpRequest, key_id: uuid.UUID) -> HttpResponse:
     return redirect("dashboard-keys")
 
 
-def _routing_page(request: HttpRequest, *, error: str | None = None, status: int = 200) -> HttpResponse:
+def _routing_page(request: SignedInRequest, *, error: str | None = None, status: int = 200) -> HttpResponse:
     user_settings = tenancy_selectors.user_settings_get(user=request.user)
     orgs = [
         w for w in tenancy_selectors.workspaces_for_user(user=request.user) if w.kind == Workspace.Kind.ORG
@@ -713,7 +721,7 @@ def _routing_page(request: HttpRequest, *, error: str | None = None, status: int
 
 @user_page
 @require_http_methods(["GET", "POST"])
-def routing(request: HttpRequest) -> HttpResponse:
+def routing(request: SignedInRequest) -> HttpResponse:
     if request.method == "GET":
         return _routing_page(request)
     action = request.POST.get("action", "")
@@ -743,7 +751,7 @@ def routing(request: HttpRequest) -> HttpResponse:
     return redirect("dashboard-routing")
 
 
-def _routing_mode_apply(request: HttpRequest) -> None:
+def _routing_mode_apply(request: SignedInRequest) -> None:
     form = forms.RoutingModeForm(request.POST)
     if not form.is_valid():
         raise ValueError(f"routing mode must be one of {', '.join(UserSettings.RoutingMode.values)}")

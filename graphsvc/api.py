@@ -1,5 +1,5 @@
-"""SDK routes of graphsvc: graph/extraction (LLM extraction state and budget) and the entity graph's reasoning and
-upkeep routes (facts, traverse, entities, communities, stats, clear, decay, settings)."""
+"""SDK routes of graphsvc: graph/extraction (LLM extraction state and budget) and the entity graph's reasoning
+and upkeep routes (facts, traverse, entities, communities, stats, clear, decay, settings)."""
 
 from __future__ import annotations
 
@@ -148,7 +148,8 @@ def graph_entities(request: HttpRequest, payload: EntitiesIn) -> dict[str, Any]:
     audience = audience_for(memory_scope(payload.scope))
     cursor_id = None
     if payload.cursor is not None:
-        # ASCII digits within bigint: str.isdigit() also accepts '¹' and '٣', which int() or Postgres then refuse.
+        # ASCII digits within bigint: str.isdigit() also accepts '¹' and '٣', which int() or Postgres then
+        # refuse.
         if not _CURSOR.fullmatch(payload.cursor) or int(payload.cursor) > _BIGINT_MAX:
             raise ApiError(
                 400, "INVALID_CURSOR", "cursor must be the nextCursor of a previous graph/entities page."

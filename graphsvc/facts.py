@@ -15,7 +15,7 @@ import json
 import math
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -71,8 +71,9 @@ class Seed:
 class Audience:
     """Whose facts and entities a reader may see. Unrestricted: all of them (the workspace's own people on the
     dashboard, exports, upkeep). Restricted: what the end user `user_id` may read, i.e. facts supported by at
-    least one of their memories or a shared one (user_id None: shared memories only), and entities mentioned by
-    such a memory. A fact or entity with no recorded memory at all (imported, or made by hand) is visible."""
+    least one of their memories or a shared one (user_id None: shared memories only), and entities mentioned
+    by such a memory. A fact or entity with no recorded memory at all (imported, or made by hand) is
+    visible."""
 
     restricted: bool = False
     user_id: str | None = None
@@ -97,10 +98,11 @@ def fact_visible_sql(alias: str = "e") -> str:
 
 def entity_visible_sql(node: str = "n.id") -> str:
     return (
-        f"(NOT EXISTS (SELECT 1 FROM memory_node_links vl WHERE vl.workspace_id = %(ws)s AND vl.node_id = {node} "
-        f"AND vl.role = 'mentions') OR EXISTS (SELECT 1 FROM memory_node_links vl JOIN memories vm "
-        f"ON vm.workspace_id = vl.workspace_id AND vm.id = vl.memory_id WHERE vl.workspace_id = %(ws)s "
-        f"AND vl.node_id = {node} AND vl.role = 'mentions' AND (vm.user_id IS NULL OR vm.user_id = %(viewer)s)))"
+        f"(NOT EXISTS (SELECT 1 FROM memory_node_links vl WHERE vl.workspace_id = %(ws)s "
+        f"AND vl.node_id = {node} AND vl.role = 'mentions') OR EXISTS (SELECT 1 FROM memory_node_links vl "
+        f"JOIN memories vm ON vm.workspace_id = vl.workspace_id AND vm.id = vl.memory_id "
+        f"WHERE vl.workspace_id = %(ws)s AND vl.node_id = {node} AND vl.role = 'mentions' "
+        f"AND (vm.user_id IS NULL OR vm.user_id = %(viewer)s)))"
     )
 
 
@@ -110,7 +112,7 @@ class Reading:
 
     workspace_id: int
     at: datetime | None = None
-    edge_classes: list[str] | None = None
+    edge_classes: Sequence[str] | None = None
     edge_types: list[str] | None = None
     rate: float = 0.01
     rates: dict[str, float] = field(default_factory=dict)
@@ -188,7 +190,7 @@ def reading_for(
     *,
     workspace_id: int,
     at: datetime | None = None,
-    edge_classes: list[str] | None = None,
+    edge_classes: Sequence[str] | None = None,
     edge_types: list[str] | None = None,
     stored: Stored | None = None,
     audience: Audience = EVERYONE,
@@ -271,7 +273,8 @@ def entity_lookup_stored(
                  ORDER BY n.mention_count DESC, n.id LIMIT 1)
                 UNION ALL
                 (SELECT n.id, n.label FROM graph_nodes n
-                 WHERE n.workspace_id = %(ws)s AND n.node_type = ANY(%(types)s) AND n.node_key = %(name)s{visible}
+                 WHERE n.workspace_id = %(ws)s AND n.node_type = ANY(%(types)s)
+                   AND n.node_key = %(name)s{visible}
                  ORDER BY n.mention_count DESC, n.id LIMIT 1)
                 LIMIT 1
             ) x
@@ -747,7 +750,7 @@ def seeded_bfs(
     limit: int,
     max_visited: int = MAX_VISITED,
     at: datetime | None = None,
-    edge_classes: list[str] | None = None,
+    edge_classes: Sequence[str] | None = None,
     record: bool = False,
     lazy_commit: bool = False,
     audience: Audience = EVERYONE,
@@ -1008,7 +1011,7 @@ def facts_recall(
     max_hops: int = 2,
     limit: int = 10,
     at: datetime | None = None,
-    edge_classes: list[str] | None = None,
+    edge_classes: Sequence[str] | None = None,
     strategy: str | None = None,
     record: bool = True,
     embed: QueryEmbedder | None = None,

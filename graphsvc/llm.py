@@ -1,8 +1,10 @@
-"""The one LLM client: litellm, structured JSON answers validated with pydantic, bounded retries, usage and budget.
+"""The one LLM client: litellm, structured JSON answers validated with pydantic, bounded retries, usage and
+budget.
 
-Every call is recorded in `llm_usage` (tokens, cost, outcome) for its workspace, memory and job; a workspace with a
-daily token budget stops calling once today's tokens reach it (LlmBudgetExhausted), and nothing else is affected.
-No model configured (GRAPH_LLM_MODEL empty) means extraction is off: `llm_enabled()` is False and callers skip.
+Every call is recorded in `llm_usage` (tokens, cost, outcome) for its workspace, memory and job; a workspace
+with a daily token budget stops calling once today's tokens reach it (LlmBudgetExhausted), and nothing else is
+affected. No model configured (GRAPH_LLM_MODEL empty) means extraction is off: `llm_enabled()` is False and
+callers skip.
 """
 
 from __future__ import annotations
@@ -211,8 +213,8 @@ def budget_reserve(*, workspace_id: int, budget: int | None, tokens: int, purpos
                 )
         cursor.execute(
             """
-            INSERT INTO llm_usage (workspace_id, purpose, model, prompt_tokens, completion_tokens, cost_usd, ok,
-                                   error_code, duration_ms, created_at)
+            INSERT INTO llm_usage (workspace_id, purpose, model, prompt_tokens, completion_tokens, cost_usd,
+                                   ok, error_code, duration_ms, created_at)
             VALUES (%s, %s, %s, %s, 0, 0, false, 'IN_FLIGHT', 0, now()) RETURNING id
             """,
             [workspace_id, purpose, model, tokens],

@@ -368,10 +368,10 @@ def mapping_remove(*, workspace_id: int, memory_ids: list[uuid.UUID]) -> None:
 
 
 def facts_unsupport(cursor: Any, *, workspace_id: int, memory_ids: list[uuid.UUID]) -> set[int]:
-    """The forgotten memories stop supporting their facts. A fact other memories still support stays (its shown
-    source moves to one of them); a fact left without evidence ends with its history, and a version it had
-    replaced comes back if that one still has evidence. Returns the entities the deleted facts touched, for
-    orphan pruning."""
+    """The forgotten memories stop supporting their facts. A fact other memories still support stays (its
+    shown source moves to one of them); a fact left without evidence ends with its history, and a version it
+    had replaced comes back if that one still has evidence. Returns the entities the deleted facts touched,
+    for orphan pruning."""
     cursor.execute(
         "DELETE FROM graph_fact_evidence WHERE workspace_id = %s AND memory_id = ANY(%s) RETURNING edge_id",
         [workspace_id, memory_ids],
@@ -383,7 +383,8 @@ def facts_unsupport(cursor: Any, *, workspace_id: int, memory_ids: list[uuid.UUI
         """
         SELECT e.id FROM graph_edges e
         WHERE e.workspace_id = %(ws)s AND e.id = ANY(%(ids)s) AND e.origin = 'llm_entity'
-          AND NOT EXISTS (SELECT 1 FROM graph_fact_evidence fe WHERE fe.workspace_id = %(ws)s AND fe.edge_id = e.id)
+          AND NOT EXISTS (SELECT 1 FROM graph_fact_evidence fe
+                          WHERE fe.workspace_id = %(ws)s AND fe.edge_id = e.id)
         """,
         {"ws": workspace_id, "ids": touched},
     )
@@ -393,7 +394,8 @@ def facts_unsupport(cursor: Any, *, workspace_id: int, memory_ids: list[uuid.UUI
         """
         SELECT p.id FROM graph_edges p
         WHERE p.workspace_id = %(ws)s AND p.superseded_by_id = ANY(%(gone)s) AND NOT (p.id = ANY(%(gone)s))
-          AND EXISTS (SELECT 1 FROM graph_fact_evidence fe WHERE fe.workspace_id = %(ws)s AND fe.edge_id = p.id)
+          AND EXISTS (SELECT 1 FROM graph_fact_evidence fe
+                      WHERE fe.workspace_id = %(ws)s AND fe.edge_id = p.id)
         """,
         {"ws": workspace_id, "gone": unsupported},
     )
@@ -401,7 +403,8 @@ def facts_unsupport(cursor: Any, *, workspace_id: int, memory_ids: list[uuid.UUI
     ends: set[int] = set()
     if unsupported:
         cursor.execute(
-            "DELETE FROM graph_edges WHERE workspace_id = %s AND id = ANY(%s) RETURNING from_node_id, to_node_id",
+            "DELETE FROM graph_edges WHERE workspace_id = %s AND id = ANY(%s) "
+            "RETURNING from_node_id, to_node_id",
             [workspace_id, unsupported],
         )
         for from_id, to_id in cursor.fetchall():
@@ -410,7 +413,8 @@ def facts_unsupport(cursor: Any, *, workspace_id: int, memory_ids: list[uuid.UUI
         # Current again, unless a newer version of the same relation is current by now.
         cursor.execute(
             """
-            UPDATE graph_edges p SET valid_to = NULL, expired_at = NULL, superseded_by_id = NULL, updated_at = now()
+            UPDATE graph_edges p SET valid_to = NULL, expired_at = NULL, superseded_by_id = NULL,
+                updated_at = now()
             WHERE p.workspace_id = %(ws)s AND p.id = ANY(%(ids)s)
               AND NOT EXISTS (SELECT 1 FROM graph_edges c WHERE c.workspace_id = %(ws)s
                   AND c.edge_key = p.edge_key AND c.expired_at IS NULL)

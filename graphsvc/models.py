@@ -108,9 +108,9 @@ class GraphEdge(models.Model):
 
 
 class GraphFactEvidence(models.Model):
-    """One memory that supports an entity fact. A fact lives while it has evidence: forgetting a memory removes
-    its support only, and the fact ends when none is left. The memory's end user is kept here so a caller sees a
-    fact only when at least one of its memories is theirs or shared."""
+    """One memory that supports an entity fact. A fact lives while it has evidence: forgetting a memory
+    removes its support only, and the fact ends when none is left. The memory's end user is kept here so a
+    caller sees a fact only when at least one of its memories is theirs or shared."""
 
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, db_index=False, related_name="+")
     # The database follows this key (ON DELETE CASCADE, added by the migration): facts are deleted in raw SQL.

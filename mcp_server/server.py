@@ -1,9 +1,10 @@
 """Cairn as an MCP server: the memory tools an agent needs, over stdio or streamable HTTP (`manage.py mcp`).
 
-Each tool is the SDK API's handler without HTTP around it: the same API-key check (format, rate limit, unknown,
-revoked, expired — tenancy.auth.SdkKeyAuth), the same request schemas and so the same limits and error codes,
-the same workspace resolution from the key and the scope, the same RLS transaction and the same services. A
-failure comes back as a tool error whose text starts with the API's error code (e.g. `MEMORY_NOT_FOUND: …`).
+Each tool is the SDK API's handler without HTTP around it: the same API-key check (format, rate limit,
+unknown, revoked, expired — tenancy.auth.SdkKeyAuth), the same request schemas and so the same limits and
+error codes, the same workspace resolution from the key and the scope, the same RLS transaction and the same
+services. A failure comes back as a tool error whose text starts with the API's error code (e.g.
+`MEMORY_NOT_FOUND: …`).
 
 Django's ORM is synchronous: every tool runs its database work on one dedicated thread (asgiref's
 thread-sensitive executor), so the server keeps one connection and the event loop never blocks on Postgres.
@@ -28,7 +29,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from config.errors import ApiError
-from config.schemas import ScopeIn, StrictIn, scope_field, trimmed
+from config.schemas import ScopeIn, StrictIn, Trimmed, scope_field
 from config.validation import api_error_from_validation
 from memories import selectors
 from memories.schemas import AddIn, ForgetIn, ForgetOut
@@ -47,10 +48,10 @@ logger = logging.getLogger("cairn.mcp")
 
 T = TypeVar("T", bound=BaseModel)
 INSTRUCTIONS = (
-    "Cairn is this agent's long-term memory. Before answering, call get_context with what the user asks to get "
-    "the rules and memories that matter (its `context` field is ready to read). Store durable facts, decisions "
-    "and preferences with add_memory; remove wrong ones with forget_memory. graph_facts and graph_traverse read "
-    "the entity graph (who works on what, what uses what)."
+    "Cairn is this agent's long-term memory. Before answering, call get_context with what the user asks to "
+    "get the rules and memories that matter (its `context` field is ready to read). Store durable facts, "
+    "decisions and preferences with add_memory; remove wrong ones with forget_memory. graph_facts and "
+    "graph_traverse read the entity graph (who works on what, what uses what)."
 )
 CONTEXT_ENDPOINT = "mcp/get_context"  # how retrieval metrics tell MCP calls from HTTP ones
 
@@ -77,16 +78,9 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-class _HeaderRequest:
-    """The one thing SdkKeyAuth reads from a request: its Authorization header."""
-
-    def __init__(self, authorization: str) -> None:
-        self.headers = {"Authorization": authorization}
-
-
 def caller_for_key(api_key: str | None) -> SdkCaller:
     """The SDK API's key check, in its order: missing → format → rate limit → unknown → revoked → expired."""
-    return SdkKeyAuth()(_HeaderRequest(f"Bearer {api_key}" if api_key else ""))
+    return SdkKeyAuth().caller_for_header(f"Bearer {api_key}" if api_key else "")
 
 
 def _validated(schema: type[T], payload: dict[str, Any]) -> T:
@@ -111,7 +105,7 @@ def tool_error_text(error: ApiError) -> str:
     return text
 
 
-# --- the tools' synchronous bodies (run on the database thread) -------------------------------------------------
+# --- the tools' synchronous bodies (run on the database thread) ---------------------------------------------
 
 
 @declare(WRITE)
@@ -192,14 +186,14 @@ def get_context_sync(*, caller: SdkCaller, payload: dict[str, Any], role: str) -
     return ContextOut.model_validate(data).model_dump(mode="json")
 
 
-# graph_facts / graph_traverse read the entity graph through graphsvc's fact recall and traversal. Those live in
-# their own modules; a server without them answers with a clear tool error instead of failing to start.
+# graph_facts / graph_traverse read the entity graph through graphsvc's fact recall and traversal. Those live
+# in their own modules; a server without them answers with a clear tool error instead of failing to start.
 EdgeClass = Literal["semantic", "temporal", "causal", "entity"]
 
 
 class FactsArgs(StrictIn):
-    query: trimmed(500) | None = Field(None, description="Words to find entities by.")
-    entity: trimmed(512) | None = Field(None, description="One entity by name or alias.")
+    query: Annotated[str, Trimmed(500)] | None = Field(None, description="Words to find entities by.")
+    entity: Annotated[str, Trimmed(512)] | None = Field(None, description="One entity by name or alias.")
     maxHops: int = Field(2, ge=1, le=3, description="Hops from the seed entities, 1–3 (default 2).")
     limit: int = Field(10, ge=1, le=100, description="Most facts, 1–100 (default 10).")
     at: datetime | None = Field(None, description="Facts as they were valid at this time.")
@@ -214,8 +208,10 @@ class FactsArgs(StrictIn):
 
 
 class TraverseArgs(StrictIn):
-    startEntity: trimmed(512) = Field(description="Entity to start from, by name or alias.")
-    edgeTypes: list[trimmed(128)] | None = Field(None, max_length=20, description="Only these relations.")
+    startEntity: Annotated[str, Trimmed(512)] = Field(description="Entity to start from, by name or alias.")
+    edgeTypes: list[Annotated[str, Trimmed(128)]] | None = Field(
+        None, max_length=20, description="Only these relations."
+    )
     maxHops: int = Field(2, ge=1, le=3, description="Hops, 1–3 (default 2).")
     limit: int = Field(20, ge=1, le=100, description="Most nodes, 1–100 (default 20).")
     at: datetime | None = Field(None, description="The graph as it was at this time.")
@@ -290,7 +286,7 @@ TOOL_BODIES: dict[str, Callable[..., dict[str, Any]]] = {
 }
 
 
-# --- the server ---------------------------------------------------------------------------------------------------
+# --- the server ---------------------------------------------------------------------------------------------
 
 
 class ScopeArg(BaseModel):
@@ -341,7 +337,8 @@ def build_server(settings: McpSettings) -> MCPServer:
             close_old_connections()
             try:
                 caller = caller_for_key(key)
-                # The key's scope first, as on the SDK routes: a read key is refused a write before anything else.
+                # The key's scope first, as on the SDK routes: a read key is refused a write before anything
+                # else.
                 if not allows(caller.key_scope, role):
                     raise forbidden(role, caller.key_scope)
                 return body(caller=caller, payload=payload, role=role)

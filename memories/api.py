@@ -62,11 +62,11 @@ def _idempotency_key(request: HttpRequest) -> str | None:
     "/memories/add",
     response={201: Envelope[AddOut], 200: Envelope[AddOut]},
     summary="Store a memory",
-    description="Stores a memory and answers 201 at once. Send an Idempotency-Key header to make retries safe: the "
-    "same key and body within 24 h replays the first answer (200, header Idempotent-Replayed: true); the same key "
-    "with another body is 422 IDEMPOTENCY_KEY_REUSED. With admission control on (memories/settings) a memory that "
-    "nearly repeats an existing one is not written: the answer is 200 with admitted false, the existing memory's "
-    "id and the decision (reason NEAR_DUPLICATE or LOW_SCORE, score).",
+    description="Stores a memory and answers 201 at once. Send an Idempotency-Key header to make retries "
+    "safe: the same key and body within 24 h replays the first answer (200, header Idempotent-Replayed: "
+    "true); the same key with another body is 422 IDEMPOTENCY_KEY_REUSED. With admission control on "
+    "(memories/settings) a memory that nearly repeats an existing one is not written: the answer is 200 with "
+    "admitted false, the existing memory's id and the decision (reason NEAR_DUPLICATE or LOW_SCORE, score).",
 )
 @requires(WRITE)
 def memories_add(request: HttpRequest, response: HttpResponse, payload: AddIn) -> Status[dict[str, Any]]:
@@ -224,11 +224,12 @@ def memories_vacuum(request: HttpRequest, payload: VacuumIn) -> dict[str, Any]:
     "/memories/consolidate",
     response=Envelope[ConsolidateOut],
     summary="Supersede older memories that say the same thing as a newer one",
-    description="Groups the caller's writable memories by (scope, project, user, type, upsert key) — the upsert key "
-    "is the category, else the first line's prefix before a colon, else its first six words, normalised — and "
-    "marks all but the newest of each group superseded_by it, with a supersedes edge in the graph. Superseded "
-    "memories stay stored but leave search, list and context unless includeSuperseded is true. dryRun reports "
-    "without changing anything. At most MEMORY_CONSOLIDATION_MAX_INPUT (5000) newest memories per call.",
+    description="Groups the caller's writable memories by (scope, project, user, type, upsert key) — the "
+    "upsert key is the category, else the first line's prefix before a colon, else its first six words, "
+    "normalised — and marks all but the newest of each group superseded_by it, with a supersedes edge in the "
+    "graph. Superseded memories stay stored but leave search, list and context unless includeSuperseded is "
+    "true. dryRun reports without changing anything. At most MEMORY_CONSOLIDATION_MAX_INPUT (5000) newest "
+    "memories per call.",
 )
 @requires(WRITE)
 def memories_consolidate(request: HttpRequest, payload: ConsolidateIn) -> dict[str, Any]:
@@ -261,7 +262,9 @@ def memories_consolidate(request: HttpRequest, payload: ConsolidateIn) -> dict[s
         {
             "runId": str(run.id) if run else None,
             "dryRun": payload.dryRun,
-            "message": f"{len(result.superseded)} memories {verb} superseded in {len(result.winners)} groups.",
+            "message": (
+                f"{len(result.superseded)} memories {verb} superseded in {len(result.winners)} groups."
+            ),
             "run": {
                 "id": str(run.id) if run else None,
                 "scope": "project" if scope.project_id and not payload.globalOnly else "global",

@@ -81,9 +81,9 @@ def _context_request(payload: ContextIn, *, endpoint: str) -> context.ContextReq
     response=Envelope[ContextOut],
     tags=["context"],
     summary="The memories (and rules, conflicts) to put in front of the next model call",
-    description="Rules, then working and long-term tiers ranked by the strategy; with hybrid and the workspace's "
-    "rollout in canary, graph expansion appends memories reached through the graph, each with its provenance in "
-    "`graph`. Every call records one retrieval metric for the rollout quality gate.",
+    description="Rules, then working and long-term tiers ranked by the strategy; with hybrid and the "
+    "workspace's rollout in canary, graph expansion appends memories reached through the graph, each with "
+    "its provenance in `graph`. Every call records one retrieval metric for the rollout quality gate.",
 )
 @requires(READ)
 def context_get(request: HttpRequest, payload: ContextIn) -> HttpResponse:

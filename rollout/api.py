@@ -1,7 +1,9 @@
-"""SDK routes graph/status and graph/rollout: resolve the workspace, open its RLS transaction, call the services."""
+"""SDK routes graph/status and graph/rollout: resolve the workspace, open its RLS transaction, call the
+services."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
@@ -37,7 +39,7 @@ def graph_status_payload(*, workspace_id: int, top_nodes_limit: int) -> dict[str
     errors = memory_selectors.recent_pipeline_errors(workspace_id=workspace_id)
     model = settings.EMBEDDING_MODEL
     vector_count, access_path = vectors.vector_state(workspace_id=workspace_id, model=model)
-    recent_cutoff = timezone.now() - timezone.timedelta(hours=1)
+    recent_cutoff = timezone.now() - timedelta(hours=1)
     degraded = pipeline["deadLetter"] > 0 or any(error["timestamp"] >= recent_cutoff for error in errors)
     overview = services.rollout_overview(workspace_id=workspace_id)
     if overview["qualityGate"]["status"] == "unavailable":
@@ -119,9 +121,9 @@ def _caller_label(request: HttpRequest) -> str:
     "/graph/rollout",
     response=Envelope[RolloutOut],
     summary="Rollout mode, quality gate, plan and default-strategy policy",
-    description="Read-mostly: when the workspace enabled the mode autopilot, this call also moves it to the plan's "
-    "recommendedMode (rolloutPlan.autopilot.applied says so), and the default-strategy policy is evaluated once per "
-    "policy window.",
+    description="Read-mostly: when the workspace enabled the mode autopilot, this call also moves it to the "
+    "plan's recommendedMode (rolloutPlan.autopilot.applied says so), and the default-strategy policy is "
+    "evaluated once per policy window.",
 )
 @requires(READ)
 def graph_rollout_get(request: HttpRequest, query: Query[RolloutQuery]) -> dict[str, Any]:
@@ -140,8 +142,8 @@ def graph_rollout_get(request: HttpRequest, query: Query[RolloutQuery]) -> dict[
     "/graph/rollout",
     response=Envelope[RolloutOut],
     summary="Set the rollout mode",
-    description="mode canary is refused with 409 CANARY_ROLLOUT_BLOCKED (details: reasonCodes, qualityStatus, "
-    "windowHours) while the quality gate blocks it.",
+    description="mode canary is refused with 409 CANARY_ROLLOUT_BLOCKED (details: reasonCodes, "
+    "qualityStatus, windowHours) while the quality gate blocks it.",
 )
 @requires(ADMIN)
 def graph_rollout_set(request: HttpRequest, payload: RolloutSetIn) -> dict[str, Any]:
@@ -161,8 +163,8 @@ def graph_rollout_set(request: HttpRequest, payload: RolloutSetIn) -> dict[str, 
     "/graph/rollout",
     response=Envelope[RolloutOut],
     summary="Change the rollout mode and/or the mode autopilot",
-    description="Send mode, autopilotEnabled or both. mode canary is refused with 409 CANARY_ROLLOUT_BLOCKED while "
-    "the quality gate blocks it.",
+    description="Send mode, autopilotEnabled or both. mode canary is refused with 409 CANARY_ROLLOUT_BLOCKED "
+    "while the quality gate blocks it.",
 )
 @requires(ADMIN)
 def graph_rollout_patch(request: HttpRequest, payload: RolloutPatchIn) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.http import HttpRequest
 
 from config.errors import ApiError
@@ -60,7 +60,7 @@ def request_workspace_id(request: HttpRequest, scope: ScopeIn, *, at_least: str 
     return workspace_id
 
 
-def user_role_in(*, user: AbstractBaseUser, workspace: Workspace) -> str | None:
+def user_role_in(*, user: User, workspace: Workspace) -> str | None:
     """The user's role in a workspace, as the policy names roles (an SDK tenant: its parent's)."""
     return policy.role_of_membership(selectors.workspace_role(user=user, workspace=workspace))
 
@@ -76,22 +76,23 @@ def _pinned(pin: PinnedWorkspace, scope: ScopeIn) -> tuple[int, str | None]:
         raise ApiError(
             403,
             "KEY_PINNED",
-            "This key is pinned to one workspace and cannot reach another through tenantId; leave tenantId out "
-            "or use a key that is not pinned.",
+            "This key is pinned to one workspace and cannot reach another through tenantId; leave tenantId "
+            "out or use a key that is not pinned.",
             details={"tenantId": scope.tenantId},
         )
     return pin.id, policy.role_of_membership(pin.membership_role)
 
 
 def _routed(caller: SdkCaller, scope: ScopeIn) -> tuple[int, str | None]:
-    """The routing rules of tenancy.services.workspace_for_scope, deciding from what the auth statement already
-    read: only a GitHub projectId in auto mode (owner mappings, org slugs) or a workspace still to be
+    """The routing rules of tenancy.services.workspace_for_scope, deciding from what the auth statement
+    already read: only a GitHub projectId in auto mode (owner mappings, org slugs) or a workspace still to be
     provisioned takes the full path, so the common calls cost at most the tenant lookup."""
     user, tenant_id, project_id = caller.user, scope.tenantId, scope.projectId
     auto_project = caller.routing_mode == UserSettings.RoutingMode.AUTO and bool(project_id) and not tenant_id
     if auto_project and github_owner_from_project(project_id) is not None:
         workspace = workspace_for_scope(user=user, tenant_id=tenant_id, project_id=project_id)
         return workspace.id, user_role_in(user=user, workspace=workspace)
+    routed_role: str | None
     if auto_project or caller.active_org_id is None:
         routed, routed_role = caller.personal_workspace_id, policy.OWNER
     else:

@@ -22,7 +22,6 @@ from tenancy.schemas import (
     KeyCreateOut,
     KeyListIn,
     KeyListOut,
-    KeyOut,
     KeyRevokeIn,
     KeyRevokeOut,
 )
@@ -52,9 +51,9 @@ def key_payload(api_key: ApiKey) -> dict[str, Any]:
     "/keys/create",
     response={201: Envelope[KeyCreateOut]},
     summary="Create an API key for yourself, restricted by scope and optionally pinned to one workspace",
-    description="Needs an admin-scoped key. The new key's keyScope cannot exceed the calling key's; with pinned "
-    "true it acts only in the workspace `scope` resolves to (admin there needed). The secret is in this answer "
-    "only.",
+    description="Needs an admin-scoped key. The new key's keyScope cannot exceed the calling key's; with "
+    "pinned true it acts only in the workspace `scope` resolves to (admin there needed). The secret is in "
+    "this answer only.",
 )
 @requires(ADMIN)
 def keys_create(request: HttpRequest, payload: KeyCreateIn) -> Status[dict[str, Any]]:

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.http import HttpRequest
 from django.utils import timezone
 from ninja.security.base import AuthBase
@@ -15,8 +15,8 @@ from ninja.security.base import AuthBase
 from config.errors import ApiError
 from tenancy import services
 from tenancy.caller import PinnedWorkspace, caller_lookup
-from tenancy.policy import key_scope_check
 from tenancy.models import ApiKey, UserSettings
+from tenancy.policy import key_scope_check
 
 KEY_PATTERN = re.compile(r"^mem_[a-f0-9]{64}$")
 _BEARER = re.compile(r"^bearer\s+(\S+)\s*$", re.IGNORECASE)
@@ -25,7 +25,7 @@ _BEARER = re.compile(r"^bearer\s+(\S+)\s*$", re.IGNORECASE)
 @dataclass(frozen=True)
 class SdkCaller:
     api_key: ApiKey
-    user: AbstractBaseUser
+    user: User
     # Read in the same statement as the key (tenancy.caller), so resolving a scope and the caller's role there
     # usually costs no query.
     routing_mode: str = UserSettings.RoutingMode.AUTO
@@ -48,7 +48,15 @@ class SdkKeyAuth(AuthBase):
         super().__init__()
 
     def __call__(self, request: HttpRequest) -> SdkCaller:
-        header = request.headers.get("Authorization", "").strip()
+        caller = self.caller_for_header(request.headers.get("Authorization", ""))
+        # The route's declared role (tenancy.policy.requires) against the key's scope, before the body is
+        # read.
+        key_scope_check(request, caller.key_scope)
+        return caller
+
+    def caller_for_header(self, header: str) -> SdkCaller:
+        """The key check alone, in its order: missing → format → rate limit → unknown → revoked → expired."""
+        header = header.strip()
         if not header:
             raise ApiError(401, "MISSING_API_KEY", "Send your API key as 'Authorization: Bearer mem_…'.")
         match = _BEARER.match(header)
@@ -84,8 +92,6 @@ class SdkKeyAuth(AuthBase):
             raise ApiError(401, "INVALID_API_KEY", "This API key was revoked. Create a new one.")
         if api_key.expires_at <= now:
             raise ApiError(401, "API_KEY_EXPIRED", "This API key has expired. Create a new one.")
-        # The route's declared role (tenancy.policy.requires) against the key's scope, before the body is read.
-        key_scope_check(request, api_key.scope)
         return SdkCaller(
             api_key=api_key,
             user=user,

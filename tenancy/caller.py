@@ -1,10 +1,11 @@
-"""Who is calling, in one round trip: rate-limit hit, API key, its user, the at-most-once-a-minute touch and the
-workspace a scope without tenantId or GitHub project routes to.
+"""Who is calling, in one round trip: rate-limit hit, API key, its user, the at-most-once-a-minute touch and
+the workspace a scope without tenantId or GitHub project routes to.
 
-Separately these were five to six statements on every SDK request (the counter upsert, the key with its user, the
-touch, the user's settings, the personal workspace) — about a third of a memories/add under load. One statement
-keeps their order of decisions (the counter is spent before the key is looked up, so unknown keys are rate limited
-too) and their exactness: the counter is still one INSERT … ON CONFLICT DO UPDATE, serialised by its row lock.
+Separately these were five to six statements on every SDK request (the counter upsert, the key with its user,
+the touch, the user's settings, the personal workspace) — about a third of a memories/add under load. One
+statement keeps their order of decisions (the counter is spent before the key is looked up, so unknown keys
+are rate limited too) and their exactness: the counter is still one INSERT … ON CONFLICT DO UPDATE, serialised
+by its row lock.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import connections
 from django.db.models import Model
 
@@ -44,7 +45,8 @@ def _statement() -> tuple[str, list[str], list[str]]:
         RETURNING hits
     ),
     touched AS (
-        -- Only a call that is let through touches the key, as before: a blocked or refused one changes nothing.
+        -- Only a call that is let through touches the key, as before: a blocked or refused one changes
+        -- nothing.
         UPDATE {ApiKey._meta.db_table} t SET last_used_at = %(now)s
         FROM hit, {user_model._meta.db_table} tu
         WHERE t.key_hash = %(bucket)s AND hit.hits <= %(limit)s AND tu.id = t.user_id AND tu.is_active
@@ -78,8 +80,8 @@ _FIXED = 11
 
 @dataclass(frozen=True)
 class PinnedWorkspace:
-    """The one workspace a pinned key may act in, and the user's membership role where it counts (the workspace
-    itself, or an SDK tenant's parent); None once the user is no longer a member."""
+    """The one workspace a pinned key may act in, and the user's membership role where it counts (the
+    workspace itself, or an SDK tenant's parent); None once the user is no longer a member."""
 
     id: int
     kind: str
@@ -94,11 +96,11 @@ class CallerLookup:
 
     rate: RateLimitDecision
     api_key: ApiKey | None
-    user: AbstractBaseUser | None
+    user: User | None
     routing_mode: str
     # What routed_workspace() chooses from when no GitHub owner is involved: the active org (only while the
-    # user is still its member, with the membership's role) and the personal workspace (None for a user who has
-    # none yet).
+    # user is still its member, with the membership's role) and the personal workspace (None for a user who
+    # has none yet).
     active_org_id: int | None
     active_org_role: str | None
     personal_workspace_id: int | None
@@ -122,8 +124,8 @@ def caller_lookup(
         "touch_before": now - TOUCH_INTERVAL,
         "personal": Workspace.Kind.PERSONAL,
     }
-    # Prepared (every SDK request runs it; its plan is key lookups whatever the values): planning was 0.9 of its
-    # 1.2 ms of PostgreSQL CPU.
+    # Prepared (every SDK request runs it; its plan is key lookups whatever the values): planning was 0.9 of
+    # its 1.2 ms of PostgreSQL CPU.
     with prepared_cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()

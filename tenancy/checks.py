@@ -31,7 +31,8 @@ def check_extensions(app_configs: Any = None, databases: Any = None, **kwargs: A
             errors.append(
                 Error(
                     f"The PostgreSQL extension '{name}' is not available on this server.",
-                    hint=f"Install {what} on the database server; Cairn needs PostgreSQL ≥ 15 with pgvector ≥ 0.8.",
+                    hint=f"Install {what} on the database server; "
+                    "Cairn needs PostgreSQL ≥ 15 with pgvector ≥ 0.8.",
                     id="cairn.E001",
                 )
             )
@@ -51,9 +52,10 @@ def check_runtime_role(app_configs: Any = None, databases: Any = None, **kwargs:
     if row and (row[0] or row[1]):
         return [
             Error(
-                f"The runtime database role {settings.APP_DB_ROLE!r} is a superuser or has BYPASSRLS, so row-level "
-                "security would not isolate workspaces.",
-                hint="Point DATABASE_APP_URL at a plain role: CREATE ROLE cairn_app LOGIN PASSWORD '…' NOSUPERUSER NOBYPASSRLS.",
+                f"The runtime database role {settings.APP_DB_ROLE!r} is a superuser or has BYPASSRLS, so "
+                "row-level security would not isolate workspaces.",
+                hint="Point DATABASE_APP_URL at a plain role: CREATE ROLE cairn_app LOGIN PASSWORD '…' "
+                "NOSUPERUSER NOBYPASSRLS.",
                 id="cairn.E003",
             )
         ]

@@ -69,7 +69,8 @@ class Membership(models.Model):
         MEMBER = "member"
 
     # Column name on purpose: a `workspace_id` column marks workspace data, which always carries FORCE RLS
-    # (tests/test_rls.py checks it). Memberships are the control plane that decides which workspace a key may use.
+    # (tests/test_rls.py checks it). Memberships are the control plane that decides which workspace a key may
+    # use.
     workspace = models.ForeignKey(
         Workspace, on_delete=models.CASCADE, related_name="memberships", db_column="member_workspace_id"
     )

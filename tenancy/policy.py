@@ -7,9 +7,9 @@ Roles, weakest first: `read` (search, list, context, graph reads), `write` (add,
   (owner, admin; `member` is write), an SDK tenant gives the role its caller holds in the parent workspace;
 - what the key may do: its scope (`read`, `write` or `admin`).
 So a key never exceeds its user's role, and a change of membership applies to the user's keys on their next
-call. Every SDK route, MCP tool and dashboard view declares the role it needs (`requires` here, `workspace_page` and its kin in dashboard/access.py); the
-check runs before any service, and a refusal is 403 FORBIDDEN_ROLE naming the role needed. Management commands
-are the operator's and declare `OPERATOR`.
+call. Every SDK route, MCP tool and dashboard view declares the role it needs (`requires` here,
+`workspace_page` and its kin in dashboard/access.py); the check runs before any service, and a refusal is 403
+FORBIDDEN_ROLE naming the role needed. Management commands are the operator's and declare `OPERATOR`.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ WRITE = "write"
 ADMIN = "admin"
 OWNER = "owner"
 ROLES = (READ, WRITE, ADMIN, OWNER)
-# Declared by routes that need no workspace role: the health check (no key at all) and the signed-in user's own
-# pages; and by management commands, which only the operator runs.
+# Declared by routes that need no workspace role: the health check (no key at all) and the signed-in user's
+# own pages; and by management commands, which only the operator runs.
 PUBLIC = "public"
 USER = "user"
 OPERATOR = "operator"
@@ -73,7 +73,7 @@ def forbidden(needed: str, held: str | None) -> ApiError:
 
 def declared_role(view: Callable[..., Any]) -> str | None:
     """The role a view, tool or command declared (None: it declared nothing, which the meta-test refuses)."""
-    seen = view
+    seen: Any = view
     while seen is not None:
         role = getattr(seen, "cairn_role", None)
         if role is not None:
@@ -96,9 +96,9 @@ def declare(role: str) -> Callable[[F], F]:
 
 def requires(role: str) -> Callable[[F], F]:
     """An SDK route's role, put under its router decorator. The request carries it from the start, so the key
-    check (tenancy.auth) refuses a key whose scope is too weak before the body is read, and the workspace check
-    (tenancy.access) reads it where the handler resolves its workspace: a handler cannot resolve a workspace
-    without having declared a role."""
+    check (tenancy.auth) refuses a key whose scope is too weak before the body is read, and the workspace
+    check (tenancy.access) reads it where the handler resolves its workspace: a handler cannot resolve a
+    workspace without having declared a role."""
     from ninja.decorators import decorate_view
 
     if role not in DECLARATIONS:

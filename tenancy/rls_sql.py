@@ -24,9 +24,10 @@ def enable_workspace_rls(table: str) -> migrations.RunSQL:
 
 
 def for_each_workspace_sql(statement: str) -> str:
-    """A DO block that runs `statement` once per workspace, inside that workspace's RLS context: FORCE RLS applies
-    to the owner running a migration too, so a data migration must visit the workspaces one by one. The
-    statement names the workspace `ws`; the workspaces table has no RLS, so it says which ones there are."""
+    """A DO block that runs `statement` once per workspace, inside that workspace's RLS context: FORCE RLS
+    applies to the owner running a migration too, so a data migration must visit the workspaces one by one.
+    The statement names the workspace `ws`; the workspaces table has no RLS, so it says which ones there
+    are."""
     return f"""
 DO $$
 DECLARE ws bigint;

@@ -13,7 +13,8 @@ def normalize_owner(raw: str) -> str:
     owner = raw.strip().removeprefix("@").lower()
     if not OWNER_PATTERN.match(owner):
         raise ValueError(
-            f"{raw!r} is not a valid GitHub owner: use 1–39 letters, digits or hyphens, starting with a letter or digit"
+            f"{raw!r} is not a valid GitHub owner: use 1–39 letters, digits or hyphens, starting with a "
+            "letter or digit"
         )
     return owner
 

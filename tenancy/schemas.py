@@ -19,14 +19,14 @@ class KeyCreateIn(StrictIn):
     )
     keyScope: KeyScope = Field(
         "write",
-        description="What the key may do: read (search, context, graph reads), write (also add, edit, forget) "
-        "or admin (also settings, rollout, upkeep, import/export, keys). Never more than your key's own scope, "
-        "and never more than your role where the key is used.",
+        description="What the key may do: read (search, context, graph reads), write (also add, edit, "
+        "forget) or admin (also settings, rollout, upkeep, import/export, keys). Never more than your key's "
+        "own scope, and never more than your role where the key is used.",
     )
     pinned: bool = Field(
         False,
-        description="Pin the key to the workspace `scope` resolves to (needs admin there): it can then act in "
-        "that workspace only, whatever tenantId or projectId a call sends.",
+        description="Pin the key to the workspace `scope` resolves to (needs admin there): it can then act "
+        "in that workspace only, whatever tenantId or projectId a call sends.",
     )
     expiresInDays: int | None = Field(
         None, ge=1, le=3650, description="Days until the key expires (default and ceiling: the server's)."

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 
 from tenancy.models import ApiKey, Invitation, Membership, RepoOwnerMapping, UserSettings, Workspace
 
@@ -11,20 +11,20 @@ def api_key_by_hash(*, key_hash: str) -> ApiKey | None:
     return ApiKey.objects.select_related("user").filter(key_hash=key_hash).first()
 
 
-def personal_workspace_get(*, user: AbstractBaseUser) -> Workspace | None:
+def personal_workspace_get(*, user: User) -> Workspace | None:
     return Workspace.objects.filter(kind=Workspace.Kind.PERSONAL, personal_owner=user).first()
 
 
-def user_settings_get(*, user: AbstractBaseUser) -> UserSettings:
+def user_settings_get(*, user: User) -> UserSettings:
     user_settings = UserSettings.objects.select_related("active_org").filter(user=user).first()
     return user_settings or UserSettings(user=user)
 
 
-def is_member(*, user: AbstractBaseUser, workspace: Workspace) -> bool:
+def is_member(*, user: User, workspace: Workspace) -> bool:
     return Membership.objects.filter(user=user, workspace=workspace).exists()
 
 
-def mapped_org_for_owner(*, user: AbstractBaseUser, owner: str) -> Workspace | None:
+def mapped_org_for_owner(*, user: User, owner: str) -> Workspace | None:
     mapping = (
         RepoOwnerMapping.objects.select_related("org")
         .filter(user=user, owner=owner, org__memberships__user=user)
@@ -33,7 +33,7 @@ def mapped_org_for_owner(*, user: AbstractBaseUser, owner: str) -> Workspace | N
     return mapping.org if mapping else None
 
 
-def member_org_by_slug(*, user: AbstractBaseUser, slug: str) -> Workspace | None:
+def member_org_by_slug(*, user: User, slug: str) -> Workspace | None:
     return Workspace.objects.filter(kind=Workspace.Kind.ORG, slug=slug, memberships__user=user).first()
 
 
@@ -41,12 +41,13 @@ def org_by_slug(*, slug: str) -> Workspace | None:
     return Workspace.objects.filter(kind=Workspace.Kind.ORG, slug=slug).first()
 
 
-def workspaces_for_user(*, user: AbstractBaseUser) -> list[Workspace]:
+def workspaces_for_user(*, user: User) -> list[Workspace]:
     return list(Workspace.objects.filter(memberships__user=user).order_by("kind", "slug", "id"))
 
 
-def user_find(*, identifier: str) -> AbstractBaseUser | None:
-    """A user by exact username, else by e-mail (case-insensitive); None when absent or the e-mail is shared."""
+def user_find(*, identifier: str) -> User | None:
+    """A user by exact username, else by e-mail (case-insensitive); None when absent or the e-mail is
+    shared."""
     from django.contrib.auth import get_user_model
 
     model = get_user_model()
@@ -60,7 +61,7 @@ def user_find(*, identifier: str) -> AbstractBaseUser | None:
     return matches[0] if len(matches) == 1 else None
 
 
-def workspace_role(*, user: AbstractBaseUser, workspace: Workspace) -> str | None:
+def workspace_role(*, user: User, workspace: Workspace) -> str | None:
     """The user's role in a workspace; an SDK tenant inherits the role its parent workspace gives."""
     target = workspace.parent if workspace.kind == Workspace.Kind.SDK_TENANT else workspace
     if target is None:
@@ -84,19 +85,19 @@ def tenants_for_workspaces(*, workspaces: list[Workspace], limit: int) -> list[W
     )
 
 
-def api_keys_for_user(*, user: AbstractBaseUser, limit: int) -> list[ApiKey]:
+def api_keys_for_user(*, user: User, limit: int) -> list[ApiKey]:
     return list(ApiKey.objects.filter(user=user).order_by("revoked_at", "-created_at")[:limit])
 
 
-def api_key_for_user(*, user: AbstractBaseUser, key_id: str) -> ApiKey | None:
+def api_key_for_user(*, user: User, key_id: str) -> ApiKey | None:
     return ApiKey.objects.filter(user=user, id=key_id).first()
 
 
-def repo_owner_mappings_for_user(*, user: AbstractBaseUser) -> list[RepoOwnerMapping]:
+def repo_owner_mappings_for_user(*, user: User) -> list[RepoOwnerMapping]:
     return list(RepoOwnerMapping.objects.select_related("org").filter(user=user).order_by("owner"))
 
 
-def invitations_pending_for_user(*, user: AbstractBaseUser) -> list[Invitation]:
+def invitations_pending_for_user(*, user: User) -> list[Invitation]:
     return list(
         Invitation.objects.select_related("org", "invited_by")
         .filter(user=user, status=Invitation.Status.PENDING)

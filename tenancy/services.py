@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -26,7 +26,7 @@ class KeyLimitReached(ValueError):
     """The user already has as many active keys as one user may."""
 
 
-def personal_workspace_ensure(*, user: AbstractBaseUser) -> Workspace:
+def personal_workspace_ensure(*, user: User) -> Workspace:
     with transaction.atomic(using="app"):
         workspace, _ = Workspace.objects.get_or_create(
             personal_owner=user,
@@ -39,7 +39,7 @@ def personal_workspace_ensure(*, user: AbstractBaseUser) -> Workspace:
     return workspace
 
 
-def org_create(*, owner: AbstractBaseUser, slug: str, name: str | None = None) -> Workspace:
+def org_create(*, owner: User, slug: str, name: str | None = None) -> Workspace:
     slug = normalize_owner(slug)
     with transaction.atomic(using="app"):
         if Workspace.objects.filter(kind=Workspace.Kind.ORG, slug=slug).exists():
@@ -49,7 +49,7 @@ def org_create(*, owner: AbstractBaseUser, slug: str, name: str | None = None) -
     return org
 
 
-def membership_set(*, org: Workspace, user: AbstractBaseUser, role: str) -> Membership:
+def membership_set(*, org: Workspace, user: User, role: str) -> Membership:
     if org.kind != Workspace.Kind.ORG:
         raise ValueError("members can only be added to organization workspaces")
     if role not in Membership.Role.values:
@@ -58,7 +58,7 @@ def membership_set(*, org: Workspace, user: AbstractBaseUser, role: str) -> Memb
     return membership
 
 
-# --- API keys -------------------------------------------------------------------------------------------------
+# --- API keys -----------------------------------------------------------------------------------------------
 
 
 def api_key_hash(raw_key: str) -> str:
@@ -74,7 +74,7 @@ class CreatedApiKey:
 
 def api_key_create(
     *,
-    user: AbstractBaseUser,
+    user: User,
     expires_at: datetime | None = None,
     name: str = "",
     created_via: str = "command",
@@ -127,10 +127,10 @@ def api_key_touch(*, api_key: ApiKey) -> None:
         api_key.last_used_at = now
 
 
-# --- Repo routing settings ------------------------------------------------------------------------------------
+# --- Repo routing settings ----------------------------------------------------------------------------------
 
 
-def routing_mode_set(*, user: AbstractBaseUser, mode: str) -> UserSettings:
+def routing_mode_set(*, user: User, mode: str) -> UserSettings:
     if mode not in UserSettings.RoutingMode.values:
         raise ValueError(f"routing mode must be one of {', '.join(UserSettings.RoutingMode.values)}")
     user_settings, _ = UserSettings.objects.get_or_create(user=user)
@@ -139,7 +139,7 @@ def routing_mode_set(*, user: AbstractBaseUser, mode: str) -> UserSettings:
     return user_settings
 
 
-def active_org_set(*, user: AbstractBaseUser, org: Workspace | None) -> UserSettings:
+def active_org_set(*, user: User, org: Workspace | None) -> UserSettings:
     if org is not None and not selectors.is_member(user=user, workspace=org):
         raise ValueError(f"{user.get_username()} is not a member of {org.slug}")
     user_settings, _ = UserSettings.objects.get_or_create(user=user)
@@ -148,7 +148,7 @@ def active_org_set(*, user: AbstractBaseUser, org: Workspace | None) -> UserSett
     return user_settings
 
 
-def repo_owner_mapping_set(*, user: AbstractBaseUser, owner: str, org: Workspace) -> RepoOwnerMapping:
+def repo_owner_mapping_set(*, user: User, owner: str, org: Workspace) -> RepoOwnerMapping:
     owner = normalize_owner(owner)
     if org.kind != Workspace.Kind.ORG:
         raise ValueError("repo owners can only be mapped to organization workspaces")
@@ -162,15 +162,15 @@ def repo_owner_mapping_set(*, user: AbstractBaseUser, owner: str, org: Workspace
     return mapping
 
 
-def repo_owner_mapping_delete(*, user: AbstractBaseUser, owner: str) -> int:
+def repo_owner_mapping_delete(*, user: User, owner: str) -> int:
     deleted, _ = RepoOwnerMapping.objects.filter(user=user, owner=normalize_owner(owner)).delete()
     return deleted
 
 
-# --- Scope → workspace ----------------------------------------------------------------------------------------
+# --- Scope → workspace --------------------------------------------------------------------------------------
 
 
-def routed_workspace(*, user: AbstractBaseUser, project_id: str | None) -> Workspace:
+def routed_workspace(*, user: User, project_id: str | None) -> Workspace:
     """The personal or org workspace a call without tenantId lands in: in auto mode a github.com projectId
     goes to the org its owner maps to (or is the slug of) when the user is a member; else the active org, else
     the personal workspace."""
@@ -192,12 +192,12 @@ def routed_workspace(*, user: AbstractBaseUser, project_id: str | None) -> Works
     return personal_workspace(user=user)
 
 
-def personal_workspace(*, user: AbstractBaseUser) -> Workspace:
+def personal_workspace(*, user: User) -> Workspace:
     """The user's personal workspace: one read on the hot path, created only for users that predate it."""
     return selectors.personal_workspace_get(user=user) or personal_workspace_ensure(user=user)
 
 
-def tenant_workspace_resolve(*, user: AbstractBaseUser, tenant_id: str) -> Workspace:
+def tenant_workspace_resolve(*, user: User, tenant_id: str) -> Workspace:
     """The SDK-tenant workspace for tenantId under the caller's own workspace, provisioned on first use."""
     parent = routed_workspace(user=user, project_id=None)
     existing = Workspace.objects.filter(
@@ -231,27 +231,26 @@ def tenant_workspace_resolve(*, user: AbstractBaseUser, tenant_id: str) -> Works
         return Workspace.objects.get(kind=Workspace.Kind.SDK_TENANT, parent=parent, tenant_id=tenant_id)
 
 
-def workspace_for_scope(
-    *, user: AbstractBaseUser, tenant_id: str | None, project_id: str | None
-) -> Workspace:
+def workspace_for_scope(*, user: User, tenant_id: str | None, project_id: str | None) -> Workspace:
     if tenant_id:
         return tenant_workspace_resolve(user=user, tenant_id=tenant_id)
     return routed_workspace(user=user, project_id=project_id)
 
 
-# --- Members (dashboard) --------------------------------------------------------------------------------------
+# --- Members (dashboard) ------------------------------------------------------------------------------------
 
 
 def _owner_count(*, org: Workspace) -> int:
     return Membership.objects.filter(workspace=org, role=Membership.Role.OWNER).count()
 
 
-def membership_role_change(*, org: Workspace, user: AbstractBaseUser, role: str) -> Membership:
+def membership_role_change(*, org: Workspace, user: User, role: str) -> Membership:
     """Change an existing member's role; an org always keeps at least one owner."""
     if role not in Membership.Role.values:
         raise ValueError(f"role must be one of {', '.join(Membership.Role.values)}")
     with transaction.atomic(using="app"):
-        # Locking the org's owner rows makes two concurrent demotions of the last two owners wait for each other.
+        # Locking the org's owner rows makes two concurrent demotions of the last two owners wait for each
+        # other.
         list(Membership.objects.select_for_update().filter(workspace=org, role=Membership.Role.OWNER))
         membership = Membership.objects.select_for_update().filter(workspace=org, user=user).first()
         if membership is None:
@@ -267,7 +266,7 @@ def membership_role_change(*, org: Workspace, user: AbstractBaseUser, role: str)
     return membership
 
 
-def membership_remove(*, org: Workspace, user: AbstractBaseUser) -> None:
+def membership_remove(*, org: Workspace, user: User) -> None:
     """Remove a member, never the last owner; their repo mappings and active org to this org go with them."""
     with transaction.atomic(using="app"):
         list(Membership.objects.select_for_update().filter(workspace=org, role=Membership.Role.OWNER))
@@ -281,12 +280,10 @@ def membership_remove(*, org: Workspace, user: AbstractBaseUser) -> None:
         UserSettings.objects.filter(user=user, active_org=org).update(active_org=None)
 
 
-# --- Invitations: membership by consent ------------------------------------------------------------------------
+# --- Invitations: membership by consent ---------------------------------------------------------------------
 
 
-def invitation_create(
-    *, org: Workspace, user: AbstractBaseUser, role: str, invited_by: AbstractBaseUser | None
-) -> Invitation:
+def invitation_create(*, org: Workspace, user: User, role: str, invited_by: User | None) -> Invitation:
     """Offer membership; nothing routes to the org for this user until they accept."""
     if org.kind != Workspace.Kind.ORG:
         raise ValueError("only organizations have members")
@@ -311,7 +308,7 @@ def invitation_create(
             ) from None
 
 
-def invitation_accept(*, invitation: Invitation, user: AbstractBaseUser) -> Membership:
+def invitation_accept(*, invitation: Invitation, user: User) -> Membership:
     with transaction.atomic(using="app"):
         locked = _pending_for(invitation=invitation, user=user)
         membership, _ = Membership.objects.get_or_create(
@@ -322,7 +319,7 @@ def invitation_accept(*, invitation: Invitation, user: AbstractBaseUser) -> Memb
     return membership
 
 
-def invitation_decline(*, invitation: Invitation, user: AbstractBaseUser) -> None:
+def invitation_decline(*, invitation: Invitation, user: User) -> None:
     with transaction.atomic(using="app"):
         locked = _pending_for(invitation=invitation, user=user)
         locked.status, locked.decided_at = Invitation.Status.DECLINED, timezone.now()
@@ -335,7 +332,7 @@ def invitation_cancel(*, invitation: Invitation) -> None:
     )
 
 
-def _pending_for(*, invitation: Invitation, user: AbstractBaseUser) -> Invitation:
+def _pending_for(*, invitation: Invitation, user: User) -> Invitation:
     locked = Invitation.objects.select_for_update().filter(pk=invitation.pk, user=user).first()
     if locked is None or locked.status != Invitation.Status.PENDING:
         raise ValueError("this invitation is no longer pending")

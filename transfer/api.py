@@ -1,4 +1,5 @@
-"""SDK routes of transfer: workspace export (a JSON Lines stream) and import (the same format, all or nothing)."""
+"""SDK routes of transfer: workspace export (a JSON Lines stream) and import (the same format, all or
+nothing)."""
 
 from __future__ import annotations
 
@@ -24,9 +25,10 @@ NDJSON = "application/x-ndjson"
     "/workspace/export",
     response={200: None},
     summary="Export the workspace as versioned JSON Lines (streamed)",
-    description="Streams the workspace — memories, optional vectors, graph nodes, edges, memory links, entity "
-    "aliases, communities, rollout, graph and memory settings — as one JSON object per line: a header (format, version) first, "
-    "a trailer with per-kind counts last. Import it with workspace/import or `manage.py workspace_import`.",
+    description="Streams the workspace — memories, optional vectors, graph nodes, edges, memory links, "
+    "entity aliases, communities, rollout, graph and memory settings — as one JSON object per line: a header "
+    "(format, version) first, a trailer with per-kind counts last. Import it with workspace/import or "
+    "`manage.py workspace_import`.",
     openapi_extra={
         "responses": {200: {"description": "JSON Lines", "content": {NDJSON: {"schema": {"type": "string"}}}}}
     },
@@ -49,9 +51,9 @@ def workspace_export(request: HttpRequest, payload: ExportIn) -> StreamingHttpRe
     response=Envelope[ImportOut],
     summary="Import a workspace export (JSON Lines body) into the scope's workspace",
     description="Send the file as the body with Content-Type application/x-ndjson, up to "
-    "EXPORT_IMPORT_MAX_UPLOAD_BYTES (50 MB; use `manage.py workspace_import` for more). Ids are remapped, rows "
-    "that exist are skipped (importing twice changes nothing), and a bad line fails the whole import with 422 "
-    "IMPORT_FILE_INVALID naming the line; nothing is half-imported.",
+    "EXPORT_IMPORT_MAX_UPLOAD_BYTES (50 MB; use `manage.py workspace_import` for more). Ids are remapped, "
+    "rows that exist are skipped (importing twice changes nothing), and a bad line fails the whole import "
+    "with 422 IMPORT_FILE_INVALID naming the line; nothing is half-imported.",
     openapi_extra={"requestBody": {"required": True, "content": {NDJSON: {"schema": {"type": "string"}}}}},
 )
 @requires(ADMIN)

@@ -15,9 +15,9 @@ from tenancy.policy import OPERATOR, declare
 @declare(OPERATOR)
 class Command(BaseCommand):
     help = (
-        "Serve Cairn's memory tools over the Model Context Protocol: get_context, add_memory, search_memories, "
-        "forget_memory, graph_facts, graph_traverse. stdio by default (for an agent that starts this command); "
-        "--http serves streamable HTTP at http://HOST:PORT/mcp."
+        "Serve Cairn's memory tools over the Model Context Protocol: get_context, add_memory, "
+        "search_memories, forget_memory, graph_facts, graph_traverse. stdio by default (for an agent that "
+        "starts this command); --http serves streamable HTTP at http://HOST:PORT/mcp."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -34,8 +34,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--allowed-hosts",
             default=",".join(settings.MCP_ALLOWED_HOSTS),
-            help="Host headers the HTTP server answers (DNS-rebinding protection, always on), comma-separated, "
-            "'host:*' for any port; default MCP_ALLOWED_HOSTS.",
+            help="Host headers the HTTP server answers (DNS-rebinding protection, always on), "
+            "comma-separated, 'host:*' for any port; default MCP_ALLOWED_HOSTS.",
         )
         parser.add_argument(
             "--allowed-origins",
@@ -71,8 +71,8 @@ class Command(BaseCommand):
         loopback = is_loopback(options["host"])
         if options["http"] and api_key is not None and not loopback:
             self.stderr.write(
-                f"Bound to {options['host']}: requests must bring their own 'Authorization: Bearer mem_…'; the "
-                "startup key is used for none of them."
+                f"Bound to {options['host']}: requests must bring their own 'Authorization: Bearer mem_…'; "
+                "the startup key is used for none of them."
             )
         server = build_server(
             McpSettings(

@@ -1,14 +1,14 @@
 """Small lookups shared by the tenancy commands, failing with a CommandError that says what to fix."""
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.core.management.base import CommandError
 
 from tenancy import selectors
 from tenancy.models import Workspace
 
 
-def user_by_username(username: str) -> AbstractBaseUser:
+def user_by_username(username: str) -> User:
     user = get_user_model().objects.filter(username=username).first()
     if user is None:
         raise CommandError(
@@ -26,7 +26,7 @@ def org_by_slug(slug: str) -> Workspace:
     return org
 
 
-def workspace_for_pin(user: AbstractBaseUser, raw: str) -> Workspace:
+def workspace_for_pin(user: User, raw: str) -> Workspace:
     """An org by slug, the user's personal workspace ('personal'), or any workspace by id."""
     raw = raw.strip()
     if raw == "personal":

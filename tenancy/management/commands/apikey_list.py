@@ -30,6 +30,6 @@ class Command(BaseCommand):
             last_used = f"{key.last_used_at:%Y-%m-%d %H:%M}" if key.last_used_at else "never"
             pin = f"pinned to {key.workspace.name}" if key.workspace else "unpinned"
             self.stdout.write(
-                f"{key.id}  {key.user.get_username():<20} {key.prefix}…{key.last4}  {key.scope:<5}  {state:<8} "
-                f"expires {key.expires_at:%Y-%m-%d}  last used {last_used}  {pin}  {key.name}"
+                f"{key.id}  {key.user.get_username():<20} {key.prefix}…{key.last4}  {key.scope:<5}  "
+                f"{state:<8} expires {key.expires_at:%Y-%m-%d}  last used {last_used}  {pin}  {key.name}"
             )

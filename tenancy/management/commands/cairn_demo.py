@@ -35,7 +35,8 @@ class Command(BaseCommand):
         )
         services.active_org_set(user=user, org=org)
 
-        # The key is kept in plain text under ./var for the demo only, so a second `make run` can print it again.
+        # The key is kept in plain text under ./var for the demo only, so a second `make run` can print it
+        # again.
         key_file = var_dir() / "demo_api_key"
         raw_key = key_file.read_text().strip() if key_file.exists() else ""
         if not raw_key or not self._still_valid(raw_key):
@@ -53,5 +54,6 @@ class Command(BaseCommand):
 
     def _still_valid(self, raw_key: str) -> bool:
         key = ApiKey.objects.filter(key_hash=services.api_key_hash(raw_key)).first()
-        usable = key and key.revoked_at is None and key.scope == "admin"
-        return bool(usable and key.expires_at > timezone.now() + timedelta(hours=1))
+        if key is None or key.revoked_at is not None or key.scope != "admin":
+            return False
+        return key.expires_at > timezone.now() + timedelta(hours=1)

@@ -30,15 +30,15 @@ class Command(BaseCommand):
         if not options["org"]:
             raise CommandError("Name the organization: --org SLUG.")
         org = org_by_slug(options["org"])
-        invitation = Invitation.objects.filter(org=org, user=user, status=Invitation.Status.PENDING).first()
-        if invitation is None:
+        pending = Invitation.objects.filter(org=org, user=user, status=Invitation.Status.PENDING).first()
+        if pending is None:
             raise CommandError(f"{user.get_username()} has no pending invitation to {org.slug}.")
         try:
             if options["accept"]:
-                membership = services.invitation_accept(invitation=invitation, user=user)
+                membership = services.invitation_accept(invitation=pending, user=user)
                 self.stdout.write(f"{user.get_username()} is {membership.role} of {org.slug}")
             else:
-                services.invitation_decline(invitation=invitation, user=user)
+                services.invitation_decline(invitation=pending, user=user)
                 self.stdout.write(f"{user.get_username()} declined {org.slug}")
         except ValueError as exc:
             raise CommandError(str(exc)) from exc

@@ -11,8 +11,8 @@ from tenancy.policy import OPERATOR, declare
 @declare(OPERATOR)
 class Command(BaseCommand):
     help = (
-        "Show or change a user's repo → workspace routing: mode (auto | active_workspace), the active org, and "
-        "GitHub owner → org mappings (at most 50)."
+        "Show or change a user's repo → workspace routing: mode (auto | active_workspace), the active org, "
+        "and GitHub owner → org mappings (at most 50)."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
