@@ -31,8 +31,11 @@ run: demo
 test: install
 	$(PY) -m pytest
 
+# Style and types, as CI checks them before the tests: ruff (lint and format) and mypy with django-stubs.
 lint: install
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 bench: install
 	$(PY) bench/api_latency.py

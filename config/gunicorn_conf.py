@@ -3,6 +3,8 @@
 import os
 from typing import cast
 
+from prometheus_client import multiprocess
+
 bind = os.environ.get("BIND", "127.0.0.1:8000")
 workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
 timeout = 60
@@ -37,6 +39,7 @@ def on_starting(server: object) -> None:
 
 
 def child_exit(server: object, worker: object) -> None:
-    from prometheus_client import multiprocess
-
+    # prometheus_client is imported when this file loads, never here: gunicorn calls child_exit from its
+    # signal handler, and a second signal (Ctrl-C twice, SIGTERM during shutdown) arriving in the middle of
+    # an import left a half-initialised module and an ImportError traceback on the way out.
     multiprocess.mark_process_dead(worker.pid)  # type: ignore[attr-defined]

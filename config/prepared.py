@@ -14,36 +14,6 @@ from django.conf import settings
 from django.db import connections
 
 
-def _parsed_query_class() -> Any:
-    """psycopg's statement conversion (named placeholders to $n, the parameter order) with every parse kept.
-
-    psycopg keeps the parse of statements up to 4 KB only; the recall statements are 8-13 KB and are few, so
-    parsing them on every call (0.28 ms of CPU each, a twentieth of a recall) is waste. The parse is psycopg's
-    own function, its result used as psycopg uses its cached ones. It lives in a private module: if that
-    moves, None, and the cursor converts as psycopg does."""
-    try:
-        from psycopg._queries import PostgresQuery, _query2pg_nocache
-    except ImportError:
-        return None
-    parsed: dict[tuple[str, str], Any] = {}
-
-    class ParsedQuery(PostgresQuery):
-        def convert(self, query: Any, vars: Any) -> None:
-            if type(query) is not str or type(vars) is not dict:
-                return super().convert(query, vars)
-            encoding = self._tx.encoding
-            found = parsed.get((query, encoding))
-            if found is None:
-                found = _query2pg_nocache(query.encode(encoding), encoding)
-                if len(parsed) < 256:  # the statement texts are few (hops × flags); never grow without bound
-                    parsed[(query, encoding)] = found
-            self.query, self._want_formats, self._order, self._parts = found
-            self.dump(vars)
-            return None
-
-    return ParsedQuery
-
-
 class _PreparingCursor:
     """Built on first use: Django's server-binding cursor class, told to prepare every statement it runs, and
     a debug wrapper that logs the statement as written (Django would log None: it reads the text of
@@ -61,8 +31,6 @@ class _PreparingCursor:
             # django-stubs declare ServerBindingCursor without its psycopg Cursor base, so the checker does
             # not know the attributes it inherits from psycopg.
             class PreparingCursor(ServerBindingCursor):
-                _query_cls = _parsed_query_class() or ServerBindingCursor._query_cls  # type: ignore[attr-defined]
-
                 def execute(
                     self,
                     query: Any,

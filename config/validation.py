@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from config.errors import ApiError
@@ -15,7 +16,8 @@ _FIELD_CODES = {
     ("scope", "tenantId"): "TENANT_ID_INVALID",
     ("scope", "userId"): "USER_ID_INVALID",
 }
-# Errors a validator raises with a type of its own (pydantic_core.PydanticCustomError) keep a code of their own.
+# Errors a validator raises with a type of its own (pydantic_core.PydanticCustomError) keep a code of their
+# own.
 _TYPE_CODES = {"embedding_model_not_allowed": "EMBEDDING_MODEL_NOT_ALLOWED"}
 # The *_REQUIRED codes mean "absent, null or blank"; anything else wrong there (too long) is INVALID_REQUEST.
 _REQUIRED_CODES = {"MEMORY_CONTENT_REQUIRED", "MEMORY_ID_REQUIRED", "QUERY_REQUIRED"}
@@ -31,7 +33,7 @@ def _field_path(loc: tuple[Any, ...] | list[Any]) -> tuple[str, ...]:
     return tuple(parts)
 
 
-def api_error_from_validation(errors: list[dict[str, Any]]) -> ApiError:
+def api_error_from_validation(errors: Sequence[Mapping[str, Any]]) -> ApiError:
     issues = []
     for error in errors:
         path = _field_path(error.get("loc", ()))

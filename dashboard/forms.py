@@ -27,7 +27,6 @@ class ApiKeyCreateForm(forms.Form):
             )
         return days
 
-
     def clean_scope(self) -> str:
         return self.cleaned_data["scope"] or policy.DEFAULT_KEY_SCOPE
 

@@ -1,6 +1,6 @@
-"""Content-Security-Policy for every HTML page, the API docs page included: scripts and styles only from our own
-origin (vendored htmx, Cytoscape and Swagger UI), so an injected <script> or inline handler never runs even if
-escaping were missed."""
+"""Content-Security-Policy for every HTML page, the API docs page included: scripts and styles only from
+our own origin (vendored htmx, Cytoscape and Swagger UI), so an injected <script> or inline handler never
+runs even if escaping were missed."""
 
 from __future__ import annotations
 

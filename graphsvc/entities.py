@@ -585,8 +585,27 @@ def fact_store(
 
 # Words that name one value of a series: a sentence that changes one of them says something else.
 _DISTINCT_WORDS = frozenset(
-    "monday tuesday wednesday thursday friday saturday sunday january february march april may june july "
-    "august september october november december".split()
+    [
+        "monday",
+        "tuesday",
+        "wednesday",
+        "thursday",
+        "friday",
+        "saturday",
+        "sunday",
+        "january",
+        "february",
+        "march",
+        "april",
+        "may",
+        "june",
+        "july",
+        "august",
+        "september",
+        "october",
+        "november",
+        "december",
+    ]
 )
 
 

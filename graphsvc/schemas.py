@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from ninja import Schema
 from pydantic import Field, model_validator
 
-from config.schemas import ApiDateTime, ScopeIn, ScopeQuery, StrictIn, scope_field, trimmed
+from config.schemas import ApiDateTime, ScopeIn, ScopeQuery, StrictIn, Trimmed, scope_field
 
 
 class LlmUsageOut(Schema):
@@ -75,7 +75,8 @@ class ExtractionSettingsIn(StrictIn):
         ge=1,
         le=10_000_000_000,
         description="Tokens per UTC day for this workspace's LLM extraction, at most the server's ceiling "
-        "(GRAPH_LLM_DAILY_TOKEN_BUDGET_MAX, else 400 TOKEN_BUDGET_ABOVE_CEILING); null goes back to the server "
+        "(GRAPH_LLM_DAILY_TOKEN_BUDGET_MAX, else 400 TOKEN_BUDGET_ABOVE_CEILING); null goes back to the "
+        "server "
         "default (GRAPH_LLM_DAILY_TOKEN_BUDGET, itself capped by the ceiling).",
     )
 
@@ -87,8 +88,12 @@ RecallStrategy = Literal["bfs", "spreading"]
 
 
 class FactsIn(StrictIn):
-    query: trimmed(500) | None = Field(None, description="Words naming entities; send query or entity.")
-    entity: trimmed(512) | None = Field(None, description="One entity by name or alias (404 when unknown).")
+    query: Annotated[str, Trimmed(500)] | None = Field(
+        None, description="Words naming entities; send query or entity."
+    )
+    entity: Annotated[str, Trimmed(512)] | None = Field(
+        None, description="One entity by name or alias (404 when unknown)."
+    )
     maxHops: int = Field(2, ge=1, le=3, description="Hops from the seed entities, 1-3 (default 2).")
     edgeClasses: list[EdgeClass] | None = Field(None, max_length=4, description="Only these edge classes.")
     at: datetime | None = Field(
@@ -138,8 +143,10 @@ class FactsOut(Schema):
 
 
 class TraverseIn(StrictIn):
-    startEntity: trimmed(512) = Field(description="Entity to start from, by name or alias.")
-    edgeTypes: list[trimmed(128)] | None = Field(None, max_length=20, description="Only these relations.")
+    startEntity: Annotated[str, Trimmed(512)] = Field(description="Entity to start from, by name or alias.")
+    edgeTypes: list[Annotated[str, Trimmed(128)]] | None = Field(
+        None, max_length=20, description="Only these relations."
+    )
     maxHops: int = Field(2, ge=1, le=3, description="Hops, 1-3 (default 2).")
     limit: int = Field(20, ge=1, le=100, description="Most nodes, 1-100 (default 20).")
     at: datetime | None = Field(None, description="The graph as it was at this time.")
@@ -181,9 +188,15 @@ class TraverseOut(Schema):
 
 
 class EntitiesIn(StrictIn):
-    query: trimmed(500) | None = Field(None, description="Search by name, alias or summary words.")
-    entity: trimmed(512) | None = Field(None, description="One entity with its aliases and facts (detail).")
-    type: trimmed(32) | None = Field(None, description="Only this entity type (person, tool, ...).")
+    query: Annotated[str, Trimmed(500)] | None = Field(
+        None, description="Search by name, alias or summary words."
+    )
+    entity: Annotated[str, Trimmed(512)] | None = Field(
+        None, description="One entity with its aliases and facts (detail)."
+    )
+    type: Annotated[str, Trimmed(32)] | None = Field(
+        None, description="Only this entity type (person, tool, ...)."
+    )
     limit: int = Field(20, ge=1, le=100, description="Most entities, 1-100 (default 20).")
     cursor: str | None = Field(
         None, max_length=40, description="nextCursor of the previous page (list only)."
@@ -272,7 +285,7 @@ class DecayIn(StrictIn):
     action: Literal["recompute", "set_rate"] = Field(
         description="recompute: decay retrieval counts now and report; set_rate: the rate of one edge type."
     )
-    edgeType: trimmed(128) | None = Field(
+    edgeType: Annotated[str, Trimmed(128)] | None = Field(
         None, description="set_rate: the relation; omitted = the default rate."
     )
     rate: float | None = Field(

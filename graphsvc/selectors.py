@@ -202,8 +202,8 @@ def entities_list(
     cursor_id: int | None,
     audience: Audience = EVERYONE,
 ) -> dict[str, Any]:
-    """Search (seed scoring, best first) or list (newest first, keyset pages on id); a restricted audience sees
-    only the entities its end user's (or shared) memories mention."""
+    """Search (seed scoring, best first) or list (newest first, keyset pages on id); a restricted audience
+    sees only the entities its end user's (or shared) memories mention."""
     from graphsvc.facts import seeds_find, visible_entity_and
     from graphsvc.models import ENTITY_TYPES
 

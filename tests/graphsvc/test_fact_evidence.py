@@ -13,7 +13,6 @@ from pipeline import services as pipeline
 from tenancy.rls import workspace_context
 from tests.graphsvc.conftest import script_for
 
-
 PEOPLE = {"Dana", "Eve"}
 
 

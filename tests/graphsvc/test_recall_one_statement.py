@@ -1,6 +1,6 @@
-"""Recall by query in one statement (facts.seeded_bfs): the same seeds, scores and facts as the two-statement path
-(seeds_find_stored, then bfs), the workspace's settings applied from inside the statement, one round trip, and a
-generic plan."""
+"""Recall by query in one statement (facts.seeded_bfs): the same seeds, scores and facts as the two-statement
+path (seeds_find_stored, then bfs), the workspace's settings applied from inside the statement, one round
+trip, and a generic plan."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import pytest
 from django.db import connections
 from django.test.utils import CaptureQueriesContext
 
-from config import prepared
 from graphsvc import facts
 from graphsvc.models import GraphCommunity, GraphCommunityMember, GraphSettings
 from tenancy.rls import workspace_context
@@ -27,8 +26,9 @@ QUERIES = [
 
 @pytest.fixture
 def graph(alice_ws) -> GraphBuilder:
-    """Five 'Alpha' entities in one community (the seed cap keeps three), hubs of different degree (structure
-    re-ranks the word matches), facts of every class at 1-3 hops, old ones (decay) and retrieved ones (boost)."""
+    """Five 'Alpha' entities in one community (the seed cap keeps three), hubs of different degree
+    (structure re-ranks the word matches), facts of every class at 1-3 hops, old ones (decay) and retrieved
+    ones (boost)."""
     g = GraphBuilder(alice_ws)
     g.entity("Billing Service", type="project", summary="Handles invoices")
     for i, name in enumerate(("Alpha One", "Alpha Two", "Alpha Three", "Alpha Four", "Alpha Five")):
@@ -149,7 +149,7 @@ def test_it_runs_spreading_activation_when_the_workspace_chose_it_and_counts_onl
     assert [(f["source"], f["relation"], f["target"]) for f in data["facts"]] == [
         (f["source"], f["relation"], f["target"]) for f in explicit["facts"]
     ]
-    # The walk statement walked nothing (the BFS does not apply): only spreading's returned facts were counted.
+    # The walk statement walked nothing (the BFS does not apply): only the facts spreading returned count.
     assert counted == sum(f["relation"] != "uses" for f in data["facts"])
 
 
@@ -164,23 +164,3 @@ def test_it_plans_the_recall_statement_once(graph, alice_ws):
             )
             plans = cursor.fetchall()
     assert plans and all(generic >= 1 and custom == 0 for generic, custom in plans)
-
-
-def test_it_converts_long_statements_as_psycopg_does_parsing_each_once(alice_ws):
-    from psycopg._queries import PostgresQuery
-    from psycopg.adapt import Transformer
-
-    reading = facts.Reading(workspace_id=alice_ws)
-    sql = facts._walk_sql(reading=reading, max_hops=2, record=True, lazy_commit=True, seeded=False)
-    params = reading.params(seed_ids=[1, 2], seed_scores=[1.0, 0.5], fanout=100, visits=40, limit=10)
-    parsed_class = prepared._parsed_query_class()
-    connection = connections["app"]
-    connection.ensure_connection()
-    transformer = Transformer(connection.connection)
-    ours, again, theirs = parsed_class(transformer), parsed_class(transformer), PostgresQuery(transformer)
-    ours.convert(sql, params)
-    again.convert(sql, {**params, "limit": 3})
-    theirs.convert(sql, params)
-    assert len(sql) > 4096
-    assert (ours.query, ours.params, ours.types) == (theirs.query, theirs.params, theirs.types)
-    assert again._parts is ours._parts and again.params != ours.params  # one parse, new parameters

@@ -2,8 +2,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db.models import Exists, OuterRef
+from tqdm import tqdm
 
-from config.progress import ProgressBar
 from graphsvc import llm
 from memories.models import Memory, PipelineJob
 from pipeline import jobs
@@ -64,7 +64,7 @@ class Command(BaseCommand):
             memory_ids = list(pending[:limit] if limit is not None else pending)
         if not memory_ids:
             return 0
-        bar = ProgressBar(len(memory_ids), f"workspace {workspace_id}", stream=self.stderr)
+        bar = tqdm(total=len(memory_ids), desc=f"workspace {workspace_id}", file=self.stderr, mininterval=0.5)
         for memory_id in memory_ids:
             with workspace_context(workspace_id):
                 job_ids = [
@@ -77,6 +77,6 @@ class Command(BaseCommand):
             if not enqueue:
                 for job_id in job_ids:
                     pipeline.job_run(workspace_id=workspace_id, job_id=job_id)
-            bar.advance()
-        bar.finish()
+            bar.update()
+        bar.close()
         return len(memory_ids)

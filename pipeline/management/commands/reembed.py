@@ -2,8 +2,8 @@ from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
+from tqdm import tqdm
 
-from config.progress import ProgressBar
 from memories.models import Memory, MemoryEmbedding
 from pipeline import jobs
 from pipeline.services import jobs_run_pending
@@ -57,7 +57,9 @@ class Command(BaseCommand):
             if not missing:
                 continue
             total += len(missing)
-            bar = ProgressBar(len(missing), f"workspace {workspace_id}", stream=self.stderr)
+            bar = tqdm(
+                total=len(missing), desc=f"workspace {workspace_id}", file=self.stderr, mininterval=0.5
+            )
             for start in range(0, len(missing), BATCH):
                 batch = missing[start : start + BATCH]
                 with workspace_context(workspace_id):
@@ -69,8 +71,8 @@ class Command(BaseCommand):
                     )
                 if not options["enqueue"]:
                     jobs_run_pending(workspace_id=workspace_id)
-                bar.advance(len(batch))
-            bar.finish()
+                bar.update(len(batch))
+            bar.close()
             if options["drop_other_models"] and not options["enqueue"]:
                 with workspace_context(workspace_id):
                     MemoryEmbedding.objects.filter(workspace_id=workspace_id).exclude(model=model).delete()

@@ -2,8 +2,8 @@ import sys
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from tqdm import tqdm
 
-from config.progress import ProgressBar
 from tenancy.models import Workspace
 from tenancy.policy import OPERATOR, declare
 from transfer import export
@@ -32,7 +32,7 @@ class Command(BaseCommand):
         bar = (
             None
             if options["no_progress"]
-            else ProgressBar(total, f"workspace {workspace_id}", stream=self.stderr)
+            else tqdm(total=total, desc=f"workspace {workspace_id}", file=self.stderr, mininterval=0.5)
         )
         target = sys.stdout.buffer if options["output"] == "-" else open(options["output"], "wb")  # noqa: SIM115
         lines = 0
@@ -43,10 +43,10 @@ class Command(BaseCommand):
                 target.write(line)
                 lines += 1
                 if bar is not None:
-                    bar.advance()
+                    bar.update()
         finally:
             if target is not sys.stdout.buffer:
                 target.close()
         if bar is not None:
-            bar.finish()
+            bar.close()
         self.stderr.write(f"Exported {lines} lines from workspace {workspace_id}.")

@@ -4,9 +4,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from tqdm import tqdm
 
 from config.errors import ApiError
-from config.progress import ProgressBar
 from tenancy.models import Workspace
 from tenancy.policy import OPERATOR, declare
 from transfer import services
@@ -33,12 +33,12 @@ class Command(BaseCommand):
         if not options["no_progress"] and source is not sys.stdin.buffer:
             total = sum(1 for _ in source)
             source.seek(0)
-            bar = ProgressBar(total, f"import into {workspace_id}", stream=self.stderr)
+            bar = tqdm(total=total, desc=f"import into {workspace_id}", file=self.stderr, mininterval=0.5)
 
         def lines() -> Iterator[bytes]:
             for line in source:
                 if bar is not None:
-                    bar.advance()
+                    bar.update()
                 yield line
 
         try:
@@ -49,5 +49,5 @@ class Command(BaseCommand):
             if source is not sys.stdin.buffer:
                 source.close()
         if bar is not None:
-            bar.finish()
+            bar.close()
         self.stdout.write(json.dumps({"workspaceId": workspace_id, **report.as_dict()}))
