@@ -6,7 +6,7 @@ import hashlib
 import json
 import re
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -128,7 +128,8 @@ def memory_edit(
     changes: dict[str, Any],
     scrub_at_rest: bool = False,
 ) -> Memory:
-    """Apply the fields present in `changes`: a field sent replaces the stored one (metadata null clears it)."""
+    """Apply the fields present in `changes`: a field sent replaces the stored one (metadata null clears
+    it)."""
     unknown = set(changes) - set(_EDITABLE)
     if unknown:
         raise ValueError(f"not editable: {sorted(unknown)}")
@@ -187,7 +188,7 @@ def memory_forget(*, workspace_id: int, scope: MemoryScope, memory_id: str) -> M
 
 @dataclass(frozen=True)
 class BulkFilters:
-    types: list[str] | None = None
+    types: Sequence[str] | None = None
     tags: list[str] | None = None
     older_than_days: int | None = None
     pattern: str | None = None
@@ -403,7 +404,7 @@ def memory_consolidate(
     *,
     workspace_id: int,
     scope: MemoryScope,
-    types: list[str] | None,
+    types: Sequence[str] | None,
     include_global: bool,
     global_only: bool,
     dry_run: bool,
