@@ -26,6 +26,14 @@ from config.errors import ApiError
 from config.prepared import prepared_cursor
 from ops import metrics as ops_metrics
 from rollout import selectors
+from rollout.evaluation import (
+    QualityGate,
+    default_on_blockers,
+    quality_gate_evaluate,
+    rollout_alarms,
+    rollout_plan_build,
+    shadow_metrics_payload,
+)
 from rollout.models import RetrievalMetric, RetrievalPolicy, RolloutConfig
 from tenancy.models import Workspace
 from tenancy.rls import current_workspace_id, workspace_context
@@ -59,10 +67,10 @@ class RolloutState:
 @dataclass(frozen=True)
 class _Evaluation:
     settings: selectors.RolloutSettings
-    gate: selectors.QualityGate
+    gate: QualityGate
 
     def state(self) -> RolloutState:
-        blockers = selectors.default_on_blockers(self.gate)
+        blockers = default_on_blockers(self.gate)
         return RolloutState(
             mode=self.settings.mode,
             canary_blocked=self.gate.canary_blocked,
@@ -109,11 +117,9 @@ def _evaluate(*, workspace_id: int, now: datetime, window_hours: int | None = No
         logger.exception("rollout state unavailable for workspace %s", workspace_id)
         return _Evaluation(
             selectors.RolloutSettings.defaults(),
-            selectors.QualityGate.unavailable(now=now, window_hours=hours),
+            QualityGate.unavailable(now=now, window_hours=hours),
         )
-    gate = selectors.quality_gate_evaluate(
-        current=current, previous=previous, window_hours=hours, evaluated_at=now
-    )
+    gate = quality_gate_evaluate(current=current, previous=previous, window_hours=hours, evaluated_at=now)
     return _Evaluation(rollout_settings, gate)
 
 
@@ -266,7 +272,7 @@ def metrics_purge_schedule_ensure(*, using: str = "default") -> None:
 # --- mode ---------------------------------------------------------------------------------------------------
 
 
-def canary_blocked_error(gate: selectors.QualityGate) -> ApiError:
+def canary_blocked_error(gate: QualityGate) -> ApiError:
     codes = gate.blocking_codes
     return ApiError(
         409,
@@ -311,7 +317,7 @@ def _mode_autopilot_apply(*, workspace_id: int, evaluation: _Evaluation, now: da
     changed."""
     if not evaluation.settings.autopilot_enabled:
         return False
-    plan = selectors.rollout_plan_build(evaluated_at=now, mode=evaluation.settings.mode, gate=evaluation.gate)
+    plan = rollout_plan_build(evaluated_at=now, mode=evaluation.settings.mode, gate=evaluation.gate)
     if plan.recommended_mode == evaluation.settings.mode:
         return False
     with workspace_context(workspace_id):
@@ -387,7 +393,7 @@ def _policy_evaluate_locked(*, workspace_id: int, now: datetime, window: datetim
     # The row lock serialises processes that cross into a new window together: one advances the streak.
     policy = RetrievalPolicy.objects.select_for_update().get(workspace_id=workspace_id)
     evaluation = _evaluate(workspace_id=workspace_id, now=now)
-    ready = not selectors.default_on_blockers(evaluation.gate)
+    ready = not default_on_blockers(evaluation.gate)
     hybrid, lexical = RetrievalPolicy.Strategy.HYBRID, RetrievalPolicy.Strategy.LEXICAL
     strategy_before = policy.default_strategy
 
@@ -437,10 +443,10 @@ def rollout_overview(
             last_at, last_reason = selectors.last_fallback(
                 workspace_id=workspace_id, since=gate.current.start_at
             )
-    shadow = selectors.shadow_metrics_payload(
+    shadow = shadow_metrics_payload(
         window=gate.current, window_hours=hours, last_fallback_at=last_at, last_fallback_reason=last_reason
     )
-    plan = selectors.rollout_plan_build(
+    plan = rollout_plan_build(
         evaluated_at=now,
         mode=current.mode,
         gate=gate,
@@ -466,5 +472,5 @@ def rollout_overview(
             "updatedBy": current.policy_updated_by,
             "autopilotEnabled": current.default_autopilot_enabled,
         },
-        "alarms": selectors.rollout_alarms(shadow=shadow, gate=gate, now=now),
+        "alarms": rollout_alarms(shadow=shadow, gate=gate, now=now),
     }
