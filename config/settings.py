@@ -507,6 +507,10 @@ LOGIN_REDIRECT_URL = "dashboard-home"
 LOGOUT_REDIRECT_URL = "dashboard-login"
 # Off by default: a self-hosted instance should not let strangers create accounts.
 DASHBOARD_SIGNUP_ENABLED = env_bool("DASHBOARD_SIGNUP_ENABLED", False)
+# Where `make run` tells a newcomer to find the dashboard (the demo command prints it next to the demo key).
+DEMO_BASE_URL = (
+    os.environ.get("DEMO_BASE_URL", "").strip() or f"http://{os.environ.get('BIND', '127.0.0.1:8000')}"
+)
 # The explorer's first view, its upper bound (2,000 nodes stay responsive, bench/explorer_render.py) and
 # edges.
 DASHBOARD_EXPLORER_DEFAULT_NODES = env_int("DASHBOARD_EXPLORER_DEFAULT_NODES", 150)

@@ -285,13 +285,19 @@ def canary_blocked_error(gate: QualityGate) -> ApiError:
 
 
 def rollout_mode_set(
-    *, workspace_id: int, mode: str | None, autopilot_enabled: bool | None, updated_by: str
+    *,
+    workspace_id: int,
+    mode: str | None,
+    autopilot_enabled: bool | None,
+    updated_by: str,
+    enforce_gate: bool = True,
 ) -> None:
-    """An operator's change. Canary is refused (409) while the gate blocks it, judged fresh, never from the
-    cache."""
+    """A change by a workspace admin. Canary is refused (409) while the gate blocks it, judged fresh, never
+    from the cache. `enforce_gate=False` is for the operator only (the development demo starts in canary
+    before any traffic exists for the gate to judge)."""
     now = _now()
     with workspace_context(workspace_id):
-        if mode == RolloutConfig.Mode.CANARY:
+        if mode == RolloutConfig.Mode.CANARY and enforce_gate:
             gate = _evaluate(workspace_id=workspace_id, now=now).gate
             if gate.canary_blocked:
                 raise canary_blocked_error(gate)

@@ -64,3 +64,31 @@ def test_it_makes_the_demo_only_on_the_embedded_database(settings, tmp_path, mon
     settings.EMBEDDED_DATABASE = True
     raw = run("cairn_demo").strip()
     assert ApiKey.objects.get(name="demo").scope == "admin" and raw.startswith("mem_")
+
+
+def test_it_starts_the_demo_in_canary_with_samples_that_one_command_removes(tmp_path, monkeypatch):
+    monkeypatch.setenv("CAIRN_VAR_DIR", str(tmp_path))
+    err = StringIO()
+    raw = call_command_output("cairn_demo", stderr=err)
+    assert "sign in as demo / demo-password" in err.getvalue() and "canary" in err.getvalue()
+    demo = SdkClient(Client(), raw)
+    listed = demo.ok("memories/list", {"limit": 50, "scope": {"projectId": "github.com/demo/api"}})
+    assert listed["memories"] and all("sample" in m["tags"] for m in listed["memories"])
+    rollout = demo.client.get("/api/sdk/v1/graph/rollout", HTTP_AUTHORIZATION=f"Bearer {raw}").json()["data"]
+    assert rollout["rollout"]["mode"] == "canary"
+    # Run again: the same samples, not twice as many.
+    call_command_output("cairn_demo")
+    again = demo.ok("memories/list", {"limit": 50, "scope": {"projectId": "github.com/demo/api"}})
+    assert len(again["memories"]) == len(listed["memories"])
+    removed = StringIO()
+    call_command_output("cairn_demo", "--remove-samples", stderr=removed)
+    assert "Removed" in removed.getvalue()
+    assert demo.ok("memories/list", {"scope": {"projectId": "github.com/demo/api"}})["memories"] == []
+    call_command_output("cairn_demo")  # they stay out
+    assert demo.ok("memories/list", {"scope": {"projectId": "github.com/demo/api"}})["memories"] == []
+
+
+def call_command_output(*args: str, stderr: StringIO | None = None) -> str:
+    out = StringIO()
+    call_command(*args, stdout=out, stderr=stderr or StringIO())
+    return out.getvalue().strip()
