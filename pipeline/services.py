@@ -24,6 +24,7 @@ from graphsvc import entities, llm, mapping, relationships, similarity
 from graphsvc import services as graph_services
 from memories import hygiene, selectors, services
 from memories.models import Memory, PipelineJob
+from memories.sanitizer import injection_flags
 from memories.selectors import MemoryScope
 from ops import metrics as ops_metrics
 from pipeline import jobs
@@ -250,9 +251,14 @@ _IMPORTANCE_SYSTEM = (
 
 
 def _llm_score(*, workspace_id: int, purpose: str, system: str, content: str) -> float | None:
-    """One model rating in [0, 1], or None when no model is configured or the call fails (callers fall
-    back)."""
-    if not llm.llm_enabled():
+    """One model rating in [0, 1], or None when no model is configured, the content carries a prompt-injection
+    flag, or the call fails. Callers fall back to scoring without the model: admission to its heuristic (as
+    with no model configured), importance to the write-time heuristic of memories.hygiene.
+
+    The injection check comes first: text written to steer a model must not reach one, here no more than in
+    extraction, which skips flagged memories. The whole content is checked, not only the part sent, so a
+    memory stored with a flag was never shown to a model."""
+    if not llm.llm_enabled() or injection_flags(content):
         return None
     try:
         answer = llm.llm_structured(
