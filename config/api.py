@@ -154,3 +154,5 @@ def _register_routers() -> None:
 
 
 _register_routers()
+    from pipeline.api import router as pipeline_router
+    api.add_router("/", pipeline_router)
