@@ -202,17 +202,39 @@ def test_it_reads_context_trace_status_and_rollout(cairn):
 
 
 def test_it_reads_and_sets_the_extraction_budget(cairn, settings):
+    settings.GRAPH_LLM_DAILY_TOKEN_BUDGET, settings.GRAPH_LLM_DAILY_TOKEN_BUDGET_MAX = 2000, 10_000
     extraction = cairn.graph.extraction()
     assert extraction.enabled is bool(settings.GRAPH_LLM_MODEL) and extraction.entities == 0
+    assert extraction.daily_token_budget == 2000  # the server's default
     assert cairn.graph.update_extraction(daily_token_budget=5000).daily_token_budget == 5000
     assert cairn.graph.status().extraction.daily_token_budget == 5000
-    assert (
-        cairn.graph.update_extraction(daily_token_budget=None).daily_token_budget
-        == settings.GRAPH_LLM_DAILY_TOKEN_BUDGET
-    )
+    reset = cairn.graph.update_extraction(daily_token_budget=None)
+    assert reset.daily_token_budget == 2000  # back to the server's default
     with pytest.raises(BadRequestError) as invalid:
         cairn.graph.update_extraction(daily_token_budget=0)
     assert invalid.value.details["issues"][0]["field"] == "dailyTokenBudget"
+    with pytest.raises(BadRequestError) as above:
+        cairn.graph.update_extraction(daily_token_budget=20_000)
+    assert above.value.code == "TOKEN_BUDGET_ABOVE_CEILING" and above.value.details["ceiling"] == 10_000
+    settings.GRAPH_LLM_DAILY_TOKEN_BUDGET = None
+    assert cairn.graph.extraction().daily_token_budget == 10_000  # no default: the ceiling still applies
+
+    eviction = models.Eviction.model_validate(
+        {"expiredFacts": 1, "staleEntities": 0, "overCapEntities": 0, "ranAt": "2026-01-01T00:00:00Z"}
+    )
+    assert eviction.decayed_facts == 0  # an older server's eviction record, without decayedFacts
+
+
+def test_it_refuses_an_embedding_model_the_server_does_not_allow(cairn, settings):
+    with pytest.raises(BadRequestError) as refused:
+        cairn.memories.add("x", embedding_model="ollama/x")
+    assert refused.value.code == "EMBEDDING_MODEL_NOT_ALLOWED"
+    assert settings.EMBEDDING_MODEL in refused.value.message
+    allowed = cairn.memories.add("y", embedding_model=settings.EMBEDDING_MODEL)
+    assert allowed.embedding_model == settings.EMBEDDING_MODEL
+    with pytest.raises(BadRequestError) as edit:
+        cairn.memories.edit(allowed.id, embedding_model="ollama/x")
+    assert edit.value.code == "EMBEDDING_MODEL_NOT_ALLOWED"
 
 
 def test_it_raises_a_conflict_error_for_409(cairn, settings):

@@ -117,6 +117,12 @@ def test_it_reports_each_kind_of_drift(openapi):
     assert "workspace.import: response 200.embedJobsQueued: the SDK has this field" in drifted(
         lambda s, p: s["ImportOut"]["properties"].pop("embedJobsQueued")
     )
+    assert "keys.list: response 200.keys[].lastUsedAt: server string (date-time), SDK" in drifted(
+        lambda s, p: s["KeyOut"]["properties"].update(lastUsedAt={"type": "string", "format": "date-time"})
+    )
+    assert "keys.create: request.keyScope: server accepts" in drifted(
+        lambda s, p: s["KeyCreateIn"]["properties"]["keyScope"]["enum"].append("owner")
+    )
 
 
 def test_it_skips_operations_the_server_does_not_offer(openapi):

@@ -63,6 +63,7 @@ class AsyncCairn:
         self.context = AsyncContext(self)
         self.graph = AsyncGraph(self)
         self.workspace = AsyncWorkspace(self)
+        self.keys = AsyncKeys(self)
 
     def with_scope(self, scope: ScopeArg = None, **fields: str | None) -> AsyncCairn:
         """A client sharing this one's connection pool, with another default scope (e.g. per end user)."""
@@ -75,6 +76,7 @@ class AsyncCairn:
             AsyncGraph(clone),
         )
         clone.workspace = AsyncWorkspace(clone)
+        clone.keys = AsyncKeys(clone)
         return clone
 
     async def close(self) -> None:
@@ -162,7 +164,9 @@ class AsyncMemories:
         scope: ScopeArg = None,
         idempotency_key: str | None = None,
     ) -> m.AddResult:
-        """Store a memory. One Idempotency-Key (yours or a fresh UUID) covers every retry of this call."""
+        """Store a memory. One Idempotency-Key (yours or a fresh UUID) covers every retry of this call.
+
+        `embedding_model` must be one the server allows (else BadRequestError EMBEDDING_MODEL_NOT_ALLOWED)."""
         body = m.AddRequest(
             **drop_none(
                 content=content,
@@ -258,7 +262,7 @@ class AsyncMemories:
         embedding_model: str | None = None,
         scope: ScopeArg = None,
     ) -> m.EditResult:
-        """Change the given fields; `metadata=None` clears the metadata."""
+        """Change the given fields; `metadata=None` clears the metadata. `embedding_model` as in `add`."""
         fields = drop_none(
             id=id,
             content=content,
@@ -476,7 +480,8 @@ class AsyncGraph:
     async def update_extraction(
         self, *, daily_token_budget: int | None, scope: ScopeArg = None
     ) -> m.ExtractionState:
-        """Set the workspace's daily LLM token budget; None removes the limit."""
+        """Set the workspace's daily LLM token budget, at most the server's ceiling (above it: BadRequestError
+        TOKEN_BUDGET_ABOVE_CEILING); None goes back to the server's default budget."""
         body = m.ExtractionSettingsRequest(
             **drop_none(scope=_core.coerce_scope(scope)), daily_token_budget=daily_token_budget
         )
@@ -685,3 +690,44 @@ class AsyncWorkspace:
         )
         response = await client._send(prepared, content=_core.import_body(source))
         return cast(m.ImportReport, _core.parse_response(prepared.operation, response))
+
+
+class AsyncKeys:
+    """Your own API keys (the calling key must be admin-scoped): make restricted ones, list, revoke them."""
+
+    def __init__(self, client: AsyncCairn) -> None:
+        self._client = client
+
+    async def create(
+        self,
+        name: str | None = None,
+        *,
+        key_scope: m.KeyScope | None = None,
+        pinned: bool | None = None,
+        expires_in_days: int | None = None,
+        scope: ScopeArg = None,
+    ) -> m.KeyCreateResult:
+        """A new key for your user (server default scope: write), never stronger than the calling key;
+        `.secret` is in this answer only. pinned=True confines it to the workspace `scope` resolves to.
+
+        Not idempotent: a retry after a lost answer can leave an extra key, which `list()` shows."""
+        body = m.KeyCreateRequest(
+            **drop_none(
+                name=name,
+                key_scope=key_scope,
+                pinned=pinned,
+                expires_in_days=expires_in_days,
+                scope=_core.coerce_scope(scope),
+            )
+        )
+        return cast(m.KeyCreateResult, await self._client.request("keys.create", body))
+
+    async def list(self, *, include_inactive: bool | None = None) -> m.KeyListResult:
+        """Your keys, newest first, never their secrets; include_inactive adds revoked and expired ones."""
+        body = m.KeyListRequest(**drop_none(include_inactive=include_inactive))
+        return cast(m.KeyListResult, await self._client.request("keys.list", body))
+
+    async def revoke(self, id: str) -> m.KeyRevokeResult:
+        """Revoke one of your keys (again is fine); any other id raises NotFoundError KEY_NOT_FOUND."""
+        body = m.KeyRevokeRequest(id=id)
+        return cast(m.KeyRevokeResult, await self._client.request("keys.revoke", body))

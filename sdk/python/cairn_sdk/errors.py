@@ -58,16 +58,16 @@ class AuthenticationError(APIError):
 
 
 class PermissionDeniedError(APIError):
-    """403."""
+    """403: FORBIDDEN_ROLE (details["requiredRole"], details["heldRole"]) or KEY_PINNED."""
 
 
 class NotFoundError(APIError):
-    """404: e.g. MEMORY_NOT_FOUND (also for anything outside your scope), TENANT_NOT_FOUND or
-    ENTITY_NOT_FOUND."""
+    """404: e.g. MEMORY_NOT_FOUND (also for anything outside your scope), TENANT_NOT_FOUND,
+    ENTITY_NOT_FOUND or KEY_NOT_FOUND."""
 
 
 class ConflictError(APIError):
-    """409: e.g. CANARY_ROLLOUT_BLOCKED, TENANT_LIMIT_REACHED."""
+    """409: e.g. CANARY_ROLLOUT_BLOCKED, TENANT_LIMIT_REACHED, KEY_LIMIT_REACHED."""
 
 
 class RateLimitError(APIError):

@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 MemoryType = Literal["rule", "decision", "fact", "note", "skill"]
@@ -23,6 +23,7 @@ SearchStrategy = Literal["lexical", "semantic", "hybrid", "baseline", "hybrid_gr
 ContextStrategy = Literal["lexical", "semantic", "hybrid", "auto", "baseline", "hybrid_graph"]
 ContextMode = Literal["all", "working", "long_term", "rules_only"]
 RolloutMode = Literal["off", "shadow", "canary"]
+KeyScope = Literal["read", "write", "admin"]
 
 
 class _Model(BaseModel):
@@ -435,6 +436,7 @@ class LlmTotal(ResponseModel):
 
 class Eviction(ResponseModel):
     expired_facts: int
+    decayed_facts: int = 0  # current facts decayed under the confidence floor, deleted
     stale_entities: int
     over_cap_entities: int
     ran_at: datetime
@@ -465,7 +467,7 @@ class ExtractionQuery(RequestModel):
 
 
 class ExtractionSettingsRequest(RequestModel):
-    daily_token_budget: int | None  # required: null removes the workspace's limit
+    daily_token_budget: int | None  # required: null goes back to the server's default budget
     scope: Scope | None = None
 
 
@@ -952,3 +954,61 @@ class ImportReport(ResponseModel):
     created: dict[str, int]
     skipped: dict[str, int]
     embed_jobs_queued: int
+
+
+# --- keys: the caller's own API keys ------------------------------------------------------------------------
+
+
+class KeyCreateRequest(RequestModel):
+    name: str | None = None
+    key_scope: KeyScope | None = None
+    pinned: bool | None = None
+    expires_in_days: int | None = None
+    scope: Scope | None = None  # the workspace a pinned key is confined to
+
+
+class PinnedWorkspace(ResponseModel):
+    id: int
+    kind: str
+    name: str
+
+
+class ApiKey(ResponseModel):
+    """A key's record; the secret itself is only in `KeyCreateResult`."""
+
+    id: str
+    name: str
+    prefix: str
+    last4: str
+    key_scope: str
+    pinned_workspace: PinnedWorkspace | None
+    created_via: str
+    created_at: datetime
+    expires_at: datetime
+    revoked_at: datetime | None
+    last_used_at: datetime | None
+    active: bool
+
+
+class KeyCreateResult(ResponseModel):
+    key: ApiKey
+    secret: str = Field(repr=False)  # the key itself, in this answer only; kept out of repr()
+
+
+class KeyListRequest(RequestModel):
+    include_inactive: bool | None = None
+
+
+class KeyListResult(ResponseModel):
+    keys: list[ApiKey]
+    count: int
+
+
+class KeyRevokeRequest(RequestModel):
+    id: str
+
+
+class KeyRevokeResult(ResponseModel):
+    id: str
+    revoked: bool
+    revoked_at: datetime

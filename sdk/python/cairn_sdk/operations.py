@@ -124,5 +124,10 @@ OPERATIONS: dict[str, Operation] = {
             query_params=True,
             request_body="ndjson",
         ),
+        Operation(
+            "keys.create", "POST", "keys/create", m.KeyCreateRequest, m.KeyCreateResult, success_status=(201,)
+        ),
+        Operation("keys.list", "POST", "keys/list", m.KeyListRequest, m.KeyListResult),
+        Operation("keys.revoke", "POST", "keys/revoke", m.KeyRevokeRequest, m.KeyRevokeResult),
     )
 }
