@@ -42,9 +42,19 @@ class MemoryScope:
     project_id: str | None = None
     # Reads leave out memories consolidation superseded unless the caller asks for them (includeSuperseded).
     include_superseded: bool = False
+    # Every memory of the workspace, whatever its userId or projectId: for the workspace's own people (the
+    # dashboard), who may see all of it. memory_scope() never sets it, so no SDK request can reach it. Reads
+    # only: writable_q refuses it. Forgotten and expired memories stay out (superseded ones unless
+    # include_superseded).
+    workspace_wide: bool = False
+
+    def __post_init__(self) -> None:
+        if self.workspace_wide and (self.user_id is not None or self.project_id is not None):
+            raise ValueError("a workspace-wide scope names no userId or projectId")
 
 
 def memory_scope(scope: ScopeIn, *, include_superseded: bool = False) -> MemoryScope:
+    """The scope of an SDK request: its userId and projectId, never workspace-wide."""
     return MemoryScope(
         user_id=scope.userId, project_id=scope.projectId, include_superseded=include_superseded
     )
@@ -58,20 +68,104 @@ def parse_memory_id(raw: str) -> uuid.UUID | None:
 
 
 def readable_q(scope: MemoryScope) -> Q:
-    """The read rule: shared + this user's; global + this project's; live; not expired (and not superseded,
-    unless the scope asks for superseded memories too)."""
-    users = Q(user_id__isnull=True) | Q(user_id=scope.user_id) if scope.user_id else Q(user_id__isnull=True)
-    projects = Q(scope=Memory.Scope.GLOBAL)
-    if scope.project_id:
-        projects |= Q(scope=Memory.Scope.PROJECT, project_id=scope.project_id)
+    """The read rule: shared + this user's; global + this project's (every user and project when the scope
+    is workspace-wide); live; not expired (and not superseded, unless the scope asks for superseded memories
+    too). read_rule is the same rule as SQL; tests/retrieval/test_read_rule.py holds them equal."""
+    if scope.workspace_wide:
+        users, projects = Q(), Q()
+    else:
+        users = Q(user_id__isnull=True)
+        if scope.user_id:
+            users |= Q(user_id=scope.user_id)
+        projects = Q(scope=Memory.Scope.GLOBAL)
+        if scope.project_id:
+            projects |= Q(scope=Memory.Scope.PROJECT, project_id=scope.project_id)
     live = Q(deleted_at__isnull=True) & (Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now()))
     current = Q() if scope.include_superseded else Q(superseded_by__isnull=True)
     return users & projects & live & current
 
 
 def writable_q(scope: MemoryScope) -> Q:
-    """The write rule: exactly this user's memories, or the shared ones when no userId."""
+    """The write rule: exactly this user's memories, or the shared ones when no userId. A workspace-wide
+    scope is for reading: writing through one would touch every user's memories."""
+    if scope.workspace_wide:
+        raise ValueError("a workspace-wide scope is for reads only")
     return Q(user_id=scope.user_id) if scope.user_id else Q(user_id__isnull=True)
+
+
+# --- the read rule as SQL -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReadRule:
+    """The read rule of one scope as SQL conditions on one table alias, its values put into the params it was
+    built with. `users` holds one condition per user_id value the scope sees (shared rows, then the user's
+    own): OR them (user_sql), or give each a UNION branch of its own so each is an index condition; empty for
+    a workspace-wide scope. `others` are the rest (workspace, project, live, current), ANDed."""
+
+    users: tuple[str, ...]
+    others: tuple[str, ...]
+
+    @property
+    def user_sql(self) -> str:
+        if not self.users:
+            return "TRUE"
+        return self.users[0] if len(self.users) == 1 else "(" + " OR ".join(self.users) + ")"
+
+    @property
+    def others_sql(self) -> str:
+        return " AND ".join(self.others) if self.others else "TRUE"
+
+    def sql(self) -> str:
+        return " AND ".join([*self.others, self.user_sql])
+
+
+def read_rule(
+    scope: MemoryScope,
+    params: dict[str, Any],
+    *,
+    alias: str = "m",
+    embeddings: bool = False,
+    workspace: bool = True,
+    owner: str | None = None,
+) -> ReadRule:
+    """readable_q as SQL: the one place every raw statement takes "the memories this caller may read" from
+    (BM25, substring and web-search statements, session neighbours, loads by id, rules, graph expansion,
+    vector search).
+
+    The workspace is %(workspace_id)s (`workspace=False`: the statement pins it itself, e.g. as a literal for
+    a partial index); the user and project go into params as user_id / project_id. `embeddings`: the alias is
+    memory_embeddings, which carries copies of user_id, scope, project_id and expires_at but no deleted_at or
+    superseded_by (a forgotten memory's vector is deleted with it; callers load the memories through the
+    whole rule). `owner`: instead of the scope's values, those of another row of the statement (alias
+    `owner`), i.e. what that memory's own user and project may read (the similarity step)."""
+    a = alias
+    others: list[str] = []
+    if workspace:
+        others.append(f"{a}.workspace_id = %(workspace_id)s")
+    users: tuple[str, ...]
+    project = f"({a}.scope = 'global' OR ({a}.scope = 'project' AND {a}.project_id = {{}}))"
+    if owner is not None:
+        users = (f"{a}.user_id IS NULL", f"{a}.user_id = {owner}.user_id")
+        others.append(project.format(f"{owner}.project_id"))
+    elif scope.workspace_wide:
+        users = ()
+    else:
+        users = (f"{a}.user_id IS NULL",)
+        if scope.user_id:
+            params["user_id"] = scope.user_id
+            users += (f"{a}.user_id = %(user_id)s",)
+        if scope.project_id:
+            params["project_id"] = scope.project_id
+            others.append(project.format("%(project_id)s"))
+        else:
+            others.append(f"{a}.scope = 'global'")
+    if not embeddings:
+        others.append(f"{a}.deleted_at IS NULL")
+    others.append(f"({a}.expires_at IS NULL OR {a}.expires_at > now())")
+    if not embeddings and not scope.include_superseded:
+        others.append(f"{a}.superseded_by IS NULL")
+    return ReadRule(users, tuple(others))
 
 
 def memories_readable(*, workspace_id: int, scope: MemoryScope) -> QuerySet[Memory]:
@@ -154,11 +248,8 @@ MAX_OR_WORDS = 32
 _LEXICAL_SQL = """
 SELECT {MEMORY_COLUMNS}, ts_rank_cd(m.search_tsv, q.query) AS lexical_rank
 FROM memories m, {tsquery} AS q(query)
-WHERE m.workspace_id = %(workspace_id)s
-  AND m.search_tsv @@ q.query {exclude}
-  AND m.deleted_at IS NULL
-  AND (m.expires_at IS NULL OR m.expires_at > now())
-  AND {user_rule} AND {project_rule} {extra}
+WHERE {readable}
+  AND m.search_tsv @@ q.query {exclude} {extra}
 ORDER BY lexical_rank DESC, m.created_at DESC, m.id DESC
 LIMIT %(limit)s
 """.replace("{MEMORY_COLUMNS}", MEMORY_COLUMNS)
@@ -166,11 +257,8 @@ LIMIT %(limit)s
 _SUBSTRING_SQL = """
 SELECT {MEMORY_COLUMNS}, 0.0 AS lexical_rank
 FROM memories m
-WHERE m.workspace_id = %(workspace_id)s
-  AND m.content ILIKE %(pattern)s
-  AND m.deleted_at IS NULL
-  AND (m.expires_at IS NULL OR m.expires_at > now())
-  AND {user_rule} AND {project_rule} {extra}
+WHERE {readable}
+  AND m.content ILIKE %(pattern)s {extra}
 ORDER BY m.created_at DESC, m.id DESC
 LIMIT %(limit)s
 """.replace("{MEMORY_COLUMNS}", MEMORY_COLUMNS)
@@ -189,19 +277,9 @@ def _type_layer_sql(params: dict[str, Any], *, type: str | None, layer: str | No
 
 
 def _scope_sql(scope: MemoryScope, params: dict[str, Any]) -> dict[str, str]:
-    if scope.user_id:
-        params["user_id"] = scope.user_id
-        user_rule = "(m.user_id IS NULL OR m.user_id = %(user_id)s)"
-    else:
-        user_rule = "m.user_id IS NULL"
-    if scope.project_id:
-        params["project_id"] = scope.project_id
-        project_rule = "(m.scope = 'global' OR (m.scope = 'project' AND m.project_id = %(project_id)s))"
-    else:
-        project_rule = "m.scope = 'global'"
-    if not scope.include_superseded:
-        project_rule = f"{project_rule} AND m.superseded_by IS NULL"
-    return {"user_rule": user_rule, "project_rule": project_rule}
+    """The read rule's pieces the statement templates take: all of it (readable) and its user part alone."""
+    rule = read_rule(scope, params)
+    return {"readable": rule.sql(), "user_rule": rule.user_sql}
 
 
 def memories_from_sql(sql: str, params: dict[str, Any], *, prepared: bool = False) -> list[Memory]:
@@ -283,12 +361,7 @@ def _memory_converters() -> list[tuple[int, list[Any], Any]]:
 def readable_sql(scope: MemoryScope, params: dict[str, Any]) -> str:
     """readable_q as SQL on alias m (its values put into params; the workspace is %(workspace_id)s). The hot
     reads of context/get use it: building and compiling the ORM's filter cost more CPU than the statements."""
-    parts = _scope_sql(scope, params)
-    return (
-        "m.workspace_id = %(workspace_id)s AND m.deleted_at IS NULL "
-        "AND (m.expires_at IS NULL OR m.expires_at > now()) "
-        f"AND {parts['user_rule']} AND {parts['project_rule']}"
-    )
+    return read_rule(scope, params).sql()
 
 
 def memories_readable_by_ids(
@@ -414,10 +487,7 @@ WITH {weights}, scored AS (
 )
 SELECT {MEMORY_COLUMNS}, s.score AS lexical_rank
 FROM scored s JOIN memories m ON m.id = s.memory_id
-WHERE m.workspace_id = %(workspace_id)s
-  AND m.deleted_at IS NULL
-  AND (m.expires_at IS NULL OR m.expires_at > now())
-  AND {user_rule} AND {project_rule} {extra}
+WHERE {readable} {extra}
 ORDER BY s.score DESC, m.created_at DESC, m.id DESC
 LIMIT %(limit)s
 """.replace("{scored}", _BM25_SCORED).replace("{MEMORY_COLUMNS}", MEMORY_COLUMNS)
@@ -564,10 +634,7 @@ WITH {weights}, scored AS MATERIALIZED (
 _BM25_LAYER_BRANCH = """
 (SELECT {MEMORY_COLUMNS}, s.score AS lexical_rank
  FROM {source} s JOIN memories m ON m.id = s.memory_id
- WHERE m.workspace_id = %(workspace_id)s AND m.layer = '{layer}'
-   AND m.deleted_at IS NULL
-   AND (m.expires_at IS NULL OR m.expires_at > now())
-   AND {user_rule} AND {project_rule} {narrow}
+ WHERE {readable} AND m.layer = '{layer}' {narrow}
  ORDER BY s.score DESC, m.created_at DESC, m.id DESC
  LIMIT %(limit_{i})s)
 """.replace("{MEMORY_COLUMNS}", MEMORY_COLUMNS)
@@ -764,19 +831,15 @@ FROM memories a
 CROSS JOIN LATERAL (
     (SELECT {MEMORY_COLUMNS}, row_number() OVER (ORDER BY m.created_at DESC, m.id DESC) AS distance
      FROM memories m
-     WHERE m.workspace_id = a.workspace_id AND m.metadata ? 'sessionId' AND m.deleted_at IS NULL
+     WHERE {readable} AND m.metadata ? 'sessionId'
        AND m.metadata ->> 'sessionId' = a.metadata ->> 'sessionId'
-       AND (m.created_at, m.id) < (a.created_at, a.id)
-       AND (m.expires_at IS NULL OR m.expires_at > now())
-       AND {user_rule} AND {project_rule} {extra}
+       AND (m.created_at, m.id) < (a.created_at, a.id) {extra}
      ORDER BY m.created_at DESC, m.id DESC LIMIT %(span)s)
     UNION ALL
     (SELECT {MEMORY_COLUMNS}, row_number() OVER (ORDER BY m.created_at, m.id) AS distance FROM memories m
-     WHERE m.workspace_id = a.workspace_id AND m.metadata ? 'sessionId' AND m.deleted_at IS NULL
+     WHERE {readable} AND m.metadata ? 'sessionId'
        AND m.metadata ->> 'sessionId' = a.metadata ->> 'sessionId'
-       AND (m.created_at, m.id) > (a.created_at, a.id)
-       AND (m.expires_at IS NULL OR m.expires_at > now())
-       AND {user_rule} AND {project_rule} {extra}
+       AND (m.created_at, m.id) > (a.created_at, a.id) {extra}
      ORDER BY m.created_at, m.id LIMIT %(span)s)
 ) n
 WHERE a.workspace_id = %(workspace_id)s AND a.id = ANY(%(ids)s) AND a.metadata ? 'sessionId'

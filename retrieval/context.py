@@ -6,6 +6,7 @@ Call inside tenancy.rls.workspace_context.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import math
@@ -453,7 +454,7 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
         hygiene_settings.importance_weight if request.importance_weight is None else request.importance_weight
     )
     if request.include_superseded:
-        scope = MemoryScope(user_id=scope.user_id, project_id=scope.project_id, include_superseded=True)
+        scope = dataclasses.replace(scope, include_superseded=True)
     strategy = resolve_strategy(
         request.strategy, policy_default=rollout.default_strategy, query=request.query
     )

@@ -188,7 +188,9 @@ def _semantic_candidates(
         workspace_id=workspace_id,
         model=settings.EMBEDDING_MODEL,
         query=query_vector,
-        scope=vectors.VectorScope(user_id=scope.user_id, project_id=scope.project_id),
+        scope=vectors.VectorScope(
+            user_id=scope.user_id, project_id=scope.project_id, workspace_wide=scope.workspace_wide
+        ),
         limit=max(depths.values()),
     )
     layers = [layer for layer in depths if layer]

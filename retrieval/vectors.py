@@ -32,17 +32,25 @@ from django.db import connections
 from django.db.backends.utils import CursorWrapper
 
 from config.prepared import prepared_cursor
+from memories.selectors import MemoryScope, ReadRule, read_rule
 
 logger = logging.getLogger("cairn.vectors")
 
 
 @dataclass(frozen=True)
 class VectorScope:
-    """The read scope of memories (shared + the user's, global + the project's, not expired), applied to the
-    copied columns of memory_embeddings."""
+    """The read scope of memories (shared + the user's, global + the project's, not expired; every user's and
+    project's when workspace-wide), applied to the copied columns of memory_embeddings through the read rule
+    (memories.selectors.read_rule)."""
 
     user_id: str | None
     project_id: str | None
+    workspace_wide: bool = False
+
+    def memory_scope(self) -> MemoryScope:
+        return MemoryScope(
+            user_id=self.user_id, project_id=self.project_id, workspace_wide=self.workspace_wide
+        )
 
 
 def vector_literal(vector: np.ndarray) -> str:
@@ -199,26 +207,19 @@ def _hnsw_index_ready_for_search(*, workspace_id: int, dimension: int) -> bool:
     return ready
 
 
-def _user_conditions(scope: VectorScope) -> list[str]:
-    """The read rule on users, one condition per user_id value (shared rows, then the user's own, with
-    %(user)s)."""
-    return ["e.user_id IS NULL"] + (["e.user_id = %(user)s"] if scope.user_id else [])
+def _read_rule(scope: VectorScope, params: dict[str, Any]) -> ReadRule:
+    """The read rule on memory_embeddings e (the workspace is pinned by the statement, as a literal)."""
+    return read_rule(scope.memory_scope(), params, alias="e", embeddings=True, workspace=False)
 
 
-def _user_filter(scope: VectorScope) -> str:
-    return "(" + " OR ".join(_user_conditions(scope)) + ")"
+def _user_conditions(rule: ReadRule) -> tuple[str, ...]:
+    """One condition per user_id value the scope sees (a workspace-wide scope: one that holds for all)."""
+    return rule.users or ("TRUE",)
 
 
-def _scope_filter(scope: VectorScope, *, exclude: bool) -> str:
-    """The read scope except the user rule (see _user_filter), with parameters %(project)s and %(exclude)s."""
-    clauses = ["(e.expires_at IS NULL OR e.expires_at > now())"]
-    if scope.project_id:
-        clauses.append("(e.scope = 'global' OR (e.scope = 'project' AND e.project_id = %(project)s))")
-    else:
-        clauses.append("e.scope = 'global'")
-    if exclude:
-        clauses.append("e.memory_id <> %(exclude)s")
-    return " AND ".join(clauses)
+def _scope_filter(rule: ReadRule, *, exclude: bool) -> str:
+    """The read rule except its users (see _user_conditions), and the memory to leave out (%(exclude)s)."""
+    return rule.others_sql + (" AND e.memory_id <> %(exclude)s" if exclude else "")
 
 
 def _indexed_search_setup(
@@ -231,7 +232,7 @@ def _indexed_search_setup(
     can only overstate, which sends a search to the HNSW index, never to an exact scan that is too big.
     """
     bound = int(settings.VECTOR_EXACT_MAX_SCOPED_ROWS) + 1
-    key = (workspace_id, dimension, scope.user_id)
+    key = (workspace_id, dimension, scope.user_id, scope.workspace_wide)
     known_over = _SCOPE_OVER_BOUND.get(key, 0.0) > time.monotonic()
     if known_over and getattr(cursor.db, "cairn_hnsw_session", False):
         # Nothing to count, and this connection carries the search parameters for its whole session
@@ -239,9 +240,13 @@ def _indexed_search_setup(
         # the HNSW scan this leads to is never parallel.
         return bound
     rows = f"e.workspace_id = {int(workspace_id)} AND e.dimension = {int(dimension)}"
+    params: dict[str, Any] = {
+        "ef_search": str(settings.VECTOR_HNSW_EF_SEARCH),
+        "max_scan": str(settings.VECTOR_HNSW_MAX_SCAN),
+    }
     counts = " + ".join(
         f"(SELECT count(*) FROM (SELECT 1 FROM memory_embeddings e WHERE {rows} AND {user} LIMIT {bound}) s)"
-        for user in _user_conditions(scope)
+        for user in _user_conditions(_read_rule(scope, params))
     )
     cursor.execute(
         f"""
@@ -254,11 +259,7 @@ def _indexed_search_setup(
                set_config('max_parallel_workers_per_gather', '0', true),
                {bound if known_over else counts}
         """,
-        {
-            "ef_search": str(settings.VECTOR_HNSW_EF_SEARCH),
-            "max_scan": str(settings.VECTOR_HNSW_MAX_SCAN),
-            "user": scope.user_id,
-        },
+        params,
     )
     visible = int(cursor.fetchone()[-1])
     if visible >= bound and not known_over:
@@ -297,7 +298,7 @@ def search_settings_ensure(sender: object, connection: Any, **kwargs: object) ->
 
 # (workspace, dimension, user) → until when its scope is known to see more than VECTOR_EXACT_MAX_SCOPED_ROWS
 # rows.
-_SCOPE_OVER_BOUND: dict[tuple[int, int, str | None], float] = {}
+_SCOPE_OVER_BOUND: dict[tuple[int, int, str | None, bool], float] = {}
 
 
 @dataclass(frozen=True)
@@ -344,18 +345,17 @@ def nearest_statement(
     computed once per row: the exact scans order by it directly, the HNSW scan orders by the halfvec distance.
     """
     dimension = int(query.shape[0])
-    params = {
+    params: dict[str, Any] = {
         "query": _query_literal(query.tobytes(), query.dtype.str),
         "model": model,
-        "user": scope.user_id,
-        "project": scope.project_id,
         "exclude": exclude,
         "limit": limit,
     }
     # Integers are formatted into the SQL on purpose: the planner can only match a partial index against
     # literal predicates (and a typed cast needs a literal dimension).
     rows = f"e.workspace_id = {int(workspace_id)} AND e.dimension = {int(dimension)} AND e.model = %(model)s"
-    scope_filter = _scope_filter(scope, exclude=exclude is not None)
+    rule = _read_rule(scope, params)
+    scope_filter = _scope_filter(rule, exclude=exclude is not None)
     distance = "e.embedding <=> %(query)s::vector"
     with connections["app"].cursor() as cursor:
         indexed = _hnsw_index_ready_for_search(workspace_id=workspace_id, dimension=dimension)
@@ -367,7 +367,7 @@ def nearest_statement(
         if visible is None:  # small workspace: every row through the (workspace_id, model, dimension) btree
             candidates = f"""
                 SELECT e.memory_id, {distance} AS distance FROM memory_embeddings e
-                WHERE {rows} AND {_user_filter(scope)} AND {scope_filter}
+                WHERE {rows} AND {rule.user_sql} AND {scope_filter}
                 ORDER BY distance LIMIT %(limit)s
             """
         elif visible <= settings.VECTOR_EXACT_MAX_SCOPED_ROWS:
@@ -378,7 +378,7 @@ def nearest_statement(
             branches = " UNION ALL ".join(
                 f"SELECT e.memory_id, {distance} AS distance FROM memory_embeddings e "
                 f"WHERE {rows} AND {user} AND {scope_filter}"
-                for user in _user_conditions(scope)
+                for user in _user_conditions(rule)
             )
             candidates = (
                 f"SELECT memory_id, distance FROM ({branches}) visible ORDER BY distance LIMIT %(limit)s"
@@ -386,7 +386,7 @@ def nearest_statement(
         else:
             candidates = f"""
                 SELECT e.memory_id, {distance} AS distance FROM memory_embeddings e
-                WHERE {rows} AND {_user_filter(scope)} AND {scope_filter}
+                WHERE {rows} AND {rule.user_sql} AND {scope_filter}
                 ORDER BY {hnsw_order(dimension, "e.embedding", "%(query)s")} LIMIT %(limit)s
             """
     # A large workspace's search runs prepared: the workspace and dimension are literals in the text (partial
@@ -512,6 +512,7 @@ def neighbours_of_memories(
                 order = hnsw_order(dimension_sql, "e.embedding", "q.embedding")
             else:
                 order = "e.embedding <=> q.embedding"
+            owner_rule = read_rule(MemoryScope(), {}, alias="e", embeddings=True, workspace=False, owner="q")
             cursor.execute(
                 f"""
                 SELECT q.memory_id, n.memory_id, n.score
@@ -522,9 +523,7 @@ def neighbours_of_memories(
                     WHERE e.workspace_id = {workspace_sql} AND e.dimension = {dimension_sql}
                       AND e.model = %(model)s
                       AND e.memory_id <> q.memory_id
-                      AND (e.expires_at IS NULL OR e.expires_at > now())
-                      AND (e.user_id IS NULL OR e.user_id = q.user_id)
-                      AND (e.scope = 'global' OR (e.scope = 'project' AND e.project_id = q.project_id))
+                      AND {owner_rule.sql()}
                     ORDER BY {order}
                     LIMIT %(limit)s
                 ) n
