@@ -17,6 +17,7 @@ from config.middleware import mark, payload_too_large
 from config.schemas import Envelope
 from config.validation import api_error_from_validation
 from tenancy.policy import PUBLIC, requires
+from tenancy.rls import is_statement_timeout, statement_timeout_ms
 
 logger = logging.getLogger("cairn.api")
 
@@ -88,6 +89,8 @@ def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
 def _unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
     if isinstance(exc, RequestDataTooBig):
         return mark(error_response(request, payload_too_large(request_limit())))
+    if is_statement_timeout(exc):
+        return mark(error_response(request, statement_timeout_error()))
     if isinstance(exc, OperationalError | InterfaceError):
         return mark(error_response(request, database_unavailable(exc)))
     logger.exception("unhandled error on %s", request.path)
@@ -108,6 +111,20 @@ def database_unavailable(exc: Exception) -> ApiError:
         "DATABASE_UNAVAILABLE",
         "The database is unavailable for a moment. Retry after the Retry-After delay; send the same "
         "Idempotency-Key so a write is never stored twice.",
+        retryable=True,
+        headers={"Retry-After": "1"},
+    )
+
+
+def statement_timeout_error() -> ApiError:
+    """A statement ran past the request's statement_timeout (tenancy.rls) and PostgreSQL cancelled it; the
+    request's workspace transaction was rolled back, so a retry starts clean."""
+    return ApiError(
+        503,
+        "STATEMENT_TIMEOUT",
+        f"A database statement of this request ran past its limit ({statement_timeout_ms()} ms) and was "
+        "cancelled; nothing was changed. Retry after the Retry-After delay; if it happens again, ask for "
+        "less (a smaller limit, a narrower scope or query).",
         retryable=True,
         headers={"Retry-After": "1"},
     )

@@ -129,6 +129,9 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "ops.middleware.RequestLogMiddleware",
     "config.middleware.ApiEnvelopeMiddleware",
+    # Which statement_timeout this request's workspace transactions get; the dashboard's 503 page when one
+    # runs out.
+    "tenancy.rls.StatementTimeoutMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -209,6 +212,16 @@ DATABASES = {
     "app": {**_app, "CONN_MAX_AGE": CONN_MAX_AGE, "CONN_HEALTH_CHECKS": True, "TEST": {"MIRROR": "default"}},
 }
 DATABASE_ROUTERS = ["config.dbrouter.RuntimeRoleRouter"]
+# Every statement runs under a PostgreSQL statement_timeout (milliseconds; 0: none), set in each workspace
+# transaction by what opened it (tenancy.rls.statement_timeout_ms): an SDK route by its declared role (reads
+# answer in milliseconds, so seconds mean a runaway; writes may wait on a lock), a dashboard page, or
+# background work (jobs, commands, MCP tools). The background limit is also every runtime connection's
+# ceiling, for the statements outside a workspace transaction. A request whose statement is cancelled answers
+# 503 STATEMENT_TIMEOUT (retryable); graph reads that set their own shorter limits keep them.
+STATEMENT_TIMEOUT_SDK_READ_MS = env_int("STATEMENT_TIMEOUT_SDK_READ_MS", 5_000, minimum=0)
+STATEMENT_TIMEOUT_SDK_WRITE_MS = env_int("STATEMENT_TIMEOUT_SDK_WRITE_MS", 15_000, minimum=0)
+STATEMENT_TIMEOUT_DASHBOARD_MS = env_int("STATEMENT_TIMEOUT_DASHBOARD_MS", 10_000, minimum=0)
+STATEMENT_TIMEOUT_BACKGROUND_MS = env_int("STATEMENT_TIMEOUT_BACKGROUND_MS", 300_000, minimum=0)
 APP_DB_ROLE = str(_app["USER"])
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

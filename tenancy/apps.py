@@ -6,11 +6,14 @@ class TenancyConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from django.db.backends.signals import connection_created
         from django.db.models.signals import post_migrate
 
         from tenancy import checks, signals  # noqa: F401
+        from tenancy.rls import statement_timeout_ceiling_ensure
 
         post_migrate.connect(grant_runtime_role, sender=self)
+        connection_created.connect(statement_timeout_ceiling_ensure, dispatch_uid="cairn-statement-timeout")
 
 
 def grant_runtime_role(using: str = "default", **kwargs: object) -> None:

@@ -1,43 +1,138 @@
-"""The row-level-security context: which workspace the current transaction may see and write."""
+"""The row-level-security context: which workspace the current transaction may see and write, and how long any
+one of its statements may run."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import Any
 
+from django.conf import settings
 from django.db import connections, transaction
+from django.http import HttpRequest, HttpResponse
+
+from tenancy.policy import READ
 
 _current_workspace: ContextVar[int | None] = ContextVar("cairn_workspace", default=None)
+# The request being served in this context (set by StatementTimeoutMiddleware); None in jobs and commands.
+_current_request: ContextVar[HttpRequest | None] = ContextVar("cairn_request", default=None)
+
+# SQLSTATE query_canceled: what PostgreSQL answers when statement_timeout cancels a statement.
+QUERY_CANCELED = "57014"
 
 
 @contextmanager
 def workspace_context(workspace_id: int) -> Iterator[None]:
-    """Open a transaction on the runtime connection in which RLS lets through `workspace_id` and nothing else.
+    """Open a transaction on the runtime connection in which RLS lets through `workspace_id` and nothing else,
+    and in which no statement runs longer than `statement_timeout_ms()`.
 
-    set_config(..., true) is local to the transaction, so a pooled connection never carries it into the next
-    request. Nesting is allowed for the same workspace only: a savepoint would not undo a switch on release.
+    set_config(..., true) is local to the transaction, so a pooled connection never carries either setting
+    into the next request; both are set in the one statement that was there for the workspace alone. Nesting
+    is allowed for the same workspace only: a savepoint would not undo a switch on release.
     """
     current = _current_workspace.get()
     if current is not None and current != workspace_id:
         raise RuntimeError(f"already in workspace {current}; cannot nest workspace {workspace_id}")
     connection = connections["app"]
-    # Inside an outer transaction (a test, a caller's atomic block) the setting would outlive this block, so
-    # clear it on the way out; a query after the block must see nothing, as it would in production.
+    # Inside an outer transaction (a test, a caller's atomic block) the settings would outlive this block, so
+    # put them back on the way out; a query after the block must see nothing, as it would in production.
     outer_transaction = connection.in_atomic_block and current is None
+    previous_timeout = ""
     token = _current_workspace.set(workspace_id)
     try:
         with transaction.atomic(using="app"):
             if current is None:
                 with connection.cursor() as cursor:
-                    cursor.execute("SELECT set_config('app.workspace_id', %s, true)", [str(workspace_id)])
+                    if outer_transaction:
+                        cursor.execute("SELECT current_setting('statement_timeout')")
+                        previous_timeout = cursor.fetchone()[0]
+                    cursor.execute(
+                        "SELECT set_config('app.workspace_id', %s, true), "
+                        "set_config('statement_timeout', %s, true)",
+                        [str(workspace_id), str(statement_timeout_ms())],
+                    )
             yield
         if outer_transaction:
             with connection.cursor() as cursor:
-                cursor.execute("SELECT set_config('app.workspace_id', '', true)")
+                cursor.execute(
+                    "SELECT set_config('app.workspace_id', '', true), "
+                    "set_config('statement_timeout', %s, true)",
+                    [previous_timeout],
+                )
     finally:
         _current_workspace.reset(token)
 
 
 def current_workspace_id() -> int | None:
     return _current_workspace.get()
+
+
+# --- statement timeouts -------------------------------------------------------------------------------------
+
+
+def statement_timeout_ms() -> int:
+    """The statement_timeout of a workspace transaction opened now (milliseconds, 0 = none).
+
+    An SDK route's by the role it declared (tenancy.policy.requires): a read answers in milliseconds, so
+    seconds mean a runaway; a write may also wait on a lock. A dashboard page's. Outside a request (jobs,
+    commands, the MCP server's tools) the background limit."""
+    request = _current_request.get()
+    if request is None:
+        return int(settings.STATEMENT_TIMEOUT_BACKGROUND_MS)
+    if request.path.startswith("/api/"):
+        if getattr(request, "cairn_required_role", None) == READ:
+            return int(settings.STATEMENT_TIMEOUT_SDK_READ_MS)
+        return int(settings.STATEMENT_TIMEOUT_SDK_WRITE_MS)
+    return int(settings.STATEMENT_TIMEOUT_DASHBOARD_MS)
+
+
+def statement_timeout_ceiling_ensure(sender: object, connection: Any, **kwargs: object) -> None:
+    """connection_created receiver: the background limit for every statement of the runtime connection's
+    session, the ceiling for those no workspace transaction covers (the key lookup before a route resolves its
+    workspace, the account pages, the job queue's claims). Set on connect, in autocommit, so no rollback can
+    undo it; every process sets the same value, so a pooler that hands the session on carries no surprise."""
+    if connection.alias != "app" or connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT set_config('statement_timeout', %s, false)",
+            [str(settings.STATEMENT_TIMEOUT_BACKGROUND_MS)],
+        )
+
+
+def is_statement_timeout(exc: BaseException) -> bool:
+    """Whether `exc` (a Django database error, or what it wraps) is a statement PostgreSQL cancelled."""
+    seen: BaseException | None = exc
+    for _ in range(4):  # Django wraps the driver's error once; a few links are plenty and always end
+        if seen is None:
+            return False
+        if getattr(seen, "sqlstate", None) == QUERY_CANCELED:
+            return True
+        seen = seen.__cause__
+    return False
+
+
+class StatementTimeoutMiddleware:
+    """Makes the request known to statement_timeout_ms for the time it is served, and answers a dashboard page
+    whose statement ran out of time with the styled 503 page (SDK routes answer 503 STATEMENT_TIMEOUT in the
+    envelope, config.api)."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        token = _current_request.set(request)
+        try:
+            return self.get_response(request)
+        finally:
+            _current_request.reset(token)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if request.path.startswith("/api/") or not is_statement_timeout(exception):
+            return None
+        from django.shortcuts import render
+
+        response = render(request, "503.html", {"limit_ms": statement_timeout_ms()}, status=503)
+        response["Retry-After"] = "1"
+        return response
