@@ -647,13 +647,13 @@ def variant_rankings(workspace_id: int, query: str, wanted: set[str]) -> dict[st
     importance weight)."""
     from memories import selectors
     from memories.selectors import MemoryScope
-    from retrieval import search
+    from retrieval import lexical, search
     from tenancy.rls import workspace_context
 
     scope = MemoryScope()
     with workspace_context(workspace_id):
         words_or = lexical_or(workspace_id, query, FUSION_DEPTH)
-        words_and = selectors.memory_search_lexical(
+        words_and = lexical.memory_search_lexical(
             workspace_id=workspace_id, scope=scope, query=query, type=None, layer=None, limit=FUSION_DEPTH
         )
         semantic = search.memory_search(

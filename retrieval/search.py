@@ -16,6 +16,7 @@ from django.db import connections
 from memories import selectors
 from memories.models import Memory
 from memories.selectors import MemoryScope
+from retrieval import lexical as lexical_search
 from retrieval import vectors
 from retrieval.embeddings import embed_query
 
@@ -121,7 +122,7 @@ def memory_search_tiers(
     candidates and one check for unembedded memories, instead of one of each per tier."""
     requested = normalise_strategy(strategy)
     depths = {tier.layer: _depth(requested, tier.limit) for tier in tiers}
-    lexical = selectors.memory_search_lexical_layers(
+    lexical = lexical_search.memory_search_lexical_layers(
         workspace_id=workspace_id, scope=scope, query=query, depths=depths
     )
     semantic: Candidates | None = None
@@ -279,7 +280,7 @@ def _ranked(
 ) -> SearchOutcome:
     requested = normalise_strategy(strategy)
     depth = _depth(requested, limit)
-    lexical = selectors.memory_search_lexical(
+    lexical = lexical_search.memory_search_lexical(
         workspace_id=workspace_id, scope=scope, query=query, type=type, layer=layer, limit=depth
     )
     semantic: Candidates | None = None

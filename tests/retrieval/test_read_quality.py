@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from django.db import connections
 
-from memories import selectors
 from memories.selectors import MemoryScope
 from pipeline import services as pipeline
 from retrieval import embeddings, search
+from retrieval import lexical as lexical_search
 from tenancy.rls import workspace_context
 from tests.memories.helpers import ids, memory_row, personal_workspace_id
 
@@ -86,8 +86,8 @@ def test_it_reads_a_bounded_head_of_each_words_postings(alice_api, settings):
 def test_it_scores_everything_when_the_scope_hides_the_best(alice_api, monkeypatch):
     # Only the best `pool` memories are joined to the scope filter; when it hides them all, search scores
     # the rest.
-    monkeypatch.setattr(selectors, "BM25_POOL_MIN", 1)
-    monkeypatch.setattr(selectors, "BM25_POOL_FACTOR", 1)
+    monkeypatch.setattr(lexical_search, "BM25_POOL_MIN", 1)
+    monkeypatch.setattr(lexical_search, "BM25_POOL_FACTOR", 1)
     for n in range(3):
         alice_api.add(f"deploy deploy deploy private {n}", scope={"userId": "u1"})
     shared = alice_api.add("we deploy sometimes, with a long sentence around the word")

@@ -17,10 +17,9 @@ from django.db import connections
 from django.utils import timezone
 
 from memories import selectors
-from memories import selectors as lexical
 from memories.models import Memory
 from memories.selectors import MemoryScope
-from retrieval import search, vectors
+from retrieval import lexical, search, vectors
 from tenancy.rls import workspace_context
 
 DIMENSION = 8
@@ -243,8 +242,8 @@ def test_it_keeps_the_workspace_wide_scope_out_of_reach_of_sdk_requests(personas
     error = personas.alice_api.error(
         "memories/search",
         {"query": WORD, "scope": {"workspaceWide": True}},
-        status=422,
-        code="VALIDATION_ERROR",
+        status=400,
+        code="INVALID_REQUEST",
     )
     assert "workspaceWide" in str(error)
     with pytest.raises(ValueError, match="reads only"):
