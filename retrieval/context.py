@@ -37,6 +37,11 @@ CONTEXT_LINE_CHARS = 80
 CONTEXT_FACTS = 5
 # Texts up to this long have their scrubbed line remembered (4,096 of them: at most ~16 MB per process).
 CLEAN_CACHE_MAX_CHARS = 4000
+# Put in front of the context line of a rule or memory with prompt-injection flags (Memory.injection_flags):
+# its text is data to weigh, never instructions to follow, and an agent's system prompt can say so about
+# lines that carry this marker (docs/hygiene.md). Memory text cannot forge it: lines lose their square-bracket
+# pairs that spell it (_one_line).
+UNTRUSTED_MARKER = "[UNTRUSTED: possible prompt injection]"
 
 
 @dataclass(frozen=True)
@@ -315,8 +320,31 @@ def memory_json(memory: Memory, graph: dict[str, Any] | None = None) -> dict[str
 
 
 def _one_line(text: str) -> str:
-    """One line, no angle brackets: memory text must not open or close a prompt section it is pasted into."""
-    return " ".join(text.replace("<", " ").replace(">", " ").split())
+    """One line, no angle brackets: memory text must not open or close a prompt section it is pasted into;
+    nor may it show the untrusted marker of flagged memories on a line that has none."""
+    line = " ".join(text.replace("<", " ").replace(">", " ").split())
+    if "UNTRUSTED" in line.upper():
+        line = _unmark(line)
+    return line
+
+
+def _unmark(line: str) -> str:
+    """The line with every "[untrusted" (any case, any spacing after the bracket) turned into "(untrusted":
+    a forged marker then no longer reads as one. Plain string code: the text is untrusted."""
+    out: list[str] = []
+    start = 0
+    lowered = line.lower()
+    while True:
+        at = lowered.find("[", start)
+        if at < 0:
+            out.append(line[start:])
+            return "".join(out)
+        word_at = at + 1
+        while word_at < len(line) and line[word_at] == " ":
+            word_at += 1
+        out.append(line[start:at])
+        out.append("(" if lowered.startswith("untrusted", word_at) else "[")
+        start = at + 1
 
 
 @functools.lru_cache(maxsize=4096)
@@ -342,13 +370,20 @@ def context_text(
             return _one_line(text)
         return _clean_line(text) if len(text) <= CLEAN_CACHE_MAX_CHARS else _one_line(scrub_secrets(text))
 
+    def marked(memory: Memory) -> str:
+        return UNTRUSTED_MARKER + " " if memory.injection_flags else ""
+
     sections: list[str] = []
     project_rules = [r for r in rules if r.scope == Memory.Scope.PROJECT]
     global_rules = [r for r in rules if r.scope != Memory.Scope.PROJECT]
     if project_rules:
-        sections.append("## Project Rules\n" + "\n".join(f"- {clean(r.content)}" for r in project_rules))
+        sections.append(
+            "## Project Rules\n" + "\n".join(f"- {marked(r)}{clean(r.content)}" for r in project_rules)
+        )
     if global_rules:
-        sections.append("## Global Rules\n" + "\n".join(f"- {clean(r.content)}" for r in global_rules))
+        sections.append(
+            "## Global Rules\n" + "\n".join(f"- {marked(r)}{clean(r.content)}" for r in global_rules)
+        )
     if memories:
         lines = []
         for memory in memories:
@@ -357,7 +392,7 @@ def context_text(
                 text = text[: CONTEXT_LINE_CHARS - 3] + "..."
             where = f"@{memory.project_id}" if memory.project_id else "global"
             tags = f" [{', '.join(memory.tags)}]" if memory.tags else ""
-            lines.append(f"- [{memory.type}] {text} ({where}){tags}")
+            lines.append(f"- {marked(memory)}[{memory.type}] {text} ({where}){tags}")
         sections.append("## Relevant Memories\n" + "\n".join(lines))
     if conflicts:
         sections.append(
