@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, Generic, TypeVar
 
 import annotated_types
@@ -21,13 +22,115 @@ from pydantic import (
 )
 
 T = TypeVar("T")
+
+# --- the rules every write shares ---------------------------------------------------------------------------
+# What Cairn stores must be something it can always serve back: PostgreSQL refuses NUL in text and any JSON
+# with NaN or Infinity (Python's json writes and reads both), UTF-8 has no lone surrogates, pydantic stops
+# serialising a few hundred levels deep, and Python's datetime ends where PostgreSQL's timestamptz does not.
+# The SDK schemas apply these rules to every write: API, MCP tools, import and dashboard forms.
+
 NUL_MESSAGE = "must not contain NUL (\\u0000) characters"
+SURROGATE_MESSAGE = "must be valid Unicode (no lone surrogates such as \\ud800)"
+# Containers a JSON value (memory metadata) may nest, the outermost object counting as one.
+JSON_MAX_DEPTH = 20
+# Integers inside JSON fit 64 bits, like every integer column.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+# Timestamps, once converted to UTC, stay within what Python's datetime holds (years 1–9999).
+UTC_MIN = datetime.min.replace(tzinfo=UTC)
+UTC_MAX = datetime.max.replace(tzinfo=UTC)
+TIME_RANGE_MESSAGE = "must fall between 0001-01-01T00:00:00Z and 9999-12-31T23:59:59Z once converted to UTC"
 
 
-def _refuse_nul(value: str) -> str:
+def text_problem(value: str) -> str | None:
+    """Why `value` cannot be stored as text, or None."""
     if "\x00" in value:
-        raise ValueError(NUL_MESSAGE)
+        return NUL_MESSAGE
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return SURROGATE_MESSAGE
+    return None
+
+
+def _shown(key: str) -> str:
+    """A key as an error message can name it: escaped when it holds what it may not, cut at 40 characters."""
+    if text_problem(key) is not None:
+        key = key.encode("unicode_escape").decode("ascii")
+    return key if len(key) <= 40 else key[:39] + "…"
+
+
+def _path(parts: tuple[str | int, ...]) -> str:
+    return "".join(f"[{part}]" if isinstance(part, int) else f".{_shown(part)}" for part in parts)
+
+
+def json_problem(value: Any, *, name: str = "value", max_depth: int = JSON_MAX_DEPTH) -> str | None:
+    """The first thing in a JSON value that Cairn must not store, named by its path (`metadata.a.b[2]`):
+    nesting deeper than `max_depth` containers, a number that is not finite or an integer outside 64 bits, a
+    string or key with NUL or a lone surrogate, anything that is not JSON. None when the value is fine.
+
+    A loop with its own stack, not recursion: the value may be thousands of levels deep."""
+    stack: list[tuple[Any, int, tuple[str | int, ...]]] = [(value, 1, ())]
+    while stack:
+        item, depth, parts = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > max_depth:
+                return f"{name}{_path(parts)} nests deeper than {max_depth} levels"
+            if isinstance(item, dict):
+                for key, child in item.items():
+                    if not isinstance(key, str):
+                        return f"{name}{_path(parts)}: keys must be strings"
+                    problem = text_problem(key)
+                    if problem is not None:
+                        return f"key {name}{_path((*parts, key))} {problem}"
+                    stack.append((child, depth + 1, (*parts, key)))
+            else:
+                stack.extend((child, depth + 1, (*parts, index)) for index, child in enumerate(item))
+        elif isinstance(item, str):
+            problem = text_problem(item)
+            if problem is not None:
+                return f"{name}{_path(parts)} {problem}"
+        elif item is None or isinstance(item, bool):
+            continue
+        elif isinstance(item, int):
+            if not INT64_MIN <= item <= INT64_MAX:
+                return f"{name}{_path(parts)} is an integer outside 64 bits"
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                return f"{name}{_path(parts)} must be a finite number (not NaN or Infinity)"
+        else:
+            return f"{name}{_path(parts)} is not a JSON value"
+    return None
+
+
+def _refuse_bad_text(value: str) -> str:
+    problem = text_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
     return value
+
+
+def _utc_in_range(value: datetime) -> datetime:
+    """In UTC (a naive time is taken as UTC), and only if UTC can hold it."""
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError(TIME_RANGE_MESSAGE) from None
+
+
+def _aware(value: datetime) -> datetime:
+    if value.tzinfo is None:
+        raise ValueError("must carry a time zone (e.g. Z or +02:00)")
+    return value
+
+
+# A time a request sends: stored and compared in UTC, refused when UTC cannot hold it (0001-01-01T00:00+05:00
+# is in year 0 in UTC; stored, it would fail every later read).
+ApiInstant = Annotated[datetime, AfterValidator(_utc_in_range)]
+# The same, with its time zone required (import files, where a naive time would be a guess).
+AwareInstant = Annotated[datetime, AfterValidator(_aware), AfterValidator(_utc_in_range)]
 
 
 def _api_datetime(value: datetime) -> Any:
@@ -46,7 +149,8 @@ ApiDateTime = Annotated[
 
 @dataclass(frozen=True)
 class Trimmed(annotated_types.GroupedMetadata):
-    """A trimmed string of bounded length without NUL, which Postgres cannot store (it would be a 500).
+    """A trimmed string of bounded length without NUL or lone surrogates, which Postgres cannot store (it
+    would be a 500).
 
     Written `Annotated[str, Trimmed(500)]`: a type checker sees a plain `str`, pydantic unpacks the group into
     the same constraints (strip, min/max length, the NUL check) as if they were listed in the annotation."""
@@ -58,7 +162,7 @@ class Trimmed(annotated_types.GroupedMetadata):
         yield from StringConstraints(
             strip_whitespace=True, min_length=self.min_length, max_length=self.max_length
         )
-        yield AfterValidator(_refuse_nul)
+        yield AfterValidator(_refuse_bad_text)
 
 
 def trimmed(max_length: int, min_length: int = 1) -> Any:
@@ -70,9 +174,10 @@ def trimmed(max_length: int, min_length: int = 1) -> Any:
 
 
 class StrictIn(Schema):
-    """Request bodies reject unknown fields, naming them, instead of silently dropping them."""
+    """Request bodies reject unknown fields, naming them, instead of silently dropping them, and numbers that
+    are not finite (Python's json module reads NaN and Infinity)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class ScopeIn(StrictIn):

@@ -4,44 +4,58 @@ and idempotency), and the hygiene routes consolidate and settings."""
 from __future__ import annotations
 
 import json
+import uuid
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from django.conf import settings
 from ninja import Schema
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from config.schemas import NUL_MESSAGE, ApiDateTime, ScopeIn, ScopeQuery, StrictIn, Trimmed, scope_field
+from config.schemas import (
+    JSON_MAX_DEPTH,
+    ApiDateTime,
+    AwareInstant,
+    ScopeIn,
+    ScopeQuery,
+    StrictIn,
+    Trimmed,
+    json_problem,
+    scope_field,
+)
 
 MemoryType = Literal["rule", "decision", "fact", "note", "skill"]
 MemoryLayer = Literal["rule", "working", "long_term"]
 
-
-def _has_nul(value: Any) -> bool:
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(_has_nul(key) or _has_nul(item) for key, item in value.items())
-    if isinstance(value, list):
-        return any(_has_nul(item) for item in value)
-    return False
-
-
+Content = Annotated[str, Trimmed(8000)]
 Tag = Annotated[str, Trimmed(120)]
 Path = Annotated[str, Trimmed(300)]
+Category = Annotated[str, Trimmed(120)]
+MAX_TAGS, MAX_PATHS = 50, 100
+METADATA_DESCRIPTION = (
+    f"Any JSON object up to MEMORY_METADATA_MAX_BYTES (16 KB) and {JSON_MAX_DEPTH} levels deep; finite "
+    "numbers only (no NaN or Infinity), integers within 64 bits, no NUL or lone surrogates in keys or values."
+)
+
+
+def metadata_problem(value: dict[str, Any]) -> str | None:
+    """Why a metadata object cannot be stored (config.schemas.json_problem, then its size), or None."""
+    problem = json_problem(value, name="metadata")
+    if problem is not None:
+        return problem
+    size = len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+    if size > settings.MEMORY_METADATA_MAX_BYTES:
+        return f"metadata is {size} bytes as JSON; the limit is {settings.MEMORY_METADATA_MAX_BYTES}"
+    return None
 
 
 def _check_metadata(value: dict[str, Any] | None) -> dict[str, Any] | None:
     if value is None:
         return value
-    if _has_nul(value):
-        raise ValueError(NUL_MESSAGE)
-    size = len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
-    if size > settings.MEMORY_METADATA_MAX_BYTES:
-        raise ValueError(
-            f"metadata is {size} bytes as JSON; the limit is {settings.MEMORY_METADATA_MAX_BYTES}"
-        )
+    problem = metadata_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
     return value
 
 
@@ -119,15 +133,17 @@ class MemoryOut(DictOut):
 
 
 class AddIn(StrictIn):
-    content: Annotated[str, Trimmed(8000)] = Field(description="The memory text, 1–8000 characters.")
+    content: Content = Field(description="The memory text, 1–8000 characters.")
     type: MemoryType = Field("note", description="Kind of memory. Default note.")
     layer: MemoryLayer | None = Field(None, description="Default: rule for type rule, otherwise long_term.")
-    tags: list[Tag] = Field(default_factory=list, max_length=50, description="Up to 50 tags of 1–120 chars.")
-    paths: list[Path] = Field(
-        default_factory=list, max_length=100, description="Up to 100 paths of 1–300 chars."
+    tags: list[Tag] = Field(
+        default_factory=list, max_length=MAX_TAGS, description="Up to 50 tags of 1–120 chars."
     )
-    category: Annotated[str, Trimmed(120)] | None = Field(None, description="Category, 1–120 chars.")
-    metadata: dict[str, Any] | None = Field(None, description="Any JSON object up to 16 KB.")
+    paths: list[Path] = Field(
+        default_factory=list, max_length=MAX_PATHS, description="Up to 100 paths of 1–300 chars."
+    )
+    category: Category | None = Field(None, description="Category, 1–120 chars.")
+    metadata: dict[str, Any] | None = Field(None, description=METADATA_DESCRIPTION)
     embeddingModel: Annotated[str, Trimmed(160)] | None = Field(
         None,
         description="Embedding model for this memory, one the server allows (EMBEDDING_MODELS_ALLOWED; "
@@ -194,17 +210,19 @@ class ListOut(Schema):
 
 class EditIn(StrictIn):
     id: Annotated[str, Trimmed(64)] = Field(description="Memory id.")
-    content: Annotated[str, Trimmed(8000)] | None = Field(None, description="New text.")
+    content: Content | None = Field(None, description="New text.")
     type: MemoryType | None = Field(
         None, description="New type; rule without layer also makes the layer rule."
     )
     layer: MemoryLayer | None = Field(
         None, description="New layer; working restarts the expiry, others clear it."
     )
-    tags: list[Tag] | None = Field(None, max_length=50, description="Replaces the tags.")
-    paths: list[Path] | None = Field(None, max_length=100, description="Replaces the paths.")
-    category: Annotated[str, Trimmed(120)] | None = Field(None, description="New category.")
-    metadata: dict[str, Any] | None = Field(None, description="Replaces the metadata; null clears it.")
+    tags: list[Tag] | None = Field(None, max_length=MAX_TAGS, description="Replaces the tags.")
+    paths: list[Path] | None = Field(None, max_length=MAX_PATHS, description="Replaces the paths.")
+    category: Category | None = Field(None, description="New category.")
+    metadata: dict[str, Any] | None = Field(
+        None, description="Replaces the metadata; null clears it. " + METADATA_DESCRIPTION
+    )
     embeddingModel: Annotated[str, Trimmed(160)] | None = Field(
         None,
         description="Embedding model for this memory, one the server allows (EMBEDDING_MODELS_ALLOWED); "
@@ -225,6 +243,46 @@ class EditOut(Schema):
         description="Where the model came from."
     )
     memory: MemoryOut = Field(description="The memory after the change.")
+
+
+class MemoryRecordIn(StrictIn):
+    """A memory line of a workspace export file, checked by the same field rules as memories/add and
+    memories/edit, plus the fields only an export carries (its id, times, end user, importance)."""
+
+    id: uuid.UUID = Field(description="The memory's id in the workspace it was exported from.")
+    content: Content = Field(description="As memories/add.")
+    type: MemoryType = Field(description="As memories/add.")
+    layer: MemoryLayer = Field(description="As memories/add.")
+    scope: Literal["global", "project"] = Field(description="project exactly when projectId is set.")
+    projectId: Annotated[str, Trimmed(240)] | None = Field(None, description="As scope.projectId.")
+    userId: Annotated[str, Trimmed(120)] | None = Field(None, description="As scope.userId.")
+    tags: list[Tag] = Field(default_factory=list, max_length=MAX_TAGS, description="As memories/add.")
+    paths: list[Path] = Field(default_factory=list, max_length=MAX_PATHS, description="As memories/add.")
+    category: Category | None = Field(None, description="As memories/add.")
+    metadata: dict[str, Any] | None = Field(None, description=METADATA_DESCRIPTION)
+    embeddingModel: Annotated[str, Trimmed(160)] | None = Field(
+        None, description="As memories/add: only a model this server allows."
+    )
+    injectionFlags: list[Annotated[str, Trimmed(40)]] = Field(
+        default_factory=list,
+        max_length=50,
+        description="Ignored: the importing server finds the prompt-injection patterns itself.",
+    )
+    createdAt: AwareInstant = Field(description="When it was written.")
+    updatedAt: AwareInstant | None = Field(None, description="Last change; default createdAt.")
+    expiresAt: AwareInstant | None = Field(None, description="When a working memory expires.")
+    deletedAt: AwareInstant | None = Field(None, description="When it was forgotten (a tombstone).")
+    importance: float = Field(0.5, ge=0, le=1, description="Write-time importance 0–1.")
+    supersededBy: uuid.UUID | None = Field(None, description="The memory of the same file that replaced it.")
+
+    _metadata = field_validator("metadata")(_check_metadata)
+    _embedding_model = field_validator("embeddingModel")(_check_embedding_model)
+
+    @model_validator(mode="after")
+    def _scope_matches_project(self) -> MemoryRecordIn:
+        if (self.scope == "project") != (self.projectId is not None):
+            raise ValueError("scope must be project exactly when projectId is set")
+        return self
 
 
 class ForgetIn(StrictIn):
