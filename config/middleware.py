@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 
 from config.errors import ApiError, error_response, request_id
 
@@ -114,3 +114,38 @@ def payload_too_large(limit: int) -> ApiError:
 def mark(response: HttpResponse) -> HttpResponse:
     response.cairn_envelope = True  # type: ignore[attr-defined]
     return response
+
+
+_FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+
+
+def _holds_nul(request: HttpRequest) -> bool:
+    if "%00" in request.META.get("QUERY_STRING", "") or any(
+        "\x00" in key or any("\x00" in value for value in values) for key, values in request.GET.lists()
+    ):
+        return True
+    if request.method == "POST" and request.content_type in _FORM_TYPES:
+        return any(
+            "\x00" in key or any(isinstance(value, str) and "\x00" in value for value in values)
+            for key, values in request.POST.lists()
+        )
+    return False
+
+
+class NulRefusalMiddleware:
+    """400 for a page request (anything outside /api) whose query string or form holds a NUL character.
+
+    No field accepts one (PostgreSQL cannot store it, and a query with it fails): refused here, no view has
+    to remember it. /api answers such input itself, in the envelope, through the schemas' text rules."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if not _is_api(request) and _holds_nul(request):
+            return HttpResponseBadRequest(
+                "The request holds a NUL character (%00), which no field accepts. Remove it and try again.",
+                content_type="text/plain; charset=utf-8",
+            )
+        return self.get_response(request)
+

@@ -129,6 +129,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "ops.middleware.RequestLogMiddleware",
     "config.middleware.ApiEnvelopeMiddleware",
+    # A page request whose query string or form holds a NUL is 400 before any view runs.
+    "config.middleware.NulRefusalMiddleware",
     # Which statement_timeout this request's workspace transactions get; the dashboard's 503 page when one
     # runs out.
     "tenancy.rls.StatementTimeoutMiddleware",
