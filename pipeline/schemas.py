@@ -40,6 +40,11 @@ class JobOut(BaseModel):
     finishedAt: ApiDateTime | None = Field(description="When it succeeded or failed.")
 
 
+class JobAcceptedOut(BaseModel):
+    jobId: str = Field(description="Follow the job with jobs/status {id: jobId}.")
+    job: JobOut = Field(description="The job as queued.")
+
+
 class JobStatusIn(StrictIn):
     id: Annotated[str, Trimmed(64)] = Field(description="The jobId a 202 answer gave.")
     scope: ScopeIn = scope_field()

@@ -9,6 +9,8 @@ and links.
 from __future__ import annotations
 
 import json
+import logging
+import math
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -17,8 +19,13 @@ from django.db import connections, transaction
 
 from tenancy.rls import workspace_context
 
+logger = logging.getLogger("cairn.transfer")
+
 FORMAT = "cairn.workspace-export"
-VERSION = 1
+# 2 adds fact_evidence records (every memory that supports an entity fact). Version 1 files still import: a
+# fact's recorded source becomes its evidence.
+VERSION = 2
+READABLE_VERSIONS = frozenset({1, 2})
 BATCH = 500
 
 
@@ -26,9 +33,24 @@ def _iso(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
 
 
+def _jsonb(value: Any) -> Any:
+    """A jsonb column as its JSON value: Django's raw cursor hands jsonb back as text, which written out as is
+    would become a JSON string holding JSON, one level deeper on every export and import."""
+    return json.loads(value) if isinstance(value, str) else value
+
+
 def _object(value: Any) -> dict[str, Any]:
-    # Django's raw cursor hands jsonb back as text.
-    return (json.loads(value) if isinstance(value, str) else value) or {}
+    return _jsonb(value) or {}
+
+
+def _finite(value: Any, *, what: str, row_id: Any) -> float:
+    """A stored float as a JSON number: a NaN or Infinity (a row written before imports and models were
+    checked) is exported as 0 and logged, so the line stays JSON and the importer's rules accept it."""
+    number = float(value)
+    if math.isfinite(number):
+        return number
+    logger.warning("export: %s of row %s is %s; exported as 0", what, row_id, number)
+    return 0.0
 
 
 def _vector(value: Any) -> list[float] | None:
@@ -38,9 +60,9 @@ def _vector(value: Any) -> list[float] | None:
 def _rows(sql: str, params: list[Any]) -> Iterator[dict[str, Any]]:
     # A named (server-side) cursor: a large workspace streams in batches instead of loading into memory.
     with connections["app"].chunked_cursor() as cursor:
-        # Django's CursorWrapper does not pass attribute writes on to psycopg's cursor: this sets the
-        # wrapper's own attribute, and psycopg's server-side cursor keeps its default itersize.
-        cursor.itersize = BATCH  # type: ignore[attr-defined]
+        # On psycopg's cursor itself: Django's CursorWrapper keeps attribute writes to itself, which would
+        # leave the server-side cursor fetching its default 100 rows per round trip.
+        cursor.cursor.itersize = BATCH
         cursor.execute(sql, params)
         columns = [col[0] for col in cursor.description]
         for row in cursor:
@@ -58,6 +80,7 @@ def workspace_export_count(*, workspace_id: int) -> int:
                  + (SELECT count(*) FROM memory_node_links WHERE workspace_id = %(ws)s)
                  + (SELECT count(*) FROM graph_entity_aliases WHERE workspace_id = %(ws)s)
                  + (SELECT count(*) FROM graph_communities WHERE workspace_id = %(ws)s)
+                 + (SELECT count(*) FROM graph_fact_evidence WHERE workspace_id = %(ws)s)
             """,
             {"ws": workspace_id},
         )
@@ -154,16 +177,14 @@ def workspace_export_records(*, workspace_id: int, include_embeddings: bool) -> 
                         "tags": row["tags"],
                         "paths": row["paths"],
                         "category": row["category"],
-                        "metadata": row["metadata"]
-                        if not isinstance(row["metadata"], str)
-                        else json.loads(row["metadata"]),
+                        "metadata": _jsonb(row["metadata"]),
                         "embeddingModel": row["embedding_model"],
                         "injectionFlags": row["injection_flags"],
                         "expiresAt": _iso(row["expires_at"]),
                         "createdAt": _iso(row["created_at"]),
                         "updatedAt": _iso(row["updated_at"]),
                         "deletedAt": _iso(row["deleted_at"]),
-                        "importance": row["importance"],
+                        "importance": _finite(row["importance"], what="importance", row_id=row["id"]),
                         "supersededBy": str(row["superseded_by"]) if row["superseded_by"] else None,
                     },
                 )
@@ -217,7 +238,7 @@ def workspace_export_records(*, workspace_id: int, include_embeddings: bool) -> 
                         "nodeType": row["node_type"],
                         "nodeKey": row["node_key"],
                         "label": row["label"],
-                        "metadata": row["metadata"],
+                        "metadata": _jsonb(row["metadata"]),
                         "summary": row["summary"],
                         "embedding": json.loads(row["v"]) if row["v"] else None,
                         "embeddingModel": row["embedding_model"] if row["v"] else None,
@@ -247,8 +268,8 @@ def workspace_export_records(*, workspace_id: int, include_embeddings: bool) -> 
                         "toNodeId": row["to_node_id"],
                         "edgeType": row["edge_type"],
                         "edgeClass": row["edge_class"],
-                        "weight": row["weight"],
-                        "confidence": row["confidence"],
+                        "weight": _finite(row["weight"], what="weight", row_id=row["id"]),
+                        "confidence": _finite(row["confidence"], what="confidence", row_id=row["id"]),
                         "fact": row["fact"],
                         "evidenceMemoryId": str(row["evidence_memory_id"])
                         if row["evidence_memory_id"]
@@ -262,7 +283,22 @@ def workspace_export_records(*, workspace_id: int, include_embeddings: bool) -> 
                         "expiresAt": _iso(row["expires_at"]),
                         "lastObservedAt": _iso(row["last_observed_at"]),
                         "supersededById": row["superseded_by_id"],
-                        "metadata": row["metadata"],
+                        "metadata": _jsonb(row["metadata"]),
+                    },
+                )
+            for row in _rows(
+                """SELECT edge_id, memory_id, evidence_text, created_at FROM graph_fact_evidence
+                   WHERE workspace_id = %s ORDER BY id""",
+                ws,
+            ):
+                # The memory's end user is not exported: the importer reads it from the imported memory.
+                yield emit(
+                    "fact_evidence",
+                    {
+                        "edgeId": row["edge_id"],
+                        "memoryId": str(row["memory_id"]),
+                        "evidenceText": row["evidence_text"],
+                        "createdAt": _iso(row["created_at"]),
                     },
                 )
             for row in _rows(
@@ -277,4 +313,5 @@ def workspace_export_records(*, workspace_id: int, include_embeddings: bool) -> 
 
 def workspace_export_lines(*, workspace_id: int, include_embeddings: bool) -> Iterator[bytes]:
     for record in workspace_export_records(workspace_id=workspace_id, include_embeddings=include_embeddings):
-        yield (json.dumps(record, separators=(",", ":"), ensure_ascii=False, default=str) + "\n").encode()
+        line = json.dumps(record, separators=(",", ":"), ensure_ascii=False, default=str, allow_nan=False)
+        yield (line + "\n").encode()

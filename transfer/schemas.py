@@ -19,6 +19,11 @@ class ExportIn(StrictIn):
     )
 
 
+class ExportDownloadIn(StrictIn):
+    id: Annotated[str, Trimmed(64)] = Field(description="The jobId workspace/export answered with.")
+    scope: ScopeIn = scope_field()
+
+
 class ImportQuery(Schema):
     tenantId: Annotated[str, Trimmed(120)] | None = Field(
         None, description="As scope.tenantId: the workspace to import into."
@@ -29,10 +34,3 @@ class ImportQuery(Schema):
 
     def scope(self) -> ScopeIn:
         return ScopeIn(tenantId=self.tenantId, projectId=self.projectId)
-
-
-class ImportOut(Schema):
-    workspaceId: int = Field(description="The workspace the file was imported into.")
-    created: dict[str, int] = Field(description="Records created, per kind (memory, node, edge, link, ...).")
-    skipped: dict[str, int] = Field(description="Records that already existed and were left as they are.")
-    embedJobsQueued: int = Field(description="Embedding jobs queued for imported memories without a vector.")

@@ -5,30 +5,46 @@ the workspace they came from and otherwise get an id derived from (target worksp
 are found again by their natural keys. Any bad line aborts the whole import (nothing half-imported). Every
 reference in the file must point at a record of the same file, so a file cannot reach rows of another
 workspace; row-level security backs that up.
+
+A file is untrusted input, checked by the rules of the SDK API: memory lines by the same schema as
+memories/add (memories.schemas.MemoryRecordIn), settings by the settings routes' schemas; what only the
+server decides is decided again here (prompt-injection flags, canary behind the quality gate, the LLM budget
+ceiling, which end user a fact's evidence belongs to).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, Literal, cast, overload
+from datetime import UTC, datetime
+from typing import Any, Literal, TypeVar, cast, overload
 
 from django.conf import settings
-from django.db import connections
+from django.db import connections, transaction
 from psycopg.types.json import Jsonb
+from pydantic import BaseModel, ValidationError
 
 from config.errors import ApiError
+from config.schemas import (
+    INT64_MAX,
+    INT64_MIN,
+    JSON_MAX_DEPTH,
+    TIME_RANGE_MESSAGE,
+    json_problem,
+    text_problem,
+)
+from graphsvc.schemas import DecayIn, ExtractionSettingsIn, GraphSettingsIn
+from memories.sanitizer import injection_flags
+from memories.schemas import MemoryRecordIn, MemorySettingsPatchIn
 from pipeline import jobs
+from rollout.services import rollout_cache_clear, rollout_state_get
 from tenancy.rls import workspace_context
-from transfer.export import FORMAT, VERSION
+from transfer.export import FORMAT, READABLE_VERSIONS, VERSION
 
 _NAMESPACE = uuid.UUID("5b0f3c1e-8d1a-4f57-9a40-5d1b6f0e2c11")
-_MEMORY_TYPES = {"rule", "decision", "fact", "note", "skill"}
-_LAYERS = {"rule", "working", "long_term"}
-_SCOPES = {"global", "project"}
 _ROLES = {"self", "type", "scope", "subject", "category", "tag", "mentions"}
 _EDGE_CLASSES = {"semantic", "temporal", "causal", "entity"}
 _ORIGINS = {"mapping", "similarity", "llm_pairwise", "llm_semantic", "llm_entity", "manual", "consolidation"}
@@ -43,18 +59,20 @@ _KINDS = {
     "node",
     "alias",
     "edge",
+    "fact_evidence",
     "link",
     "trailer",
 }
+Model = TypeVar("Model", bound=BaseModel)
 
 
 class ImportFileError(ApiError):
-    def __init__(self, line: int, message: str) -> None:
+    def __init__(self, line: int, message: str, *, field: str | None = None) -> None:
+        details: dict[str, Any] = {"line": line}
+        if field is not None:
+            details["field"] = field
         super().__init__(
-            422,
-            "IMPORT_FILE_INVALID",
-            f"Line {line}: {message} Nothing was imported.",
-            details={"line": line},
+            422, "IMPORT_FILE_INVALID", f"Line {line}: {message} Nothing was imported.", details=details
         )
 
 
@@ -63,29 +81,78 @@ class ImportReport:
     created: dict[str, int] = field(default_factory=dict)
     skipped: dict[str, int] = field(default_factory=dict)
     embed_jobs_queued: int = 0
+    # What the server decided differently from the file, one {line, field, code, message} each.
+    adjusted: list[dict[str, Any]] = field(default_factory=list)
 
     def count(self, kind: str, created: bool) -> None:
         bucket = self.created if created else self.skipped
         bucket[kind] = bucket.get(kind, 0) + 1
 
     def as_dict(self) -> dict[str, Any]:
-        return {"created": self.created, "skipped": self.skipped, "embedJobsQueued": self.embed_jobs_queued}
+        return {
+            "created": self.created,
+            "skipped": self.skipped,
+            "embedJobsQueued": self.embed_jobs_queued,
+            "adjusted": self.adjusted,
+        }
 
 
 @dataclass
 class _State:
     workspace_id: int
     same_workspace: bool
+    report: ImportReport
     memories: dict[str, uuid.UUID] = field(default_factory=dict)
     created_memories: dict[uuid.UUID, str | None] = field(default_factory=dict)  # new id → embedding model
     embedded: set[uuid.UUID] = field(default_factory=set)
     nodes: dict[int, int] = field(default_factory=dict)
     communities: dict[int, int] = field(default_factory=dict)
     edges: dict[int, int] = field(default_factory=dict)
+    created_edges: set[int] = field(default_factory=set)
     supersessions: list[tuple[int, int]] = field(default_factory=list)  # (new edge id, source superseding id)
     # (new memory id, source id of the memory that superseded it in consolidation)
     memory_supersessions: list[tuple[uuid.UUID, str]] = field(default_factory=list)
     seen: dict[str, int] = field(default_factory=dict)
+
+
+# --- lines --------------------------------------------------------------------------------------------------
+
+
+class _NotJson(ValueError):
+    pass
+
+
+def _refuse_constant(name: str) -> Any:
+    raise _NotJson(f"{name} is not a JSON number; numbers must be finite.")
+
+
+def _int64(text: str) -> int:
+    # Refused before int() so a 100,000-digit number costs nothing (and never meets Python's digit limit).
+    if len(text.lstrip("-")) > 19 or not INT64_MIN <= int(text) <= INT64_MAX:
+        raise _NotJson("it holds an integer outside 64 bits.")
+    return int(text)
+
+
+def _parse(text: str, number: int) -> dict[str, Any]:
+    try:
+        record = json.loads(text, parse_constant=_refuse_constant, parse_int=_int64)
+    except _NotJson as exc:
+        raise ImportFileError(number, f"not valid JSON here: {exc}") from None
+    except RecursionError:
+        raise ImportFileError(number, f"nests deeper than {JSON_MAX_DEPTH} levels.") from None
+    except ValueError:
+        raise ImportFileError(number, "not valid JSON; each line must be one JSON object.") from None
+    if not isinstance(record, dict):
+        raise ImportFileError(number, "each line must be a JSON object.")
+    for key, value in record.items():
+        problem = text_problem(key)
+        if problem is not None:
+            raise ImportFileError(number, f"a field name {problem}.")
+        # One level for the record itself: a memory's metadata may nest as deep as memories/add allows.
+        problem = json_problem(value, name=key, max_depth=JSON_MAX_DEPTH + 1)
+        if problem is not None:
+            raise ImportFileError(number, f"{problem}.", field=key)
+    return record
 
 
 def _lines(source: Iterable[bytes | str]) -> Iterable[tuple[int, dict[str, Any]]]:
@@ -101,16 +168,60 @@ def _lines(source: Iterable[bytes | str]) -> Iterable[tuple[int, dict[str, Any]]
             raise ImportFileError(
                 number, f"the line is longer than {max_bytes} bytes (EXPORT_IMPORT_MAX_LINE_BYTES)."
             )
-        text = raw.decode("utf-8", errors="strict") if isinstance(raw, bytes) else raw
+        if isinstance(raw, bytes):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise ImportFileError(
+                    number, f"not valid UTF-8 (byte {exc.start + 1} of the line); save the file as UTF-8."
+                ) from None
+        else:
+            text = raw
         if not text.strip():
             continue
-        try:
-            record = json.loads(text)
-        except ValueError:
-            raise ImportFileError(number, "not valid JSON; each line must be one JSON object.") from None
-        if not isinstance(record, dict):
-            raise ImportFileError(number, "each line must be a JSON object.")
-        yield number, record
+        yield number, _parse(text, number)
+
+
+def _header_valid(header: dict[str, Any], line: int) -> None:
+    if header.get("kind") != "header" or header.get("format") != FORMAT:
+        raise ImportFileError(line, f"the first line must be the header of a {FORMAT} file.")
+    if header.get("version") not in READABLE_VERSIONS:
+        raise ImportFileError(
+            line,
+            f"version {repr(header.get('version'))[:40]} is not supported; this server reads versions "
+            f"{', '.join(str(v) for v in sorted(READABLE_VERSIONS))}. Export again with this server's "
+            f"version ({VERSION}).",
+        )
+
+
+def header_check(line: bytes | str) -> None:
+    """The first line of an import file, checked as the import will check it (workspace/import refuses a
+    file that is not an export before it queues a job)."""
+    found = list(_lines([line]))
+    if not found:
+        raise ImportFileError(1, "the file is empty; expected a header line from workspace_export.")
+    _header_valid(found[0][1], found[0][0])
+
+
+# --- fields -------------------------------------------------------------------------------------------------
+
+
+def _validated(
+    model: type[Model], values: dict[str, Any], line: int, *, names: dict[str, str] | None = None
+) -> Model:
+    """`values` through an SDK schema; the first problem is the line's error, named by the file's field."""
+    try:
+        return model.model_validate(values)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        parts = [str(part) for part in first.get("loc", ())]
+        name = parts[0] if parts else ""
+        name = (names or {}).get(name, name)
+        where = ".".join([name, *parts[1:]]) if name else "record"
+        message = str(first.get("msg", "invalid value"))
+        if first.get("type") == "extra_forbidden":
+            message = "is not a field of this record; remove it"
+        raise ImportFileError(line, f"'{where}' {message}.", field=name or None) from None
 
 
 @overload
@@ -124,50 +235,68 @@ def _str(record: dict[str, Any], key: str, line: int, *, max_len: int, optional:
     if value is None and optional:
         return None
     if not isinstance(value, str) or (not optional and not value) or len(value) > max_len:
-        raise ImportFileError(line, f"'{key}' must be a string of at most {max_len} characters.")
+        raise ImportFileError(line, f"'{key}' must be a string of at most {max_len} characters.", field=key)
     return value
 
 
 @overload
-def _int(record: dict[str, Any], key: str, line: int, *, optional: Literal[False] = False) -> int: ...
+def _int(
+    record: dict[str, Any], key: str, line: int, *, optional: Literal[False] = False, minimum: int = ...
+) -> int: ...
 @overload
-def _int(record: dict[str, Any], key: str, line: int, *, optional: bool) -> int | None: ...
-def _int(record: dict[str, Any], key: str, line: int, *, optional: bool = False) -> int | None:
+def _int(
+    record: dict[str, Any], key: str, line: int, *, optional: bool, minimum: int = ...
+) -> int | None: ...
+def _int(
+    record: dict[str, Any], key: str, line: int, *, optional: bool = False, minimum: int = INT64_MIN
+) -> int | None:
     value = record.get(key)
     if value is None and optional:
         return None
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise ImportFileError(line, f"'{key}' must be an integer.")
+    if not isinstance(value, int) or isinstance(value, bool) or not minimum <= value <= INT64_MAX:
+        low = "" if minimum == INT64_MIN else f" of at least {minimum}"
+        raise ImportFileError(line, f"'{key}' must be an integer{low} within 64 bits.", field=key)
     return value
 
 
-def _time(record: dict[str, Any], key: str, line: int, *, optional: bool = True) -> datetime | None:
+def _number(record: dict[str, Any], key: str, line: int, *, default: float, low: float, high: float) -> float:
     value = record.get(key)
-    if value is None and optional:
+    if value is None:
+        return default
+    if (
+        not isinstance(value, int | float)
+        or isinstance(value, bool)
+        or not math.isfinite(value)
+        or not low <= value <= high
+    ):
+        raise ImportFileError(line, f"'{key}' must be a finite number from {low:g} to {high:g}.", field=key)
+    return float(value)
+
+
+def _time(record: dict[str, Any], key: str, line: int) -> datetime | None:
+    """An optional timestamp with its time zone, within what UTC holds (as the API's AwareInstant)."""
+    value = record.get(key)
+    if value is None:
         return None
-    if not isinstance(value, str):
-        raise ImportFileError(line, f"'{key}' must be an ISO 8601 timestamp.")
+    if not isinstance(value, str) or len(value) > 64:
+        raise ImportFileError(line, f"'{key}' must be an ISO 8601 timestamp.", field=key)
     try:
         parsed = datetime.fromisoformat(value)
     except ValueError:
-        raise ImportFileError(line, f"'{key}' must be an ISO 8601 timestamp.") from None
+        raise ImportFileError(line, f"'{key}' must be an ISO 8601 timestamp.", field=key) from None
     if parsed.tzinfo is None:
-        raise ImportFileError(line, f"'{key}' must carry a time zone.")
-    return parsed
+        raise ImportFileError(line, f"'{key}' must carry a time zone.", field=key)
+    try:
+        return parsed.astimezone(UTC)
+    except OverflowError:
+        raise ImportFileError(line, f"'{key}' {TIME_RANGE_MESSAGE}.", field=key) from None
 
 
 def _choice(record: dict[str, Any], key: str, line: int, choices: set[str]) -> str:
     value = record.get(key)
     if value not in choices:
-        raise ImportFileError(line, f"'{key}' must be one of {', '.join(sorted(choices))}.")
-    return value
-
-
-def _str_list(record: dict[str, Any], key: str, line: int) -> list[str]:
-    value = record.get(key) or []
-    if not isinstance(value, list) or not all(isinstance(item, str) for item in value) or len(value) > 1000:
-        raise ImportFileError(line, f"'{key}' must be a list of at most 1000 strings.")
-    return value
+        raise ImportFileError(line, f"'{key}' must be one of {', '.join(sorted(choices))}.", field=key)
+    return cast(str, value)
 
 
 def _vector(record: dict[str, Any], key: str, line: int, dimension: int | None = None) -> str | None:
@@ -178,23 +307,25 @@ def _vector(record: dict[str, Any], key: str, line: int, dimension: int | None =
         not isinstance(value, list)
         or not value
         or len(value) > 16_000
-        or not all(isinstance(x, int | float) and not isinstance(x, bool) for x in value)
+        or not all(isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) for x in value)
     ):
-        raise ImportFileError(line, f"'{key}' must be a non-empty list of numbers.")
+        raise ImportFileError(line, f"'{key}' must be a non-empty list of finite numbers.", field=key)
     if dimension is not None and len(value) != dimension:
-        raise ImportFileError(line, f"'{key}' has {len(value)} numbers but 'dimension' says {dimension}.")
+        raise ImportFileError(
+            line, f"'{key}' has {len(value)} numbers but 'dimension' says {dimension}.", field=key
+        )
     return "[" + ",".join(repr(float(x)) for x in value) + "]"
 
 
 def _json(value: Any) -> str | None:
-    return None if value is None else json.dumps(value)
+    return None if value is None else json.dumps(value, allow_nan=False)
 
 
 def _memory_ref(state: _State, record: dict[str, Any], key: str, line: int) -> uuid.UUID:
     source = record.get(key)
     mapped = state.memories.get(source) if isinstance(source, str) else None
     if mapped is None:
-        raise ImportFileError(line, f"'{key}' names a memory that is not in this file.")
+        raise ImportFileError(line, f"'{key}' names a memory that is not in this file.", field=key)
     return mapped
 
 
@@ -202,7 +333,7 @@ def _node_ref(state: _State, record: dict[str, Any], key: str, line: int) -> int
     source = record.get(key)
     mapped = state.nodes.get(source) if isinstance(source, int) else None
     if mapped is None:
-        raise ImportFileError(line, f"'{key}' names a graph node that is not in this file.")
+        raise ImportFileError(line, f"'{key}' names a graph node that is not in this file.", field=key)
     return mapped
 
 
@@ -226,32 +357,39 @@ def remap_edge_key(key: str, *, nodes: dict[int, int], memories: dict[str, uuid.
     return key
 
 
-def workspace_import(*, workspace_id: int, lines: Iterable[bytes | str]) -> ImportReport:
-    """Import an export file into `workspace_id`, all or nothing; returns what was created and what
-    skipped."""
+# --- the import ---------------------------------------------------------------------------------------------
+
+
+def workspace_import(
+    *,
+    workspace_id: int,
+    lines: Iterable[bytes | str],
+    progress: Callable[[int], None] | None = None,
+) -> ImportReport:
+    """Import an export file into `workspace_id`, all or nothing; returns what was created, skipped and
+    adjusted. `progress` is told the number of each line read."""
     report = ImportReport()
     stream = iter(_lines(lines))
     first = next(stream, None)
     if first is None:
         raise ImportFileError(1, "the file is empty; expected a header line from workspace_export.")
     line, header = first
-    if header.get("kind") != "header" or header.get("format") != FORMAT:
-        raise ImportFileError(line, f"the first line must be the header of a {FORMAT} file.")
-    if header.get("version") != VERSION:
-        raise ImportFileError(
-            line,
-            f"version {header.get('version')!r} is not supported; this server reads "
-            f"version {VERSION}. Export again with this server's version.",
-        )
-    state = _State(workspace_id=workspace_id, same_workspace=header.get("sourceWorkspaceId") == workspace_id)
+    _header_valid(header, line)
+    state = _State(
+        workspace_id=workspace_id,
+        same_workspace=header.get("sourceWorkspaceId") == workspace_id,
+        report=report,
+    )
     trailer: dict[str, Any] | None = None
     with workspace_context(workspace_id), connections["app"].cursor() as cursor:
         for line, record in stream:
+            if progress is not None:
+                progress(line)
             if trailer is not None:
                 raise ImportFileError(line, "a line follows the trailer.")
             kind = record.get("kind")
             if kind not in _KINDS:
-                raise ImportFileError(line, f"unknown record kind {kind!r}.")
+                raise ImportFileError(line, f"unknown record kind {str(kind)[:40]!r}.", field="kind")
             if kind == "trailer":
                 trailer = record
                 continue
@@ -275,6 +413,7 @@ def workspace_import(*, workspace_id: int, lines: Iterable[bytes | str]) -> Impo
                     workspace_id=workspace_id, memory_ids=group, kind=jobs.Kind.EMBED, model=model
                 )
             )
+        transaction.on_commit(lambda: rollout_cache_clear(workspace_id), using="app")
     return report
 
 
@@ -290,95 +429,169 @@ def _finish(cursor: Any, state: _State) -> None:
                 "UPDATE memories SET superseded_by = %s WHERE id = %s AND workspace_id = %s",
                 [winner, memory_id, state.workspace_id],
             )
-
-
-def _import_setting(table: str, columns: dict[str, Any]) -> Any:
-    def run(cursor: Any, state: _State, record: dict[str, Any], line: int) -> bool:
-        values = {column: getter(record, line) for column, getter in columns.items()}
-        names = ", ".join(values)
+    if state.created_edges:
+        # Files written before fact evidence was exported: a fact's recorded source becomes its evidence, with
+        # that memory's end user, as when evidence was first introduced.
         cursor.execute(
-            f"INSERT INTO {table} (workspace_id, {names}, updated_at) "
-            f"VALUES (%s, {', '.join(['%s'] * len(values))}, now()) ON CONFLICT (workspace_id) DO NOTHING",
-            [state.workspace_id, *values.values()],
+            """
+            INSERT INTO graph_fact_evidence (workspace_id, edge_id, memory_id, user_id, evidence_text,
+                                             created_at)
+            SELECT e.workspace_id, e.id, e.evidence_memory_id, m.user_id, e.evidence_text, e.created_at
+            FROM graph_edges e
+            JOIN memories m ON m.workspace_id = e.workspace_id AND m.id = e.evidence_memory_id
+            WHERE e.workspace_id = %s AND e.id = ANY(%s) AND e.origin = 'llm_entity'
+              AND NOT EXISTS (SELECT 1 FROM graph_fact_evidence fe
+                              WHERE fe.workspace_id = e.workspace_id AND fe.edge_id = e.id)
+            ON CONFLICT DO NOTHING
+            """,
+            [state.workspace_id, sorted(state.created_edges)],
         )
-        return cursor.rowcount == 1
-
-    return run
 
 
-def _rate(value: Any, key: str, line: int) -> float | None:
-    if value is None:
-        return None
-    if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value <= 10:
-        raise ImportFileError(line, f"'{key}' must be a decay rate per day from 0 to 10.")
-    return float(value)
+# --- settings -----------------------------------------------------------------------------------------------
 
 
-def _object(record: dict[str, Any], key: str, line: int) -> dict[str, Any]:
-    value = record.get(key) or {}
-    if not isinstance(value, dict) or len(value) > 200:
-        raise ImportFileError(line, f"'{key}' must be an object of at most 200 entries.")
+def _setting_insert(cursor: Any, state: _State, table: str, values: dict[str, Any]) -> bool:
+    names = ", ".join(values)
+    cursor.execute(
+        f"INSERT INTO {table} (workspace_id, {names}, updated_at) "
+        f"VALUES (%s, {', '.join(['%s'] * len(values))}, now()) ON CONFLICT (workspace_id) DO NOTHING",
+        [state.workspace_id, *values.values()],
+    )
+    return bool(cursor.rowcount == 1)
+
+
+def _bool(record: dict[str, Any], key: str, line: int) -> bool:
+    value = record.get(key)
+    if not isinstance(value, bool):
+        raise ImportFileError(line, f"'{key}' must be true or false.", field=key)
     return value
 
 
-def _bool(key: str) -> Any:
-    def get(record: dict[str, Any], line: int) -> bool:
-        if not isinstance(record.get(key), bool):
-            raise ImportFileError(line, f"'{key}' must be true or false.")
-        return record[key]
+def _import_rollout(cursor: Any, state: _State, record: dict[str, Any], line: int) -> bool:
+    mode = _choice(record, "mode", line, {"off", "shadow", "canary"})
+    if mode == "canary":
+        # Canary is the rollout's decision, as graph/rollout decides it: never without the quality gate.
+        gate = rollout_state_get(workspace_id=state.workspace_id)
+        if gate.canary_blocked:
+            mode = "shadow"
+            state.report.adjusted.append(
+                {
+                    "line": line,
+                    "field": "mode",
+                    "code": "ROLLOUT_CANARY_GATED",
+                    "message": f"canary became shadow: this workspace's quality gate blocks canary "
+                    f"(status {gate.gate_status}). Switch with graph/rollout once the gate passes.",
+                }
+            )
+    return _setting_insert(
+        cursor,
+        state,
+        "rollout_configs",
+        {"mode": mode, "autopilot_enabled": _bool(record, "autopilotEnabled", line)},
+    )
 
-    return get
+
+def _import_retrieval_policy(cursor: Any, state: _State, record: dict[str, Any], line: int) -> bool:
+    return _setting_insert(
+        cursor,
+        state,
+        "retrieval_policies",
+        {
+            "default_strategy": _choice(record, "defaultStrategy", line, {"lexical", "hybrid"}),
+            "default_autopilot_enabled": _bool(record, "autopilotEnabled", line),
+            "ready_window_streak": 0,
+        },
+    )
 
 
-def _fraction(record: dict[str, Any], key: str, line: int, *, default: float | None) -> float | None:
-    """A number in [0, 1]; absent or null → default (files from before the field existed carry none)."""
-    value = record.get(key)
-    if value is None:
-        return default
-    if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value <= 1:
-        raise ImportFileError(line, f"'{key}' must be a number from 0 to 1.")
-    return float(value)
+def _import_graph_settings(cursor: Any, state: _State, record: dict[str, Any], line: int) -> bool:
+    budget = record.get("llmDailyTokenBudget")
+    _validated(
+        ExtractionSettingsIn,
+        {"dailyTokenBudget": budget},
+        line,
+        names={"dailyTokenBudget": "llmDailyTokenBudget"},
+    )
+    ceiling = settings.GRAPH_LLM_DAILY_TOKEN_BUDGET_MAX
+    if ceiling and budget is not None and budget > ceiling:
+        raise ImportFileError(
+            line,
+            f"'llmDailyTokenBudget' may be at most {ceiling:,} tokens on this server "
+            "(GRAPH_LLM_DAILY_TOKEN_BUDGET_MAX); lower it in the file or remove it.",
+            field="llmDailyTokenBudget",
+        )
+    graph = _validated(
+        GraphSettingsIn,
+        {
+            "recallStrategy": record.get("recallStrategy"),
+            "decayRate": record.get("decayRate"),
+            "maxEntities": record.get("maxEntities"),
+        },
+        line,
+    )
+    rates = record.get("decayRates") or {}
+    if not isinstance(rates, dict) or len(rates) > 200:
+        raise ImportFileError(
+            line, "'decayRates' must be an object of at most 200 entries.", field="decayRates"
+        )
+    for relation, rate in rates.items():
+        _validated(
+            DecayIn,
+            {"action": "set_rate", "edgeType": relation, "rate": rate},
+            line,
+            names={"edgeType": "decayRates", "rate": "decayRates"},
+        )
+    return _setting_insert(
+        cursor,
+        state,
+        "graph_settings",
+        {
+            "llm_daily_token_budget": budget,
+            "recall_strategy": graph.recallStrategy or "bfs",
+            "decay_rate": graph.decayRate,
+            "decay_rates": Jsonb({key: float(value) for key, value in rates.items() if value is not None}),
+            "max_entities": graph.maxEntities,
+        },
+    )
+
+
+def _import_memory_settings(cursor: Any, state: _State, record: dict[str, Any], line: int) -> bool:
+    flags = {
+        key: _bool(record, key, line) for key in ("redactCredentials", "scrubAtRest", "admissionEnabled")
+    }
+    checked = _validated(
+        MemorySettingsPatchIn,
+        {
+            **flags,
+            "admissionThreshold": record.get("admissionThreshold"),
+            "importanceWeight": record.get("importanceWeight"),
+        },
+        line,
+    )
+    return _setting_insert(
+        cursor,
+        state,
+        "memory_settings",
+        {
+            "redact_credentials": flags["redactCredentials"],
+            "scrub_at_rest": flags["scrubAtRest"],
+            "admission_enabled": flags["admissionEnabled"],
+            "admission_threshold": checked.admissionThreshold,
+            "importance_weight": checked.importanceWeight,
+        },
+    )
+
+
+# --- memories -----------------------------------------------------------------------------------------------
 
 
 def _import_memory(cursor: Any, state: _State, record: dict[str, Any], line: int) -> bool:
-    source = _str(record, "id", line, max_len=36)
-    try:
-        uuid.UUID(source)
-    except ValueError:
-        raise ImportFileError(line, "'id' must be a UUID.") from None
+    memory = _validated(MemoryRecordIn, {k: v for k, v in record.items() if k != "kind"}, line)
+    source = str(memory.id)
     if source in state.memories:
-        raise ImportFileError(line, f"memory {source} appears twice.")
-    new_id = (
-        uuid.UUID(source)
-        if state.same_workspace
-        else uuid.uuid5(_NAMESPACE, f"{state.workspace_id}:{source}")
-    )
-    metadata = record.get("metadata")
-    if metadata is not None and not isinstance(metadata, dict):
-        raise ImportFileError(line, "'metadata' must be an object or null.")
-    created_at = _time(record, "createdAt", line, optional=False)
-    values = [
-        new_id,
-        state.workspace_id,
-        _str(record, "content", line, max_len=1_000_000),
-        _choice(record, "type", line, _MEMORY_TYPES),
-        _choice(record, "layer", line, _LAYERS),
-        _choice(record, "scope", line, _SCOPES),
-        _str(record, "projectId", line, max_len=240, optional=True),
-        _str(record, "userId", line, max_len=120, optional=True),
-        _str_list(record, "tags", line),
-        _str_list(record, "paths", line),
-        _str(record, "category", line, max_len=120, optional=True),
-        _json(metadata),
-        _str(record, "embeddingModel", line, max_len=160, optional=True),
-        [flag[:40] for flag in _str_list(record, "injectionFlags", line)],
-        _time(record, "expiresAt", line),
-        created_at,
-        _time(record, "updatedAt", line) or created_at,
-        _time(record, "deletedAt", line),
-        _fraction(record, "importance", line, default=0.5),
-    ]
-    superseded_by = _str(record, "supersededBy", line, max_len=36, optional=True)
+        raise ImportFileError(line, f"memory {source} appears twice.", field="id")
+    new_id = memory.id if state.same_workspace else uuid.uuid5(_NAMESPACE, f"{state.workspace_id}:{source}")
     cursor.execute(
         """
         INSERT INTO memories (id, workspace_id, content, type, layer, scope, project_id, user_id, tags, paths,
@@ -387,7 +600,28 @@ def _import_memory(cursor: Any, state: _State, record: dict[str, Any], line: int
         VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s)
         ON CONFLICT (id) DO NOTHING
         """,
-        values,
+        [
+            new_id,
+            state.workspace_id,
+            memory.content,
+            memory.type,
+            memory.layer,
+            memory.scope,
+            memory.projectId,
+            memory.userId,
+            memory.tags,
+            memory.paths,
+            memory.category,
+            _json(memory.metadata),
+            memory.embeddingModel,
+            # Found again here, as memories/add finds them: a file's flags are not trusted either way.
+            injection_flags(memory.content),
+            memory.expiresAt,
+            memory.createdAt,
+            memory.updatedAt or memory.createdAt,
+            memory.deletedAt,
+            memory.importance,
+        ],
     )
     created = cursor.rowcount == 1
     if not created:
@@ -401,13 +635,13 @@ def _import_memory(cursor: Any, state: _State, record: dict[str, Any], line: int
                 line,
                 f"memory {source} belongs to another workspace; import into the workspace "
                 "it was exported from, or into a new one.",
+                field="id",
             )
     else:
-        if superseded_by:
-            state.memory_supersessions.append((new_id, superseded_by))
-        embedding_model = cast(str | None, values[12])  # the embeddingModel field
-        state.created_memories[new_id] = embedding_model if record.get("deletedAt") is None else None
-        if record.get("deletedAt") is not None:
+        if memory.supersededBy is not None:
+            state.memory_supersessions.append((new_id, str(memory.supersededBy)))
+        state.created_memories[new_id] = memory.embeddingModel if memory.deletedAt is None else None
+        if memory.deletedAt is not None:
             state.embedded.add(new_id)  # a forgotten memory needs no embedding
     state.memories[source] = new_id
     return created
@@ -415,10 +649,10 @@ def _import_memory(cursor: Any, state: _State, record: dict[str, Any], line: int
 
 def _import_embedding(cursor: Any, state: _State, record: dict[str, Any], line: int) -> bool:
     memory_id = _memory_ref(state, record, "memoryId", line)
-    dimension = _int(record, "dimension", line)
+    dimension = _int(record, "dimension", line, minimum=1)
     vector = _vector(record, "vector", line, dimension)
     if vector is None:
-        raise ImportFileError(line, "'vector' is required.")
+        raise ImportFileError(line, "'vector' is required.", field="vector")
     cursor.execute(
         """
         INSERT INTO memory_embeddings (workspace_id, memory_id, model, dimension, embedding, content_sha256,
@@ -437,7 +671,10 @@ def _import_embedding(cursor: Any, state: _State, record: dict[str, Any], line: 
         ],
     )
     state.embedded.add(memory_id)
-    return cursor.rowcount == 1
+    return bool(cursor.rowcount == 1)
+
+
+# --- the graph ----------------------------------------------------------------------------------------------
 
 
 def _import_community(cursor: Any, state: _State, record: dict[str, Any], line: int) -> bool:
@@ -448,7 +685,7 @@ def _import_community(cursor: Any, state: _State, record: dict[str, Any], line: 
         or not all(isinstance(m, int) for m in members)
         or len(members) > 100_000
     ):
-        raise ImportFileError(line, "'memberNodeIds' must be a list of node ids.")
+        raise ImportFileError(line, "'memberNodeIds' must be a list of node ids.", field="memberNodeIds")
     name = _str(record, "name", line, max_len=300)
     cursor.execute(
         """
@@ -483,9 +720,11 @@ def _import_node(cursor: Any, state: _State, record: dict[str, Any], line: int) 
     community_source = _int(record, "communityId", line, optional=True)
     community = state.communities.get(community_source) if community_source is not None else None
     if community_source is not None and community is None:
-        raise ImportFileError(line, "'communityId' names a community that is not in this file.")
-    metadata = record.get("metadata")  # any JSON value, as the producers store it
-    mention_count = _int(record, "mentionCount", line, optional=True) or 0
+        raise ImportFileError(
+            line, "'communityId' names a community that is not in this file.", field="communityId"
+        )
+    metadata = record.get("metadata")  # any JSON value, as the producers store it (checked by _parse)
+    mention_count = _int(record, "mentionCount", line, optional=True, minimum=0) or 0
     cursor.execute(
         """
         INSERT INTO graph_nodes (workspace_id, node_type, node_key, label, metadata, summary, embedding,
@@ -536,7 +775,7 @@ def _import_alias(cursor: Any, state: _State, record: dict[str, Any], line: int)
             _str(record, "alias", line, max_len=600),
         ],
     )
-    return cursor.rowcount == 1
+    return bool(cursor.rowcount == 1)
 
 
 def _import_edge(cursor: Any, state: _State, record: dict[str, Any], line: int) -> bool:
@@ -551,9 +790,9 @@ def _import_edge(cursor: Any, state: _State, record: dict[str, Any], line: int) 
     evidence = record.get("evidenceMemoryId")
     evidence_id = state.memories.get(evidence) if isinstance(evidence, str) else None
     expired_at = _time(record, "expiredAt", line)
-    weight, confidence = record.get("weight", 1.0), record.get("confidence", 1.0)
-    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in (weight, confidence)):
-        raise ImportFileError(line, "'weight' and 'confidence' must be numbers.")
+    # Finite, or every read that ranks or draws the edge would carry NaN into its answer.
+    weight = _number(record, "weight", line, default=1.0, low=-1e6, high=1e6)
+    confidence = _number(record, "confidence", line, default=1.0, low=0.0, high=1.0)
     metadata = record.get("metadata")
     if expired_at is not None:
         # Invalidated facts are history, outside the unique key: one with the same key and end is the same
@@ -583,8 +822,8 @@ def _import_edge(cursor: Any, state: _State, record: dict[str, Any], line: int) 
             to_node,
             _str(record, "edgeType", line, max_len=128),
             _choice(record, "edgeClass", line, _EDGE_CLASSES),
-            float(weight),
-            float(confidence),
+            weight,
+            confidence,
             _str(record, "fact", line, max_len=100_000, optional=True),
             evidence_id,
             _str(record, "evidenceText", line, max_len=100_000, optional=True),
@@ -607,10 +846,36 @@ def _import_edge(cursor: Any, state: _State, record: dict[str, Any], line: int) 
         state.edges[source] = cursor.fetchone()[0]
         return False
     state.edges[source] = row[0]
+    state.created_edges.add(row[0])
     superseding = _int(record, "supersededById", line, optional=True)
     if superseding is not None:
         state.supersessions.append((row[0], superseding))
     return True
+
+
+def _import_fact_evidence(cursor: Any, state: _State, record: dict[str, Any], line: int) -> bool:
+    source_edge = _int(record, "edgeId", line)
+    edge_id = state.edges.get(source_edge)
+    if edge_id is None:
+        raise ImportFileError(line, "'edgeId' names a fact that is not in this file.", field="edgeId")
+    memory_id = _memory_ref(state, record, "memoryId", line)
+    # The end user comes from the imported memory, never from the file: it decides who may see the fact.
+    cursor.execute(
+        """
+        INSERT INTO graph_fact_evidence (workspace_id, edge_id, memory_id, user_id, evidence_text, created_at)
+        SELECT m.workspace_id, %s, m.id, m.user_id, %s, coalesce(%s, now())
+        FROM memories m WHERE m.workspace_id = %s AND m.id = %s
+        ON CONFLICT (workspace_id, edge_id, memory_id) DO NOTHING
+        """,
+        [
+            edge_id,
+            _str(record, "evidenceText", line, max_len=100_000, optional=True),
+            _time(record, "createdAt", line),
+            state.workspace_id,
+            memory_id,
+        ],
+    )
+    return bool(cursor.rowcount == 1)
 
 
 def _import_link(cursor: Any, state: _State, record: dict[str, Any], line: int) -> bool:
@@ -624,56 +889,20 @@ def _import_link(cursor: Any, state: _State, record: dict[str, Any], line: int) 
             _choice(record, "role", line, _ROLES),
         ],
     )
-    return cursor.rowcount == 1
+    return bool(cursor.rowcount == 1)
 
 
-_IMPORTERS = {
-    "rollout": _import_setting(
-        "rollout_configs",
-        {
-            "mode": lambda r, line: _choice(r, "mode", line, {"off", "shadow", "canary"}),
-            "autopilot_enabled": _bool("autopilotEnabled"),
-        },
-    ),
-    "retrieval_policy": _import_setting(
-        "retrieval_policies",
-        {
-            "default_strategy": lambda r, line: _choice(r, "defaultStrategy", line, {"lexical", "hybrid"}),
-            "default_autopilot_enabled": _bool("autopilotEnabled"),
-            "ready_window_streak": lambda r, line: 0,
-        },
-    ),
-    "graph_settings": _import_setting(
-        "graph_settings",
-        {
-            "llm_daily_token_budget": lambda r, line: _int(r, "llmDailyTokenBudget", line, optional=True),
-            "recall_strategy": lambda r, line: (
-                _choice(r, "recallStrategy", line, {"bfs", "spreading"})
-                if r.get("recallStrategy") is not None
-                else "bfs"
-            ),
-            "decay_rate": lambda r, line: _rate(r.get("decayRate"), "decayRate", line),
-            "decay_rates": lambda r, line: Jsonb(
-                {k: _rate(v, f"decayRates.{k}", line) for k, v in _object(r, "decayRates", line).items()}
-            ),
-            "max_entities": lambda r, line: _int(r, "maxEntities", line, optional=True),
-        },
-    ),
-    "memory_settings": _import_setting(
-        "memory_settings",
-        {
-            "redact_credentials": _bool("redactCredentials"),
-            "scrub_at_rest": _bool("scrubAtRest"),
-            "admission_enabled": _bool("admissionEnabled"),
-            "admission_threshold": lambda r, line: _fraction(r, "admissionThreshold", line, default=None),
-            "importance_weight": lambda r, line: _fraction(r, "importanceWeight", line, default=None),
-        },
-    ),
+_IMPORTERS: dict[str, Callable[[Any, _State, dict[str, Any], int], bool]] = {
+    "rollout": _import_rollout,
+    "retrieval_policy": _import_retrieval_policy,
+    "graph_settings": _import_graph_settings,
+    "memory_settings": _import_memory_settings,
     "memory": _import_memory,
     "embedding": _import_embedding,
     "community": _import_community,
     "node": _import_node,
     "alias": _import_alias,
     "edge": _import_edge,
+    "fact_evidence": _import_fact_evidence,
     "link": _import_link,
 }

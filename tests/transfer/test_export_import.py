@@ -15,10 +15,11 @@ from tenancy import services as tenancy_services
 from tenancy.rls import workspace_context
 from tests.conftest import API, SdkClient
 from tests.memories.helpers import ACME_SCOPE
+from tests.transfer.helpers import export_lines, import_job, import_post, import_report
 
-NDJSON = "application/x-ndjson"
 TABLES = (
     "memories",
+    "graph_fact_evidence",
     "graph_nodes",
     "graph_edges",
     "memory_node_links",
@@ -26,23 +27,6 @@ TABLES = (
     "graph_communities",
     "memory_embeddings",
 )
-
-
-def export_lines(api: SdkClient, **body: Any) -> list[dict[str, Any]]:
-    response = api.post("workspace/export", body)
-    assert response.status_code == 200, response.content
-    assert response["Content-Type"] == NDJSON
-    return [json.loads(line) for line in b"".join(response.streaming_content).splitlines()]
-
-
-def import_lines(api: SdkClient, lines: list[dict[str, Any]] | bytes, *, query: str = "") -> Any:
-    body = lines if isinstance(lines, bytes) else "".join(json.dumps(line) + "\n" for line in lines).encode()
-    return api.client.post(
-        f"{API}/workspace/import{query}",
-        data=body,
-        content_type=NDJSON,
-        HTTP_AUTHORIZATION=f"Bearer {api.key}",
-    )
 
 
 def counts(workspace_id: int) -> dict[str, int]:
@@ -101,6 +85,11 @@ def add_entity_graph(workspace_id: int, memory_id: str) -> None:
                 ],
             )
             edge_ids.append(cursor.fetchone()[0])
+            cursor.execute(
+                "INSERT INTO graph_fact_evidence (workspace_id, edge_id, memory_id, user_id, evidence_text, "
+                "created_at) VALUES (%s, %s, %s, NULL, 'Ada said so', now())",
+                [workspace_id, edge_ids[-1], memory_id],
+            )
         cursor.execute("UPDATE graph_edges SET superseded_by_id = %s WHERE id = %s", edge_ids[::-1])
         cursor.execute(
             "INSERT INTO memory_embeddings (workspace_id, memory_id, model, dimension, embedding, "
@@ -125,10 +114,11 @@ def alice_graph(personas) -> dict[str, Any]:
 def test_it_exports_a_versioned_stream_with_every_kind(personas, alice_graph):
     lines = export_lines(personas.alice_api, includeEmbeddings=True)
     header, trailer = lines[0], lines[-1]
-    assert (header["kind"], header["format"], header["version"]) == ("header", "cairn.workspace-export", 1)
+    assert (header["kind"], header["format"], header["version"]) == ("header", "cairn.workspace-export", 2)
     assert trailer["kind"] == "trailer"
     kinds = {line["kind"] for line in lines[1:-1]}
     assert {"memory", "embedding", "node", "edge", "link", "alias", "community", "rollout"} <= kinds
+    assert "fact_evidence" in kinds
     assert sum(trailer["counts"].values()) == len(lines) - 2
     assert trailer["counts"]["memory"] == 2  # the forgotten one too, as a tombstone
     (community,) = [line for line in lines if line["kind"] == "community"]
@@ -141,9 +131,7 @@ def test_it_exports_a_versioned_stream_with_every_kind(personas, alice_graph):
 def test_it_imports_into_another_workspace_remapping_ids_and_twice_changes_nothing(personas, alice_graph):
     api = personas.alice_api
     lines = export_lines(api, includeEmbeddings=True)
-    response = import_lines(api, lines, query="?tenantId=copy")
-    assert response.status_code == 200, response.json()["error"]
-    report = response.json()["data"]
+    report = import_report(api, lines, query="?tenantId=copy")
     target = report["workspaceId"]
     assert target != alice_graph["workspace_id"]
     assert report["created"]["memory"] == 2 and report["created"]["alias"] == 1
@@ -181,29 +169,26 @@ def test_it_imports_into_another_workspace_remapping_ids_and_twice_changes_nothi
         assert evidence == new_memory and superseding == "prefers"
         assert key.startswith("f:") and key.split(":")[1] in {str(n) for n in nodes}
 
-    again = import_lines(api, lines, query="?tenantId=copy").json()["data"]
+    again = import_report(api, lines, query="?tenantId=copy")
     assert again["created"] == {} and again["skipped"]["memory"] == 2
     assert counts(target)["graph_edges"] == counts(alice_graph["workspace_id"])["graph_edges"]
 
 
 def test_it_imports_back_into_the_source_workspace_as_a_no_op(personas, alice_graph):
     before = counts(alice_graph["workspace_id"])
-    report = import_lines(personas.alice_api, export_lines(personas.alice_api)).json()["data"]
+    report = import_report(personas.alice_api, export_lines(personas.alice_api))
     assert report["created"] == {} and report["embedJobsQueued"] == 0
     assert counts(alice_graph["workspace_id"]) == before
 
 
 def test_it_queues_embedding_jobs_when_vectors_are_not_exported(personas, alice_graph):
-    report = import_lines(
-        personas.alice_api, export_lines(personas.alice_api), query="?tenantId=noembed"
-    ).json()["data"]
+    report = import_report(personas.alice_api, export_lines(personas.alice_api), query="?tenantId=noembed")
     assert report["embedJobsQueued"] == 1
 
 
 @pytest.mark.parametrize(
     "mutate, message",
     [
-        (lambda lines: [{**lines[0], "version": 99}, *lines[1:]], "version 99 is not supported"),
         (lambda lines: lines[:-1], "without its trailer"),
         (
             lambda lines: [
@@ -218,21 +203,28 @@ def test_it_queues_embedding_jobs_when_vectors_are_not_exported(personas, alice_
 )
 def test_it_refuses_bad_files_and_imports_nothing(personas, alice_graph, mutate, message):
     lines = export_lines(personas.alice_api)
-    response = import_lines(personas.alice_api, mutate(lines), query="?tenantId=bad")
-    assert response.status_code == 422, response.content
-    error = response.json()["error"]
-    assert (
-        error["code"] == "IMPORT_FILE_INVALID"
-        and message in error["message"]
-        and error["details"]["line"] >= 1
-    )
+    job = import_job(personas.alice_api, mutate(lines), query="?tenantId=bad")
+    assert job["status"] == "failed"
+    error = job["error"]
+    assert error["code"] == "IMPORT_FILE_INVALID" and error["errorClass"] == "validation_error"
+    assert message in error["message"] and error["details"]["line"] >= 1
     workspace = tenancy_services.workspace_for_scope(user=personas.alice, tenant_id="bad", project_id=None)
     assert set(counts(workspace.id).values()) == {0}
 
 
-def test_it_refuses_non_json_lines_and_wrong_content_type(personas, alice_graph):
-    response = import_lines(personas.alice_api, b"not json\n")
-    assert response.status_code == 422 and response.json()["error"]["details"] == {"line": 1}
+def test_it_refuses_a_body_that_is_no_export_at_once(personas, alice_graph, transfer_dir):
+    for body, message in (
+        (b"not json\n", "not valid JSON"),
+        (b"\n\n", "the file is empty"),
+        (b'{"kind": "header", "format": "cairn.workspace-export", "version": 99}\n', "version 99"),
+    ):
+        response = import_post(personas.alice_api, body)
+        assert response.status_code == 422, response.content
+        error = response.json()["error"]
+        assert error["code"] == "IMPORT_FILE_INVALID" and message in error["message"]
+        assert error["details"]["line"] == 1
+    assert personas.alice_api.ok("jobs/list", {})["jobs"] == []  # no job, and no file left behind
+    assert not list(transfer_dir.glob("uploads/*"))
     wrong = personas.alice_api.post("workspace/import", {"kind": "header"})
     assert wrong.status_code == 415 and wrong.json()["error"]["code"] == "UNSUPPORTED_MEDIA_TYPE"
 
@@ -245,7 +237,7 @@ def test_it_never_reaches_into_another_workspace(personas):
     # A forged file naming acme's memory id as if it came from charlie's own workspace is refused whole.
     charlie_ws = personas.charlie.personal_workspace.id
     forged = [
-        {"kind": "header", "format": "cairn.workspace-export", "version": 1, "sourceWorkspaceId": charlie_ws},
+        {"kind": "header", "format": "cairn.workspace-export", "version": 2, "sourceWorkspaceId": charlie_ws},
         {
             "kind": "memory",
             "id": acme_memory["id"],
@@ -257,15 +249,16 @@ def test_it_never_reaches_into_another_workspace(personas):
         },
         {"kind": "trailer", "counts": {"memory": 1}},
     ]
-    response = import_lines(personas.charlie_api, forged)
-    assert response.status_code == 422 and "another workspace" in response.json()["error"]["message"]
+    job = import_job(personas.charlie_api, forged)
+    assert job["status"] == "failed" and "another workspace" in job["error"]["message"]
     with workspace_context(personas.acme.id):
         assert Memory.objects.get(pk=acme_memory["id"]).content == "acme secret plan"
 
 
 def test_it_needs_a_key(anonymous_api):
     assert anonymous_api.post("workspace/export", {}).status_code == 401
-    assert import_lines(anonymous_api, b"").status_code == 401
+    assert import_post(anonymous_api, b"").status_code == 401
+    assert anonymous_api.post("workspace/export/download", {"id": "x"}).status_code == 401
 
 
 def test_it_exports_and_imports_with_the_management_commands(personas, alice_graph, tmp_path):
@@ -285,8 +278,8 @@ def test_it_exports_and_imports_with_the_management_commands(personas, alice_gra
     call_command("workspace_import", str(target), str(path), stdout=out, stderr=io.StringIO())
     assert json.loads(out.getvalue())["created"]["memory"] == 2
     assert counts(target) == counts(alice_graph["workspace_id"])
-    path.write_text('{"kind": "header", "format": "cairn.workspace-export", "version": 2}\n')
-    with pytest.raises(CommandError, match="version 2 is not supported"):
+    path.write_text('{"kind": "header", "format": "cairn.workspace-export", "version": 3}\n')
+    with pytest.raises(CommandError, match="version 3 is not supported"):
         call_command("workspace_import", str(target), str(path), stdout=io.StringIO(), stderr=io.StringIO())
 
 
@@ -316,9 +309,7 @@ def test_it_carries_hygiene_and_graph_settings_and_consolidation(personas):
     lines = export_lines(api)
     kinds = {line["kind"] for line in lines}
     assert {"memory_settings", "graph_settings"} <= kinds
-    response = import_lines(api, lines, query="?tenantId=hygiene-copy")
-    assert response.status_code == 200, response.json()["error"]
-    target = response.json()["data"]["workspaceId"]
+    target = import_report(api, lines, query="?tenantId=hygiene-copy")["workspaceId"]
 
     copy = SdkClient(api.client, api.key)
     scope = "?tenantId=hygiene-copy"

@@ -1,0 +1,12 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def transfer_dir(settings: Any, tmp_path: Any) -> Any:
+    """Uploads and exports of a test live in its own directory."""
+    settings.EXPORT_IMPORT_DIR = str(tmp_path / "transfer")
+    return tmp_path / "transfer"
