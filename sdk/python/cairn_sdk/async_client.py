@@ -64,6 +64,7 @@ class AsyncCairn:
         self.graph = AsyncGraph(self)
         self.workspace = AsyncWorkspace(self)
         self.keys = AsyncKeys(self)
+        self.jobs = AsyncJobs(self)
 
     def with_scope(self, scope: ScopeArg = None, **fields: str | None) -> AsyncCairn:
         """A client sharing this one's connection pool, with another default scope (e.g. per end user)."""
@@ -77,6 +78,7 @@ class AsyncCairn:
         )
         clone.workspace = AsyncWorkspace(clone)
         clone.keys = AsyncKeys(clone)
+        clone.jobs = AsyncJobs(clone)
         return clone
 
     async def close(self) -> None:
@@ -731,3 +733,23 @@ class AsyncKeys:
         """Revoke one of your keys (again is fine); any other id raises NotFoundError KEY_NOT_FOUND."""
         body = m.KeyRevokeRequest(id=id)
         return cast(m.KeyRevokeResult, await self._client.request("keys.revoke", body))
+
+
+class AsyncJobs:
+    """Background jobs of the workspace (import, export, ...): where each one got, and what it produced."""
+
+    def __init__(self, client: AsyncCairn) -> None:
+        self._client = client
+
+    async def status(self, id: str, *, scope: ScopeArg = None) -> m.Job:
+        """One job: status, phase and progress (done of total), its result once succeeded, or its error's code
+        and class once failed. Another workspace's job raises NotFoundError JOB_NOT_FOUND."""
+        body = m.JobStatusRequest(**drop_none(id=id, scope=_core.coerce_scope(scope)))
+        return cast(m.Job, await self._client.request("jobs.status", body))
+
+    async def list(
+        self, *, kind: str | None = None, limit: int | None = None, scope: ScopeArg = None
+    ) -> m.JobListResult:
+        """The workspace's jobs, newest first (server default 20, at most 100), optionally of one kind."""
+        body = m.JobListRequest(**drop_none(kind=kind, limit=limit, scope=_core.coerce_scope(scope)))
+        return cast(m.JobListResult, await self._client.request("jobs.list", body))

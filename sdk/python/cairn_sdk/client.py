@@ -68,6 +68,7 @@ class Cairn:
         self.graph = Graph(self)
         self.workspace = Workspace(self)
         self.keys = Keys(self)
+        self.jobs = Jobs(self)
 
     def with_scope(self, scope: ScopeArg = None, **fields: str | None) -> Cairn:
         """A client sharing this one's connection pool, with another default scope (e.g. per end user)."""
@@ -77,6 +78,7 @@ class Cairn:
         clone.memories, clone.context, clone.graph = Memories(clone), Context(clone), Graph(clone)
         clone.workspace = Workspace(clone)
         clone.keys = Keys(clone)
+        clone.jobs = Jobs(clone)
         return clone
 
     def close(self) -> None:
@@ -735,3 +737,23 @@ class Keys:
         """Revoke one of your keys (again is fine); any other id raises NotFoundError KEY_NOT_FOUND."""
         body = m.KeyRevokeRequest(id=id)
         return cast(m.KeyRevokeResult, self._client.request("keys.revoke", body))
+
+
+class Jobs:
+    """Background jobs of the workspace (import, export, ...): where each one got, and what it produced."""
+
+    def __init__(self, client: Cairn) -> None:
+        self._client = client
+
+    def status(self, id: str, *, scope: ScopeArg = None) -> m.Job:
+        """One job: status, phase and progress (done of total), its result once succeeded, or its error's code
+        and class once failed. Another workspace's job raises NotFoundError JOB_NOT_FOUND."""
+        body = m.JobStatusRequest(**drop_none(id=id, scope=_core.coerce_scope(scope)))
+        return cast(m.Job, self._client.request("jobs.status", body))
+
+    def list(
+        self, *, kind: str | None = None, limit: int | None = None, scope: ScopeArg = None
+    ) -> m.JobListResult:
+        """The workspace's jobs, newest first (server default 20, at most 100), optionally of one kind."""
+        body = m.JobListRequest(**drop_none(kind=kind, limit=limit, scope=_core.coerce_scope(scope)))
+        return cast(m.JobListResult, self._client.request("jobs.list", body))

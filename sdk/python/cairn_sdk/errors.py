@@ -63,7 +63,7 @@ class PermissionDeniedError(APIError):
 
 class NotFoundError(APIError):
     """404: e.g. MEMORY_NOT_FOUND (also for anything outside your scope), TENANT_NOT_FOUND,
-    ENTITY_NOT_FOUND or KEY_NOT_FOUND."""
+    ENTITY_NOT_FOUND, KEY_NOT_FOUND or JOB_NOT_FOUND."""
 
 
 class ConflictError(APIError):

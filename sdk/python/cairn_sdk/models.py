@@ -1012,3 +1012,43 @@ class KeyRevokeResult(ResponseModel):
     id: str
     revoked: bool
     revoked_at: datetime
+
+
+# --- jobs: background work (import, export, ...) the caller polls -------------------------------------------
+
+
+class JobStatusRequest(RequestModel):
+    id: str
+    scope: Scope | None = None
+
+
+class JobListRequest(RequestModel):
+    kind: str | None = None
+    limit: int | None = None
+    scope: Scope | None = None
+
+
+class JobError(ResponseModel):
+    code: str
+    error_class: str
+    message: str | None
+    details: dict[str, Any] | None
+
+
+class Job(ResponseModel):
+    id: str
+    kind: str
+    status: str  # queued, running, succeeded or failed
+    phase: str | None
+    done: int
+    total: int | None
+    result: dict[str, Any] | None
+    error: JobError | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+class JobListResult(ResponseModel):
+    jobs: list[Job]
+    count: int

@@ -129,5 +129,7 @@ OPERATIONS: dict[str, Operation] = {
         ),
         Operation("keys.list", "POST", "keys/list", m.KeyListRequest, m.KeyListResult),
         Operation("keys.revoke", "POST", "keys/revoke", m.KeyRevokeRequest, m.KeyRevokeResult),
+        Operation("jobs.status", "POST", "jobs/status", m.JobStatusRequest, m.Job),
+        Operation("jobs.list", "POST", "jobs/list", m.JobListRequest, m.JobListResult),
     )
 }
