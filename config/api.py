@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
 from django.db import InterfaceError, OperationalError, connections
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, UnreadablePostError
 from ninja import NinjaAPI, Router, Schema
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from pydantic import Field
@@ -89,6 +89,8 @@ def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
 def _unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
     if isinstance(exc, RequestDataTooBig):
         return mark(error_response(request, payload_too_large(request_limit())))
+    if isinstance(exc, UnreadablePostError):
+        return mark(error_response(request, body_not_received()))
     if is_statement_timeout(exc):
         return mark(error_response(request, statement_timeout_error()))
     if isinstance(exc, OperationalError | InterfaceError):
@@ -130,6 +132,20 @@ def statement_timeout_error() -> ApiError:
     )
 
 
+def body_not_received() -> ApiError:
+    """The body did not arrive: the connection dropped, or the client sent it slower than the web server
+    allows (WEB_CLIENT_TIMEOUT_SECONDS, config/gunicorn_conf.py), which closes the connection after this
+    answer."""
+    return ApiError(
+        408,
+        "REQUEST_BODY_TIMEOUT",
+        "The request body did not arrive in time, or the connection dropped while it was sent. Send the "
+        "whole body at once, then retry.",
+        retryable=True,
+        error_type="validation_error",
+    )
+
+
 def request_limit() -> int:
     from django.conf import settings
 
@@ -156,6 +172,7 @@ def health(request: HttpRequest) -> dict[str, Any]:
 def _register_routers() -> None:
     from graphsvc.api import router as graphsvc_router
     from memories.api import router as memories_router
+    from pipeline.api import router as pipeline_router
     from retrieval.api import router as retrieval_router
     from rollout.api import router as rollout_router
     from tenancy.api import router as tenancy_router
@@ -167,9 +184,8 @@ def _register_routers() -> None:
     api.add_router("/", rollout_router)
     api.add_router("/", graphsvc_router)
     api.add_router("/", transfer_router)
+    api.add_router("/", pipeline_router)
     api.add_router("/", tenancy_router)
 
 
 _register_routers()
-    from pipeline.api import router as pipeline_router
-    api.add_router("/", pipeline_router)
