@@ -415,6 +415,27 @@ SEARCH_EMBED_WITHOUT_SPEAKERS = env_bool("SEARCH_EMBED_WITHOUT_SPEAKERS", True)
 # The turn right after a memory ending with "?" (its likely answer) is lifted by this instead of the first
 # SEARCH_SESSION_NEIGHBOUR_WEIGHTS entry, when larger (0 = no special case).
 SEARCH_REPLY_LIFT = env_float("SEARCH_REPLY_LIFT", 0.8, minimum=0.0, maximum=1.0)
+# Temporal decay and diversity of memories/search and context/get, for workspaces whose memories/settings set
+# none (halfLifeDays, mmrLambda): a memory's recency share of its score halves every SEARCH_HALF_LIFE_DAYS
+# (0 = no decay), and an old memory keeps at least SEARCH_DECAY_FLOOR of its score (1 = no decay); MMR trades
+# relevance against similarity to what was already picked with SEARCH_MMR_LAMBDA (1 = relevance only).
+SEARCH_HALF_LIFE_DAYS = env_float("SEARCH_HALF_LIFE_DAYS", 30.0, minimum=0.0, maximum=3650.0)
+SEARCH_DECAY_FLOOR = env_float("SEARCH_DECAY_FLOOR", 0.5, minimum=0.0, maximum=1.0)
+SEARCH_MMR_LAMBDA = env_float("SEARCH_MMR_LAMBDA", 0.7, minimum=0.0, maximum=1.0)
+# Time-aware recall: a query's time expression ("yesterday", "in May 2023", "before the migration") leaves the
+# text query and becomes a window; memories whose time falls in it get this added to their score (0 = off:
+# the expression then stays in the query, as before).
+SEARCH_TIME_WINDOW_BOOST = env_float("SEARCH_TIME_WINDOW_BOOST", 0.3, minimum=0.0, maximum=1.0)
+# An optional reranker for the final candidates (litellm's rerank: cohere/…, voyage/…, jina_ai/…, or a
+# Text-Embeddings-Inference / Infinity server through RERANK_API_BASE); empty = off. Chosen by the operator
+# only, with the operator's key (never litellm's fallback to the environment's credentials). Past the timeout,
+# or on any error, the fused order stands.
+RERANK_MODEL = os.environ.get("RERANK_MODEL", "").strip()
+RERANK_API_BASE = os.environ.get("RERANK_API_BASE", "").strip()
+RERANK_API_KEY = os.environ.get("RERANK_API_KEY", "").strip()
+RERANK_TIMEOUT_SECONDS = env_float("RERANK_TIMEOUT_SECONDS", 2.0, minimum=0.1, maximum=30.0)
+# How many of the best fused candidates the reranker reorders (the rest keep their places after them).
+RERANK_CANDIDATES = env_int("RERANK_CANDIDATES", 30, minimum=2)
 
 # --- Rollout (graph retrieval modes, quality gate, retrieval policy) ----------------------------------------
 # New workspaces start with graph retrieval off; move them to shadow and canary through graph/rollout or the

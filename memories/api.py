@@ -293,7 +293,8 @@ def memories_consolidate(request: HttpRequest, payload: ConsolidateIn) -> dict[s
 @router.get(
     "/memories/settings",
     response=Envelope[MemorySettingsOut],
-    summary="The workspace's memory hygiene settings (credential scrubbing, admission, importance)",
+    summary="The workspace's memory hygiene and ranking settings (credential scrubbing, admission, "
+    "importance, temporal decay, diversity)",
 )
 @requires(READ)
 def memories_settings_get(request: HttpRequest, query: Query[MemorySettingsQuery]) -> dict[str, Any]:
@@ -309,16 +310,19 @@ _SETTINGS_FIELDS = {
     "admissionEnabled": "admission_enabled",
     "admissionThreshold": "admission_threshold",
     "importanceWeight": "importance_weight",
+    "halfLifeDays": "half_life_days",
+    "mmrLambda": "mmr_lambda",
 }
-_NULLABLE_SETTINGS = {"admissionThreshold", "importanceWeight"}
+_NULLABLE_SETTINGS = {"admissionThreshold", "importanceWeight", "halfLifeDays", "mmrLambda"}
 
 
 @router.patch(
     "/memories/settings",
     response=Envelope[MemorySettingsOut],
     summary="Change the workspace's memory hygiene settings (only the fields sent)",
-    description="redactCredentials, scrubAtRest and admissionEnabled are true/false; admissionThreshold "
-    "and importanceWeight are 0–1, or null to go back to the server default.",
+    description="redactCredentials, scrubAtRest and admissionEnabled are true/false; admissionThreshold, "
+    "importanceWeight and mmrLambda are 0–1 and halfLifeDays 0–3650, or null to go back to the server "
+    "default. halfLifeDays 0 turns temporal decay off; mmrLambda 1 turns MMR diversity off.",
 )
 @requires(ADMIN)
 def memories_settings_patch(request: HttpRequest, payload: MemorySettingsPatchIn) -> dict[str, Any]:

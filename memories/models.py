@@ -172,6 +172,10 @@ class MemorySettings(models.Model):
     admission_enabled = models.BooleanField(default=False)
     admission_threshold = models.FloatField(null=True, blank=True)
     importance_weight = models.FloatField(null=True, blank=True)
+    # Temporal decay and MMR diversity of memories/search and context/get; null = the server defaults
+    # (SEARCH_HALF_LIFE_DAYS, SEARCH_MMR_LAMBDA). 0 days turns decay off, λ 1 turns MMR off.
+    half_life_days = models.FloatField(null=True, blank=True)
+    mmr_lambda = models.FloatField(null=True, blank=True)
     updated_at = models.DateTimeField()
 
     class Meta:

@@ -402,6 +402,14 @@ class MemorySettingsOut(Schema):
     importanceWeight: float = Field(
         description="Weight of importance in ranking when a request gives none (default 0.15)."
     )
+    halfLifeDays: float = Field(
+        description="Temporal decay of memories/search and context/get when a request gives none: a "
+        "memory's recency share of its score halves every this many days (default 30; 0: off)."
+    )
+    mmrLambda: float = Field(
+        description="MMR diversity of memories/search and context/get when a request gives none: 1 ranks "
+        "by relevance only (off), lower values trade relevance for variety (default 0.7)."
+    )
 
 
 class MemorySettingsPatchIn(StrictIn):
@@ -413,6 +421,12 @@ class MemorySettingsPatchIn(StrictIn):
     )
     importanceWeight: float | None = Field(
         None, ge=0, le=1, description="0–1; null restores the server default."
+    )
+    halfLifeDays: float | None = Field(
+        None, ge=0, le=3650, description="0–3650 days, 0 turns decay off; null restores the server default."
+    )
+    mmrLambda: float | None = Field(
+        None, ge=0, le=1, description="0–1, 1 turns MMR off; null restores the server default."
     )
     scope: ScopeIn = scope_field()
 

@@ -535,6 +535,8 @@ class HygieneSettings:
     admission_enabled: bool
     admission_threshold: float
     importance_weight: float
+    half_life_days: float  # 0: no temporal decay
+    mmr_lambda: float  # 1: no MMR diversity
 
 
 def memory_settings_get(*, workspace_id: int) -> HygieneSettings:
@@ -556,6 +558,12 @@ def memory_settings_get(*, workspace_id: int) -> HygieneSettings:
             if row and row.importance_weight is not None
             else settings.MEMORY_IMPORTANCE_WEIGHT
         ),
+        half_life_days=(
+            row.half_life_days
+            if row and row.half_life_days is not None
+            else settings.SEARCH_HALF_LIFE_DAYS
+        ),
+        mmr_lambda=row.mmr_lambda if row and row.mmr_lambda is not None else settings.SEARCH_MMR_LAMBDA,
     )
 
 
@@ -597,6 +605,8 @@ def memory_settings_payload(*, workspace_id: int) -> dict[str, Any]:
         "admissionFastPathMargin": settings.MEMORY_ADMISSION_FAST_PATH_MARGIN,
         "admissionDuplicateCosine": settings.MEMORY_ADMISSION_DUPLICATE_COSINE,
         "importanceWeight": effective.importance_weight,
+        "halfLifeDays": effective.half_life_days,
+        "mmrLambda": effective.mmr_lambda,
     }
 
 

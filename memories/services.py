@@ -357,11 +357,14 @@ _SETTINGS_FIELDS = (
     "admission_enabled",
     "admission_threshold",
     "importance_weight",
+    "half_life_days",
+    "mmr_lambda",
 )
 
 
 def memory_settings_update(*, workspace_id: int, changes: dict[str, Any]) -> MemorySettings:
-    """Apply the present fields; None for admission_threshold / importance_weight means the server default."""
+    """Apply the present fields; None for admission_threshold, importance_weight, half_life_days or
+    mmr_lambda means the server default."""
     unknown = set(changes) - set(_SETTINGS_FIELDS)
     if unknown:
         raise ValueError(f"not a memory setting: {sorted(unknown)}")

@@ -38,9 +38,11 @@ def memories_search(request: HttpRequest, payload: SearchIn) -> dict[str, Any]:
     workspace_id = request_workspace_id(request, payload.scope)
     scope = memory_scope(payload.scope, include_superseded=payload.includeSuperseded)
     with workspace_context(workspace_id):
-        weight = payload.importanceWeight
-        if weight is None:
-            weight = selectors.memory_settings_get(workspace_id=workspace_id).importance_weight
+        workspace_settings = selectors.memory_settings_cached(workspace_id=workspace_id)
+
+        def chosen(value: float | None, default: float) -> float:
+            return default if value is None else value
+
         outcome = search.memory_search(
             workspace_id=workspace_id,
             scope=scope,
@@ -49,7 +51,9 @@ def memories_search(request: HttpRequest, payload: SearchIn) -> dict[str, Any]:
             layer=payload.layer,
             limit=payload.limit,
             strategy=payload.strategy,
-            importance_weight=weight,
+            importance_weight=chosen(payload.importanceWeight, workspace_settings.importance_weight),
+            half_life_days=chosen(payload.halfLifeDays, workspace_settings.half_life_days),
+            mmr_lambda=chosen(payload.mmrLambda, workspace_settings.mmr_lambda),
         )
         memories = selectors.memory_payloads(workspace_id=workspace_id, memories=outcome.memories)
     return success_envelope(request, {"memories": memories, "count": len(memories), "trace": outcome.trace()})

@@ -9,17 +9,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-import math
 import re
 import time
 import uuid
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
-import numpy as np
 from django.conf import settings
 from django.db import transaction
-from django.utils import timezone
 
 from config.prepared import prepared_cursor
 from graphsvc import expansion
@@ -53,8 +50,8 @@ class ContextRequest:
     strategy: str | None = None  # lexical | semantic | hybrid | auto (aliases mapped by the caller)
     graph_depth: int = 1
     graph_limit: int = 8
-    half_life_days: float | None = None  # temporal decay of the baseline ranking; None = off
-    mmr_lambda: float | None = None  # MMR diversity of the baseline ranking; None = off
+    half_life_days: float | None = None  # temporal decay of the baseline; None = the workspace's, 0 = off
+    mmr_lambda: float | None = None  # MMR diversity of the baseline; None = the workspace's, 1 = off
     importance_weight: float | None = None  # None = the workspace's setting (memories/settings)
     include_superseded: bool = False
     endpoint: str = "context/get"
@@ -127,11 +124,23 @@ class Strategy:
     graph_requested: bool  # hybrid asks for graph expansion (the anchor's hybrid_graph)
     selection: str  # request | policy_default | router
 
+    @property
+    def metric_strategy(self) -> str:
+        """What the retrieval metric records as requested: hybrid means graph expansion was asked for (the
+        rollout's quality gate and autopilot count those). A baseline ranked hybrid without expansion (the
+        default while the policy keeps expansion off) is recorded as hybrid_baseline, so the gate never
+        mistakes it for a graph request."""
+        if self.graph_requested or self.ranking != "hybrid":
+            return self.ranking
+        return "hybrid_baseline"
+
 
 def resolve_strategy(requested: str | None, *, policy_default: str, query: str | None) -> Strategy:
+    """Without a strategy the baseline is ranked hybrid (search.DEFAULT_STRATEGY, lexical when the workspace
+    has no vectors); the workspace's retrieval policy (the default-strategy autopilot) decides only whether
+    graph expansion is asked for: policy hybrid asks for it, policy lexical does not."""
     if requested is None:
-        ranking = policy_default
-        return Strategy(ranking, ranking, ranking == "hybrid", "policy_default")
+        return Strategy(policy_default, search.DEFAULT_STRATEGY, policy_default == "hybrid", "policy_default")
     if requested == "auto":
         ranking = route_query(query or "")
         return Strategy("auto", ranking, ranking == "hybrid", "router")
@@ -205,6 +214,15 @@ def _recent(*, workspace_id: int, scope: MemoryScope, layer: str, limit: int) ->
     return list(queryset.order_by("-updated_at", "-id")[:limit])
 
 
+@dataclass(frozen=True)
+class Ordering:
+    """How the baseline's candidates are re-ordered: the request's values, else the workspace's settings."""
+
+    half_life_days: float  # 0: no decay
+    mmr_lambda: float  # 1: no diversity
+    importance_weight: float  # 0: importance plays no part
+
+
 @dataclass
 class Tier:
     memories: list[Memory]
@@ -218,6 +236,7 @@ def _rank_tiers(
     request: ContextRequest,
     strategy: Strategy,
     limits: dict[str, int],
+    ordering: Ordering,
 ) -> dict[str, Tier]:
     """Rank each tier (layer → limit). With a query, one candidate search serves every tier (see
     search.memory_search_tiers); each tier is still ranked on its own candidates."""
@@ -226,27 +245,43 @@ def _rank_tiers(
             layer: Tier(_recent(workspace_id=workspace_id, scope=scope, layer=layer, limit=limit), None)
             for layer, limit in limits.items()
         }
-    reranking = request.half_life_days is not None or request.mmr_lambda is not None
+    reorders = ordering.half_life_days > 0 or ordering.mmr_lambda < 1
     outcomes = search.memory_search_tiers(
         workspace_id=workspace_id,
         scope=scope,
         query=request.query,
-        strategy=strategy.ranking,
+        # None: the default (hybrid, or lexical at once in a workspace without vectors).
+        strategy=None if strategy.selection == "policy_default" else strategy.ranking,
         tiers=[
             search.TierQuery(
                 layer=layer,
-                limit=limit * 4 if reranking else limit,
+                limit=limit,
                 exclude_rules=layer == Memory.Layer.LONG_TERM,
+                keep=limit * search.REORDER_POOL_FACTOR if reorders else limit,
             )
             for layer, limit in limits.items()
         ],
     )
+    stored = None
+    if ordering.mmr_lambda < 1:
+        # Both tiers' candidates' vectors in one statement.
+        stored = vectors.stored_vectors(
+            workspace_id=workspace_id,
+            memory_ids=[m.id for outcome in outcomes if len(outcome.memories) > 1 for m in outcome.memories],
+            model=settings.EMBEDDING_MODEL,
+        )
     tiers = {}
     for (layer, limit), outcome in zip(limits.items(), outcomes, strict=True):
         memories = outcome.memories
-        if reranking:
-            memories = _rerank(
-                workspace_id=workspace_id, memories=memories, outcome=outcome, request=request, limit=limit
+        if reorders:
+            memories = search.decay_and_diversify(
+                workspace_id=workspace_id,
+                memories=memories,
+                scores=outcome.scores,
+                limit=limit,
+                half_life_days=ordering.half_life_days,
+                mmr_lambda=ordering.mmr_lambda,
+                stored=stored,
             )
         tiers[layer] = Tier(memories[:limit], outcome)
     return tiers
@@ -259,53 +294,6 @@ def _weighted(tier: Tier, *, limit: int, importance_weight: float) -> Tier:
             memories=memories, scores=tier.outcome.scores, weight=importance_weight
         )
     return Tier(memories, tier.outcome)
-
-
-def _rerank(
-    *,
-    workspace_id: int,
-    memories: list[Memory],
-    outcome: search.SearchOutcome,
-    request: ContextRequest,
-    limit: int,
-) -> list[Memory]:
-    """Zeph's options on the baseline: temporal decay of relevance, then MMR for diversity."""
-    now = timezone.now()
-    relevance: dict[uuid.UUID, float] = {}
-    for rank, memory in enumerate(memories, start=1):
-        score = outcome.scores.get(memory.id, 1.0 / (search.RRF_K + rank))
-        if request.half_life_days:
-            age_days = max(0.0, (now - memory.created_at).total_seconds() / 86400)
-            score *= math.exp(-math.log(2) / request.half_life_days * age_days)
-        relevance[memory.id] = score
-    ordered = sorted(memories, key=lambda m: -relevance[m.id])
-    mmr_lambda = request.mmr_lambda
-    if mmr_lambda is None or len(ordered) <= 1:
-        return ordered
-    stored = vectors.stored_vectors(
-        workspace_id=workspace_id, memory_ids=[m.id for m in ordered], model=settings.EMBEDDING_MODEL
-    )
-    top = max(relevance.values()) or 1.0
-    selected: list[Memory] = []
-    remaining = list(ordered)
-    while remaining and len(selected) < limit:
-
-        def mmr(candidate: Memory) -> float:
-            vector = stored.get(candidate.id)
-            similarity = max(
-                (
-                    float(np.dot(vector, stored[s.id]))
-                    for s in selected
-                    if vector is not None and s.id in stored
-                ),
-                default=0.0,
-            )
-            return mmr_lambda * relevance[candidate.id] / top - (1 - mmr_lambda) * similarity
-
-        best = max(remaining, key=mmr)
-        selected.append(best)
-        remaining.remove(best)
-    return selected
 
 
 # --- assembly -----------------------------------------------------------------------------------------------
@@ -485,8 +473,16 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
     started = time.perf_counter()
     rollout = rollout_services.rollout_state_get(workspace_id=workspace_id)
     hygiene_settings = selectors.memory_settings_cached(workspace_id=workspace_id)
-    importance_weight = (
-        hygiene_settings.importance_weight if request.importance_weight is None else request.importance_weight
+    ordering = Ordering(
+        half_life_days=(
+            hygiene_settings.half_life_days if request.half_life_days is None else request.half_life_days
+        ),
+        mmr_lambda=hygiene_settings.mmr_lambda if request.mmr_lambda is None else request.mmr_lambda,
+        importance_weight=(
+            hygiene_settings.importance_weight
+            if request.importance_weight is None
+            else request.importance_weight
+        ),
     )
     if request.include_superseded:
         scope = dataclasses.replace(scope, include_superseded=True)
@@ -502,7 +498,7 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
         scope=scope,
         request=request,
         strategy=strategy,
-        importance_weight=importance_weight,
+        ordering=ordering,
     )
     baseline = working.memories + long_term.memories
 
@@ -580,6 +576,7 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
         "retrievalPolicySelection": strategy.selection,
         "retrievalPolicyReadyForDefaultOn": rollout.ready_for_default_on,
         "retrievalPolicyBlockerCodes": rollout.blocker_codes,
+        **graph.section.trace(),
         "durationMs": 0.0,
     }
     duration_ms = (time.perf_counter() - started) * 1000
@@ -587,7 +584,7 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
     rollout_services.retrieval_metric_record(
         workspace_id=workspace_id,
         mode=mode,
-        requested_strategy=strategy.ranking,
+        requested_strategy=strategy.metric_strategy,
         applied_strategy="hybrid_graph" if apply else "baseline",
         shadow_executed=shadow_executed,
         baseline_candidates=len(baseline),
@@ -641,7 +638,7 @@ def _baseline_tiers(
     scope: MemoryScope,
     request: ContextRequest,
     strategy: Strategy,
-    importance_weight: float,
+    ordering: Ordering,
 ) -> tuple[Tier, Tier]:
     """Working ≤ 3, long-term for the rest of the limit. Both tiers are ranked together; the long-term one
     with the whole limit, then cut to what the working tier left (its candidate depth is max(4 × limit, 40) of
@@ -654,20 +651,25 @@ def _baseline_tiers(
     if not limits:
         return Tier([], None), Tier([], None)
     ranked = _rank_tiers(
-        workspace_id=workspace_id, scope=scope, request=request, strategy=strategy, limits=limits
+        workspace_id=workspace_id,
+        scope=scope,
+        request=request,
+        strategy=strategy,
+        limits=limits,
+        ordering=ordering,
     )
     working = Tier([], None)
     if Memory.Layer.WORKING in ranked:
         working = _weighted(
             ranked[Memory.Layer.WORKING],
             limit=limits[Memory.Layer.WORKING],
-            importance_weight=importance_weight,
+            importance_weight=ordering.importance_weight,
         )
     long_term = Tier([], None)
     if Memory.Layer.LONG_TERM in ranked:
         long_limit = max(1, request.limit - len(working.memories)) if request.mode == "all" else request.limit
         long_term = _weighted(
-            ranked[Memory.Layer.LONG_TERM], limit=long_limit, importance_weight=importance_weight
+            ranked[Memory.Layer.LONG_TERM], limit=long_limit, importance_weight=ordering.importance_weight
         )
     return working, long_term
 

@@ -21,7 +21,9 @@ class SearchIn(StrictIn):
     type: MemoryType | None = Field(None, description="Only this type.")
     layer: MemoryLayer | None = Field(None, description="Only this layer.")
     strategy: SearchStrategy | None = Field(
-        None, description="lexical (default), semantic or hybrid; baseline = lexical, hybrid_graph = hybrid."
+        None,
+        description="hybrid (default; lexical while the workspace has no vectors, see the trace's "
+        "fallbackReason), lexical or semantic; baseline = lexical, hybrid_graph = hybrid.",
     )
     limit: int = Field(10, ge=1, le=50, description="1–50, default 10.")
     importanceWeight: float | None = Field(
@@ -30,6 +32,19 @@ class SearchIn(StrictIn):
         le=1,
         description="Weight of memory importance in the ranking, 0–1; omitted: the workspace's "
         "setting (default 0.15). 0 turns it off.",
+    )
+    halfLifeDays: float | None = Field(
+        None,
+        ge=0,
+        le=3650,
+        description="Temporal decay (half-life in days of a memory's recency share); omitted: the "
+        "workspace's setting (default 30). 0 turns it off.",
+    )
+    mmrLambda: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="MMR diversity, 0–1; omitted: the workspace's setting (default 0.7). 1 turns it off.",
     )
     includeSuperseded: bool = Field(False, description="Also return memories consolidation superseded.")
     scope: ScopeIn = scope_field()
@@ -75,15 +90,17 @@ class ContextIn(StrictIn):
     graphLimit: int = Field(8, ge=1, le=50, description="Most memories expansion may add, 1–50 (default 8).")
     halfLifeDays: float | None = Field(
         None,
-        gt=0,
+        ge=0,
         le=3650,
-        description="Temporal decay of the baseline ranking (half-life in days); off by default.",
+        description="Temporal decay of the baseline (half-life in days of a memory's recency share); "
+        "omitted: the workspace's setting (default 30). 0 turns it off.",
     )
     mmrLambda: float | None = Field(
         None,
         ge=0,
         le=1,
-        description="MMR diversity of the baseline ranking (0.7 is the usual value); off by default.",
+        description="MMR diversity of the baseline, 0–1; omitted: the workspace's setting (default 0.7). "
+        "1 turns it off.",
     )
     importanceWeight: float | None = Field(
         None,
@@ -174,7 +191,6 @@ class ContextOut(DictOut):
     facts: list[FactOut] = Field(
         description="Up to 5 facts from the entity graph about what the query names (empty without a query)."
     )
-    context: str = Field(description="Ready-to-paste text: rules, relevant memories, conflicts, known facts.")
     trace: ContextTraceOut = Field(description="How this answer was produced.")
 
 

@@ -16,6 +16,8 @@ DEFAULTS = {
     "admissionFastPathMargin": 0.15,
     "admissionDuplicateCosine": 0.95,
     "importanceWeight": 0.15,
+    "halfLifeDays": 30.0,
+    "mmrLambda": 0.7,
 }
 
 
@@ -100,3 +102,29 @@ def test_it_answers_404_for_another_owners_tenant(personas, settings):
 
 def test_it_needs_a_key(anonymous_api):
     assert get(anonymous_api).status_code == 401
+
+
+def test_it_sets_decay_and_diversity_and_turns_them_off(alice_api, settings):
+    """halfLifeDays 0 and mmrLambda 1 are "off"; null goes back to the server default, which follows
+    SEARCH_HALF_LIFE_DAYS / SEARCH_MMR_LAMBDA."""
+    response = patch(alice_api, {"halfLifeDays": 7, "mmrLambda": 0.5})
+    assert response.status_code == 200, response.content
+    assert response.json()["data"] == {**DEFAULTS, "halfLifeDays": 7.0, "mmrLambda": 0.5}
+    off = patch(alice_api, {"halfLifeDays": 0, "mmrLambda": 1}).json()["data"]
+    assert (off["halfLifeDays"], off["mmrLambda"]) == (0.0, 1.0)
+    settings.SEARCH_HALF_LIFE_DAYS, settings.SEARCH_MMR_LAMBDA = 14.0, 0.9
+    restored = patch(alice_api, {"halfLifeDays": None, "mmrLambda": None}).json()["data"]
+    assert (restored["halfLifeDays"], restored["mmrLambda"]) == (14.0, 0.9)
+
+
+def test_it_explains_decay_and_diversity_values_out_of_range(alice_api):
+    for body, field in (
+        ({"halfLifeDays": -1}, "halfLifeDays"),
+        ({"halfLifeDays": 4000}, "halfLifeDays"),
+        ({"mmrLambda": 1.5}, "mmrLambda"),
+        ({"mmrLambda": "high"}, "mmrLambda"),
+    ):
+        response = patch(alice_api, body)
+        assert response.status_code == 400, body
+        error = response.json()["error"]
+        assert error["code"] == "INVALID_REQUEST" and field in error["message"], (body, error)

@@ -320,7 +320,9 @@ def test_it_records_one_metric_per_retrieval(alice_api, ws):
         rows = list(
             RetrievalMetric.objects.order_by("created_at").values_list("endpoint", "requested_strategy")
         )
-    assert rows == [("context/get", "hybrid"), ("graph/trace", "lexical")]
+    # Without a strategy the baseline is ranked hybrid, but the policy (lexical) asks for no expansion: the
+    # rollout's gate must not count it as a graph request.
+    assert rows == [("context/get", "hybrid"), ("graph/trace", "hybrid_baseline")]
 
 
 def test_it_traces_where_each_memory_came_from(alice_api):
@@ -422,7 +424,8 @@ def test_it_uses_the_policy_default_when_no_strategy(alice_api):
 # (bench/context_profile.py): a hybrid search per tier, depth + 2 expansion queries, settings reads, a
 # savepoint around the metric. The expansion statement labels the nodes its returned memories were reached
 # through and loads the readable ones itself, and the expansion and the Known facts share one savepoint.
-CONTEXT_QUERIES_WARM = {1: 13, 2: 13}
+# MMR (on by default, memories/settings mmrLambda) reads the candidates' vectors of both tiers in one more.
+CONTEXT_QUERIES_WARM = {1: 14, 2: 14}
 
 
 def context_queries(api, ws: int, *, depth: int) -> list[str]:

@@ -30,13 +30,14 @@ def test_it_works(alice_api):
     assert set(data) == {"memories", "count", "trace"}
     assert data["memories"] == [deploy]
     assert data["count"] == 1
+    # Hybrid is the default; without vectors (no worker ran) it answers lexically and says why.
     assert data["trace"] == {
-        "requestedStrategy": "lexical",
+        "requestedStrategy": "hybrid",
         "appliedStrategy": "lexical",
         "lexicalCandidates": 1,
         "semanticCandidates": 0,
-        "fallbackTriggered": False,
-        "fallbackReason": None,
+        "fallbackTriggered": True,
+        "fallbackReason": "vectors_unavailable",
     }
 
 
