@@ -9,10 +9,11 @@ same values with the same tzinfo, so it takes over; any other set-up keeps Djang
 
 from __future__ import annotations
 
-from datetime import UTC
+import logging
+from datetime import UTC, datetime
 from typing import Any
 
-from psycopg import postgres
+from psycopg import DataError, postgres
 from psycopg.adapt import Loader
 from psycopg.pq import Format
 
@@ -32,7 +33,25 @@ class UtcTimestamptzLoader(Loader):
         self._load = _FAST_LOADER(oid, context).load
 
     def load(self, data: Any) -> Any:
-        return self._load(data)
+        try:
+            return self._load(data)
+        except DataError:
+            return _clamped(data)
+
+
+logger = logging.getLogger("cairn.db")
+_LOW, _HIGH = datetime.min.replace(tzinfo=UTC), datetime.max.replace(tzinfo=UTC)
+
+
+def _clamped(data: Any) -> datetime:
+    """A stored time Python's datetime cannot hold (before year 1 or after 9999 in UTC, or ±infinity; the
+    write rules refuse them, older rows may hold them): read as the nearest end of the range, so one row
+    never fails every read that loads it. graph/status counts such rows; `manage.py stored_rows_repair`
+    fixes them."""
+    text = bytes(data).decode("ascii", "replace")
+    low = text.endswith(" BC") or text.startswith("-")
+    logger.warning("timestamp %r is outside years 1-9999 UTC; read as %s", text[:40], _LOW if low else _HIGH)
+    return _LOW if low else _HIGH
 
 
 def fast_timestamps_ensure(sender: object, connection: Any, **kwargs: object) -> None:

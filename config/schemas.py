@@ -103,6 +103,13 @@ def json_problem(value: Any, *, name: str = "value", max_depth: int = JSON_MAX_D
     return None
 
 
+def finite(value: Any, default: float = 0.0) -> float:
+    """A stored number as an answer can carry it: NaN and ±Infinity, which JSON has no spelling for (Python
+    writes them anyway, and the client's parser refuses the whole answer), become `default`."""
+    number = float(value)
+    return number if math.isfinite(number) else default
+
+
 def _refuse_bad_text(value: str) -> str:
     problem = text_problem(value)
     if problem is not None:

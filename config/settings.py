@@ -467,6 +467,12 @@ ROLLOUT_METRICS_RETENTION_DAYS = env_int("ROLLOUT_METRICS_RETENTION_DAYS", 7)
 # not only in our callers.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 GRAPH_LLM_MODEL = os.environ.get("GRAPH_LLM_MODEL", "").strip()
+# A model per task, each falling back to GRAPH_LLM_MODEL when empty (graphsvc/llm.py model_for): extraction
+# (entities, facts, relationships, entity disambiguation), community summaries, and the scores of memories
+# (importance, admission). A cheap model can score while a stronger one extracts.
+GRAPH_LLM_MODEL_EXTRACTION = os.environ.get("GRAPH_LLM_MODEL_EXTRACTION", "").strip()
+GRAPH_LLM_MODEL_SUMMARY = os.environ.get("GRAPH_LLM_MODEL_SUMMARY", "").strip()
+GRAPH_LLM_MODEL_SCORING = os.environ.get("GRAPH_LLM_MODEL_SCORING", "").strip()
 GRAPH_LLM_API_BASE = os.environ.get("GRAPH_LLM_API_BASE", "").strip()
 GRAPH_LLM_API_KEY = os.environ.get("GRAPH_LLM_API_KEY", "").strip()
 GRAPH_LLM_TIMEOUT_SECONDS = env_float("GRAPH_LLM_TIMEOUT_SECONDS", 15.0, minimum=0.1, maximum=300.0)
@@ -612,6 +618,22 @@ GRAPH_MAX_ENTITIES = env_int("GRAPH_MAX_ENTITIES", 0, minimum=0)
 # expansion and contradictions) are prepared per connection (planned once). Turn off behind a pooler in
 # transaction mode that cannot keep prepared statements (PgBouncer before 1.21).
 GRAPH_PREPARED_STATEMENTS = env_bool("GRAPH_PREPARED_STATEMENTS", True)
+# A workspace's entity vectors of one dimension are searched exactly up to this many; past it the hourly
+# upkeep builds the workspace an HNSW index for them (graphsvc/vectors.py).
+GRAPH_ENTITY_VECTOR_EXACT_MAX_ROWS = env_int("GRAPH_ENTITY_VECTOR_EXACT_MAX_ROWS", 20_000, minimum=0)
+# Facts the admin merge of two entities may move (400 ENTITY_TOO_LARGE past it).
+GRAPH_ENTITY_MERGE_MAX_FACTS = env_int("GRAPH_ENTITY_MERGE_MAX_FACTS", 10_000, minimum=1)
+# context/get's token budget when a request sets none (tokenBudget), and the share of it the entity graph's
+# sections (known facts, community summaries) may fill: about 4 %, 160 tokens of 4,000.
+CONTEXT_TOKEN_BUDGET = env_int("CONTEXT_TOKEN_BUDGET", 4000, minimum=256)
+GRAPH_CONTEXT_BUDGET_SHARE = env_float("GRAPH_CONTEXT_BUDGET_SHARE", 0.04, minimum=0.0, maximum=0.5)
+# Most facts one context/get recalls (what the budget does not fit is dropped; 0: no facts).
+GRAPH_CONTEXT_MAX_FACTS = env_int("GRAPH_CONTEXT_MAX_FACTS", 8, minimum=0)
+# A community's summary reaches context/get when its centroid is at least this close to the query (or its
+# summary names one of the query's words and one of its members is a seed).
+GRAPH_COMMUNITY_RECALL_MIN_COSINE = env_float(
+    "GRAPH_COMMUNITY_RECALL_MIN_COSINE", 0.45, minimum=0.0, maximum=1.0
+)
 
 # --- MCP over HTTP (`manage.py mcp --http`) -----------------------------------------------------------------
 # Host and Origin headers the MCP HTTP server accepts (DNS-rebinding protection is always on); add the names

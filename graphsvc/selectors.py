@@ -243,6 +243,7 @@ def entities_list(
 
 
 def entity_detail(*, workspace_id: int, node_id: int, audience: Audience = EVERYONE) -> dict[str, Any]:
+    from config.schemas import finite
     from graphsvc.facts import clean_fact_text, fact_visible_sql, reading_for
 
     reading = reading_for(workspace_id=workspace_id, audience=audience)
@@ -274,7 +275,7 @@ def entity_detail(*, workspace_id: int, node_id: int, audience: Audience = EVERY
                 "relation": rel,
                 "target": clean_fact_text(t),
                 "fact": clean_fact_text(f),
-                "confidence": round(float(c), 4),
+                "confidence": round(finite(c), 4),
                 "retrievable": bool(current) and float(c) >= floor,
                 "validFrom": vf,
                 "validTo": vt,

@@ -7,10 +7,12 @@ import base64
 import binascii
 import functools
 import json
+import logging
+import math
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Protocol, cast
 
 from django.conf import settings
@@ -23,8 +25,10 @@ from django.utils import timezone
 
 from config.errors import ApiError
 from config.prepared import prepared_cursor
-from config.schemas import ScopeIn
+from config.schemas import JSON_MAX_DEPTH, ScopeIn
 from memories.models import Memory, PipelineJob
+
+logger = logging.getLogger("cairn.memories")
 
 # The model's columns on alias m, for reads that build models from raw rows. Never `m.*`: that would also
 # carry search_tsv (the generated lexemes, kilobytes per memory) into every row.
@@ -397,7 +401,61 @@ def memory_payloads(*, workspace_id: int, memories: list[Memory]) -> list[dict[s
     return [memory_payload(memory, pipeline=statuses.get(memory.id)) for memory in memories]
 
 
+def metadata_servable(value: Any) -> bool:
+    """Whether stored metadata can be answered as it is: an object at most JSON_MAX_DEPTH levels deep with
+    finite numbers (what memories/add accepts today; rows older than the rule may not be). A loop over the
+    containers only, so flat metadata, the usual kind, costs one pass over its values."""
+    if not isinstance(value, dict):
+        return False
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        for child in item.values() if isinstance(item, dict) else item:
+            if isinstance(child, float):
+                if not math.isfinite(child):
+                    return False
+            elif isinstance(child, dict | list):
+                if depth >= JSON_MAX_DEPTH:
+                    return False
+                stack.append((child, depth + 1))
+    return True
+
+
+def _repaired(value: Any, depth: int) -> Any:
+    if isinstance(value, dict | list):
+        if depth > JSON_MAX_DEPTH:
+            return None
+        if isinstance(value, dict):
+            return {key: _repaired(child, depth + 1) for key, child in value.items()}
+        return [_repaired(child, depth + 1) for child in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def metadata_repaired(value: Any) -> dict[str, Any] | None:
+    """Stored metadata cut to what can be answered: containers below JSON_MAX_DEPTH and numbers that are not
+    finite become null; anything but an object becomes null. The recursion stops at JSON_MAX_DEPTH levels."""
+    return _repaired(value, 1) if isinstance(value, dict) else None
+
+
 def memory_payload(memory: Memory, *, pipeline: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A memory as the API answers it. A row stored before today's write rules (metadata too deep to
+    serialise, a number that is not finite) is answered repaired and logged with its id, never a 500 for the
+    whole answer; graph/status counts such rows (unreadable_rows)."""
+    metadata = memory.metadata
+    if metadata is not None and not metadata_servable(metadata):
+        logger.warning(
+            "memory %s: stored metadata cannot be served as stored (deeper than %s levels, not finite, or "
+            "not an object); answered repaired",
+            memory.id,
+            JSON_MAX_DEPTH,
+        )
+        metadata = metadata_repaired(metadata)
+    importance = float(memory.importance)
+    if not math.isfinite(importance):
+        logger.warning("memory %s: stored importance %s is not finite; answered 0.5", memory.id, importance)
+        importance = 0.5
     return {
         "id": str(memory.id),
         "content": memory.content,
@@ -409,14 +467,72 @@ def memory_payload(memory: Memory, *, pipeline: dict[str, Any] | None = None) ->
         "tags": list(memory.tags or []),
         "paths": list(memory.paths or []),
         "category": memory.category,
-        "metadata": memory.metadata,
+        "metadata": metadata,
         "createdAt": memory.created_at,
         "updatedAt": memory.updated_at,
         "injectionFlags": list(memory.injection_flags or []),
-        "importance": round(float(memory.importance), 4),
+        "importance": round(importance, 4),
         "supersededBy": str(memory.superseded_by) if memory.superseded_by else None,
         "pipeline": pipeline,
     }
+
+
+# Rows a read cannot serve as stored: timestamps outside what Python's datetime holds in UTC (a read that
+# loads one fails), metadata deeper than JSON_MAX_DEPTH or not an object, numbers that are not finite (reads
+# answer those repaired). The write rules keep new ones out and migration memories.0010 repaired the old;
+# this finds any written around them (by hand, by an old server).
+_UNREADABLE_SQL = f"""
+SELECT
+  (SELECT count(*) FROM (SELECT 1 FROM memories m WHERE m.workspace_id = %(ws)s AND (
+       m.created_at < %(low)s OR m.created_at > %(high)s
+       OR m.updated_at < %(low)s OR m.updated_at > %(high)s
+       OR m.expires_at < %(low)s OR m.expires_at > %(high)s
+       OR m.deleted_at < %(low)s OR m.deleted_at > %(high)s
+       OR NOT (m.importance BETWEEN -1e308 AND 1e308)
+       OR (m.metadata IS NOT NULL AND (jsonb_typeof(m.metadata) NOT IN ('object', 'null')
+           OR m.metadata @? '$.**{{{JSON_MAX_DEPTH}}} ? (@.type() == "object" || @.type() == "array")')))
+     LIMIT %(cap)s) bad),
+  (SELECT count(*) FROM (SELECT 1 FROM graph_edges e WHERE e.workspace_id = %(ws)s
+       AND NOT (e.weight BETWEEN -1e308 AND 1e308 AND e.confidence BETWEEN -1e308 AND 1e308)
+     LIMIT %(cap)s) bad)
+"""
+UNREADABLE_CAP = 10_000
+# A scan of the workspace's memories and edges (~0.13 s at 100k memories and 1M edges): graph/status reuses a
+# count this long per process.
+UNREADABLE_CACHE_SECONDS = 300
+_UNREADABLE_CACHE: dict[int, tuple[float, dict[str, int]]] = {}
+
+
+def unreadable_rows(*, workspace_id: int, fresh: bool = False) -> dict[str, int]:
+    """How many of the workspace's rows reads cannot serve as stored, per table (at most UNREADABLE_CAP
+    each), for graph/status's health."""
+    cached = _UNREADABLE_CACHE.get(workspace_id)
+    if not fresh and cached is not None and cached[0] > time.monotonic():
+        return cached[1]
+    with connections["app"].cursor() as cursor:
+        cursor.execute(
+            _UNREADABLE_SQL,
+            {
+                "ws": workspace_id,
+                "low": datetime.min.replace(tzinfo=UTC),
+                "high": datetime.max.replace(tzinfo=UTC),
+                "cap": UNREADABLE_CAP,
+            },
+        )
+        memories, edges = cursor.fetchone()
+    counts = {"memories": int(memories), "graphEdges": int(edges)}
+    if len(_UNREADABLE_CACHE) >= 10_000:
+        _UNREADABLE_CACHE.clear()
+    _UNREADABLE_CACHE[workspace_id] = (time.monotonic() + UNREADABLE_CACHE_SECONDS, counts)
+    return counts
+
+
+def unreadable_rows_forget(*, workspace_id: int | None = None) -> None:
+    """Drop this process's count (after a repair); other processes recount within UNREADABLE_CACHE_SECONDS."""
+    if workspace_id is None:
+        _UNREADABLE_CACHE.clear()
+    else:
+        _UNREADABLE_CACHE.pop(workspace_id, None)
 
 
 def pipeline_counts(*, workspace_id: int) -> dict[str, Any]:

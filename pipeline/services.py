@@ -258,7 +258,8 @@ def _llm_score(*, workspace_id: int, purpose: str, system: str, content: str) ->
     The injection check comes first: text written to steer a model must not reach one, here no more than in
     extraction, which skips flagged memories. The whole content is checked, not only the part sent, so a
     memory stored with a flag was never shown to a model."""
-    if not llm.llm_enabled() or injection_flags(content):
+    # The scoring model (GRAPH_LLM_MODEL_SCORING, else GRAPH_LLM_MODEL) decides, not the extraction one.
+    if not llm.llm_enabled(purpose) or injection_flags(content):
         return None
     try:
         answer = llm.llm_structured(

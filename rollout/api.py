@@ -12,7 +12,7 @@ from django.utils import timezone
 from ninja import Query, Router
 
 from config.errors import ApiError, success_envelope
-from config.schemas import Envelope, ScopeIn
+from config.schemas import JSON_MAX_DEPTH, Envelope, ScopeIn
 from graphsvc import selectors as graph_selectors
 from memories import selectors as memory_selectors
 from retrieval import vectors
@@ -50,6 +50,22 @@ def graph_status_payload(*, workspace_id: int, top_nodes_limit: int) -> dict[str
                 "memoryId": None,
                 "message": "Could not read the rollout mode, metrics or quality gate.",
                 "timestamp": overview["qualityGate"]["evaluatedAt"],
+            }
+        )
+    unreadable = memory_selectors.unreadable_rows(workspace_id=workspace_id)
+    if any(unreadable.values()):
+        # A row reads cannot serve as stored: they leave it out or answer it repaired, and say so here.
+        degraded = True
+        errors.append(
+            {
+                "code": "UNREADABLE_ROWS",
+                "source": "storage",
+                "memoryId": None,
+                "message": f"{unreadable['memories']} memories and {unreadable['graphEdges']} graph edges "
+                "hold values reads cannot serve as stored (a time outside years 1-9999 UTC, metadata deeper "
+                f"than {JSON_MAX_DEPTH} levels, a number that is not finite); reads answer them repaired or "
+                "leave them out. The operator repairs them with `manage.py stored_rows_repair`.",
+                "timestamp": timezone.now(),
             }
         )
     errors.extend(

@@ -17,6 +17,8 @@ from typing import Any
 
 from django.db import connections, transaction
 
+from memories.repair import json_cut
+from memories.selectors import metadata_repaired, metadata_servable
 from tenancy.rls import workspace_context
 
 logger = logging.getLogger("cairn.transfer")
@@ -37,6 +39,15 @@ def _jsonb(value: Any) -> Any:
     """A jsonb column as its JSON value: Django's raw cursor hands jsonb back as text, which written out as is
     would become a JSON string holding JSON, one level deeper on every export and import."""
     return json.loads(value) if isinstance(value, str) else value
+
+
+def _memory_metadata(value: Any, *, memory_id: Any) -> Any:
+    """A memory's metadata as today's rules accept it back (a row stored before them is exported repaired)."""
+    metadata = _jsonb(value)
+    if metadata is None or metadata_servable(metadata):
+        return metadata
+    logger.warning("export: memory %s has metadata the write rules refuse; exported repaired", memory_id)
+    return metadata_repaired(metadata)
 
 
 def _object(value: Any) -> dict[str, Any]:
@@ -144,7 +155,7 @@ def workspace_export_records(*, workspace_id: int, include_embeddings: bool) -> 
                 )
             for row in _rows(
                 "SELECT redact_credentials, scrub_at_rest, admission_enabled, admission_threshold, "
-                "importance_weight FROM memory_settings WHERE workspace_id = %s",
+                "importance_weight, half_life_days, mmr_lambda FROM memory_settings WHERE workspace_id = %s",
                 ws,
             ):
                 yield emit(
@@ -155,6 +166,8 @@ def workspace_export_records(*, workspace_id: int, include_embeddings: bool) -> 
                         "admissionEnabled": row["admission_enabled"],
                         "admissionThreshold": row["admission_threshold"],
                         "importanceWeight": row["importance_weight"],
+                        "halfLifeDays": row["half_life_days"],
+                        "mmrLambda": row["mmr_lambda"],
                     },
                 )
             for row in _rows(
@@ -177,7 +190,7 @@ def workspace_export_records(*, workspace_id: int, include_embeddings: bool) -> 
                         "tags": row["tags"],
                         "paths": row["paths"],
                         "category": row["category"],
-                        "metadata": _jsonb(row["metadata"]),
+                        "metadata": _memory_metadata(row["metadata"], memory_id=row["id"]),
                         "embeddingModel": row["embedding_model"],
                         "injectionFlags": row["injection_flags"],
                         "expiresAt": _iso(row["expires_at"]),
@@ -238,7 +251,7 @@ def workspace_export_records(*, workspace_id: int, include_embeddings: bool) -> 
                         "nodeType": row["node_type"],
                         "nodeKey": row["node_key"],
                         "label": row["label"],
-                        "metadata": _jsonb(row["metadata"]),
+                        "metadata": json_cut(_jsonb(row["metadata"])),
                         "summary": row["summary"],
                         "embedding": json.loads(row["v"]) if row["v"] else None,
                         "embeddingModel": row["embedding_model"] if row["v"] else None,
@@ -283,7 +296,7 @@ def workspace_export_records(*, workspace_id: int, include_embeddings: bool) -> 
                         "expiresAt": _iso(row["expires_at"]),
                         "lastObservedAt": _iso(row["last_observed_at"]),
                         "supersededById": row["superseded_by_id"],
-                        "metadata": _jsonb(row["metadata"]),
+                        "metadata": json_cut(_jsonb(row["metadata"])),
                     },
                 )
             for row in _rows(

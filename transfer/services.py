@@ -118,26 +118,20 @@ class _State:
 # --- lines --------------------------------------------------------------------------------------------------
 
 
-class _NotJson(ValueError):
-    pass
-
-
-def _refuse_constant(name: str) -> Any:
-    raise _NotJson(f"{name} is not a JSON number; numbers must be finite.")
+_TOO_BIG = INT64_MAX + 1
 
 
 def _int64(text: str) -> int:
-    # Refused before int() so a 100,000-digit number costs nothing (and never meets Python's digit limit).
-    if len(text.lstrip("-")) > 19 or not INT64_MIN <= int(text) <= INT64_MAX:
-        raise _NotJson("it holds an integer outside 64 bits.")
-    return int(text)
+    # A number past 19 digits is out of range anyway: it stands in as one just past the range (json_problem
+    # names its field), so a 100,000-digit number costs nothing and never meets Python's digit limit.
+    return _TOO_BIG if len(text.lstrip("-")) > 19 else int(text)
 
 
 def _parse(text: str, number: int) -> dict[str, Any]:
     try:
-        record = json.loads(text, parse_constant=_refuse_constant, parse_int=_int64)
-    except _NotJson as exc:
-        raise ImportFileError(number, f"not valid JSON here: {exc}") from None
+        # NaN, Infinity and 1e400 parse to floats that are not finite, which json_problem below refuses with
+        # the field they are in.
+        record = json.loads(text, parse_int=_int64)
     except RecursionError:
         raise ImportFileError(number, f"nests deeper than {JSON_MAX_DEPTH} levels.") from None
     except ValueError:
@@ -148,8 +142,8 @@ def _parse(text: str, number: int) -> dict[str, Any]:
         problem = text_problem(key)
         if problem is not None:
             raise ImportFileError(number, f"a field name {problem}.")
-        # One level for the record itself: a memory's metadata may nest as deep as memories/add allows.
-        problem = json_problem(value, name=key, max_depth=JSON_MAX_DEPTH + 1)
+        # Each field counts from its own value: a memory's metadata may nest as deep as memories/add allows.
+        problem = json_problem(value, name=key, max_depth=JSON_MAX_DEPTH)
         if problem is not None:
             raise ImportFileError(number, f"{problem}.", field=key)
     return record
@@ -471,17 +465,18 @@ def _bool(record: dict[str, Any], key: str, line: int) -> bool:
 def _import_rollout(cursor: Any, state: _State, record: dict[str, Any], line: int) -> bool:
     mode = _choice(record, "mode", line, {"off", "shadow", "canary"})
     if mode == "canary":
-        # Canary is the rollout's decision, as graph/rollout decides it: never without the quality gate.
+        # Canary is this workspace's quality gate's decision, never the file's: only once the gate has judged
+        # enough of this workspace's own traffic (pass or warn) and does not block it.
         gate = rollout_state_get(workspace_id=state.workspace_id)
-        if gate.canary_blocked:
+        if gate.canary_blocked or gate.gate_status not in ("pass", "warn"):
             mode = "shadow"
             state.report.adjusted.append(
                 {
                     "line": line,
                     "field": "mode",
                     "code": "ROLLOUT_CANARY_GATED",
-                    "message": f"canary became shadow: this workspace's quality gate blocks canary "
-                    f"(status {gate.gate_status}). Switch with graph/rollout once the gate passes.",
+                    "message": f"canary became shadow: this workspace's quality gate does not let canary "
+                    f"through (status {gate.gate_status}). Switch with graph/rollout once the gate passes.",
                 }
             )
     return _setting_insert(
@@ -566,6 +561,8 @@ def _import_memory_settings(cursor: Any, state: _State, record: dict[str, Any], 
             **flags,
             "admissionThreshold": record.get("admissionThreshold"),
             "importanceWeight": record.get("importanceWeight"),
+            "halfLifeDays": record.get("halfLifeDays"),
+            "mmrLambda": record.get("mmrLambda"),
         },
         line,
     )
@@ -579,6 +576,8 @@ def _import_memory_settings(cursor: Any, state: _State, record: dict[str, Any], 
             "admission_enabled": flags["admissionEnabled"],
             "admission_threshold": checked.admissionThreshold,
             "importance_weight": checked.importanceWeight,
+            "half_life_days": checked.halfLifeDays,
+            "mmr_lambda": checked.mmrLambda,
         },
     )
 

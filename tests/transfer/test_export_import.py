@@ -293,7 +293,7 @@ def test_it_carries_hygiene_and_graph_settings_and_consolidation(personas):
     assert consolidated["run"]["supersededCount"] == 1, consolidated
     settings_response = api.client.patch(
         f"{API}/memories/settings",
-        data=json.dumps({"scrubAtRest": True, "importanceWeight": 0.3}),
+        data=json.dumps({"scrubAtRest": True, "importanceWeight": 0.3, "halfLifeDays": 12, "mmrLambda": 0.5}),
         content_type="application/json",
         HTTP_AUTHORIZATION=f"Bearer {api.key}",
     )
@@ -318,6 +318,10 @@ def test_it_carries_hygiene_and_graph_settings_and_consolidation(personas):
     )
     assert memory_settings.json()["data"]["scrubAtRest"] is True
     assert memory_settings.json()["data"]["importanceWeight"] == 0.3
+    assert (memory_settings.json()["data"]["halfLifeDays"], memory_settings.json()["data"]["mmrLambda"]) == (
+        12,
+        0.5,
+    )
     graph_settings = copy.client.get(f"{API}/graph/settings{scope}", HTTP_AUTHORIZATION=f"Bearer {api.key}")
     assert graph_settings.json()["data"]["recallStrategy"] == "spreading"
     with workspace_context(target):
