@@ -588,6 +588,13 @@ if LOG_FORMAT == "json":
 EXPORT_IMPORT_MAX_LINES = env_int("EXPORT_IMPORT_MAX_LINES", 1_000_000)
 EXPORT_IMPORT_MAX_LINE_BYTES = env_int("EXPORT_IMPORT_MAX_LINE_BYTES", 1_048_576)
 EXPORT_IMPORT_MAX_UPLOAD_BYTES = env_int("EXPORT_IMPORT_MAX_UPLOAD_BYTES", 50 * 1_048_576)
+# Where uploaded import files wait for their job and finished exports for their download (empty:
+# <CAIRN_VAR_DIR>/transfer). The web process writes uploads and a worker reads them: both need the directory.
+EXPORT_IMPORT_DIR = os.environ.get("EXPORT_IMPORT_DIR", "").strip()
+# Export files (and uploads a job never picked up) are deleted this many hours after they were written.
+EXPORT_RETENTION_HOURS = env_int("EXPORT_RETENTION_HOURS", 24)
+# Longest run of one background job (import, export); a worker running one longer is stopped.
+BACKGROUND_JOB_TIMEOUT_SECONDS = env_int("BACKGROUND_JOB_TIMEOUT_SECONDS", 3600)
 
 # --- Graph reasoning and upkeep (docs/graph-reasoning.md) ---
 # Fact recall's default strategy ("bfs" or "spreading") when the workspace sets none.
@@ -601,13 +608,6 @@ GRAPH_CONFIDENCE_FLOOR = env_float("GRAPH_CONFIDENCE_FLOOR", 0.1, minimum=0.0, m
 # Communities: a full run after this many new facts, or when the last one is older than the hours below.
 GRAPH_COMMUNITY_REFRESH_WRITES = env_int("GRAPH_COMMUNITY_REFRESH_WRITES", 100)
 GRAPH_COMMUNITY_REFRESH_HOURS = env_int("GRAPH_COMMUNITY_REFRESH_HOURS", 24)
-# Where uploaded import files wait for their job and finished exports for their download (empty:
-# <CAIRN_VAR_DIR>/transfer). The web process writes uploads and a worker reads them: both need the directory.
-EXPORT_IMPORT_DIR = os.environ.get("EXPORT_IMPORT_DIR", "").strip()
-# Export files (and uploads a job never picked up) are deleted this many hours after they were written.
-EXPORT_RETENTION_HOURS = env_int("EXPORT_RETENTION_HOURS", 24)
-# Longest run of one background job (import, export); a worker running one longer is stopped.
-BACKGROUND_JOB_TIMEOUT_SECONDS = env_int("BACKGROUND_JOB_TIMEOUT_SECONDS", 3600)
 GRAPH_COMMUNITY_ALGORITHM = os.environ.get("GRAPH_COMMUNITY_ALGORITHM", "plp").strip().lower() or "plp"
 GRAPH_COMMUNITY_SUMMARY_CONCURRENCY = env_int("GRAPH_COMMUNITY_SUMMARY_CONCURRENCY", 4)
 # Eviction: invalidated facts and unconnected entities unseen for this many days are deleted.
