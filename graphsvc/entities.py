@@ -25,15 +25,20 @@ from django.conf import settings
 from django.db import connections
 from pydantic import BaseModel, Field
 
-from graphsvc import llm
+from graphsvc import llm, vectors
 from graphsvc.models import ENTITY_TYPES
-from graphsvc.names import clean_text, normalise_name, truncate_utf8
+from graphsvc.names import (
+    clean_text,
+    distinct_markers,
+    normalise_name,
+    normalise_relation,
+    truncate_utf8,
+)
 from tenancy.rls import workspace_context
 
 logger = logging.getLogger("cairn.entities")
 
 GRAPH_LLM_ENTITY_EXTRACTION_FAILED = "GRAPH_LLM_ENTITY_EXTRACTION_FAILED"
-MAX_RELATION_CHARS = 120
 MAX_FACT_CHARS = 2048
 MAX_SUMMARY_CHARS = 2048
 EDGE_CLASSES = ("semantic", "temporal", "causal", "entity")
@@ -116,11 +121,6 @@ def normalise_type(raw: str | None) -> str:
     return value if value in ENTITY_TYPES else "concept"
 
 
-def normalise_relation(raw: str) -> str | None:
-    relation = re.sub(r"[\s\-]+", "_", clean_text(raw).strip().lower())[:MAX_RELATION_CHARS].strip("_")
-    return relation or None
-
-
 def parse_valid_from(raw: str | None) -> datetime | None:
     if not raw:
         return None
@@ -172,6 +172,25 @@ class ResolutionContext:
     fallbacks: int = 0
 
 
+# How sure the graph is that an entity is one real thing, resolved right: a new entity starts at 0.5; a
+# mention by its exact name or alias moves it a fifth of the way to 1; a fuzzy match (trigram, embedding,
+# the model's word) does too, scaled by how close the match was (0.5 + score / 2), so an entity held
+# together by near matches stays less certain than one named the same way every time. A merge by an
+# administrator keeps the higher of the two.
+ENTITY_CONFIDENCE_NEW = 0.5
+ENTITY_CONFIDENCE_STEP = 0.2
+EXACT_OUTCOMES = frozenset({"alias", "canonical", "created"})
+
+
+def confidence_after(previous: float | None, *, outcome: str, score: float | None) -> float:
+    """An entity's confidence after one more mention resolved by `outcome` (with its match score)."""
+    base = ENTITY_CONFIDENCE_NEW if previous is None else float(previous)
+    reinforced = base + (1.0 - base) * ENTITY_CONFIDENCE_STEP
+    if outcome in EXACT_OUTCOMES or score is None:
+        return round(min(1.0, reinforced), 4)
+    return round(min(1.0, reinforced * (0.5 + 0.5 * max(0.0, min(1.0, score)))), 4)
+
+
 def _entity_text(canonical: str, summary: str | None) -> str:
     return f"{canonical}: {summary[:MAX_SUMMARY_CHARS]}" if summary else canonical
 
@@ -187,10 +206,19 @@ def _embed_one(ctx: ResolutionContext, text: str) -> np.ndarray | None:
         return None
 
 
-def _touch(cursor: Any, *, node_id: int, surface: str, summary: str | None, ctx: ResolutionContext) -> None:
-    """A re-mention: latest surface form, merged summary (capped), seen now, one more mention, re-embedded."""
-    cursor.execute("SELECT node_key, summary FROM graph_nodes WHERE id = %s", [node_id])
-    canonical, existing = cursor.fetchone()
+def _touch(
+    cursor: Any,
+    *,
+    found: ResolvedEntity,
+    surface: str,
+    summary: str | None,
+    ctx: ResolutionContext,
+) -> None:
+    """A re-mention: latest surface form, merged summary (capped), seen now, one more mention, re-embedded,
+    confidence moved by how the mention was resolved."""
+    node_id = found.node_id
+    cursor.execute("SELECT node_key, summary, confidence FROM graph_nodes WHERE id = %s", [node_id])
+    canonical, existing, confidence = cursor.fetchone()
     merged = existing
     if summary and (not existing or summary.lower() not in existing.lower()):
         merged = truncate_utf8(f"{existing}; {summary}" if existing else summary, MAX_SUMMARY_CHARS)
@@ -198,13 +226,14 @@ def _touch(cursor: Any, *, node_id: int, surface: str, summary: str | None, ctx:
     cursor.execute(
         """
         UPDATE graph_nodes SET label = %s, summary = %s, last_seen_at = now(), updated_at = now(),
-            mention_count = mention_count + 1,
+            mention_count = mention_count + 1, confidence = %s,
             embedding = coalesce(%s::vector, embedding), embedding_model = coalesce(%s, embedding_model)
         WHERE id = %s
         """,
         [
             surface[:300],
             merged,
+            confidence_after(confidence, outcome=found.outcome, score=found.score),
             _vector_literal(vector),
             ctx.embedding_model if vector is not None else None,
             node_id,
@@ -284,18 +313,20 @@ def entity_resolve(
             vector=vector,
         )
         if found is not None:
-            _touch(cursor, node_id=found.node_id, surface=surface, summary=summary, ctx=ctx)
+            _touch(cursor, found=found, surface=surface, summary=summary, ctx=ctx)
             _add_aliases(cursor, workspace_id=ctx.workspace_id, node_id=found.node_id, aliases=aliases)
             return found
         cursor.execute(
             """
             INSERT INTO graph_nodes (workspace_id, node_type, node_key, label, summary, embedding,
-                                     embedding_model, first_seen_at, last_seen_at, mention_count, created_at,
-                                     updated_at)
-            VALUES (%s, %s, %s, %s, %s, %s::vector, %s, now(), now(), 1, now(), now())
+                                     embedding_model, first_seen_at, last_seen_at, mention_count, confidence,
+                                     created_at, updated_at)
+            VALUES (%s, %s, %s, %s, %s, %s::vector, %s, now(), now(), 1, %s, now(), now())
             ON CONFLICT (workspace_id, node_type, node_key) DO UPDATE
                 SET label = EXCLUDED.label, last_seen_at = now(),
                     mention_count = graph_nodes.mention_count + 1,
+                    confidence = coalesce(graph_nodes.confidence, %s)
+                        + (1 - coalesce(graph_nodes.confidence, %s)) * %s,
                     updated_at = now()
             RETURNING id
             """,
@@ -307,6 +338,10 @@ def entity_resolve(
                 summary,
                 _vector_literal(vector),
                 ctx.embedding_model if vector is not None else None,
+                ENTITY_CONFIDENCE_NEW,
+                ENTITY_CONFIDENCE_NEW,
+                ENTITY_CONFIDENCE_NEW,
+                ENTITY_CONFIDENCE_STEP,
             ],
         )
         node_id = cursor.fetchone()[0]
@@ -368,11 +403,6 @@ def _find_existing(
         return None
 
 
-def _numbers(name: str) -> list[str]:
-    """Standalone numbers and versions ("python 3.11", "iphone 14"), not digits inside words ("k8s")."""
-    return re.findall(r"\b\d+(?:\.\d+)*\b", name)
-
-
 def _find_similar(
     cursor: Any,
     *,
@@ -383,10 +413,12 @@ def _find_similar(
     summary: str | None,
     vector: np.ndarray | None,
 ) -> ResolvedEntity | None:
-    """Near matches by trigram and embedding. Names that differ in their numbers ("Python 2" / "Python 3",
-    "service 1" / "service 2") are never the same entity, however close they look."""
+    """Near matches by trigram and embedding. Names that differ in their numbers, versions, ordinals, weekdays
+    or months ("Python 2" / "Python 3", "Q1" / "Q2", "Friday" / "Thursday") are never the same entity,
+    however close they look: such candidates are dropped before the model is asked, so neither a cosine nor
+    the model's answer can merge them."""
     ws = ctx.workspace_id
-    numbers = _numbers(canonical)
+    markers = distinct_markers(canonical)
     cursor.execute(
         """
         SELECT id, node_key, similarity(node_key, %s) AS sim FROM graph_nodes
@@ -395,45 +427,43 @@ def _find_similar(
         """,
         [canonical, ws, entity_type, canonical],
     )
-    trigram = [(node_id, float(sim)) for node_id, key, sim in cursor.fetchall() if _numbers(key) == numbers]
+    trigram = [
+        (node_id, float(sim)) for node_id, key, sim in cursor.fetchall() if distinct_markers(key) == markers
+    ]
     if trigram and trigram[0][1] >= settings.GRAPH_ENTITY_TRIGRAM_MERGE:
         return ResolvedEntity(node_id=trigram[0][0], outcome="trigram", score=trigram[0][1])
     if vector is None:
         return None
-    literal = _vector_literal(vector)
-    cursor.execute(
-        """
-        (SELECT id, node_key, 1 - (embedding <=> %s::vector) AS cosine FROM graph_nodes
-         WHERE workspace_id = %s AND node_type = %s AND embedding_model = %s AND vector_dims(embedding) = %s
-         ORDER BY embedding <=> %s::vector LIMIT 10)
-        UNION
-        (SELECT id, node_key, 1 - (embedding <=> %s::vector) FROM graph_nodes
-         WHERE id = ANY(%s) AND embedding_model = %s AND vector_dims(embedding) = %s)
-        ORDER BY 3 DESC
-        """,
-        [
-            literal,
-            ws,
-            entity_type,
-            ctx.embedding_model,
-            len(vector),
-            literal,
-            literal,
-            [r[0] for r in trigram],
-            ctx.embedding_model,
-            len(vector),
-        ],
+    nearest = vectors.nearest_entities(
+        cursor,
+        workspace_id=ws,
+        vector=vector,
+        model=ctx.embedding_model or "",
+        where="n.node_type = %(type)s",
+        params={"type": entity_type},
+        limit=10,
     )
+    # The trigram candidates' cosines too: a near spelling just under the trigram threshold may still be the
+    # closest by meaning.
+    seen = {node_id for node_id, _, _ in nearest}
+    others = [node_id for node_id, _ in trigram if node_id not in seen]
+    if others:
+        cursor.execute(
+            "SELECT id, node_key, 1 - (embedding <=> %s::vector) FROM graph_nodes WHERE workspace_id = %s "
+            "AND id = ANY(%s) AND embedding_model = %s AND vector_dims(embedding) = %s",
+            [_vector_literal(vector), ws, others, ctx.embedding_model, len(vector)],
+        )
+        nearest += [(node_id, key, float(cosine)) for node_id, key, cosine in cursor.fetchall()]
+    nearest.sort(key=lambda row: (-row[2], row[0]))
     best = next(
-        ((node_id, float(cosine)) for node_id, key, cosine in cursor.fetchall() if _numbers(key) == numbers),
-        None,
+        ((node_id, cosine) for node_id, key, cosine in nearest if distinct_markers(key) == markers), None
     )
     if best is None:
         return None
     node_id, cosine = best
     if cosine >= settings.GRAPH_ENTITY_SIMILARITY_THRESHOLD:
         return ResolvedEntity(node_id=node_id, outcome="embedding", score=cosine)
-    if cosine >= settings.GRAPH_ENTITY_AMBIGUOUS_THRESHOLD and llm.llm_enabled():
+    if cosine >= settings.GRAPH_ENTITY_AMBIGUOUS_THRESHOLD and llm.llm_enabled("entity_disambiguation"):
         cursor.execute("SELECT label, node_type, summary FROM graph_nodes WHERE id = %s", [node_id])
         existing = cursor.fetchone()
         try:
@@ -583,36 +613,10 @@ def fact_store(
         return "inserted"
 
 
-# Words that name one value of a series: a sentence that changes one of them says something else.
-_DISTINCT_WORDS = frozenset(
-    [
-        "monday",
-        "tuesday",
-        "wednesday",
-        "thursday",
-        "friday",
-        "saturday",
-        "sunday",
-        "january",
-        "february",
-        "march",
-        "april",
-        "may",
-        "june",
-        "july",
-        "august",
-        "september",
-        "october",
-        "november",
-        "december",
-    ]
-)
-
-
 def claim_markers(text: str) -> list[str]:
-    """What distinguishes one claim from a reworded one: its numbers and versions, weekdays and months."""
-    words = re.findall(r"[a-z]+", text.lower())
-    return sorted(_numbers(text) + [w for w in words if w in _DISTINCT_WORDS])
+    """What distinguishes one claim from a reworded one: its numbers and versions, ordinals, weekdays and
+    months (abbreviations count as the full name; spelled numbers do not: "one of the maintainers")."""
+    return distinct_markers(text, number_words=False)
 
 
 def same_claim(stored: str, new: str) -> bool:

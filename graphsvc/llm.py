@@ -4,7 +4,7 @@ budget.
 Every call is recorded in `llm_usage` (tokens, cost, outcome) for its workspace, memory and job; a workspace
 with a daily token budget stops calling once today's tokens reach it (LlmBudgetExhausted), and nothing else is
 affected. No model configured (GRAPH_LLM_MODEL empty) means extraction is off: `llm_enabled()` is False and
-callers skip.
+callers skip. Each task may have its own model (model_for: extraction, community summaries, memory scores).
 """
 
 from __future__ import annotations
@@ -55,8 +55,34 @@ class LlmBudgetExhausted(LlmError):
         super().__init__(LLM_BUDGET_EXHAUSTED, message, retryable=True)
 
 
-def llm_enabled() -> bool:
-    return bool(settings.GRAPH_LLM_MODEL)
+# Which task each call's purpose belongs to, and so which model it uses (model_for). A purpose missing here is
+# an extraction call.
+PURPOSE_TASKS = {
+    "entity_extraction": "extraction",
+    "entity_disambiguation": "extraction",
+    "pairwise": "extraction",
+    "semantic": "extraction",
+    "community_summary": "summary",
+    "importance": "scoring",
+    "admission": "scoring",
+}
+TASK_SETTINGS = {
+    "extraction": "GRAPH_LLM_MODEL_EXTRACTION",
+    "summary": "GRAPH_LLM_MODEL_SUMMARY",
+    "scoring": "GRAPH_LLM_MODEL_SCORING",
+}
+
+
+def model_for(purpose: str | None = None) -> str:
+    """The model a call of `purpose` uses: its task's own model (GRAPH_LLM_MODEL_EXTRACTION, _SUMMARY,
+    _SCORING), else GRAPH_LLM_MODEL; empty when neither is set. No purpose: the extraction model."""
+    task = PURPOSE_TASKS.get(purpose or "", "extraction")
+    return str(getattr(settings, TASK_SETTINGS[task], "") or settings.GRAPH_LLM_MODEL or "")
+
+
+def llm_enabled(purpose: str | None = None) -> bool:
+    """Whether calls of `purpose` have a model (no purpose: the extraction steps of the pipeline)."""
+    return bool(model_for(purpose))
 
 
 def strict_json_schema(model: type[BaseModel]) -> dict[str, Any]:
@@ -340,12 +366,12 @@ def llm_structured(
     Transient provider errors are retried in place (GRAPH_LLM_MAX_RETRIES, honouring Retry-After up to 10 s);
     what remains failing is left to the job's own backoff.
     """
-    if not llm_enabled():
-        raise LlmError(LLM_REQUEST_REJECTED, "no GRAPH_LLM_MODEL configured", retryable=False)
+    model = model_for(purpose)
+    if not model:
+        raise LlmError(LLM_REQUEST_REJECTED, f"no model configured for {purpose}", retryable=False)
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm
 
-    model = settings.GRAPH_LLM_MODEL
     asked = schema_model or answer_model
     schema_name = asked.__name__.lower()[:64]
     attempts = settings.GRAPH_LLM_MAX_RETRIES + 1

@@ -24,6 +24,9 @@ class GraphNode(models.Model):
     first_seen_at = models.DateTimeField(null=True, blank=True)
     last_seen_at = models.DateTimeField(null=True, blank=True)
     mention_count = models.IntegerField(default=0, db_default=0)
+    # How sure the graph is that this entity is one real thing, resolved right (graphsvc.entities
+    # confidence_after); NULL on the nodes of the memory graph.
+    confidence = models.FloatField(null=True, blank=True)
     # An entity's community is a row of GraphCommunityMember, not a column here (migration 0011).
 
     class Meta:
@@ -31,6 +34,15 @@ class GraphNode(models.Model):
         constraints = [
             models.UniqueConstraint(
                 fields=["workspace", "node_type", "node_key"], name="graph_nodes_unique_key"
+            )
+        ]
+        # The few nodes with a vector (entities), by workspace and model: the exact nearest-entity scan of a
+        # small workspace and the "has it any entity vectors" probe read this, never the memory nodes.
+        indexes = [
+            models.Index(
+                fields=["workspace", "embedding_model"],
+                name="graph_nodes_embedded",
+                condition=Q(embedding__isnull=False),
             )
         ]
 
@@ -207,6 +219,10 @@ class GraphCommunity(models.Model):
     name = models.CharField(max_length=300)
     summary = models.TextField(default="", blank=True)
     fingerprint = models.CharField(max_length=64)
+    # The mean of the members' entity vectors of centroid_model (any dimension, like graph_nodes.embedding),
+    # recomputed when summaries are: context/get matches a query against it.
+    centroid = VectorField(null=True, blank=True)
+    centroid_model = models.CharField(max_length=160, null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -214,6 +230,10 @@ class GraphCommunity(models.Model):
         db_table = "graph_communities"
         constraints = [
             models.UniqueConstraint(fields=["workspace", "name"], name="graph_communities_unique_name")
+        ]
+        # The communities context/get may quote (those with a summary): found without reading the others.
+        indexes = [
+            models.Index(fields=["workspace"], name="graph_communities_summarised", condition=~Q(summary=""))
         ]
 
 
@@ -241,6 +261,35 @@ class GraphCommunityMember(models.Model):
     class Meta:
         db_table = "graph_community_members"
         indexes = [models.Index(fields=["community"], name="graph_community_members_cid")]
+
+
+class GraphEntityMerge(models.Model):
+    """One merge or split of entities, kept as history and as what undoing a merge needs.
+
+    merge: `merged_id` (gone) was folded into `survivor_id`; `snapshot` holds the merged entity's row, its
+    aliases and mentions, and every fact the merge moved, deduplicated or ended, with their values before.
+    split: `merged_id` is the new entity that took aliases and facts from `survivor_id`. Neither id is a
+    foreign key: the record outlives both entities (eviction, a later merge)."""
+
+    class Kind(models.TextChoices):
+        MERGE = "merge"
+        SPLIT = "split"
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, db_index=False, related_name="+")
+    kind = models.CharField(max_length=8, choices=Kind.choices)
+    survivor_id = models.BigIntegerField()
+    merged_id = models.BigIntegerField()
+    merged_name = models.CharField(max_length=300)
+    snapshot = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+    undone_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "graph_entity_merges"
+        indexes = [
+            models.Index(fields=["workspace", "survivor_id"], name="graph_entity_merges_survivor"),
+            models.Index(fields=["workspace", "merged_id"], name="graph_entity_merges_merged"),
+        ]
 
 
 class GraphSettings(models.Model):

@@ -21,7 +21,7 @@ from django.db import IntegrityError, connections, transaction
 from django.utils import timezone
 from pydantic import BaseModel
 
-from graphsvc import llm
+from graphsvc import llm, vectors
 from graphsvc.facts import reading_for
 from graphsvc.models import ENTITY_TYPES, GraphSettings
 from graphsvc.names import clean_text
@@ -387,6 +387,34 @@ def _summary_calls(*, workspace_id: int, prompts: dict[int, str]) -> list[tuple[
         return list(pool.map(call, sorted(prompts.items())))
 
 
+def community_centroids_update(*, workspace_id: int, model: str | None = None) -> int:
+    """The centroid (mean of the members' entity vectors of `model`, by default EMBEDDING_MODEL) of every
+    community about to be summarised (empty summary: new or changed), or without one of that model yet. One
+    statement; pgvector averages the vectors. Inside the workspace context."""
+    model = model or settings.EMBEDDING_MODEL
+    with connections["app"].cursor() as cursor:
+        cursor.execute(
+            """
+            WITH due AS (
+                SELECT c.id FROM graph_communities c
+                WHERE c.workspace_id = %(ws)s
+                  AND (c.summary = '' OR c.centroid IS NULL OR c.centroid_model IS DISTINCT FROM %(model)s)
+            ),
+            means AS (
+                SELECT m.community_id, avg(n.embedding) AS centroid
+                FROM due JOIN graph_community_members m ON m.workspace_id = %(ws)s AND m.community_id = due.id
+                JOIN graph_nodes n ON n.workspace_id = %(ws)s AND n.id = m.node_id
+                WHERE n.embedding IS NOT NULL AND n.embedding_model = %(model)s
+                GROUP BY m.community_id
+            )
+            UPDATE graph_communities c SET centroid = means.centroid, centroid_model = %(model)s
+            FROM means WHERE c.workspace_id = %(ws)s AND c.id = means.community_id
+            """,
+            {"ws": workspace_id, "model": model},
+        )
+        return cursor.rowcount
+
+
 def community_assign(*, workspace_id: int, node_id: int) -> int | None:
     """Between full runs a new entity joins the community most of its neighbours are in (ties: smallest id);
     the community's fingerprint is cleared so the next full run re-summarizes it."""
@@ -620,6 +648,8 @@ def graph_upkeep_run(*, workspace_id: int, force: bool = False) -> dict[str, Any
         if force or decayed_at is None or decayed_at < timezone.now() - timedelta(days=1):
             result["retrievalCountsDecayed"] = retrieval_counts_decay(workspace_id=workspace_id)
         result["eviction"] = graph_evict(workspace_id=workspace_id)
+        # Entity vectors past the exact scan's size get their HNSW index (built by the owner, concurrently).
+        result["entityIndexes"] = vectors.entity_indexes_ensure(workspace_id=workspace_id)
     return result
 
 
@@ -627,7 +657,9 @@ def communities_summarize(*, workspace_id: int) -> int:
     """Summaries (2-3 sentences) for communities that have none: new or changed ones. Opens its own workspace
     contexts around the reads and the writes, none around the LLM calls. No model configured: nothing to
     do."""
-    if not llm.llm_enabled():
+    with workspace_context(workspace_id):
+        community_centroids_update(workspace_id=workspace_id)
+    if not llm.llm_enabled("community_summary"):
         return 0
     with workspace_context(workspace_id), connections["app"].cursor() as cursor:
         cursor.execute(
