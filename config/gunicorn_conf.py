@@ -1,14 +1,129 @@
 """gunicorn settings used by `make run` and the Procfile."""
 
-import os
-from typing import cast
+from __future__ import annotations
 
+import errno
+import os
+import socket
+import threading
+import time
+from typing import Any, cast
+
+from gunicorn.workers.gthread import ThreadWorker
 from prometheus_client import multiprocess
 
 bind = os.environ.get("BIND", "127.0.0.1:8000")
 workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
 timeout = 60
 graceful_timeout = 20
+
+# --- Slow clients ---
+# Threads wait on clients; request slots run the application. A sync worker reads a request's body inside the
+# application, so one client trickling an upload held the whole process, and two of them every sync worker of
+# a default deployment (bench/slow_clients.py). Here a worker has WEB_THREADS threads to read requests and
+# WEB_REQUEST_SLOTS of them may run the application at once; a thread that waits for more of a body gives its
+# slot back meanwhile. A client gets WEB_CLIENT_TIMEOUT_SECONDS to send a request's head, the same again (plus
+# a second per 100 KB of a larger body) to send its body, and as long to take each part of the answer.
+worker_class = "config.gunicorn_conf.CairnThreadWorker"
+threads = int(os.environ.get("WEB_THREADS", "8"))
+REQUEST_SLOTS = int(os.environ.get("WEB_REQUEST_SLOTS", "1"))
+CLIENT_TIMEOUT_SECONDS = float(os.environ.get("WEB_CLIENT_TIMEOUT_SECONDS", "30"))
+# Bodies past 1 MB (workspace/import takes up to 50 MB) get more time at this rate, the slowest allowed.
+CLIENT_MIN_BYTES_PER_SECOND = 100_000
+CLIENT_BODY_ALLOWANCE_BYTES = 1_048_576
+# Long enough for a client to send its next request on the same connection, short enough to free its socket.
+keepalive = 5
+
+
+class _ClientReads:
+    """The socket a request's head and body are read from, as gunicorn's parser sees it: every read ends by a
+    deadline (a client that stops sending is cut off, as is one that trickles), and a thread that holds a
+    request slot gives it back while it waits for the client, so a slow upload never keeps another request
+    from running. Everything else (writes, fileno, …) goes to the real socket."""
+
+    def __init__(self, sock: socket.socket, *, seconds: float) -> None:
+        self.sock = sock
+        self.deadline = time.monotonic() + seconds
+        self.slot: threading.Semaphore | None = None
+        # Set once the client was cut off: the rest of its body will never be read, so the connection closes.
+        self.cut = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.sock, name)
+
+    def recv(self, size: int) -> bytes:
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            self.cut = True
+            raise _too_slow()
+        slot = self.slot
+        try:
+            if slot is not None:
+                self.sock.settimeout(0.0)
+                try:
+                    return self.sock.recv(size)
+                except BlockingIOError:
+                    pass  # nothing there yet: wait for it without the slot
+                slot.release()
+            try:
+                self.sock.settimeout(remaining)
+                return self.sock.recv(size)
+            except TimeoutError:
+                self.cut = True
+                raise _too_slow() from None
+            finally:
+                if slot is not None:
+                    slot.acquire()
+        finally:
+            self.sock.settimeout(CLIENT_TIMEOUT_SECONDS)  # what each write of the answer may take
+
+
+def _too_slow() -> ConnectionResetError:
+    # A reset, as far as gunicorn and Django are concerned: gunicorn drops the connection quietly (a timeout
+    # would be logged with a traceback per slow client), Django's request.body raises UnreadablePostError,
+    # which the API answers with 408 (config.api).
+    return ConnectionResetError(errno.ECONNRESET, "the client did not send its request in time")
+
+
+def _content_length(req: Any) -> int:
+    for name, value in req.headers:
+        if name == "CONTENT-LENGTH" and value.isdigit():
+            return int(value)
+    return 0
+
+
+class CairnThreadWorker(ThreadWorker):
+    """gunicorn's gthread worker with request slots and bounded client reads (see the settings above)."""
+
+    def init_process(self) -> None:
+        self.slots = threading.BoundedSemaphore(REQUEST_SLOTS) if REQUEST_SLOTS > 0 else None
+        super().init_process()
+
+    def handle(self, conn: Any) -> Any:
+        # In a pool thread, as soon as the client sent something: the head must follow within the timeout.
+        reads = _ClientReads(conn.sock, seconds=CLIENT_TIMEOUT_SECONDS)
+        conn.parser.unreader.sock = reads
+        conn.cairn_reads = reads
+        try:
+            return super().handle(conn)
+        finally:
+            conn.parser.unreader.sock = conn.sock
+
+    def handle_request(self, req: Any, conn: Any) -> Any:
+        reads: _ClientReads = conn.cairn_reads
+        extra = max(0, _content_length(req) - CLIENT_BODY_ALLOWANCE_BYTES) / CLIENT_MIN_BYTES_PER_SECOND
+        reads.deadline = time.monotonic() + CLIENT_TIMEOUT_SECONDS + extra
+        if self.slots is None:
+            keepalive = super().handle_request(req, conn)
+        else:
+            self.slots.acquire()
+            reads.slot = self.slots
+            try:
+                keepalive = super().handle_request(req, conn)
+            finally:
+                reads.slot = None
+                self.slots.release()
+        return keepalive and not reads.cut
 
 
 def post_worker_init(worker: object) -> None:

@@ -1,7 +1,9 @@
 """Run web (gunicorn) and worker (qcluster) in the foreground, as the Procfile describes, until Ctrl-C.
 
 This process holds its own handle on the embedded database (when DATABASE_URL is unset), so the server stays
-up while web workers come and go, and stops cleanly when `make run` ends.
+up while web workers come and go, and stops cleanly when `make run` ends. The web server's worker model comes
+from config/gunicorn_conf.py, as for the Procfile: WEB_CONCURRENCY processes of WEB_THREADS threads, so a slow
+client holds a thread, not a process (bench/slow_clients.py).
 """
 
 from __future__ import annotations
@@ -43,7 +45,12 @@ def main() -> int:
         "worker": [python, "manage.py", "qcluster"],
     }
     children = {name: subprocess.Popen(cmd, cwd=ROOT) for name, cmd in commands.items()}
-    print(f"Cairn is running on http://{bind} (web + worker). Ctrl-C stops both.", flush=True)
+    threads = os.environ.get("WEB_THREADS", "8")
+    print(
+        f"Cairn is running on http://{bind} (web: {web_workers} processes x {threads} threads; worker). "
+        "Ctrl-C stops both.",
+        flush=True,
+    )
 
     stopping = False
 
