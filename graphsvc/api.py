@@ -7,13 +7,14 @@ import re
 from typing import Any
 
 from django.http import HttpRequest
-from ninja import Query, Router
+from ninja import Query, Router, Status
 
 from config.errors import ApiError, success_envelope
 from config.schemas import Envelope
 from graphsvc import selectors, services, upkeep
 from graphsvc.facts import audience_for, entity_lookup, facts_recall
 from graphsvc.schemas import (
+    BackfillIn,
     ClearIn,
     ClearOut,
     CommunitiesIn,
@@ -36,9 +37,13 @@ from graphsvc.schemas import (
 )
 from graphsvc.traverse import graph_traverse
 from memories.selectors import memory_scope
+from pipeline import graph_jobs
+from pipeline import selectors as job_selectors
+from pipeline.models import BackgroundJob
+from pipeline.schemas import JobAcceptedOut
 from retrieval.embeddings import embed_query
 from tenancy.access import request_workspace_id
-from tenancy.auth import SdkKeyAuth
+from tenancy.auth import SdkCaller, SdkKeyAuth
 from tenancy.policy import ADMIN, READ, requires
 from tenancy.rls import workspace_context
 
@@ -187,20 +192,65 @@ def graph_entities(request: HttpRequest, payload: EntitiesIn) -> dict[str, Any]:
 
 @router.post(
     "/graph/communities",
-    response=Envelope[CommunitiesOut],
-    summary="Communities of entities (label propagation), largest first; refresh runs detection now",
+    response={200: Envelope[CommunitiesOut], 202: Envelope[JobAcceptedOut]},
+    summary="Communities of entities (label propagation), largest first; refresh starts a background job",
+    description="With refresh (admin): answers 202 with a jobId instead of the list. A worker runs "
+    "detection, then the summaries (up to 200 model calls); jobs/status shows the phase (detect, summarize) "
+    "with done and total, then the counts. A refresh already queued or running is answered with its own "
+    "jobId.",
 )
 @requires(READ)
-def graph_communities(request: HttpRequest, payload: CommunitiesIn) -> dict[str, Any]:
+def graph_communities(request: HttpRequest, payload: CommunitiesIn) -> Any:
     # Listing is a read; running detection (refresh) is upkeep.
     workspace_id = request_workspace_id(request, payload.scope, at_least=ADMIN if payload.refresh else None)
     if payload.refresh:
-        upkeep.communities_refresh(workspace_id=workspace_id)
+        with workspace_context(workspace_id):
+            job = graph_jobs.graph_job_start(
+                workspace_id=workspace_id,
+                kind=graph_jobs.COMMUNITIES_REFRESH_KIND,
+                created_by=_caller_label(request),
+            )
+        return _job_accepted(request, job)
     with workspace_context(workspace_id):
         data = selectors.communities_list(
             workspace_id=workspace_id, limit=payload.limit, audience=audience_for(memory_scope(payload.scope))
         )
     return success_envelope(request, data)
+
+
+@router.post(
+    "/graph/backfill",
+    response={202: Envelope[JobAcceptedOut]},
+    summary="Run LLM extraction for the memories that never had it, as a background job",
+    description="Memories written before a model was configured (or whose extraction was given up) get their "
+    "relationships, entities and facts, up to `limit` per job, oldest first; injection-flagged memories are "
+    "never sent to the model, and the workspace's daily token budget applies. Answers 202 with a jobId: "
+    "jobs/status shows done and total (phase extract), then {memories, more}. A backfill already queued or "
+    "running is answered with its own jobId. 409 LLM_NOT_CONFIGURED without a model.",
+)
+@requires(ADMIN)
+def graph_backfill(request: HttpRequest, payload: BackfillIn) -> Any:
+    workspace_id = request_workspace_id(request, payload.scope)
+    graph_jobs.llm_required()
+    with workspace_context(workspace_id):
+        job = graph_jobs.graph_job_start(
+            workspace_id=workspace_id,
+            kind=graph_jobs.BACKFILL_KIND,
+            params={"limit": payload.limit},
+            created_by=_caller_label(request),
+        )
+    return _job_accepted(request, job)
+
+
+def _caller_label(request: HttpRequest) -> str:
+    caller: SdkCaller = request.auth  # type: ignore[attr-defined]
+    return f"user:{caller.user.pk}"
+
+
+def _job_accepted(request: HttpRequest, job: BackgroundJob) -> Status[dict[str, Any]]:
+    return Status(
+        202, success_envelope(request, {"jobId": str(job.id), "job": job_selectors.job_payload(job)})
+    )
 
 
 @router.post(

@@ -239,7 +239,11 @@ class ScopedIn(StrictIn):
 
 
 class CommunitiesIn(StrictIn):
-    refresh: bool = Field(False, description="Run community detection now (in this request) before listing.")
+    refresh: bool = Field(
+        False,
+        description="Start a community refresh (detection, then summaries) as a background job instead of "
+        "listing: 202 with a jobId to follow with jobs/status. Needs the admin role.",
+    )
     limit: int = Field(50, ge=1, le=200, description="Most communities, 1-200 (default 50).")
     scope: ScopeIn = scope_field()
 
@@ -255,6 +259,17 @@ class CommunityOut(Schema):
 class CommunitiesOut(Schema):
     communities: list[CommunityOut] = Field(description="Largest first.")
     lastRunAt: datetime | None = Field(description="Last full detection.")
+
+
+class BackfillIn(StrictIn):
+    limit: int = Field(
+        2000,
+        ge=1,
+        le=2000,
+        description="Most memories this job extracts, 1-2000 (default 2000); run again for more (the "
+        "result's `more` says whether any are left).",
+    )
+    scope: ScopeIn = scope_field()
 
 
 class StatsOut(Schema):

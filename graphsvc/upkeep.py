@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from types import SimpleNamespace
@@ -28,6 +29,11 @@ from graphsvc.names import clean_text
 from tenancy.rls import workspace_context
 
 logger = logging.getLogger("cairn.graph.upkeep")
+
+# How far a community refresh got, for a caller that shows it: (phase, done, total).
+Progress = Callable[[str, int, int | None], None]
+DETECT_PHASE = "detect"
+SUMMARIZE_PHASE = "summarize"
 
 EDGE_CHUNK = 131_072  # edge ids per streamed chunk (about 3 MB)
 LOAD_WORK_MEM = "128MB"
@@ -361,9 +367,11 @@ def _summary_prompts(
     return prompts
 
 
-def _summary_calls(*, workspace_id: int, prompts: dict[int, str]) -> list[tuple[int, str]]:
+def _summary_calls(
+    *, workspace_id: int, prompts: dict[int, str], progress: Progress | None = None
+) -> list[tuple[int, str]]:
     """Outside any transaction (an LLM call must not hold one open), at most 4 at a time. A failed call gives
-    an empty summary, which the next run retries."""
+    an empty summary, which the next run retries. `progress` hears of each answer, in order."""
 
     def call(item: tuple[int, str]) -> tuple[int, str]:
         cid, prompt = item
@@ -383,8 +391,13 @@ def _summary_calls(*, workspace_id: int, prompts: dict[int, str]) -> list[tuple[
             connections.close_all()  # each thread recorded usage on its own connection; leave none open
 
     workers = max(1, min(settings.GRAPH_COMMUNITY_SUMMARY_CONCURRENCY, 4))
+    results: list[tuple[int, str]] = []
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(call, sorted(prompts.items())))
+        for result in pool.map(call, sorted(prompts.items())):
+            results.append(result)
+            if progress is not None:
+                progress(SUMMARIZE_PHASE, len(results), len(prompts))
+    return results
 
 
 def community_centroids_update(*, workspace_id: int, model: str | None = None) -> int:
@@ -653,10 +666,11 @@ def graph_upkeep_run(*, workspace_id: int, force: bool = False) -> dict[str, Any
     return result
 
 
-def communities_summarize(*, workspace_id: int) -> int:
+def communities_summarize(*, workspace_id: int, progress: Progress | None = None) -> int:
     """Summaries (2-3 sentences) for communities that have none: new or changed ones. Opens its own workspace
     contexts around the reads and the writes, none around the LLM calls. No model configured: nothing to
-    do."""
+    do. `progress` hears (SUMMARIZE_PHASE, answered, to ask) once the prompts are known and after each
+    answer."""
     with workspace_context(workspace_id):
         community_centroids_update(workspace_id=workspace_id)
     if not llm.llm_enabled("community_summary"):
@@ -685,9 +699,11 @@ def communities_summarize(*, workspace_id: int) -> int:
                 )
             )
         prompts = _summary_prompts(workspace_id=workspace_id, created=pending)
+    if progress is not None:
+        progress(SUMMARIZE_PHASE, 0, len(prompts))
     if not prompts:
         return 0
-    results = _summary_calls(workspace_id=workspace_id, prompts=prompts)
+    results = _summary_calls(workspace_id=workspace_id, prompts=prompts, progress=progress)
     with workspace_context(workspace_id), connections["app"].cursor() as cursor:
         for cid, summary in results:
             if summary:
@@ -699,11 +715,19 @@ def communities_summarize(*, workspace_id: int) -> int:
     return sum(1 for _, summary in results if summary)
 
 
-def communities_refresh(*, workspace_id: int, algorithm: str | None = None) -> dict[str, Any]:
-    """A full run: detection in one workspace transaction, then the summaries it left to write."""
+def communities_refresh(
+    *, workspace_id: int, algorithm: str | None = None, progress: Progress | None = None
+) -> dict[str, Any]:
+    """A full run: detection in one workspace transaction, then the summaries it left to write (up to 200
+    model calls, so the SDK runs this as a background job). `progress` hears (phase, done, total):
+    DETECT_PHASE 0 of 1 and 1 of 1 around detection, then SUMMARIZE_PHASE per answer."""
+    if progress is not None:
+        progress(DETECT_PHASE, 0, 1)
     with workspace_context(workspace_id):
         result = communities_detect(workspace_id=workspace_id, algorithm=algorithm)
-    result["summarized"] = communities_summarize(workspace_id=workspace_id)
+    if progress is not None:
+        progress(DETECT_PHASE, 1, 1)
+    result["summarized"] = communities_summarize(workspace_id=workspace_id, progress=progress)
     return result
 
 

@@ -88,7 +88,8 @@ def test_it_streams_edges_and_supports_louvain(alice_ws, settings, monkeypatch):
 
 def test_it_lists_communities_over_http_per_tenant(alice_ws, personas):
     two_clusters(alice_ws)
-    data = personas.alice_api.ok("graph/communities", {"refresh": True})
+    detect(alice_ws)  # over HTTP, refresh is a background job (test_community_job.py)
+    data = personas.alice_api.ok("graph/communities", {})
     assert [c["size"] for c in data["communities"]] == [4, 3] and data["lastRunAt"] is not None
     assert "Bee One" in data["communities"][0]["members"]
     assert personas.charlie_api.ok("graph/communities", {})["communities"] == []
