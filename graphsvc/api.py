@@ -12,7 +12,7 @@ from ninja import Query, Router, Status
 from config.errors import ApiError, success_envelope
 from config.schemas import Envelope
 from graphsvc import selectors, services, upkeep
-from graphsvc.facts import audience_for, entity_lookup, facts_recall
+from graphsvc.facts import Audience, Seed, audience_for, entity_lookup, entity_not_found, facts_recall
 from graphsvc.schemas import (
     BackfillIn,
     ClearIn,
@@ -23,6 +23,10 @@ from graphsvc.schemas import (
     DecayOut,
     EntitiesIn,
     EntitiesOut,
+    EntityMergeIn,
+    EntityMergeOut,
+    EntitySplitIn,
+    EntitySplitOut,
     ExtractionOut,
     ExtractionQuery,
     ExtractionSettingsIn,
@@ -90,8 +94,10 @@ MAX_RELATION_RATES = 50
     "/graph/facts",
     response=Envelope[FactsOut],
     summary="Facts about the entities a query (or one entity) reaches: BFS or spreading activation",
-    description="Seeds come from the query's words (names and aliases over summaries, near spellings, the "
-    "embedding when no word matches). `at` reads the facts valid then. Unknown entity: 404 ENTITY_NOT_FOUND.",
+    description="Seeds come from the query's content words (stop words out, multi-word names whole; names "
+    "and aliases over summaries, near spellings, the embedding when no word matches). `edgeTypes` and "
+    "`direction` choose the facts walked; `at` reads the facts valid then. Unknown entity: 404 "
+    "ENTITY_NOT_FOUND with the closest names in details.closest.",
 )
 @requires(READ)
 def graph_facts(request: HttpRequest, payload: FactsIn) -> dict[str, Any]:
@@ -107,6 +113,8 @@ def graph_facts(request: HttpRequest, payload: FactsIn) -> dict[str, Any]:
             limit=payload.limit,
             at=payload.at,
             edge_classes=payload.edgeClasses,
+            edge_types=payload.edgeTypes,
+            direction=payload.direction,
             strategy=payload.strategy,
             embed=embed_query,
             lazy_commit=True,
@@ -118,7 +126,10 @@ def graph_facts(request: HttpRequest, payload: FactsIn) -> dict[str, Any]:
     "/graph/traverse",
     response=Envelope[TraverseOut],
     summary="Walk the entity graph from one entity along typed edges, with the path to each node",
-    description="maxHops <= 3, limit <= 100. Unknown start entity: 404 ENTITY_NOT_FOUND.",
+    description='maxHops <= 3, limit <= 100; `edgeTypes` are matched like relations ("works on" is '
+    "works_on), `direction` out, in or both. Unknown start entity: 404 ENTITY_NOT_FOUND with the closest "
+    "names "
+    "in details.closest.",
 )
 @requires(READ)
 def graph_traverse_route(request: HttpRequest, payload: TraverseIn) -> dict[str, Any]:
@@ -133,6 +144,7 @@ def graph_traverse_route(request: HttpRequest, payload: TraverseIn) -> dict[str,
             max_hops=payload.maxHops,
             limit=payload.limit,
             at=payload.at,
+            direction=payload.direction,
             lazy_commit=True,
         )
     return success_envelope(request, data)
@@ -162,14 +174,7 @@ def graph_entities(request: HttpRequest, payload: EntitiesIn) -> dict[str, Any]:
         cursor_id = int(payload.cursor)
     with workspace_context(workspace_id):
         if payload.entity:
-            found = entity_lookup(workspace_id=workspace_id, name=payload.entity, audience=audience)
-            if found is None:
-                raise ApiError(
-                    404,
-                    "ENTITY_NOT_FOUND",
-                    f"No entity named {payload.entity!r} in this workspace; "
-                    "search with query to see the names it knows.",
-                )
+            found = _entity(workspace_id=workspace_id, name=payload.entity, audience=audience)
             data = {
                 "entities": [
                     selectors.entity_detail(
@@ -188,6 +193,96 @@ def graph_entities(request: HttpRequest, payload: EntitiesIn) -> dict[str, Any]:
                 cursor_id=cursor_id,
             )
     return success_envelope(request, data)
+
+
+def _entity(*, workspace_id: int, name: str, audience: Audience) -> Seed:
+    """The entity a caller names (alias or name), else 404 ENTITY_NOT_FOUND with the closest it may see."""
+    found = entity_lookup(workspace_id=workspace_id, name=name, audience=audience)
+    if found is None:
+        raise entity_not_found(workspace_id=workspace_id, name=name, audience=audience)
+    return found
+
+
+def _record_id(raw: str, *, field: str) -> int:
+    if not _CURSOR.fullmatch(raw) or int(raw) > _BIGINT_MAX:
+        raise ApiError(400, "INVALID_REQUEST", f"{field} must be an id as graph/entities returns it.")
+    return int(raw)
+
+
+@router.post(
+    "/graph/entities/merge",
+    response=Envelope[EntityMergeOut],
+    summary="Merge entities into one: aliases, mentions and facts move to it, duplicate facts merge",
+    description="Each entity in `entities` is folded into `into`; a merge record per entity keeps the "
+    "history and what undoing it needs (graph/entities/split with mergeId). Names the caller's end user "
+    "may not see are 404 ENTITY_NOT_FOUND.",
+)
+@requires(ADMIN)
+def graph_entities_merge(request: HttpRequest, payload: EntityMergeIn) -> dict[str, Any]:
+    workspace_id = request_workspace_id(request, payload.scope)
+    audience = audience_for(memory_scope(payload.scope))
+    with workspace_context(workspace_id):
+        survivor = _entity(workspace_id=workspace_id, name=payload.into, audience=audience)
+        merged = [
+            _entity(workspace_id=workspace_id, name=name, audience=audience) for name in payload.entities
+        ]
+        ids = [m.node_id for m in merged]
+        if survivor.node_id in ids or len(set(ids)) != len(ids):
+            raise ApiError(
+                400,
+                "MERGE_SAME_ENTITY",
+                "Each entity may be named once and not be the one merged into (aliases name the same "
+                "entity).",
+            )
+        records = [
+            services.entity_merge(workspace_id=workspace_id, survivor_id=survivor.node_id, merged_id=node_id)
+            for node_id in ids
+        ]
+        entity = selectors.entity_detail(
+            workspace_id=workspace_id, node_id=survivor.node_id, audience=audience
+        )
+    return success_envelope(request, {"entity": entity, "merges": records})
+
+
+@router.post(
+    "/graph/entities/split",
+    response=Envelope[EntitySplitOut],
+    summary="Split an entity: undo a merge into it, or move chosen aliases and facts to a new entity",
+    description="With `mergeId`, the entity merged in comes back with its aliases, mentions and facts. With "
+    "`name`, a new entity takes the `aliases` and `factIds` given (fact ids from graph/entities detail).",
+)
+@requires(ADMIN)
+def graph_entities_split(request: HttpRequest, payload: EntitySplitIn) -> dict[str, Any]:
+    workspace_id = request_workspace_id(request, payload.scope)
+    audience = audience_for(memory_scope(payload.scope))
+    with workspace_context(workspace_id):
+        entity = _entity(workspace_id=workspace_id, name=payload.entity, audience=audience)
+        if payload.mergeId is not None:
+            merge_id = _record_id(payload.mergeId, field="mergeId")
+            if not selectors.entity_merge_into(
+                workspace_id=workspace_id, merge_id=merge_id, node_id=entity.node_id
+            ):
+                raise ApiError(404, "MERGE_NOT_FOUND", f"No merge {payload.mergeId} into {payload.entity!r}.")
+            record = services.entity_merge_undo(workspace_id=workspace_id, merge_id=merge_id)
+        else:
+            record = services.entity_split(
+                workspace_id=workspace_id,
+                node_id=entity.node_id,
+                name=payload.name or "",
+                entity_type=payload.type,
+                aliases=payload.aliases,
+                fact_ids=[_record_id(raw, field="factIds") for raw in payload.factIds],
+            )
+        shown = selectors.entity_visible_ids(
+            workspace_id=workspace_id,
+            node_ids=[int(record["survivorId"]), int(record["mergedId"])],
+            audience=audience,
+        )
+        entities = [
+            selectors.entity_detail(workspace_id=workspace_id, node_id=node_id, audience=audience)
+            for node_id in shown
+        ]
+    return success_envelope(request, {"entities": entities, "merge": record})
 
 
 @router.post(
@@ -262,7 +357,9 @@ def _job_accepted(request: HttpRequest, job: BackgroundJob) -> Status[dict[str, 
 def graph_stats(request: HttpRequest, payload: ScopedIn) -> dict[str, Any]:
     workspace_id = request_workspace_id(request, payload.scope)
     with workspace_context(workspace_id):
-        data = selectors.entity_graph_stats(workspace_id=workspace_id)
+        data = selectors.entity_graph_stats(
+            workspace_id=workspace_id, audience=audience_for(memory_scope(payload.scope))
+        )
     return success_envelope(request, data)
 
 

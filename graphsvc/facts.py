@@ -26,8 +26,9 @@ from django.utils import timezone
 
 from config.errors import ApiError
 from config.prepared import prepared_cursor
+from graphsvc import vectors
 from graphsvc.models import ENTITY_TYPES, GraphSettings
-from graphsvc.names import normalise_name
+from graphsvc.names import normalise_name, normalise_relation
 
 # The query's embedding (None when it cannot be computed). The graph stores vectors but does not compute them:
 # the caller passes the embedder of the retrieval layer, so entities are found by meaning when no word
@@ -48,8 +49,11 @@ LAZY_COMMIT_SQL = "set_config('synchronous_commit', 'off', true)"
 # Neighbours one node offers per BFS hop, strongest first: a hub with thousands of facts must not flood the
 # hop (the visit budget above takes the best-seeded of what is offered).
 MAX_FANOUT = 100
-SEED_WORDS = 5
+# Words of a query looked up per seed search (proper nouns and names first): each is two index range scans.
+SEED_WORDS = 6
 SEED_STRUCTURAL_WEIGHT = 0.4
+# Entities found by meaning (no word matched) must be at least this close to the query.
+EMBEDDING_SEED_MIN_COSINE = 0.3
 SEED_COMMUNITY_CAP = 3
 # Spreading activation (SYNAPSE, as in Zeph).
 SA_DECAY = 0.85
@@ -122,6 +126,8 @@ class Reading:
     rate_sql: str = "%(rate)s"
     rates_sql: str = "%(rates)s::jsonb"
     audience: Audience = EVERYONE
+    # Which way a walk follows facts: out (source → target), in (target → source) or both.
+    direction: str = "both"
 
     def where(self, alias: str = "e") -> str:
         e = alias
@@ -194,6 +200,7 @@ def reading_for(
     edge_types: list[str] | None = None,
     stored: Stored | None = None,
     audience: Audience = EVERYONE,
+    direction: str = "both",
 ) -> Reading:
     """How to read facts now or at `at`; `stored` spares the settings read when a lookup brought them
     along."""
@@ -214,7 +221,23 @@ def reading_for(
         rates=stored.rates,
         stored_strategy=stored.strategy,
         audience=audience,
+        direction=direction,
     )
+
+
+DIRECTIONS = ("out", "in", "both")
+
+
+def edge_types_normalised(edge_types: Sequence[str] | None) -> list[str] | None:
+    """Edge types as the caller wrote them, normalised like stored relations ("works on" → works_on)."""
+    normalised = [t for t in (normalise_relation(raw) for raw in edge_types or []) if t]
+    return list(dict.fromkeys(normalised)) or None
+
+
+def neighbours_sql(*, direction: str, out: str, incoming: str) -> str:
+    """The two halves of a hop (facts leaving a node, facts arriving at it) that `direction` follows."""
+    parts = {"out": [out], "in": [incoming]}.get(direction, [out, incoming])
+    return "\n                UNION ALL\n".join(parts)
 
 
 def boosted(decayed: float, retrieval_count: int) -> float:
@@ -230,13 +253,101 @@ def clean_fact_text(text: str | None) -> str:
 # --- seeds --------------------------------------------------------------------------------------------------
 
 
+# Words that name no entity: question words, auxiliaries, pronouns, articles, prepositions, conjunctions and
+# fillers. Small on purpose; verbs stay (a query's verb can name a fact's relation: "works on" → works_on).
+_STOP_WORDS_TEXT = """
+    a about above after again against all also am an and any are aren as at be because been before being below
+    between both but by can cannot could did didn do does doesn doing don done down during each either else
+    ever every few for from further had hadn has hasn have haven having he her here hers herself him himself
+    his how however i if in into is isn it its itself just let may me might more most much must my myself no
+    nor not now of off on once only or other ought our ours ourselves out over own per please quite rather
+    same shall she should so some such than that the their theirs them themselves then there these they this
+    those though through thus to too under until up upon us very via was wasn we were weren what whatever when
+    whenever where whether which while who whoever whom whose why will with within without would yes yet you
+    your yours yourself yourselves thing things something anything everything someone anyone everyone
+"""
+STOP_WORDS = frozenset(_STOP_WORDS_TEXT.split())
+# Lower-case words a capitalised name may hold ("Bank of America", "Ludwig van Beethoven").
+NAME_CONNECTORS = frozenset(
+    {"of", "de", "del", "der", "den", "da", "di", "du", "la", "le", "van", "von", "and"}
+)
+MAX_PHRASES = 3
+MAX_PHRASE_WORDS = 5
+MAX_RELATION_WORDS = 6
+# A fact whose relation a query word starts ("what does Alice work on" → works_on) scores this much more.
+RELATION_MATCH_BOOST = 1.5
+_TOKEN = re.compile(r"\w+")
+
+
+@dataclass(frozen=True)
+class QueryTerms:
+    """What a query names: `words` to look up in the entity terms (proper nouns and multi-word names first),
+    `phrases` (multi-word capitalised names, normalised like aliases) to match whole aliases, and `relations`
+    (content words, stemmed) that a fact's relation may start with."""
+
+    words: list[str]
+    phrases: list[str]
+    relations: list[str]
+
+
+def _stem(word: str) -> str:
+    for suffix in ("ing", "ed", "es", "s"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)]
+    return word
+
+
+def _gap_joins(gap: str) -> bool:
+    """Two tokens of one name are separated by a space or two, or a hyphen, ampersand or dot ("St. Louis")."""
+    return 0 < len(gap) <= 3 and gap.strip() in ("", "-", "&", ".")
+
+
+def query_terms(query: str) -> QueryTerms:
+    """The query's content words: stop words out, multi-word capitalised names kept whole (their inner words
+    too, stop word or not: "The Who", "New York"). Plain string code over at most 500 characters."""
+    text = query[:500]
+    tokens = [(m.group(0), m.start(), m.end()) for m in _TOKEN.finditer(text)][:100]
+    capitalised = [t[0][:1].isupper() for t in tokens]
+    # A title-cased sentence names nothing in particular: its capitals are no evidence of a name.
+    shouting = len(tokens) >= 5 and sum(capitalised) >= 0.8 * len(tokens)
+    runs: list[list[int]] = []
+    if not shouting:
+        run: list[int] = []
+        for i, (token, start, _) in enumerate(tokens):
+            joined = bool(run) and _gap_joins(text[tokens[run[-1]][2] : start])
+            namey = capitalised[i] or (bool(run) and joined and token.isdigit())
+            connector = bool(run) and joined and token.lower() in NAME_CONNECTORS
+            if (namey or connector) and (not run or joined) and len(run) < MAX_PHRASE_WORDS:
+                run.append(i)
+                continue
+            runs.append(run)
+            run = [i] if capitalised[i] else []
+        runs.append(run)
+    phrases: list[str] = []
+    name_words: list[str] = []
+    for run in runs:
+        while run and tokens[run[0]][0].lower() in STOP_WORDS | NAME_CONNECTORS:
+            run = run[1:]  # "What Kubernetes", "The Payments Gateway" start with a sentence's capital
+        while run and tokens[run[-1]][0].lower() in NAME_CONNECTORS:
+            run = run[:-1]
+        if len(run) >= 2:
+            phrase = normalise_name(text[tokens[run[0]][1] : tokens[run[-1]][2]])
+            if phrase and len(phrases) < MAX_PHRASES:
+                phrases.append(phrase)
+            name_words += [tokens[i][0].lower() for i in run if len(tokens[i][0]) >= 2]
+    lowered = [t[0].lower() for t in tokens]
+    content = [w for w in lowered if len(w) >= 3 and w not in STOP_WORDS]
+    proper = [w for w, cap in zip(lowered, capitalised, strict=True) if cap and w in content]
+    words = [w[:64] for w in dict.fromkeys(name_words + proper + content)][:SEED_WORDS]
+    if not words:
+        whole = "".join(ch for ch in text.lower() if ch.isalnum())[:64]
+        words = [whole] if len(whole) >= 2 else []
+    relations = list(dict.fromkeys(_stem(w)[:64] for w in content if not w.isdigit()))[:MAX_RELATION_WORDS]
+    return QueryTerms(words=words, phrases=phrases, relations=relations)
+
+
 def _words(query: str) -> list[str]:
-    words = [w[:64] for w in re.split(r"[^\w]+", query.lower()) if len(w) >= 3]
-    unique = list(dict.fromkeys(words))[:SEED_WORDS]
-    if unique:
-        return unique
-    whole = re.sub(r"[^\w]+", "", query.lower())[:64]
-    return [whole] if len(whole) >= 2 else []
+    return query_terms(query).words
 
 
 def _upper(prefix: str) -> str:
@@ -287,6 +398,55 @@ def entity_lookup_stored(
     return Seed(node_id=row[0], score=1.0, name=row[1]), _stored(*row[2:5])
 
 
+CLOSEST_NAMES = 5
+
+
+def entity_closest(*, workspace_id: int, name: str, audience: Audience = EVERYONE) -> list[str]:
+    """The names (at most CLOSEST_NAMES) nearest to one that matched no entity: every word of it looked up as
+    seeds are (the word itself, a longer word it starts, a near spelling sharing its first three letters, a
+    whole alias), best text match first, among the entities the audience may see."""
+    tokens = dict.fromkeys(token.lower()[:64] for token in _TOKEN.findall(name[:512]))
+    words = [w for w in tokens if len(w) >= 2][:SEED_WORDS]
+    if not words:
+        return []
+    phrase = normalise_name(name)
+    with prepared_cursor() as cursor:
+        cursor.execute(
+            f"""
+            WITH {seed_match_sql(audience)}
+            SELECT n.label FROM candidate c JOIN graph_nodes n ON n.workspace_id = %(ws)s AND n.id = c.node_id
+            ORDER BY c.score DESC, n.mention_count DESC, n.id
+            """,
+            {
+                **seed_params(
+                    workspace_id=workspace_id,
+                    words=words,
+                    limit=CLOSEST_NAMES,
+                    phrases=[phrase] if phrase else [],
+                ),
+                "candidates": CLOSEST_NAMES,
+                "viewer": audience.user_id,
+            },
+        )
+        return list(dict.fromkeys(clean_fact_text(row[0]) for row in cursor.fetchall()))
+
+
+def entity_not_found(*, workspace_id: int, name: str, audience: Audience = EVERYONE) -> ApiError:
+    """404 ENTITY_NOT_FOUND naming the closest entities the caller may see (details.closest)."""
+    closest = entity_closest(workspace_id=workspace_id, name=name, audience=audience)
+    hint = (
+        f" Closest: {', '.join(closest)}."
+        if closest
+        else " graph/entities with a query lists the names it knows."
+    )
+    return ApiError(
+        404,
+        "ENTITY_NOT_FOUND",
+        f"No entity named {clean_fact_text(name)[:200]!r} in this workspace.{hint}",
+        details={"closest": closest},
+    )
+
+
 def _candidates(limit: int) -> int:
     return max(limit + limit // 2, 8)
 
@@ -322,9 +482,11 @@ def seeds_find(
 
 
 # Per (word, entity) the best match: the word itself 1, a longer word it starts 0.85, a near spelling 0.6 ×
-# trigram similarity; halved for summary words. An entity matching more of the query's words ranks higher (the
-# sum); structure then re-ranks the best text matches only, its degree counts being the costly part of
-# seeding. Shared by seeds_find_stored and seeded_bfs, which must find the same candidates.
+# trigram similarity; halved for summary words; a multi-word name of the query that is a whole alias adds 1
+# (so "New York" outranks "York" and "New Jersey", whose words match as well). An entity matching more of the
+# query's words ranks higher (the sum); structure then re-ranks the best text matches only, its degree counts
+# being the costly part of seeding. Shared by seeds_find_stored and seeded_bfs, which must find the same
+# candidates.
 SEED_MATCH_SQL = """
     matched AS (
         SELECT q.i, t.node_id,
@@ -346,6 +508,10 @@ SEED_MATCH_SQL = """
              LIMIT 100)
         ) t
         GROUP BY q.i, t.node_id
+        UNION ALL
+        SELECT 0::bigint, a.node_id, 1.0::float8
+        FROM unnest(%(phrases)s::text[]) AS p(phrase)
+        JOIN graph_entity_aliases a ON a.workspace_id = %(ws)s AND a.alias = p.phrase
     ),
     text AS (SELECT node_id, sum(score) AS score FROM matched GROUP BY node_id {visible}),
     candidate AS (SELECT node_id, score FROM text ORDER BY score DESC, node_id LIMIT %(candidates)s)"""
@@ -365,11 +531,14 @@ SEED_CANDIDATE_SQL = f"""
     {COMMUNITY_JOIN} {DEGREE_SQL}"""
 
 
-def _seed_params(*, workspace_id: int, words: list[str], limit: int) -> dict[str, Any]:
+def seed_params(
+    *, workspace_id: int, words: list[str], limit: int, phrases: Sequence[str] = ()
+) -> dict[str, Any]:
     prefixes = [w[:3] for w in words]
     return {
         "ws": workspace_id,
         "words": words,
+        "phrases": list(phrases),
         "his": [_upper(w) for w in words],
         "p3": prefixes,
         "p3his": [_upper(p) for p in prefixes],
@@ -390,13 +559,15 @@ def seeds_find_stored(
     finds, scores and re-ranks the word matches by structure (a second, the embedding search, only when no
     word matched); every lookup is on an index that leads with the workspace. The workspace's graph settings
     come along when a word matched (None otherwise)."""
-    words = _words(query)
-    if words:
+    terms = query_terms(query)
+    if terms.words:
         with prepared_cursor() as cursor:
             cursor.execute(
                 f"WITH {seed_match_sql(audience)} SELECT x.*, {STORED_SQL} FROM ({SEED_CANDIDATE_SQL}) x",
                 {
-                    **_seed_params(workspace_id=workspace_id, words=words, limit=limit),
+                    **seed_params(
+                        workspace_id=workspace_id, words=terms.words, limit=limit, phrases=terms.phrases
+                    ),
                     "viewer": audience.user_id,
                 },
             )
@@ -433,26 +604,17 @@ def _embedding_seeds(
     vector = embed(query)
     if vector is None:
         return {}
-    literal = "[" + ",".join(f"{x:.7g}" for x in list(vector)) + "]"
     with connections["app"].cursor() as cursor:
-        cursor.execute(
-            f"""
-            SELECT n.id, 1 - (n.embedding <=> %(v)s::vector) FROM graph_nodes n
-            WHERE n.workspace_id = %(ws)s AND n.node_type = ANY(%(types)s) AND n.embedding_model = %(model)s
-              AND vector_dims(n.embedding) = %(dims)s{visible_entity_and(audience)}
-            ORDER BY n.embedding <=> %(v)s::vector LIMIT %(limit)s
-            """,
-            {
-                "ws": workspace_id,
-                "v": literal,
-                "types": list(ENTITY_TYPES),
-                "model": settings.EMBEDDING_MODEL,
-                "dims": len(vector),
-                "limit": limit,
-                "viewer": audience.user_id,
-            },
+        nearest = vectors.nearest_entities(
+            cursor,
+            workspace_id=workspace_id,
+            vector=vector,
+            model=settings.EMBEDDING_MODEL,
+            where=f"n.node_type = ANY(%(types)s){visible_entity_and(audience)}",
+            params={"ws": workspace_id, "types": list(ENTITY_TYPES), "viewer": audience.user_id},
+            limit=limit,
         )
-        return {node_id: float(cosine) for node_id, cosine in cursor.fetchall() if cosine and cosine > 0.3}
+    return {node_id: cosine for node_id, _, cosine in nearest if cosine > EMBEDDING_SEED_MIN_COSINE}
 
 
 def _structure(
@@ -518,7 +680,7 @@ def boosted_sql(decayed: str, count: str) -> str:
     )
 
 
-def _hop_sql(hop: int, where: str, strength: str) -> str:
+def _hop_sql(hop: int, where: str, strength: str, direction: str = "both") -> str:
     """One BFS level as two CTEs: h<hop>, the nodes it reaches first (each keeping the best seed score that
     reached it), and v<hop>, everything visited so far. Every frontier node offers its MAX_FANOUT strongest
     neighbours (effective confidence × class weight), so a hub costs one index range, not its whole
@@ -526,16 +688,19 @@ def _hop_sql(hop: int, where: str, strength: str) -> str:
     weaker, ids last."""
     frontier = "v0" if hop == 1 else f"h{hop - 1}"
     seen = f"v{hop - 1}"
+    neighbours = neighbours_sql(
+        direction=direction,
+        out=f"SELECT e.to_node_id AS there, {strength} AS strength FROM graph_edges e "
+        f"WHERE {where} AND e.from_node_id = f.node",
+        incoming=f"SELECT e.from_node_id AS there, {strength} AS strength FROM graph_edges e "
+        f"WHERE {where} AND e.to_node_id = f.node",
+    )
     return f"""
     h{hop} AS (
         SELECT x.there AS node, max(f.seed) AS seed
         FROM {frontier} f CROSS JOIN LATERAL (
             SELECT n.there, n.strength FROM (
-                SELECT e.to_node_id AS there, {strength} AS strength FROM graph_edges e
-                WHERE {where} AND e.from_node_id = f.node
-                UNION ALL
-                SELECT e.from_node_id, {strength} FROM graph_edges e
-                WHERE {where} AND e.to_node_id = f.node
+                {neighbours}
             ) n
             ORDER BY n.strength DESC, n.there LIMIT %(fanout)s
         ) x
@@ -572,14 +737,27 @@ SEED_RANK_SQL = f"""
 
 # The workspace's graph settings, one row whether or not it has any; the walk reads its decay rates from here
 # and runs only when the strategy that applies is BFS (the caller runs spreading activation from the returned
-# seeds).
+# seeds). Two index probes say whether the workspace has entity vectors of the model and summarised
+# communities: a query that names no entity then costs no embedding search, and context/get looks for
+# communities only where there are some (each probe is one partial-index lookup).
 CFG_SQL = """
     cfg AS MATERIALIZED (
         SELECT gs.decay_rate AS rate, gs.decay_rates AS rates,
                gs.recall_strategy AS stored,
-               coalesce(%(requested)s::text, gs.recall_strategy, %(default)s::text) AS chosen
+               coalesce(%(requested)s::text, gs.recall_strategy, %(default)s::text) AS chosen,
+               EXISTS (SELECT 1 FROM graph_nodes v WHERE v.workspace_id = %(ws)s AND v.embedding IS NOT NULL
+                       AND v.embedding_model = %(model)s) AS has_vectors,
+               EXISTS (SELECT 1 FROM graph_communities c WHERE c.workspace_id = %(ws)s AND c.summary <> '')
+                   AS has_communities
         FROM (SELECT 1) one LEFT JOIN graph_settings gs ON gs.workspace_id = %(ws)s
     )"""
+
+
+# A query word that starts the fact's relation ("work" → works_on) multiplies its score by
+# RELATION_MATCH_BOOST.
+RELATION_BOOST_SQL = f"""(CASE WHEN EXISTS (SELECT 1 FROM unnest(%(relations)s::text[]) AS r(w)
+                                   WHERE starts_with(found.edge_type, r.w))
+                             THEN {RELATION_MATCH_BOOST}::float8 ELSE 1.0::float8 END)"""
 
 
 def _walk_sql(*, reading: Reading, max_hops: int, record: bool, lazy_commit: bool, seeded: bool) -> str:
@@ -588,7 +766,7 @@ def _walk_sql(*, reading: Reading, max_hops: int, record: bool, lazy_commit: boo
     where = reading.where()
     decayed = reading.decayed()
     strength = f"{decayed} * {class_weight_sql()}"
-    hops = "".join("," + _hop_sql(hop, where, strength) for hop in range(1, max_hops + 1))
+    hops = "".join("," + _hop_sql(hop, where, strength, reading.direction) for hop in range(1, max_hops + 1))
     visited = f"v{max_hops}"
     lazy = f", {LAZY_COMMIT_SQL}" if record and lazy_commit else ""
     bump = (
@@ -603,7 +781,10 @@ def _walk_sql(*, reading: Reading, max_hops: int, record: bool, lazy_commit: boo
     if seeded:
         head = f"""{CFG_SQL}, {seed_match_sql(reading.audience)}, {SEED_RANK_SQL},
     v0 AS (SELECT node, seed, 0 AS depth FROM seeds WHERE (SELECT chosen FROM cfg) = 'bfs')"""
-        lead = "k.ids, k.labels, k.scores, cfg.rate, cfg.rates, cfg.stored, "
+        lead = (
+            "k.ids, k.labels, k.scores, cfg.rate, cfg.rates, cfg.stored, cfg.has_vectors, "
+            "cfg.has_communities, "
+        )
         lead_from = """(SELECT array_agg(node ORDER BY hybrid DESC, node) AS ids,
                   array_agg(label ORDER BY hybrid DESC, node) AS labels,
                   array_agg(seed ORDER BY hybrid DESC, node) AS scores FROM seeds) k
@@ -629,8 +810,8 @@ def _walk_sql(*, reading: Reading, max_hops: int, record: bool, lazy_commit: boo
     ),
     scored AS (
         SELECT found.*,
-               round((seed * (1.0::float8 / (1 + hop)) * confidence * {class_weight_sql("found")})::numeric,
-                     6)::float8 AS score
+               round((seed * (1.0::float8 / (1 + hop)) * confidence * {class_weight_sql("found")}
+                      * {RELATION_BOOST_SQL})::numeric, 6)::float8 AS score
         FROM found
     ),
     top AS (
@@ -710,13 +891,15 @@ def bfs(
     limit: int = 10,
     record: bool = False,
     lazy_commit: bool = False,
+    relations: Sequence[str] = (),
 ) -> Walk:
-    """Undirected multi-source BFS and the scoring of the facts among the visited nodes, in one statement
-    whatever max_hops and the graph's size. Each node remembers the best seed score that reached it; a fact
-    scores seed × 1/(1 + hop) × effective confidence × class weight, deduplicated on (source, relation,
-    target), best first, `limit` of them. With `record`, the same statement counts the returned facts as
-    retrieved (a data-modifying CTE: the scores are computed from the counts before this retrieval, as
-    before); `lazy_commit` lets the caller's transaction commit them without waiting for the WAL flush
+    """Multi-source BFS (both ways, or the reading's direction) and the scoring of the facts among the visited
+    nodes, in one statement whatever max_hops and the graph's size. Each node remembers the best seed score
+    that reached it; a fact scores seed × 1/(1 + hop) × effective confidence × class weight (× the relation
+    boost when one of `relations`, the query's words, starts its relation), deduplicated on (source,
+    relation, target), best first, `limit` of them. With `record`, the same statement counts the returned
+    facts as retrieved (a data-modifying CTE: the scores are computed from the counts before this retrieval,
+    as before); `lazy_commit` lets the caller's transaction commit them without waiting for the WAL flush
     (LAZY_COMMIT_SQL)."""
     if not seeds:
         return Walk(depth={}, seed_score={}, facts=[])
@@ -727,6 +910,7 @@ def bfs(
         fanout=MAX_FANOUT,
         visits=max_visited,
         limit=limit,
+        relations=list(relations),
     )
     with prepared_cursor() as cursor:
         cursor.execute(sql, params)
@@ -739,6 +923,8 @@ class SeededWalk:
     seeds: list[Seed]
     stored: Stored
     walk: Walk | None  # None: the strategy that applies is not BFS (nothing walked, nothing counted)
+    has_vectors: bool = True  # the workspace has entity vectors of EMBEDDING_MODEL
+    has_communities: bool = True  # the workspace has communities with a summary
 
 
 def seeded_bfs(
@@ -754,47 +940,59 @@ def seeded_bfs(
     record: bool = False,
     lazy_commit: bool = False,
     audience: Audience = EVERYONE,
+    edge_types: Sequence[str] | None = None,
+    direction: str = "both",
 ) -> SeededWalk | None:
     """seeds_find_stored + reading_for + bfs in one statement (a round trip and the seed ranking in Python
     saved): the word seeds ranked in SQL as _hybrid ranks them, the workspace's decay rates and strategy read
     alongside, then the walk as `bfs` does it, only when the strategy that applies (`requested`, else the
     workspace's, else GRAPH_RECALL_STRATEGY) is BFS. None when the query has no word to look up; no seeds when
     no word matched (the caller may then try the embedding)."""
-    words = _words(query)
-    if not words:
+    terms = query_terms(query)
+    if not terms.words:
         return None
     reading = Reading(
         workspace_id=workspace_id,
         at=at,
         edge_classes=edge_classes or None,
+        edge_types=list(edge_types) if edge_types else None,
         rate=settings.GRAPH_DECAY_RATE,
         rate_sql="coalesce((SELECT rate FROM cfg), %(rate)s)",
         rates_sql="coalesce((SELECT rates FROM cfg), '{}'::jsonb)",
         audience=audience,
+        direction=direction,
     )
     sql = _walk_sql(reading=reading, max_hops=max_hops, record=record, lazy_commit=lazy_commit, seeded=True)
     default = settings.GRAPH_RECALL_STRATEGY if settings.GRAPH_RECALL_STRATEGY in STRATEGIES else "bfs"
     params = reading.params(
-        **_seed_params(workspace_id=workspace_id, words=words, limit=limit),
+        **seed_params(workspace_id=workspace_id, words=terms.words, limit=limit, phrases=terms.phrases),
         seed_limit=limit,
         requested=requested,
         default=default,
+        model=settings.EMBEDDING_MODEL,
         fanout=MAX_FANOUT,
         visits=max_visited,
         limit=limit,
+        relations=terms.relations,
     )
     with prepared_cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
-    ids, labels, scores, rate, rates, stored_strategy = rows[0][:6]
+    ids, labels, scores, rate, rates, stored_strategy, has_vectors, has_communities = rows[0][:8]
     stored = _stored(rate, rates, stored_strategy)
     seeds = [
         Seed(node_id=n, score=float(s), name=label)
         for n, label, s in zip(ids or [], labels or [], scores or [], strict=True)
     ]
     chosen = requested or stored.strategy or default
-    walk = _walk([row[6:] for row in rows]) if chosen == "bfs" else None
-    return SeededWalk(seeds=seeds, stored=stored, walk=walk)
+    walk = _walk([row[8:] for row in rows]) if chosen == "bfs" else None
+    return SeededWalk(
+        seeds=seeds,
+        stored=stored,
+        walk=walk,
+        has_vectors=bool(has_vectors),
+        has_communities=bool(has_communities),
+    )
 
 
 # --- spreading activation -----------------------------------------------------------------------------------
@@ -1012,33 +1210,41 @@ def facts_recall(
     limit: int = 10,
     at: datetime | None = None,
     edge_classes: Sequence[str] | None = None,
+    edge_types: Sequence[str] | None = None,
+    direction: str = "both",
     strategy: str | None = None,
     record: bool = True,
     embed: QueryEmbedder | None = None,
     lazy_commit: bool = False,
     report_strategy: bool = True,
+    probes: dict[str, bool] | None = None,
 ) -> dict[str, Any]:
     """Facts about what `query` (or one named `entity`) reaches. The graph is per workspace; `scope` (an SDK
     caller's) keeps to the facts and entities its end user may see (audience_for), None sees all. Unknown
-    `entity` → 404 ENTITY_NOT_FOUND; a query matching nothing → no facts.
+    `entity` → 404 ENTITY_NOT_FOUND with the closest names it may see; a query matching nothing → no facts.
+    `edge_types` (normalised like relations) and `direction` (out, in, both) choose the facts walked.
     `lazy_commit`: the caller's transaction holds nothing but this recall, so the retrieval counts may commit
     without waiting for the WAL flush. `report_strategy=False`: the caller ignores `strategy` when nothing
-    matched, so a query naming no entity costs no settings read (context/get asks this on every call)."""
+    matched, so a query naming no entity costs no settings read (context/get asks this on every call).
+    `probes`, when given, is filled with what the recall learnt of the workspace on the way: whether it has
+    entity vectors ("vectors") and summarised communities ("communities"); True when it did not look."""
     started = time.perf_counter()
     audience = audience_for(scope)
+    direction = direction if direction in DIRECTIONS else "both"
+    types = edge_types_normalised(edge_types)
     visits = min(MAX_VISITED, max(MIN_VISITS, VISITS_PER_FACT * limit))
     walked: Walk | None = None
+    relations: list[str] = []
+    seed_source = "none"
+    # Unknown (True) unless the one-statement recall probed them.
+    has_vectors = has_communities = True
     if entity:
         found, stored = entity_lookup_stored(workspace_id=workspace_id, name=entity, audience=audience)
         if found is None:
-            raise ApiError(
-                404,
-                "ENTITY_NOT_FOUND",
-                f"No entity named {entity!r} in this workspace; "
-                "graph/entities with a query lists the names it knows.",
-            )
-        seeds = [found]
+            raise entity_not_found(workspace_id=workspace_id, name=entity, audience=audience)
+        seeds, seed_source = [found], "entity"
     else:
+        relations = query_terms(query or "").relations
         # BFS may apply: the seed search, the settings and the walk in one statement (seeded_bfs).
         seeded = None
         if strategy in (None, "bfs"):
@@ -1054,28 +1260,42 @@ def facts_recall(
                 record=record and at is None,
                 lazy_commit=lazy_commit,
                 audience=audience,
+                edge_types=types,
+                direction=direction,
             )
         if seeded is None:
             seeds, stored = seeds_find_stored(
-                workspace_id=workspace_id, query=query or "", limit=limit, embed=embed, audience=audience
+                workspace_id=workspace_id, query=query or "", limit=limit, audience=audience
             )
         else:
             seeds, stored = seeded.seeds, seeded.stored
             walked = seeded.walk if seeds else None
-            if not seeds and embed is not None:
-                seeds = embedding_seeds_find(
-                    workspace_id=workspace_id, query=query or "", limit=limit, embed=embed, audience=audience
-                )
+            has_vectors, has_communities = seeded.has_vectors, seeded.has_communities
+        seed_source = "words" if seeds else "none"
+        if not seeds and embed is not None and has_vectors:
+            seeds = embedding_seeds_find(
+                workspace_id=workspace_id, query=query or "", limit=limit, embed=embed, audience=audience
+            )
+            seed_source = "meaning" if seeds else "none"
+    if probes is not None:
+        probes.update(vectors=has_vectors, communities=has_communities)
     if not seeds and not report_strategy:
         return {
             "facts": [],
             "seeds": [],
+            "seedSource": seed_source,
             "strategy": strategy,
             "timedOut": False,
             "durationMs": round((time.perf_counter() - started) * 1000, 2),
         }
     reading = reading_for(
-        workspace_id=workspace_id, at=at, edge_classes=edge_classes, stored=stored, audience=audience
+        workspace_id=workspace_id,
+        at=at,
+        edge_classes=edge_classes,
+        edge_types=types,
+        stored=stored,
+        audience=audience,
+        direction=direction,
     )
     chosen = recall_strategy(reading=reading, requested=strategy)
     timed_out = False
@@ -1106,10 +1326,14 @@ def facts_recall(
                 limit=limit,
                 record=record and at is None,
                 lazy_commit=lazy_commit,
+                relations=relations,
             ).facts
     return {
         "facts": [_public(f) for f in kept],
-        "seeds": [{"name": clean_fact_text(s.name), "score": round(s.score, 4)} for s in seeds],
+        "seeds": [
+            {"id": str(s.node_id), "name": clean_fact_text(s.name), "score": round(s.score, 4)} for s in seeds
+        ],
+        "seedSource": seed_source,
         "strategy": chosen,
         "timedOut": timed_out,
         "durationMs": round((time.perf_counter() - started) * 1000, 2),

@@ -85,6 +85,13 @@ class ExtractionSettingsIn(StrictIn):
 
 EdgeClass = Literal["semantic", "temporal", "causal", "entity"]
 RecallStrategy = Literal["bfs", "spreading"]
+Direction = Literal["out", "in", "both"]
+EdgeTypes = list[Annotated[str, Trimmed(128)]] | None
+DIRECTION_HELP = (
+    "Which way facts are followed: out (source to target: what the entity does), in (target to source: "
+    "what points at it) or both (default)."
+)
+EDGE_TYPES_HELP = 'Only these relations, written as stored or as words ("works on" is works_on); at most 20.'
 
 
 class FactsIn(StrictIn):
@@ -96,6 +103,8 @@ class FactsIn(StrictIn):
     )
     maxHops: int = Field(2, ge=1, le=3, description="Hops from the seed entities, 1-3 (default 2).")
     edgeClasses: list[EdgeClass] | None = Field(None, max_length=4, description="Only these edge classes.")
+    edgeTypes: EdgeTypes = Field(None, max_length=20, description=EDGE_TYPES_HELP)
+    direction: Direction = Field("both", description=DIRECTION_HELP)
     at: datetime | None = Field(
         None, description="Facts as they were valid at this time (valid_from <= at < valid_to)."
     )
@@ -130,6 +139,7 @@ class FactOut(Schema):
 
 
 class SeedOut(Schema):
+    id: str = Field(description="The seed entity's id.")
     name: str = Field(description="A seed entity.")
     score: float = Field(description="Its seed score, 0.1-1.")
 
@@ -137,6 +147,10 @@ class SeedOut(Schema):
 class FactsOut(Schema):
     facts: list[FactOut] = Field(description="Best first, one per (source, relation, target).")
     seeds: list[SeedOut] = Field(description="The entities the recall started from.")
+    seedSource: Literal["words", "meaning", "entity", "none"] = Field(
+        description="How the seeds were found: the query's words, its meaning (no word matched), the entity "
+        "named, or none."
+    )
     strategy: RecallStrategy = Field(description="The strategy that ran.")
     timedOut: bool = Field(description="Spreading activation passed its time limit; facts is then empty.")
     durationMs: float = Field(description="Server time.")
@@ -144,9 +158,8 @@ class FactsOut(Schema):
 
 class TraverseIn(StrictIn):
     startEntity: Annotated[str, Trimmed(512)] = Field(description="Entity to start from, by name or alias.")
-    edgeTypes: list[Annotated[str, Trimmed(128)]] | None = Field(
-        None, max_length=20, description="Only these relations."
-    )
+    edgeTypes: EdgeTypes = Field(None, max_length=20, description=EDGE_TYPES_HELP)
+    direction: Direction = Field("both", description=DIRECTION_HELP)
     maxHops: int = Field(2, ge=1, le=3, description="Hops, 1-3 (default 2).")
     limit: int = Field(20, ge=1, le=100, description="Most nodes, 1-100 (default 20).")
     at: datetime | None = Field(None, description="The graph as it was at this time.")
@@ -205,6 +218,7 @@ class EntitiesIn(StrictIn):
 
 
 class EntityFactOut(Schema):
+    id: str = Field(description="Fact id (graph/entities/split moves facts by id).")
     source: str = Field(description="Source entity.")
     relation: str = Field(description="Relation.")
     target: str = Field(description="Target entity.")
@@ -215,6 +229,16 @@ class EntityFactOut(Schema):
     validTo: datetime | None = Field(description="Valid to (null: current).")
 
 
+class MergeOut(Schema):
+    id: str = Field(description="Merge record id (graph/entities/split with mergeId undoes a merge).")
+    kind: Literal["merge", "split"] = Field(description="merge or split.")
+    survivorId: str = Field(description="The entity kept (merge) or split from (split).")
+    mergedId: str = Field(description="The entity folded in (merge) or made (split).")
+    mergedName: str = Field(description="Its name.")
+    createdAt: datetime = Field(description="When.")
+    undoneAt: datetime | None = Field(description="When the merge was undone (null: it holds).")
+
+
 class EntityOut(Schema):
     id: str = Field(description="Entity id.")
     name: str = Field(description="Latest surface form.")
@@ -222,16 +246,78 @@ class EntityOut(Schema):
     summary: str | None = Field(description="What the notes said about it.")
     aliases: list[str] | None = Field(description="Known names (detail only).")
     mentionCount: int = Field(description="Times it was mentioned.")
+    confidence: float | None = Field(
+        description="How sure the graph is that this is one thing, resolved right: 0.5 when first seen, "
+        "higher with each mention by its name or an alias, lower when held together by near matches."
+    )
     community: str | None = Field(description="Its community's name.")
     lastSeenAt: datetime | None = Field(description="Last mention.")
     facts: list[EntityFactOut] | None = Field(
         description="Its facts, current and past (detail only, at most 100)."
+    )
+    merges: list[MergeOut] | None = Field(
+        description="Merges and splits it took part in, newest first (detail only, at most 20)."
     )
 
 
 class EntitiesOut(Schema):
     entities: list[EntityOut] = Field(description="Matches (search: best first; list: newest first).")
     nextCursor: str | None = Field(description="Pass as cursor for the next page (list only).")
+
+
+class EntityMergeIn(StrictIn):
+    into: Annotated[str, Trimmed(512)] = Field(description="The entity to keep, by name or alias.")
+    entities: list[Annotated[str, Trimmed(512)]] = Field(
+        min_length=1,
+        max_length=10,
+        description="The entities to fold into it, by name or alias (1-10): their aliases, mentions and "
+        "facts move to it; duplicate facts merge by their evidence.",
+    )
+    scope: ScopeIn = scope_field()
+
+
+class EntityMergeOut(Schema):
+    entity: EntityOut = Field(description="The entity kept, as graph/entities shows it in detail.")
+    merges: list[MergeOut] = Field(description="One record per entity folded in.")
+
+
+class EntitySplitIn(StrictIn):
+    entity: Annotated[str, Trimmed(512)] = Field(description="The entity to split, by name or alias.")
+    mergeId: str | None = Field(
+        None,
+        max_length=20,
+        description="Undo this merge into the entity (its merge record id): the merged entity comes back.",
+    )
+    name: Annotated[str, Trimmed(300)] | None = Field(
+        None, description="Without mergeId: the new entity's name, which takes the aliases and facts given."
+    )
+    type: Annotated[str, Trimmed(32)] | None = Field(
+        None, description="The new entity's type (default: the entity's own)."
+    )
+    aliases: list[Annotated[str, Trimmed(512)]] = Field(
+        default_factory=list, max_length=100, description="Aliases of the entity that move to the new one."
+    )
+    factIds: list[Annotated[str, Trimmed(20)]] = Field(
+        default_factory=list,
+        max_length=500,
+        description="Facts of the entity (ids from graph/entities detail) that move to the new one.",
+    )
+    scope: ScopeIn = scope_field()
+
+    @model_validator(mode="after")
+    def _undo_or_new(self) -> EntitySplitIn:
+        if self.mergeId is None and not self.name:
+            raise ValueError("send mergeId (undo a merge) or name with aliases or factIds (a new entity)")
+        if self.mergeId is not None and (self.name or self.aliases or self.factIds):
+            raise ValueError("mergeId undoes a merge: send it alone, without name, aliases or factIds")
+        return self
+
+
+class EntitySplitOut(Schema):
+    entities: list[EntityOut] = Field(
+        description="The entity split and the one made or brought back, in detail (those the caller may see)."
+    )
+    merge: MergeOut = Field(description="The merge undone, or the split's own record.")
 
 
 class ScopedIn(StrictIn):

@@ -6,7 +6,9 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import connections
+from django.db.models import Q
 
+from config.prepared import prepared_cursor
 from graphsvc.facts import EVERYONE, Audience
 
 
@@ -87,7 +89,6 @@ def top_connected_nodes(*, workspace_id: int, limit: int) -> list[dict[str, Any]
 
 def extraction_status(*, workspace_id: int) -> dict[str, Any]:
     """LLM extraction state of a workspace: on/off, budget, today's and all-time usage, what it has built."""
-    from django.conf import settings
 
     from graphsvc import llm
     from graphsvc.models import ENTITY_TYPES, GraphSettings
@@ -130,7 +131,7 @@ def extraction_status(*, workspace_id: int) -> dict[str, Any]:
     spent = budget is not None and tokens_today >= budget
     return {
         "enabled": enabled,
-        "model": settings.GRAPH_LLM_MODEL or None,
+        "model": llm.model_for("entity_extraction") or None,
         "status": "off" if not enabled else ("budget_exhausted" if spent else "active"),
         "message": (
             "No GRAPH_LLM_MODEL is configured: relationships and entities are not extracted; everything else "
@@ -171,7 +172,7 @@ def extraction_status(*, workspace_id: int) -> dict[str, Any]:
 def _entity_json(row: tuple[Any, ...]) -> dict[str, Any]:
     from graphsvc.facts import clean_fact_text
 
-    node_id, label, node_type, summary, mentions, community, last_seen = row
+    node_id, label, node_type, summary, mentions, community, last_seen, confidence = row
     return {
         "id": str(node_id),
         "name": clean_fact_text(label),
@@ -179,14 +180,16 @@ def _entity_json(row: tuple[Any, ...]) -> dict[str, Any]:
         "summary": summary,
         "aliases": None,
         "mentionCount": mentions,
+        "confidence": None if confidence is None else round(float(confidence), 4),
         "community": community,
         "lastSeenAt": last_seen,
         "facts": None,
+        "merges": None,
     }
 
 
 ENTITY_SELECT = """
-    SELECT n.id, n.label, n.node_type, n.summary, n.mention_count, c.name, n.last_seen_at
+    SELECT n.id, n.label, n.node_type, n.summary, n.mention_count, c.name, n.last_seen_at, n.confidence
     FROM graph_nodes n
     LEFT JOIN graph_community_members m ON m.workspace_id = n.workspace_id AND m.node_id = n.id
     LEFT JOIN graph_communities c ON c.id = m.community_id
@@ -202,26 +205,29 @@ def entities_list(
     cursor_id: int | None,
     audience: Audience = EVERYONE,
 ) -> dict[str, Any]:
-    """Search (seed scoring, best first) or list (newest first, keyset pages on id); a restricted audience
-    sees only the entities its end user's (or shared) memories mention."""
-    from graphsvc.facts import seeds_find, visible_entity_and
+    """Search (best text match first) or list (newest first, keyset pages on id); a restricted audience
+    sees only the entities its end user's (or shared) memories mention. The type filter applies before the
+    limit: a search for one type fills its page whenever enough entities of that type match."""
+    from graphsvc.facts import visible_entity_and
     from graphsvc.models import ENTITY_TYPES
 
     types = [entity_type] if entity_type else list(ENTITY_TYPES)
     visible = visible_entity_and(audience)
     with connections["app"].cursor() as cursor:
         if query:
-            # The type filter applies after scoring: ask for more seeds when one type is wanted, so a page is
-            # full whenever enough entities of that type match.
-            wanted = min(200, limit * 5) if entity_type else limit
-            seeds = seeds_find(workspace_id=workspace_id, query=query, limit=wanted, audience=audience)
-            order = {seed.node_id: i for i, seed in enumerate(seeds)}
+            order = {
+                node_id: i
+                for i, node_id in enumerate(
+                    entities_search_ids(
+                        workspace_id=workspace_id, query=query, types=types, limit=limit, audience=audience
+                    )
+                )
+            }
             cursor.execute(
-                ENTITY_SELECT
-                + " WHERE n.workspace_id = %(ws)s AND n.id = ANY(%(ids)s) AND n.node_type = ANY(%(types)s)",
-                {"ws": workspace_id, "ids": list(order), "types": types},
+                ENTITY_SELECT + " WHERE n.workspace_id = %(ws)s AND n.id = ANY(%(ids)s)",
+                {"ws": workspace_id, "ids": list(order)},
             )
-            rows = sorted(cursor.fetchall(), key=lambda r: order[r[0]])[:limit]
+            rows = sorted(cursor.fetchall(), key=lambda r: order[r[0]])
             return {"entities": [_entity_json(r) for r in rows], "nextCursor": None}
         cursor.execute(
             ENTITY_SELECT + " WHERE n.workspace_id = %(ws)s AND n.node_type = ANY(%(types)s)"
@@ -242,6 +248,86 @@ def entities_list(
     return {"entities": [_entity_json(r) for r in rows], "nextCursor": str(rows[-1][0]) if more else None}
 
 
+def entities_search_ids(
+    *, workspace_id: int, query: str, types: list[str], limit: int, audience: Audience = EVERYONE
+) -> list[int]:
+    """Entity ids matching a query's words as seeds match them (name and alias words over summary words,
+    prefixes, near spellings, whole multi-word names), of the given types, best text score first, then the
+    most mentioned; one statement."""
+    from graphsvc.facts import query_terms, seed_match_sql, seed_params
+
+    terms = query_terms(query)
+    if not terms.words:
+        return []
+    with prepared_cursor() as cursor:
+        cursor.execute(
+            f"""
+            WITH {seed_match_sql(audience)}
+            SELECT n.id FROM text t
+            JOIN graph_nodes n
+              ON n.workspace_id = %(ws)s AND n.id = t.node_id AND n.node_type = ANY(%(types)s)
+            ORDER BY t.score DESC, n.mention_count DESC, n.id LIMIT %(limit)s
+            """,
+            {
+                **seed_params(
+                    workspace_id=workspace_id, words=terms.words, limit=limit, phrases=terms.phrases
+                ),
+                "types": types,
+                "limit": limit,
+                "viewer": audience.user_id,
+            },
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
+def entity_merges(*, workspace_id: int, node_id: int, limit: int = 20) -> list[dict[str, Any]]:
+    """The merges and splits an entity took part in, newest first."""
+    from graphsvc.facts import clean_fact_text
+    from graphsvc.models import GraphEntityMerge
+
+    rows = (
+        GraphEntityMerge.objects.filter(workspace_id=workspace_id)
+        .filter(Q(survivor_id=node_id) | Q(merged_id=node_id))
+        .order_by("-id")
+        .values("id", "kind", "survivor_id", "merged_id", "merged_name", "created_at", "undone_at")[:limit]
+    )
+    return [
+        {
+            "id": str(row["id"]),
+            "kind": row["kind"],
+            "survivorId": str(row["survivor_id"]),
+            "mergedId": str(row["merged_id"]),
+            "mergedName": clean_fact_text(row["merged_name"]),
+            "createdAt": row["created_at"],
+            "undoneAt": row["undone_at"],
+        }
+        for row in rows
+    ]
+
+
+def entity_visible_ids(*, workspace_id: int, node_ids: list[int], audience: Audience = EVERYONE) -> list[int]:
+    """The entities of `node_ids` that exist and the audience may see, in the order given."""
+    from graphsvc.facts import visible_entity_and
+
+    with connections["app"].cursor() as cursor:
+        cursor.execute(
+            f"SELECT n.id FROM graph_nodes n WHERE n.workspace_id = %(ws)s AND n.id = ANY(%(ids)s)"
+            f"{visible_entity_and(audience)}",
+            {"ws": workspace_id, "ids": node_ids, "viewer": audience.user_id},
+        )
+        found = {row[0] for row in cursor.fetchall()}
+    return [node_id for node_id in dict.fromkeys(node_ids) if node_id in found]
+
+
+def entity_merge_into(*, workspace_id: int, merge_id: int, node_id: int) -> bool:
+    """Whether `merge_id` is a merge into entity `node_id`."""
+    from graphsvc.models import GraphEntityMerge
+
+    return GraphEntityMerge.objects.filter(
+        workspace_id=workspace_id, id=merge_id, survivor_id=node_id, kind=GraphEntityMerge.Kind.MERGE
+    ).exists()
+
+
 def entity_detail(*, workspace_id: int, node_id: int, audience: Audience = EVERYONE) -> dict[str, Any]:
     from config.schemas import finite
     from graphsvc.facts import clean_fact_text, fact_visible_sql, reading_for
@@ -258,7 +344,7 @@ def entity_detail(*, workspace_id: int, node_id: int, audience: Audience = EVERY
         data["aliases"] = [r[0] for r in cursor.fetchall()]
         cursor.execute(
             f"""
-            SELECT s.label, e.edge_type, t.label, e.fact, {reading.decayed()}, e.valid_from, e.valid_to,
+            SELECT e.id, s.label, e.edge_type, t.label, e.fact, {reading.decayed()}, e.valid_from, e.valid_to,
                    e.expired_at IS NULL AND e.valid_to IS NULL
             FROM graph_edges e JOIN graph_nodes s ON s.id = e.from_node_id
                 JOIN graph_nodes t ON t.id = e.to_node_id
@@ -271,6 +357,7 @@ def entity_detail(*, workspace_id: int, node_id: int, audience: Audience = EVERY
         floor = reading.params()["floor"]
         data["facts"] = [
             {
+                "id": str(edge_id),
                 "source": clean_fact_text(s),
                 "relation": rel,
                 "target": clean_fact_text(t),
@@ -280,8 +367,9 @@ def entity_detail(*, workspace_id: int, node_id: int, audience: Audience = EVERY
                 "validFrom": vf,
                 "validTo": vt,
             }
-            for s, rel, t, f, c, vf, vt, current in cursor.fetchall()
+            for edge_id, s, rel, t, f, c, vf, vt, current in cursor.fetchall()
         ]
+    data["merges"] = entity_merges(workspace_id=workspace_id, node_id=node_id)
     return data
 
 
@@ -340,37 +428,50 @@ def communities_list(*, workspace_id: int, limit: int, audience: Audience = EVER
     return {"communities": communities, "lastRunAt": last}
 
 
-def entity_graph_stats(*, workspace_id: int) -> dict[str, Any]:
-    from graphsvc.facts import reading_for
+def entity_graph_stats(*, workspace_id: int, audience: Audience = EVERYONE) -> dict[str, Any]:
+    """Counts of the entity graph; a restricted audience counts only the entities, aliases, facts and
+    communities it may see (a community with at least one visible member)."""
+    from graphsvc.facts import entity_visible_sql, fact_visible_sql, reading_for
     from graphsvc.models import ENTITY_TYPES, GraphSettings
 
     reading = reading_for(workspace_id=workspace_id)
+    fact = f" AND {fact_visible_sql('e')}" if audience.restricted else ""
+    entity = f" AND {entity_visible_sql('n.id')}" if audience.restricted else ""
+    alias = f" AND {entity_visible_sql('a.node_id')}" if audience.restricted else ""
+    member = (
+        f" AND EXISTS (SELECT 1 FROM graph_community_members m WHERE m.workspace_id = c.workspace_id "
+        f"AND m.community_id = c.id AND {entity_visible_sql('m.node_id')})"
+        if audience.restricted
+        else ""
+    )
+    params = reading.params(types=list(ENTITY_TYPES))
     with connections["app"].cursor() as cursor:
         cursor.execute(
             f"""
             SELECT
-              (SELECT count(*) FROM graph_entity_aliases WHERE workspace_id = %(ws)s),
+              (SELECT count(*) FROM graph_entity_aliases a WHERE a.workspace_id = %(ws)s{alias}),
               (SELECT count(*) FROM graph_edges e WHERE e.workspace_id = %(ws)s AND e.origin = 'llm_entity'
-                 AND e.expired_at IS NULL AND e.valid_to IS NULL),
+                 AND e.expired_at IS NULL AND e.valid_to IS NULL{fact}),
               (SELECT count(*) FROM graph_edges e WHERE e.workspace_id = %(ws)s AND e.origin = 'llm_entity'
-                 AND (e.expired_at IS NOT NULL OR e.valid_to IS NOT NULL)),
+                 AND (e.expired_at IS NOT NULL OR e.valid_to IS NOT NULL){fact}),
               (SELECT count(*) FROM graph_edges e WHERE e.workspace_id = %(ws)s AND e.origin = 'llm_entity'
-                 AND e.expired_at IS NULL AND e.valid_to IS NULL AND {reading.decayed()} < %(floor)s),
-              (SELECT count(*) FROM graph_communities WHERE workspace_id = %(ws)s)
+                 AND e.expired_at IS NULL AND e.valid_to IS NULL AND {reading.decayed()} < %(floor)s{fact}),
+              (SELECT count(*) FROM graph_communities c WHERE c.workspace_id = %(ws)s{member})
             """,
-            reading.params(),
+            params,
         )
         aliases, active, invalidated, below, communities = cursor.fetchone()
         cursor.execute(
-            "SELECT node_type, count(*) FROM graph_nodes WHERE workspace_id = %s AND node_type = ANY(%s) "
-            "GROUP BY node_type ORDER BY node_type",
-            [workspace_id, list(ENTITY_TYPES)],
+            "SELECT n.node_type, count(*) FROM graph_nodes n WHERE n.workspace_id = %(ws)s "
+            f"AND n.node_type = ANY(%(types)s){entity} GROUP BY n.node_type ORDER BY n.node_type",
+            params,
         )
         by_type = dict(cursor.fetchall())
         cursor.execute(
-            "SELECT edge_type, count(*) FROM graph_edges WHERE workspace_id = %s AND origin = 'llm_entity' "
-            "AND expired_at IS NULL AND valid_to IS NULL GROUP BY edge_type ORDER BY 2 DESC, 1 LIMIT 10",
-            [workspace_id],
+            "SELECT e.edge_type, count(*) FROM graph_edges e WHERE e.workspace_id = %(ws)s "
+            f"AND e.origin = 'llm_entity' AND e.expired_at IS NULL AND e.valid_to IS NULL{fact} "
+            "GROUP BY e.edge_type ORDER BY 2 DESC, 1 LIMIT 10",
+            params,
         )
         relations = dict(cursor.fetchall())
     last = (
@@ -409,3 +510,78 @@ def graph_settings_get(*, workspace_id: int) -> dict[str, Any]:
         "decayRates": (row.decay_rates if row else None) or {},
         "maxEntities": row.max_entities if row else None,
     }
+
+
+def communities_recall(
+    *,
+    workspace_id: int,
+    seed_ids: list[int],
+    vector: Any = None,
+    model: str = "",
+    limit: int = 3,
+    audience: Audience = EVERYONE,
+) -> list[dict[str, Any]]:
+    """The summarised communities a query may draw on, in one statement: those of its seed entities, and the
+    `limit` whose centroid (of `model`) is nearest to the query `vector`. Each with its cosine to the query
+    (None without a centroid match), whether a seed is a member, its size and up to 20 member ids. A
+    restricted audience sees a community only when it may see every member (communities_list's rule: the
+    summary was written from all of them)."""
+    from graphsvc.facts import entity_visible_sql
+
+    by_centroid = "SELECT NULL::bigint AS id, NULL::float8 AS cosine WHERE false"
+    params: dict[str, Any] = {
+        "ws": workspace_id,
+        "seeds": seed_ids,
+        "limit": limit,
+        "model": model,
+        "viewer": audience.user_id,
+    }
+    if vector is not None:
+        from graphsvc.vectors import vector_literal
+
+        params.update(v=vector_literal(vector), dims=len(list(vector)))
+        by_centroid = """
+            SELECT c.id, 1 - (c.centroid <=> %(v)s::vector) AS cosine FROM graph_communities c
+            WHERE c.workspace_id = %(ws)s AND c.summary <> '' AND c.centroid_model = %(model)s
+              AND vector_dims(c.centroid) = %(dims)s
+            ORDER BY c.centroid <=> %(v)s::vector LIMIT %(limit)s"""
+    hidden = (
+        f"""AND NOT EXISTS (SELECT 1 FROM graph_community_members m WHERE m.workspace_id = %(ws)s
+                 AND m.community_id = c.id AND NOT {entity_visible_sql("m.node_id")})"""
+        if audience.restricted
+        else ""
+    )
+    with connections["app"].cursor() as cursor:
+        cursor.execute(
+            f"""
+            WITH by_seed AS (
+                SELECT DISTINCT m.community_id AS id FROM graph_community_members m
+                WHERE m.workspace_id = %(ws)s AND m.node_id = ANY(%(seeds)s)
+            ),
+            by_centroid AS ({by_centroid}),
+            cand AS (SELECT id FROM by_seed UNION SELECT id FROM by_centroid)
+            SELECT c.id, c.name, c.summary, (SELECT b.cosine FROM by_centroid b WHERE b.id = c.id),
+                   c.id IN (SELECT id FROM by_seed),
+                   (SELECT count(*) FROM graph_community_members m
+                    WHERE m.workspace_id = %(ws)s AND m.community_id = c.id),
+                   ARRAY(SELECT m.node_id FROM graph_community_members m
+                         WHERE m.workspace_id = %(ws)s AND m.community_id = c.id ORDER BY m.node_id LIMIT 20)
+            FROM cand JOIN graph_communities c ON c.workspace_id = %(ws)s AND c.id = cand.id
+            WHERE c.summary <> '' {hidden}
+            ORDER BY c.id
+            """,
+            params,
+        )
+        rows = cursor.fetchall()
+    return [
+        {
+            "id": community_id,
+            "name": name,
+            "summary": summary,
+            "cosine": None if cosine is None else float(cosine),
+            "seeded": bool(seeded),
+            "size": int(size),
+            "memberIds": [str(m) for m in members],
+        }
+        for community_id, name, summary, cosine, seeded, size, members in rows
+    ]

@@ -1,10 +1,10 @@
 """graph/traverse: walk the entity graph from one entity along typed edges, with the path to each node.
 
-Undirected like fact recall (a fact "A uses B" links B back to A). Two statements whatever the graph's size
-and max_hops: the start entity's lookup (which brings the decay settings along) and one statement that walks
-every hop, ranks the reached nodes, returns the chosen ones with their paths and counts the path facts as
-retrieved. A node's score is the product of the effective confidences along its path: the chance the whole
-chain still holds.
+Undirected like fact recall (a fact "A uses B" links B back to A) unless a direction is asked for. Two
+statements whatever the graph's size and max_hops: the start entity's lookup (which brings the decay settings
+along) and one statement that walks every hop, ranks the reached nodes, returns the chosen ones with their
+paths and counts the path facts as retrieved. A node's score is the product of the effective confidences
+along its path: the chance the whole chain still holds.
 """
 
 from __future__ import annotations
@@ -15,12 +15,16 @@ from typing import Any
 from config.errors import ApiError
 from config.prepared import prepared_cursor
 from graphsvc.facts import (
+    DIRECTIONS,
     LAZY_COMMIT_SQL,
     MAX_FANOUT,
     audience_for,
     boosted_sql,
     clean_fact_text,
+    edge_types_normalised,
     entity_lookup_stored,
+    entity_not_found,
+    neighbours_sql,
     reading_for,
 )
 
@@ -31,12 +35,19 @@ MAX_LIMIT = 100
 MAX_FRONTIER = 500
 
 
-def _hop_sql(hop: int, where: str, confidence: str) -> str:
+def _hop_sql(hop: int, where: str, confidence: str, direction: str = "both") -> str:
     """h<hop>: each node reached first at this hop with its best path (score, parent, edge; ties: the smaller
     fact id), the MAX_FRONTIER best of them; r<hop>: all reached so far. Every frontier node offers its
     MAX_FANOUT most confident facts."""
     frontier = "r0" if hop == 1 else f"h{hop - 1}"
     seen = f"r{hop - 1}"
+    neighbours = neighbours_sql(
+        direction=direction,
+        out=f"SELECT e.id, e.to_node_id AS there, {confidence} AS confidence FROM graph_edges e "
+        f"WHERE {where} AND e.from_node_id = f.node",
+        incoming=f"SELECT e.id, e.from_node_id AS there, {confidence} AS confidence FROM graph_edges e "
+        f"WHERE {where} AND e.to_node_id = f.node",
+    )
     return f"""
     h{hop} AS (
         SELECT * FROM (
@@ -44,11 +55,7 @@ def _hop_sql(hop: int, where: str, confidence: str) -> str:
                    f.node AS parent, x.id AS edge
             FROM {frontier} f CROSS JOIN LATERAL (
                 SELECT n.id, n.there, n.confidence FROM (
-                    SELECT e.id, e.to_node_id AS there, {confidence} AS confidence FROM graph_edges e
-                    WHERE {where} AND e.from_node_id = f.node
-                    UNION ALL
-                    SELECT e.id, e.from_node_id, {confidence} FROM graph_edges e
-                    WHERE {where} AND e.to_node_id = f.node
+                {neighbours}
                 ) n
                 ORDER BY n.confidence DESC, n.id LIMIT %(fanout)s
             ) x
@@ -69,9 +76,15 @@ def graph_traverse(
     max_hops: int = 2,
     limit: int = 20,
     at: datetime | None = None,
+    direction: str = "both",
     lazy_commit: bool = False,
 ) -> dict[str, Any]:
-    """`lazy_commit`: the caller's transaction holds nothing but this walk (see facts.LAZY_COMMIT_SQL)."""
+    """`edge_types` are normalised like stored relations ("works on" → works_on); `direction` follows facts
+    out of each node (source → target), into it, or both. An unknown start answers 404 ENTITY_NOT_FOUND with
+    the closest names the caller may see. `lazy_commit`: the caller's transaction holds nothing but this walk
+    (see facts.LAZY_COMMIT_SQL)."""
+    if direction not in DIRECTIONS:
+        raise ApiError(400, "INVALID_REQUEST", f"direction must be one of {', '.join(DIRECTIONS)}.")
     if not 1 <= max_hops <= MAX_HOPS:
         raise ApiError(400, "INVALID_REQUEST", f"maxHops must be 1-{MAX_HOPS}; got {max_hops}.")
     if not 1 <= limit <= MAX_LIMIT:
@@ -79,22 +92,18 @@ def graph_traverse(
     audience = audience_for(scope)
     start, stored = entity_lookup_stored(workspace_id=workspace_id, name=start_entity, audience=audience)
     if start is None:
-        raise ApiError(
-            404,
-            "ENTITY_NOT_FOUND",
-            f"No entity named {start_entity!r} in this workspace; "
-            "graph/entities with a query lists the names it knows.",
-        )
+        raise entity_not_found(workspace_id=workspace_id, name=start_entity, audience=audience)
     reading = reading_for(
         workspace_id=workspace_id,
         at=at,
-        edge_types=[t.strip().lower() for t in edge_types or []],
+        edge_types=edge_types_normalised(edge_types),
         stored=stored,
         audience=audience,
+        direction=direction,
     )
     where = reading.where()
     confidence = boosted_sql(reading.decayed(), "e.retrieval_count")
-    hops = "".join("," + _hop_sql(hop, where, confidence) for hop in range(1, max_hops + 1))
+    hops = "".join("," + _hop_sql(hop, where, confidence, direction) for hop in range(1, max_hops + 1))
     # The facts on the chosen nodes' paths count as retrieved (a reading of the present only), in the same
     # statement; the scores above were computed from the counts before it.
     bump = (

@@ -100,6 +100,18 @@ ROUTES: list[tuple[str, str, str, Any]] = [
     ("POST", "graph/decay", policy.ADMIN, lambda o: scoped({"action": "set_rate", "rate": 0.5})),
     ("PATCH", "graph/settings", policy.ADMIN, lambda o: scoped({"maxEntities": 10})),
     ("POST", "graph/communities", policy.ADMIN, lambda o: scoped({"refresh": True})),
+    (
+        "POST",
+        "graph/entities/merge",
+        policy.ADMIN,
+        lambda o: scoped({"into": "Payments Gateway", "entities": ["Payments Gw"]}),
+    ),
+    (
+        "POST",
+        "graph/entities/split",
+        policy.ADMIN,
+        lambda o: scoped({"entity": "Payments Gateway", "name": "Payments API", "aliases": ["payments gw"]}),
+    ),
     ("POST", "graph/backfill", policy.ADMIN, lambda o: scoped({})),
     ("POST", "graph/rollout", policy.ADMIN, lambda o: scoped({"mode": "shadow"})),
     ("PATCH", "graph/rollout", policy.ADMIN, lambda o: scoped({"autopilotEnabled": True})),

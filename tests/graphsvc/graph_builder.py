@@ -97,3 +97,21 @@ class GraphBuilder:
                 ],
             )
             return cursor.fetchone()[0]
+
+    def supported_by(self, fact_id: int, *, memory_id: str, user_id: str | None) -> None:
+        """Record a memory (of end user `user_id`, None: shared) as evidence of a fact, as extraction does."""
+        with workspace_context(self.workspace_id), connections["app"].cursor() as cursor:
+            cursor.execute(
+                "INSERT INTO graph_fact_evidence (workspace_id, edge_id, memory_id, user_id, created_at) "
+                "VALUES (%s, %s, %s, %s, now())",
+                [self.workspace_id, fact_id, memory_id, user_id],
+            )
+
+    def mentioned_in(self, name: str, *, memory_id: str) -> None:
+        """Link a memory to an entity it mentions, as extraction does."""
+        with workspace_context(self.workspace_id), connections["app"].cursor() as cursor:
+            cursor.execute(
+                "INSERT INTO memory_node_links (workspace_id, memory_id, node_id, role, created_at) "
+                "VALUES (%s, %s, %s, 'mentions', now())",
+                [self.workspace_id, memory_id, self.ids[name]],
+            )

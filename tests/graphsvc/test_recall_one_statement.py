@@ -53,7 +53,14 @@ def two_statements(workspace_id: int, query: str, *, limit: int, max_hops: int) 
     seeds, stored = facts.seeds_find_stored(workspace_id=workspace_id, query=query, limit=limit)
     reading = facts.reading_for(workspace_id=workspace_id, stored=stored)
     visits = min(facts.MAX_VISITED, max(facts.MIN_VISITS, facts.VISITS_PER_FACT * limit))
-    walk = facts.bfs(reading=reading, seeds=seeds, max_hops=max_hops, max_visited=visits, limit=limit)
+    walk = facts.bfs(
+        reading=reading,
+        seeds=seeds,
+        max_hops=max_hops,
+        max_visited=visits,
+        limit=limit,
+        relations=facts.query_terms(query).relations,
+    )
     return seeds, walk.facts
 
 
