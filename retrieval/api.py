@@ -77,6 +77,9 @@ def _context_request(payload: ContextIn, *, endpoint: str) -> context.ContextReq
         importance_weight=payload.importanceWeight,
         include_superseded=payload.includeSuperseded,
         endpoint=endpoint,
+        token_budget=payload.tokenBudget,
+        fact_edge_classes=tuple(payload.factEdgeClasses) if payload.factEdgeClasses else None,
+        fact_direction=payload.factDirection,
     )
 
 

@@ -24,14 +24,13 @@ from memories import selectors
 from memories.models import Memory
 from memories.scrubber import scrub_secrets
 from memories.selectors import MemoryScope
-from retrieval import search, vectors
+from retrieval import graph_context, search, vectors
+from retrieval.embeddings import embed_query
 
 logger = logging.getLogger("cairn.context")
 
 WORKING_TIER_MAX = 3
 CONTEXT_LINE_CHARS = 80
-# Facts from the entity graph in context/get (the "Known facts" section).
-CONTEXT_FACTS = 5
 # Texts up to this long have their scrubbed line remembered (4,096 of them: at most ~16 MB per process).
 CLEAN_CACHE_MAX_CHARS = 4000
 # Put in front of the context line of a rule or memory with prompt-injection flags (Memory.injection_flags):
@@ -55,6 +54,11 @@ class ContextRequest:
     importance_weight: float | None = None  # None = the workspace's setting (memories/settings)
     include_superseded: bool = False
     endpoint: str = "context/get"
+    # The entity graph's part (retrieval.graph_context): the context's token budget (None: the server's),
+    # and the facts walked: their classes (None: all) and direction.
+    token_budget: int | None = None
+    fact_edge_classes: tuple[str, ...] | None = None
+    fact_direction: str = "both"
 
 
 # --- strategy: request, policy default, or Zeph's heuristic router ------------------------------------------
@@ -408,6 +412,7 @@ class GraphReads:
     failed: bool  # the expansion failed (the answer falls back to the baseline)
     facts: list[dict[str, Any]]
 
+    section: graph_context.GraphSection = dataclasses.field(default_factory=graph_context.GraphSection)
 
 def _graph_reads(
     *, workspace_id: int, scope: MemoryScope, baseline: list[Memory], request: ContextRequest, traverse: bool
@@ -425,7 +430,8 @@ def _graph_reads(
                     workspace_id=workspace_id, scope=scope, baseline=baseline, request=request
                 )
             stage = "facts"
-            result.facts = _facts(workspace_id=workspace_id, scope=scope, query=request.query)
+            result.section = _facts(workspace_id=workspace_id, scope=scope, request=request)
+            result.facts = result.section.facts
     except Exception:  # noqa: BLE001 - the graph is an addition to the context, never a reason to fail it
         if stage == "facts":
             logger.exception("fact recall failed")
@@ -434,23 +440,27 @@ def _graph_reads(
         result.expanded, result.total_candidates, result.failed = [], 0, True
         try:
             with transaction.atomic(using="app"):
-                result.facts = _facts(workspace_id=workspace_id, scope=scope, query=request.query)
+                result.section = _facts(workspace_id=workspace_id, scope=scope, request=request)
+                result.facts = result.section.facts
         except Exception:  # noqa: BLE001 - as above
             logger.exception("fact recall failed")
     return result
 
 
-def _facts(*, workspace_id: int, scope: MemoryScope, query: str | None) -> list[dict[str, Any]]:
-    """Facts about the entities the query names (text seeds only: the query was embedded for ranking
-    already), among those the caller's end user may see."""
-    if not query:
-        return []
-    from graphsvc.facts import facts_recall
-
-    # Recall reads graph_settings inside its seed lookup: no separate settings read to cache here.
-    return facts_recall(
-        workspace_id=workspace_id, scope=scope, query=query, limit=CONTEXT_FACTS, report_strategy=False
-    )["facts"]
+def _facts(*, workspace_id: int, scope: MemoryScope, request: ContextRequest) -> graph_context.GraphSection:
+    """Known facts and community summaries within the graph's share of the token budget, among those the
+    caller's end user may see (retrieval.graph_context). The query's vector (entities and communities by
+    meaning) only when the ranking embedded it: a lexical request is never made to pay for an embedding."""
+    ranking = route_query(request.query or "") if request.strategy == "auto" else request.strategy
+    return graph_context.graph_section(
+        workspace_id=workspace_id,
+        scope=scope,
+        query=request.query,
+        token_budget=request.token_budget,
+        edge_classes=request.fact_edge_classes,
+        direction=request.fact_direction,
+        embed=None if ranking == "lexical" else embed_query,
+    )
 
 
 def _fallback_reason(*, mode: str, blocked: bool, expansion_failed: bool) -> str:
@@ -614,12 +624,16 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
         "longTermMemories": [payloads[m.id] for m in long_term.memories],
         "conflicts": conflicts,
         "facts": known_facts,
-        "context": context_text(
-            rules=rules,
-            memories=returned,
-            conflicts=conflicts,
-            facts=known_facts,
-            redact=hygiene_settings.redact_credentials,
+        "communities": graph.section.communities,
+        "context": graph_context.with_section(
+            context_text(
+                rules=rules,
+                memories=returned,
+                conflicts=conflicts,
+                facts=known_facts,
+                redact=hygiene_settings.redact_credentials,
+            ),
+            graph.section.communities_text(redact=hygiene_settings.redact_credentials),
         ),
         "trace": trace,
         "_graph_ids": set(graph_by_id),

@@ -8,7 +8,7 @@ from ninja import Schema
 from pydantic import Field
 
 from config.schemas import ScopeIn, StrictIn, Trimmed, scope_field
-from graphsvc.schemas import FactOut
+from graphsvc.schemas import Direction, EdgeClass, FactOut
 from memories.schemas import DictOut, MemoryLayer, MemoryOut, MemoryType
 
 SearchStrategy = Literal["lexical", "semantic", "hybrid", "baseline", "hybrid_graph"]
@@ -110,6 +110,24 @@ class ContextIn(StrictIn):
         "setting (default 0.15). 0 turns it off.",
     )
     includeSuperseded: bool = Field(False, description="Also return memories consolidation superseded.")
+    tokenBudget: int | None = Field(
+        None,
+        ge=256,
+        le=1_000_000,
+        description="The context's token budget; the entity graph's sections (known facts, community "
+        "summaries) fill at most GRAPH_CONTEXT_BUDGET_SHARE of it (4 %). Omitted: CONTEXT_TOKEN_BUDGET "
+        "(4,000).",
+    )
+    factEdgeClasses: list[EdgeClass] | None = Field(
+        None,
+        max_length=4,
+        description="Known facts only of these classes (semantic, temporal, causal, entity).",
+    )
+    factDirection: Direction = Field(
+        "both",
+        description="Which way known facts are walked from the entities the query names: out (what they do), "
+        "in (what points at them) or both (default).",
+    )
     scope: ScopeIn = scope_field()
 
 
@@ -173,7 +191,31 @@ class ContextTraceOut(DictOut):
     )
     retrievalPolicyReadyForDefaultOn: bool = Field(description="Whether hybrid could become the default.")
     retrievalPolicyBlockerCodes: list[str] = Field(description="What keeps hybrid from being the default.")
+    graphBudgetTokens: int = Field(0, description="Tokens the entity graph's sections could fill.")
+    graphTokensUsed: int = Field(0, description="Tokens they filled (characters / 4 of their lines).")
+    factsRecalled: int = Field(0, description="Facts recall found before the budget cut.")
+    factCount: int = Field(0, description="Known facts in the answer.")
+    communityCount: int = Field(0, description="Community summaries in the answer.")
+    factSeedSource: Literal["words", "meaning", "entity", "none"] = Field(
+        "none",
+        description="How the facts' seed entities were found: the query's words, its meaning, or none.",
+    )
     durationMs: float = Field(description="Server time spent assembling the context.")
+
+
+class CommunityRecallOut(DictOut):
+    id: str = Field(description="Community id (graph/communities).")
+    name: str = Field(description="Community name.")
+    summary: str = Field(description="Its summary, as the context text quotes it.")
+    size: int = Field(description="Members.")
+    memberIds: list[str] = Field(description="Up to 20 member entity ids (graph/entities shows one by name).")
+    score: float = Field(
+        description="How well it matched: the centroid's cosine or the share of words named."
+    )
+    matchedBy: Literal["centroid", "summary"] = Field(
+        description="centroid: its members' mean vector is close to the query; summary: it holds an entity "
+        "the query names and its summary names a word of the query."
+    )
 
 
 class ContextOut(DictOut):
@@ -189,7 +231,15 @@ class ContextOut(DictOut):
     longTermMemories: list[ContextMemoryOut] = Field(description="Long-term tier.")
     conflicts: list[ConflictOut] = Field(description="Contradictions among the returned memories.")
     facts: list[FactOut] = Field(
-        description="Up to 5 facts from the entity graph about what the query names (empty without a query)."
+        description="Facts from the entity graph about what the query names, best first, as many as fit the "
+        "graph's share of the token budget (at most GRAPH_CONTEXT_MAX_FACTS; empty without a query)."
+    )
+    communities: list[CommunityRecallOut] = Field(
+        default_factory=list,
+        description="Community summaries that match the query, within the graph's share of the token budget.",
+    )
+    context: str = Field(
+        description="Ready-to-paste text: rules, relevant memories, conflicts, known facts, related topics."
     )
     trace: ContextTraceOut = Field(description="How this answer was produced.")
 
