@@ -12,7 +12,6 @@ thread-sensitive executor), so the server keeps one connection and the event loo
 
 from __future__ import annotations
 
-import importlib
 import ipaddress
 import json
 import logging
@@ -26,11 +25,25 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import close_old_connections
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from config.errors import ApiError
 from config.schemas import ScopeIn, StrictIn, Trimmed, scope_field
 from config.validation import api_error_from_validation
+from graphsvc import selectors as graph_selectors
+from graphsvc.facts import audience_for, entity_lookup, entity_not_found, facts_recall
+from graphsvc.schemas import (
+    CommunitiesOut,
+    Direction,
+    EdgeTypes,
+    EntitiesOut,
+    FactsOut,
+    StatsOut,
+    TraverseOut,
+)
+from graphsvc.traverse import graph_traverse
+from mcp_server import answers
 from memories import selectors
 from memories.schemas import AddIn, ForgetIn, ForgetOut
 from memories.selectors import MemoryScope, memory_scope
@@ -48,10 +61,13 @@ logger = logging.getLogger("cairn.mcp")
 
 T = TypeVar("T", bound=BaseModel)
 INSTRUCTIONS = (
-    "Cairn is this agent's long-term memory. Before answering, call get_context with what the user asks to "
-    "get the rules and memories that matter (its `context` field is ready to read). Store durable facts, "
-    "decisions and preferences with add_memory; remove wrong ones with forget_memory. graph_facts and "
-    "graph_traverse read the entity graph (who works on what, what uses what)."
+    "Cairn is this agent's long-term memory. Before answering, call get_context with what the user asks: its "
+    "text is the rules, memories (with their ids) and known facts that matter, ready to read. Store durable "
+    "facts, decisions and preferences with add_memory; remove wrong ones with forget_memory (by id). "
+    "graph_facts and graph_traverse read the entity graph (who works on what, what uses what); "
+    "graph_entities, "
+    "graph_communities and graph_stats show what it holds. Every tool answers in text; the full JSON is its "
+    "structured content."
 )
 CONTEXT_ENDPOINT = "mcp/get_context"  # how retrieval metrics tell MCP calls from HTTP ones
 
@@ -177,6 +193,9 @@ def get_context_sync(*, caller: SdkCaller, payload: dict[str, Any], role: str) -
         half_life_days=body.halfLifeDays,
         mmr_lambda=body.mmrLambda,
         endpoint=CONTEXT_ENDPOINT,
+        token_budget=body.tokenBudget,
+        fact_edge_classes=tuple(body.factEdgeClasses) if body.factEdgeClasses else None,
+        fact_direction=body.factDirection,
     )
     with workspace_context(workspace_id):
         data = context.context_get(workspace_id=workspace_id, scope=scope, request=request)
@@ -186,8 +205,8 @@ def get_context_sync(*, caller: SdkCaller, payload: dict[str, Any], role: str) -
     return ContextOut.model_validate(data).model_dump(mode="json")
 
 
-# graph_facts / graph_traverse read the entity graph through graphsvc's fact recall and traversal. Those live
-# in their own modules; a server without them answers with a clear tool error instead of failing to start.
+# The entity graph's tools: the same functions and limits as graph/facts, graph/traverse, graph/entities,
+# graph/communities and graph/stats, for the end user the scope names.
 EdgeClass = Literal["semantic", "temporal", "causal", "entity"]
 
 
@@ -198,6 +217,8 @@ class FactsArgs(StrictIn):
     limit: int = Field(10, ge=1, le=100, description="Most facts, 1–100 (default 10).")
     at: datetime | None = Field(None, description="Facts as they were valid at this time.")
     edgeClasses: list[EdgeClass] | None = Field(None, max_length=4, description="Only these edge classes.")
+    edgeTypes: EdgeTypes = Field(None, max_length=20, description="Only these relations.")
+    direction: Direction = Field("both", description="out, in or both.")
     scope: ScopeIn = scope_field()
 
     @model_validator(mode="after")
@@ -209,39 +230,37 @@ class FactsArgs(StrictIn):
 
 class TraverseArgs(StrictIn):
     startEntity: Annotated[str, Trimmed(512)] = Field(description="Entity to start from, by name or alias.")
-    edgeTypes: list[Annotated[str, Trimmed(128)]] | None = Field(
-        None, max_length=20, description="Only these relations."
-    )
+    edgeTypes: EdgeTypes = Field(None, max_length=20, description="Only these relations.")
+    direction: Direction = Field("both", description="out, in or both.")
     maxHops: int = Field(2, ge=1, le=3, description="Hops, 1–3 (default 2).")
     limit: int = Field(20, ge=1, le=100, description="Most nodes, 1–100 (default 20).")
     at: datetime | None = Field(None, description="The graph as it was at this time.")
     scope: ScopeIn = scope_field()
 
 
-def graph_function(module: str, name: str) -> Callable[..., dict[str, Any]] | None:
-    try:
-        return getattr(importlib.import_module(module), name, None)
-    except ImportError:
-        return None
+class EntitiesArgs(StrictIn):
+    query: Annotated[str, Trimmed(500)] | None = Field(None, description="Search by name, alias or summary.")
+    entity: Annotated[str, Trimmed(512)] | None = Field(None, description="One entity, in detail.")
+    type: Annotated[str, Trimmed(32)] | None = Field(None, description="Only this entity type.")
+    limit: int = Field(20, ge=1, le=100, description="Most entities, 1–100 (default 20).")
+    scope: ScopeIn = scope_field()
 
 
-def _unavailable(what: str) -> ApiError:
-    return ApiError(
-        501,
-        "GRAPH_FEATURE_UNAVAILABLE",
-        f"{what} is not available on this Cairn server yet; use get_context or search_memories instead.",
-    )
+class CommunitiesArgs(StrictIn):
+    limit: int = Field(20, ge=1, le=200, description="Most communities, 1–200 (default 20).")
+    scope: ScopeIn = scope_field()
+
+
+class ScopedArgs(StrictIn):
+    scope: ScopeIn = scope_field()
 
 
 @declare(READ)
 def graph_facts_sync(*, caller: SdkCaller, payload: dict[str, Any], role: str) -> dict[str, Any]:
     body = _validated(FactsArgs, payload)
-    recall = graph_function("graphsvc.facts", "facts_recall")
-    if recall is None:
-        raise _unavailable("Fact recall (graph_facts)")
     workspace_id, scope = _resolve(caller, body.scope, role=role)
     with workspace_context(workspace_id):
-        data = recall(
+        data = facts_recall(
             workspace_id=workspace_id,
             scope=scope,
             query=body.query,
@@ -250,29 +269,75 @@ def graph_facts_sync(*, caller: SdkCaller, payload: dict[str, Any], role: str) -
             limit=body.limit,
             at=body.at,
             edge_classes=body.edgeClasses,
+            edge_types=body.edgeTypes,
+            direction=body.direction,
             embed=embed_query,
         )
-    return _json_ready(data)
+    return FactsOut.model_validate(data).model_dump(mode="json")
 
 
 @declare(READ)
 def graph_traverse_sync(*, caller: SdkCaller, payload: dict[str, Any], role: str) -> dict[str, Any]:
     body = _validated(TraverseArgs, payload)
-    traverse = graph_function("graphsvc.traverse", "graph_traverse")
-    if traverse is None:
-        raise _unavailable("Graph traversal (graph_traverse)")
     workspace_id, scope = _resolve(caller, body.scope, role=role)
     with workspace_context(workspace_id):
-        data = traverse(
+        data = graph_traverse(
             workspace_id=workspace_id,
             scope=scope,
             start_entity=body.startEntity,
             edge_types=body.edgeTypes,
+            direction=body.direction,
             max_hops=body.maxHops,
             limit=body.limit,
             at=body.at,
         )
-    return _json_ready(data)
+    return TraverseOut.model_validate(data).model_dump(mode="json")
+
+
+@declare(READ)
+def graph_entities_sync(*, caller: SdkCaller, payload: dict[str, Any], role: str) -> dict[str, Any]:
+    body = _validated(EntitiesArgs, payload)
+    workspace_id, scope = _resolve(caller, body.scope, role=role)
+    audience = audience_for(scope)
+    with workspace_context(workspace_id):
+        if body.entity:
+            found = entity_lookup(workspace_id=workspace_id, name=body.entity, audience=audience)
+            if found is None:
+                raise entity_not_found(workspace_id=workspace_id, name=body.entity, audience=audience)
+            detail = graph_selectors.entity_detail(
+                workspace_id=workspace_id, node_id=found.node_id, audience=audience
+            )
+            data = {"entities": [detail], "nextCursor": None}
+        else:
+            data = graph_selectors.entities_list(
+                workspace_id=workspace_id,
+                query=body.query,
+                entity_type=body.type,
+                limit=body.limit,
+                cursor_id=None,
+                audience=audience,
+            )
+    return EntitiesOut.model_validate(data).model_dump(mode="json")
+
+
+@declare(READ)
+def graph_communities_sync(*, caller: SdkCaller, payload: dict[str, Any], role: str) -> dict[str, Any]:
+    body = _validated(CommunitiesArgs, payload)
+    workspace_id, scope = _resolve(caller, body.scope, role=role)
+    with workspace_context(workspace_id):
+        data = graph_selectors.communities_list(
+            workspace_id=workspace_id, limit=body.limit, audience=audience_for(scope)
+        )
+    return CommunitiesOut.model_validate(data).model_dump(mode="json")
+
+
+@declare(READ)
+def graph_stats_sync(*, caller: SdkCaller, payload: dict[str, Any], role: str) -> dict[str, Any]:
+    body = _validated(ScopedArgs, payload)
+    workspace_id, scope = _resolve(caller, body.scope, role=role)
+    with workspace_context(workspace_id):
+        data = graph_selectors.entity_graph_stats(workspace_id=workspace_id, audience=audience_for(scope))
+    return StatsOut.model_validate(data).model_dump(mode="json")
 
 
 # Every tool and the body it runs: the body declares the role the tool needs (tests check each tool has one).
@@ -283,6 +348,21 @@ TOOL_BODIES: dict[str, Callable[..., dict[str, Any]]] = {
     "forget_memory": forget_memory_sync,
     "graph_facts": graph_facts_sync,
     "graph_traverse": graph_traverse_sync,
+    "graph_entities": graph_entities_sync,
+    "graph_communities": graph_communities_sync,
+    "graph_stats": graph_stats_sync,
+}
+# How each tool's JSON reads as text for a model (mcp_server.answers); the JSON is the structured content.
+TOOL_TEXT: dict[str, Callable[[dict[str, Any]], str]] = {
+    "get_context": answers.context_text,
+    "add_memory": answers.added_text,
+    "search_memories": answers.search_text,
+    "forget_memory": answers.forgotten_text,
+    "graph_facts": answers.facts_text,
+    "graph_traverse": answers.traverse_text,
+    "graph_entities": answers.entities_text,
+    "graph_communities": answers.communities_text,
+    "graph_stats": answers.stats_text,
 }
 
 
@@ -320,9 +400,9 @@ def build_server(settings: McpSettings) -> MCPServer:
         given = scope.model_dump(exclude_none=True) if scope is not None else {}
         return {**settings.default_scope, **given}
 
-    async def run(
-        ctx: Context | None, body: Callable[..., dict[str, Any]], payload: dict[str, Any]
-    ) -> dict[str, Any]:
+    async def run(ctx: Context | None, tool: str, payload: dict[str, Any]) -> CallToolResult:
+        """The tool's body on the database thread; its answer as text for the model and as structured JSON."""
+        body = TOOL_BODIES[tool]
         key = settings.api_key if settings.startup_key_for_anonymous else None
         headers = ctx.headers if ctx is not None else None
         authorization = (headers or {}).get("authorization", "")
@@ -350,11 +430,14 @@ def build_server(settings: McpSettings) -> MCPServer:
             finally:
                 close_old_connections()
 
-        return await sync_to_async(call, thread_sensitive=True)()
+        data = await sync_to_async(call, thread_sensitive=True)()
+        return CallToolResult(content=[TextContent(text=TOOL_TEXT[tool](data))], structured_content=data)
 
     @server.tool(
-        description="The rules and memories to put in front of your next step: all active rules, then the "
-        "memories ranked for `query`; `context` in the answer is ready-to-read text."
+        description="The rules, memories and known facts to put in front of your next step: all active "
+        "rules, then the memories ranked for `query` (each with its id and why it is there), then what the "
+        "entity graph knows about what the query names. Text to read; the full JSON is the structured "
+        "content."
     )
     async def get_context(
         ctx: Context,
@@ -377,8 +460,21 @@ def build_server(settings: McpSettings) -> MCPServer:
         include_rules: Annotated[
             bool | None, Field(description="Include active rules (default true).")
         ] = None,
+        token_budget: Annotated[
+            int | None,
+            Field(
+                description="Your context budget in tokens; known facts take about 4 % of it (default 4000)."
+            ),
+        ] = None,
+        fact_edge_classes: Annotated[
+            list[EdgeClass] | None, Field(description="Known facts only of these classes.")
+        ] = None,
+        fact_direction: Annotated[
+            Direction | None,
+            Field(description="Facts out of (out), into (in) or around (both) the entities."),
+        ] = None,
         scope: ScopeParam = None,
-    ) -> dict[str, Any]:
+    ) -> CallToolResult:
         payload = _drop_none(
             query=query,
             limit=limit,
@@ -386,8 +482,11 @@ def build_server(settings: McpSettings) -> MCPServer:
             graphDepth=graph_depth,
             graphLimit=graph_limit,
             includeRules=include_rules,
+            tokenBudget=token_budget,
+            factEdgeClasses=fact_edge_classes,
+            factDirection=fact_direction,
         )
-        return await run(ctx, TOOL_BODIES["get_context"], {**payload, "scope": merged_scope(scope)})
+        return await run(ctx, "get_context", {**payload, "scope": merged_scope(scope)})
 
     @server.tool(description="Store a memory: a durable fact, decision, rule, preference or skill.")
     async def add_memory(
@@ -406,7 +505,7 @@ def build_server(settings: McpSettings) -> MCPServer:
         category: Annotated[str | None, Field(description="Category, ≤ 120 chars.")] = None,
         metadata: Annotated[dict[str, Any] | None, Field(description="Any JSON object up to 16 KB.")] = None,
         scope: ScopeParam = None,
-    ) -> dict[str, Any]:
+    ) -> CallToolResult:
         payload = _drop_none(
             content=content,
             type=type,
@@ -416,7 +515,7 @@ def build_server(settings: McpSettings) -> MCPServer:
             category=category,
             metadata=metadata,
         )
-        return await run(ctx, TOOL_BODIES["add_memory"], {**payload, "scope": merged_scope(scope)})
+        return await run(ctx, "add_memory", {**payload, "scope": merged_scope(scope)})
 
     @server.tool(description="Search memories by words (lexical), meaning (semantic) or both (hybrid).")
     async def search_memories(
@@ -433,17 +532,17 @@ def build_server(settings: McpSettings) -> MCPServer:
             Literal["rule", "working", "long_term"] | None, Field(description="Only this layer.")
         ] = None,
         scope: ScopeParam = None,
-    ) -> dict[str, Any]:
+    ) -> CallToolResult:
         payload = _drop_none(query=query, limit=limit, strategy=strategy, type=type, layer=layer)
-        return await run(ctx, TOOL_BODIES["search_memories"], {**payload, "scope": merged_scope(scope)})
+        return await run(ctx, "search_memories", {**payload, "scope": merged_scope(scope)})
 
     @server.tool(description="Forget a memory by id (it stops appearing in context and search).")
     async def forget_memory(
         ctx: Context,
         id: Annotated[str, Field(description="The memory id, as returned by add_memory or search_memories.")],
         scope: ScopeParam = None,
-    ) -> dict[str, Any]:
-        return await run(ctx, TOOL_BODIES["forget_memory"], {"id": id, "scope": merged_scope(scope)})
+    ) -> CallToolResult:
+        return await run(ctx, "forget_memory", {"id": id, "scope": merged_scope(scope)})
 
     @server.tool(description="Facts from the entity graph about what `query` (or one `entity`) reaches.")
     async def graph_facts(
@@ -456,26 +555,78 @@ def build_server(settings: McpSettings) -> MCPServer:
         limit: Annotated[int | None, Field(description="Most facts, 1–100 (default 10).")] = None,
         at: Annotated[str | None, Field(description="ISO 8601 time: facts as they were valid then.")] = None,
         edge_classes: Annotated[list[EdgeClass] | None, Field(description="Only these edge classes.")] = None,
+        edge_types: Annotated[
+            list[str] | None, Field(description='Only these relations ("works on" or works_on).')
+        ] = None,
+        direction: Annotated[
+            Direction | None, Field(description="out (what it does), in (what points at it) or both.")
+        ] = None,
         scope: ScopeParam = None,
-    ) -> dict[str, Any]:
+    ) -> CallToolResult:
         payload = _drop_none(
-            query=query, entity=entity, maxHops=max_hops, limit=limit, at=at, edgeClasses=edge_classes
+            query=query,
+            entity=entity,
+            maxHops=max_hops,
+            limit=limit,
+            at=at,
+            edgeClasses=edge_classes,
+            edgeTypes=edge_types,
+            direction=direction,
         )
-        return await run(ctx, TOOL_BODIES["graph_facts"], {**payload, "scope": merged_scope(scope)})
+        return await run(ctx, "graph_facts", {**payload, "scope": merged_scope(scope)})
 
     @server.tool(description="Walk the entity graph from one entity along typed edges (e.g. works_on, uses).")
     async def graph_traverse(
         ctx: Context,
         start_entity: Annotated[str, Field(description="Entity to start from, by name or alias.")],
-        edge_types: Annotated[list[str] | None, Field(description="Only these relations.")] = None,
+        edge_types: Annotated[
+            list[str] | None, Field(description='Only these relations ("works on" or works_on).')
+        ] = None,
+        direction: Annotated[
+            Direction | None, Field(description="out (what it does), in (what points at it) or both.")
+        ] = None,
         max_hops: Annotated[int | None, Field(description="Hops, 1–3 (default 2).")] = None,
         limit: Annotated[int | None, Field(description="Most nodes, 1–100 (default 20).")] = None,
         at: Annotated[str | None, Field(description="ISO 8601 time: the graph as it was then.")] = None,
         scope: ScopeParam = None,
-    ) -> dict[str, Any]:
+    ) -> CallToolResult:
         payload = _drop_none(
-            startEntity=start_entity, edgeTypes=edge_types, maxHops=max_hops, limit=limit, at=at
+            startEntity=start_entity,
+            edgeTypes=edge_types,
+            direction=direction,
+            maxHops=max_hops,
+            limit=limit,
+            at=at,
         )
-        return await run(ctx, TOOL_BODIES["graph_traverse"], {**payload, "scope": merged_scope(scope)})
+        return await run(ctx, "graph_traverse", {**payload, "scope": merged_scope(scope)})
+
+    @server.tool(
+        description="Entities of the graph: search by `query`, show one `entity` with its aliases, facts and "
+        "merges, or list the newest; `type` keeps one type (person, tool, project …)."
+    )
+    async def graph_entities(
+        ctx: Context,
+        query: Annotated[str | None, Field(description="Words of a name, alias or summary.")] = None,
+        entity: Annotated[str | None, Field(description="One entity by name or alias, in detail.")] = None,
+        type: Annotated[str | None, Field(description="Only this type: person, tool, project …")] = None,
+        limit: Annotated[int | None, Field(description="Most entities, 1–100 (default 20).")] = None,
+        scope: ScopeParam = None,
+    ) -> CallToolResult:
+        payload = _drop_none(query=query, entity=entity, type=type, limit=limit)
+        return await run(ctx, "graph_entities", {**payload, "scope": merged_scope(scope)})
+
+    @server.tool(description="Communities of related entities, largest first, with their summaries.")
+    async def graph_communities(
+        ctx: Context,
+        limit: Annotated[int | None, Field(description="Most communities, 1–200 (default 20).")] = None,
+        scope: ScopeParam = None,
+    ) -> CallToolResult:
+        return await run(ctx, "graph_communities", {**_drop_none(limit=limit), "scope": merged_scope(scope)})
+
+    @server.tool(
+        description="What the entity graph holds: entities by type, facts, communities, top relations."
+    )
+    async def graph_stats(ctx: Context, scope: ScopeParam = None) -> CallToolResult:
+        return await run(ctx, "graph_stats", {"scope": merged_scope(scope)})
 
     return server

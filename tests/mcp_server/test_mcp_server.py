@@ -26,7 +26,17 @@ from tenancy import services
 from tenancy.rls import workspace_context
 
 ROOT = Path(__file__).resolve().parents[2]
-TOOLS = {"get_context", "add_memory", "search_memories", "forget_memory", "graph_facts", "graph_traverse"}
+TOOLS = {
+    "get_context",
+    "add_memory",
+    "search_memories",
+    "forget_memory",
+    "graph_facts",
+    "graph_traverse",
+    "graph_entities",
+    "graph_communities",
+    "graph_stats",
+}
 
 # The server is another process: what the test writes must be committed, and what it writes must be seen here.
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")

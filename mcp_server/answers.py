@@ -1,0 +1,161 @@
+"""What each MCP tool says to the model: the answer as compact text, the full JSON left to the structured
+content.
+
+An agent pays for a tool's text in tokens on every turn it is in the conversation. The JSON of context/get
+repeats every memory three times (memories, workingMemories, longTermMemories) and carries the trace and
+pipeline states; the text here is what a model reads: the context itself, each memory's id and why it is
+there, and one line per fact, node or entity. Every value comes from the tool's JSON, which the server built
+from stored text that was already made one-line where it is pasted (graphsvc.facts.clean_fact_text, the
+context text), so nothing here can open or close a prompt section the JSON could not.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+LINE_CHARS = 160
+SUMMARY_CHARS = 300
+
+
+def _line(text: Any, limit: int = LINE_CHARS) -> str:
+    """One line, at most `limit` characters, no angle brackets."""
+    flat = " ".join(str(text or "").replace("<", " ").replace(">", " ").split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def _why(memory: dict[str, Any]) -> str:
+    graph = memory.get("graph")
+    if graph:
+        hops = graph.get("hopCount", 1)
+        return (
+            f"graph: via {_line(graph.get('linkedViaNode'), 60)} ({graph.get('edgeType')}, {hops} hop"
+            f"{'' if hops == 1 else 's'})"
+        )
+    return "matches the query"
+
+
+def context_text(data: dict[str, Any]) -> str:
+    """The context text, then the ids of the rules and memories it lists, in its order, and why each is
+    there."""
+    parts = [data.get("context") or "No rules or memories matched."]
+    rules = data.get("rules") or []
+    memories = data.get("memories") or []
+    if rules:
+        parts.append("Rule ids, in order: " + ", ".join(r["id"] for r in rules))
+    if memories:
+        lines = [f"- {m['id']} [{m.get('layer')}] {_why(m)}" for m in memories]
+        parts.append("Memory ids, in the order listed (why each is here):\n" + "\n".join(lines))
+    communities = data.get("communities") or []
+    if communities:
+        parts.append(
+            "Community ids: "
+            + ", ".join(
+                f"{c['id']} ({len(c.get('memberIds') or [])} member ids in the JSON)" for c in communities
+            )
+        )
+    return "\n\n".join(parts)
+
+
+def added_text(data: dict[str, Any]) -> str:
+    return f"{_line(data.get('message'))} id {data.get('id')}"
+
+
+def forgotten_text(data: dict[str, Any]) -> str:
+    return f"{_line(data.get('message'))} id {data.get('id')}"
+
+
+def search_text(data: dict[str, Any]) -> str:
+    memories = data.get("memories") or []
+    trace = data.get("trace") or {}
+    head = f"{len(memories)} memories ({trace.get('appliedStrategy', 'search')}), best first:"
+    lines = [
+        f"- {m['id']} [{m.get('type')}, {m.get('layer')}] {_line(m.get('content'))}"
+        + (f" tags: {', '.join(m['tags'])}" if m.get("tags") else "")
+        for m in memories
+    ]
+    return "\n".join([head, *lines]) if lines else "No memory matched."
+
+
+def facts_text(data: dict[str, Any]) -> str:
+    facts = data.get("facts") or []
+    seeds = ", ".join(s["name"] for s in data.get("seeds") or []) or "none"
+    head = f"{len(facts)} facts; seed entities: {seeds}."
+    if data.get("timedOut"):
+        head += " Spreading activation ran out of time: no facts."
+    lines = [
+        f"- {_line(f['fact'])} [{f['source']} -{_line(f['relation'], 80)}-> {f['target']}; "
+        f"confidence {f['confidence']:.2f}; hop {f['hop']}"
+        + (f"; until {f['validTo']}" if f.get("validTo") else "")
+        + "]"
+        for f in facts
+    ]
+    return "\n".join([head, *lines])
+
+
+def traverse_text(data: dict[str, Any]) -> str:
+    start = data.get("start") or {}
+    nodes = data.get("nodes") or []
+    lines = [f"From {start.get('name')} (id {start.get('id')}), {len(nodes)} entities reached:"]
+    for node in nodes:
+        # Names are one line without angle brackets already (graphsvc.facts.clean_fact_text); the arrow is
+        # ours, so the path does not go through _line.
+        path = "; ".join(
+            f"{step['source']} -{_line(step['relation'], 80)}-> {step['target']}"
+            for step in node.get("path") or []
+        )
+        lines.append(
+            f"- {node['name']} (id {node['id']}, hop {node['hop']}, score {node['score']:.2f}): {path}"
+        )
+    return "\n".join(lines)
+
+
+def _entity_line(entity: dict[str, Any]) -> str:
+    confidence = entity.get("confidence")
+    sure = f", confidence {confidence:.2f}" if isinstance(confidence, int | float) else ""
+    summary = f": {_line(entity['summary'], SUMMARY_CHARS)}" if entity.get("summary") else ""
+    return (
+        f"- {entity['name']} [{entity['type']}] id {entity['id']}, {entity['mentionCount']} mentions{sure}"
+        f"{summary}"
+    )
+
+
+def entities_text(data: dict[str, Any]) -> str:
+    entities = data.get("entities") or []
+    if not entities:
+        return "No entity matched."
+    lines = [_entity_line(e) for e in entities]
+    detail = entities[0] if len(entities) == 1 and entities[0].get("facts") is not None else None
+    if detail is not None:
+        if detail.get("aliases"):
+            lines.append("Aliases: " + ", ".join(detail["aliases"]))
+        for fact in detail.get("facts") or []:
+            state = "" if fact.get("retrievable") else " (ended or faded)"
+            lines.append(f"- fact {fact['id']}: {_line(fact['fact'])}{state}")
+        for merge in detail.get("merges") or []:
+            undone = " (undone)" if merge.get("undoneAt") else ""
+            lines.append(f"- {merge['kind']} {merge['id']}: {merge['mergedName']}{undone}")
+    elif data.get("nextCursor"):
+        lines.append(f"More: cursor {data['nextCursor']}")
+    return "\n".join(lines)
+
+
+def communities_text(data: dict[str, Any]) -> str:
+    communities = data.get("communities") or []
+    if not communities:
+        return "No communities yet."
+    return "\n".join(
+        f"- {c['name']} ({c['size']} members: {', '.join(c.get('members') or [])})"
+        + (f": {_line(c['summary'], SUMMARY_CHARS)}" if c.get("summary") else "")
+        for c in communities
+    )
+
+
+def stats_text(data: dict[str, Any]) -> str:
+    by_type = ", ".join(f"{kind} {count}" for kind, count in (data.get("entitiesByType") or {}).items())
+    relations = ", ".join(f"{name} {count}" for name, count in (data.get("topRelations") or {}).items())
+    return (
+        f"{data.get('entities', 0)} entities ({by_type or 'none'}), {data.get('aliases', 0)} aliases; "
+        f"facts: {data.get('activeFacts', 0)} current, {data.get('invalidatedFacts', 0)} ended, "
+        f"{data.get('belowFloorFacts', 0)} faded; {data.get('communities', 0)} communities. "
+        f"Top relations: {relations or 'none'}."
+    )
