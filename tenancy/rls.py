@@ -22,6 +22,16 @@ _current_request: ContextVar[HttpRequest | None] = ContextVar("cairn_request", d
 QUERY_CANCELED = "57014"
 
 
+_SET = "SELECT '', set_config('app.workspace_id', %s, true), set_config('statement_timeout', %s, true)"
+# Inside an outer transaction the limit in force is read in the same statement, to be put back on the way out
+# (a materialized CTE is read before the select list that changes it): nesting costs no round trip either.
+_SET_NESTED = (
+    "WITH previous AS MATERIALIZED (SELECT current_setting('statement_timeout') AS value) "
+    "SELECT previous.value, set_config('app.workspace_id', %s, true), "
+    "set_config('statement_timeout', %s, true) FROM previous"
+)
+
+
 @contextmanager
 def workspace_context(workspace_id: int) -> Iterator[None]:
     """Open a transaction on the runtime connection in which RLS lets through `workspace_id` and nothing else,
@@ -44,14 +54,11 @@ def workspace_context(workspace_id: int) -> Iterator[None]:
         with transaction.atomic(using="app"):
             if current is None:
                 with connection.cursor() as cursor:
-                    if outer_transaction:
-                        cursor.execute("SELECT current_setting('statement_timeout')")
-                        previous_timeout = cursor.fetchone()[0]
                     cursor.execute(
-                        "SELECT set_config('app.workspace_id', %s, true), "
-                        "set_config('statement_timeout', %s, true)",
+                        _SET_NESTED if outer_transaction else _SET,
                         [str(workspace_id), str(statement_timeout_ms())],
                     )
+                    previous_timeout = cursor.fetchone()[0]
             yield
         if outer_transaction:
             with connection.cursor() as cursor:
