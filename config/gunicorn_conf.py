@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import socket
+import ssl
 import threading
 import time
 from typing import Any, cast
@@ -62,7 +63,7 @@ class _ClientReads:
                 self.sock.settimeout(0.0)
                 try:
                     return self.sock.recv(size)
-                except BlockingIOError:
+                except (BlockingIOError, ssl.SSLWantReadError):
                     pass  # nothing there yet: wait for it without the slot
                 slot.release()
             try:
