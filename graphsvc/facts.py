@@ -215,8 +215,8 @@ def reading_for(
     return Reading(
         workspace_id=workspace_id,
         at=at,
-        edge_classes=edge_classes or None,
-        edge_types=edge_types or None,
+        edge_classes=list(edge_classes) if edge_classes else None,
+        edge_types=list(edge_types) if edge_types else None,
         rate=rate,
         rates=stored.rates,
         stored_strategy=stored.strategy,
@@ -402,29 +402,41 @@ CLOSEST_NAMES = 5
 
 
 def entity_closest(*, workspace_id: int, name: str, audience: Audience = EVERYONE) -> list[str]:
-    """The names (at most CLOSEST_NAMES) nearest to one that matched no entity: every word of it looked up as
-    seeds are (the word itself, a longer word it starts, a near spelling sharing its first three letters, a
-    whole alias), best text match first, among the entities the audience may see."""
+    """The names (at most CLOSEST_NAMES) nearest to one that matched no entity: for each word of it, the name
+    and alias words that share its first three letters (a b-tree range, as seeds are found), ranked by the
+    trigram similarity summed over the words, then by mentions; only entities the audience may see."""
     tokens = dict.fromkeys(token.lower()[:64] for token in _TOKEN.findall(name[:512]))
     words = [w for w in tokens if len(w) >= 2][:SEED_WORDS]
     if not words:
         return []
-    phrase = normalise_name(name)
+    prefixes = [w[:3] for w in words]
+    visible = f"AND {entity_visible_sql('n.id')}" if audience.restricted else ""
     with prepared_cursor() as cursor:
         cursor.execute(
             f"""
-            WITH {seed_match_sql(audience)}
-            SELECT n.label FROM candidate c JOIN graph_nodes n ON n.workspace_id = %(ws)s AND n.id = c.node_id
-            ORDER BY c.score DESC, n.mention_count DESC, n.id
+            WITH near AS (
+                SELECT t.node_id, q.i, max(similarity(t.term, q.w)) AS score
+                FROM unnest(%(words)s::text[], %(p3)s::text[], %(p3his)s::text[]) WITH ORDINALITY AS q(w,
+                    p3, p3hi, i)
+                CROSS JOIN LATERAL (
+                    SELECT node_id, term FROM graph_entity_terms
+                    WHERE workspace_id = %(ws)s AND weight = 1
+                      AND term >= (q.p3 COLLATE "C") AND term < (q.p3hi COLLATE "C")
+                    LIMIT 200
+                ) t
+                GROUP BY t.node_id, q.i
+            )
+            SELECT n.label FROM (SELECT node_id, sum(score) AS score FROM near GROUP BY node_id) c
+            JOIN graph_nodes n ON n.workspace_id = %(ws)s AND n.id = c.node_id
+            WHERE c.score > 0 {visible}
+            ORDER BY c.score DESC, n.mention_count DESC, n.id LIMIT %(limit)s
             """,
             {
-                **seed_params(
-                    workspace_id=workspace_id,
-                    words=words,
-                    limit=CLOSEST_NAMES,
-                    phrases=[phrase] if phrase else [],
-                ),
-                "candidates": CLOSEST_NAMES,
+                "ws": workspace_id,
+                "words": words,
+                "p3": prefixes,
+                "p3his": [_upper(p) for p in prefixes],
+                "limit": CLOSEST_NAMES,
                 "viewer": audience.user_id,
             },
         )
@@ -954,7 +966,7 @@ def seeded_bfs(
     reading = Reading(
         workspace_id=workspace_id,
         at=at,
-        edge_classes=edge_classes or None,
+        edge_classes=list(edge_classes) if edge_classes else None,
         edge_types=list(edge_types) if edge_types else None,
         rate=settings.GRAPH_DECAY_RATE,
         rate_sql="coalesce((SELECT rate FROM cfg), %(rate)s)",

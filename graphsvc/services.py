@@ -341,16 +341,32 @@ def _facts_move(cursor: Any, *, workspace_id: int, survivor_id: int, merged_id: 
             else edge["key"].replace(f":{merged_id}:", f":{survivor_id}:")
         )
     active = [e for e in edges if e["expired_at"] is None and e["new_from"] != e["new_to"]]
+    # The survivor's current facts that say the same thing as a moved one (same ends, class and relation),
+    # through the (workspace, from, relation) index.
     cursor.execute(
         """
-        SELECT id, edge_key, fact, confidence, last_observed_at, valid_from FROM graph_edges
-        WHERE workspace_id = %s AND expired_at IS NULL AND edge_key = ANY(%s) AND NOT (id = ANY(%s))
+        SELECT e.id, e.from_node_id, e.to_node_id, e.edge_class, e.edge_type, e.fact, e.confidence,
+               e.last_observed_at, e.valid_from
+        FROM unnest(%s::bigint[], %s::bigint[], %s::text[], %s::text[]) AS t(f, t, c, r)
+        JOIN graph_edges e ON e.workspace_id = %s AND e.from_node_id = t.f AND e.edge_type = t.r
+             AND e.to_node_id = t.t AND e.edge_class = t.c AND e.expired_at IS NULL
+             AND e.origin = 'llm_entity'
+        WHERE NOT (e.id = ANY(%s))
         """,
-        [workspace_id, [e["new_key"] for e in active], [e["id"] for e in edges]],
+        [
+            [e["new_from"] for e in active],
+            [e["new_to"] for e in active],
+            [e["edge_class"] for e in active],
+            [e["relation"] for e in active],
+            workspace_id,
+            [e["id"] for e in edges],
+        ],
     )
     existing = {
-        row[1]: dict(
-            zip(["id", "key", "fact", "confidence", "last_observed_at", "valid_from"], row, strict=True)
+        (row[1], row[2], row[3], row[4]): dict(
+            zip(
+                ["id", "fact", "confidence", "last_observed_at", "valid_from"], row[:1] + row[5:], strict=True
+            )
         )
         for row in cursor.fetchall()
     }
@@ -361,7 +377,8 @@ def _facts_move(cursor: Any, *, workspace_id: int, survivor_id: int, merged_id: 
         if edge["new_from"] == edge["new_to"]:
             edge["outcome"], edge["expire"] = "loop", edge["expired_at"] is None
             continue
-        other = existing.get(edge["new_key"]) if edge["expired_at"] is None else None
+        claim = (edge["new_from"], edge["new_to"], edge["edge_class"], edge["relation"])
+        other = existing.get(claim) if edge["expired_at"] is None else None
         if other is None:
             continue
         if same_claim(other["fact"] or "", edge["fact"] or ""):

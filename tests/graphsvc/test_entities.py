@@ -11,7 +11,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import connections
 
-from graphsvc import entities
+from graphsvc import entities, names
 from graphsvc.models import GraphEdge, GraphEntityAlias, GraphNode, MemoryNodeLink
 from memories.models import PipelineJob
 from tenancy.rls import workspace_context
@@ -485,3 +485,76 @@ def test_it_clamps_and_parses_dates(alice_ws):
     assert entities.fact_edge_key(
         source_id=1, target_id=2, edge_class="semantic", relation="r" * 300
     ).startswith("f:1:2:semantic:h")
+
+
+def test_it_never_resolves_different_days_months_or_numbers_to_one_entity(alice_ws, fake_llm):
+    # Every name has the same vector and the model says "same entity" to everything it is asked: only the
+    # markers keep Friday, Thursday and Tuesday apart (a trial merged them into one), as they keep Q1 and Q2,
+    # the third floor and the fourth, March and May.
+    same = np.zeros(8, dtype=np.float32)
+    same[0] = 1.0
+    names = [
+        "Friday",
+        "Thursday",
+        "Tuesday",
+        "Q1 review",
+        "Q2 review",
+        "Third floor",
+        "Fourth floor",
+        "March",
+    ]
+    ctx = entities.ResolutionContext(
+        workspace_id=alice_ws,
+        embed=fixed_embedder({name.lower(): same for name in [*names, "fri", "may", "q1 reviews"]}),
+        embedding_model="fake",
+    )
+    fake_llm.answers["entity_disambiguation"] = {"same_entity": True}
+    resolved = [entities.entity_resolve(ctx=ctx, name=n, entity_type="event", summary=None) for n in names]
+    assert [r.outcome for r in resolved] == ["created"] * len(names)
+    assert len({r.node_id for r in resolved}) == len(names)
+    assert fake_llm.calls_for("entity_disambiguation") == []
+    # The same value written another way still resolves: an abbreviation, a plural.
+    friday, q1_review = resolved[0], resolved[3]
+    fri = entities.entity_resolve(ctx=ctx, name="Fri", entity_type="event", summary=None)
+    q1 = entities.entity_resolve(ctx=ctx, name="Q1 reviews", entity_type="event", summary=None)
+    assert (fri.outcome, fri.node_id) == ("embedding", friday.node_id)
+    assert (q1.outcome, q1.node_id) == ("trigram", q1_review.node_id)
+    may = entities.entity_resolve(ctx=ctx, name="May", entity_type="event", summary=None)
+    assert may.outcome == "created"
+
+
+def test_it_reads_the_markers_that_tell_names_and_claims_apart():
+    assert names.distinct_markers("Python 3.11 upgrade") == ["3.11"]
+    assert names.distinct_markers("the 21st of March") == ["21", "march"]
+    assert names.distinct_markers("Thurs standup") == names.distinct_markers("Thursday standup")
+    assert names.distinct_markers("k8s e2e tests") == []  # digits inside a word are part of its name
+    assert names.distinct_markers("Second floor") == ["2"]
+    assert names.distinct_markers("api v2") == names.distinct_markers("API V2") == ["2"]
+    assert entities.same_claim("Deploys go out on Tue.", "Deploys go out on Tuesdays.") is False
+    assert entities.same_claim("Deploys go out on Tue.", "Deploys happen on Tuesday.") is True
+    assert entities.same_claim("One of the maintainers is Dana.", "Dana maintains it.") is True
+    assert names.normalise_relation(" Works-on ") == names.normalise_relation("works  on") == "works_on"
+    assert names.distinct_markers("9" * 5000) == ["9" * 4096]  # bounded work on untrusted text
+
+
+def test_it_keeps_an_entity_confidence_from_how_it_was_resolved(alice_ws):
+    close, near = vectors_with_cosine(0.9)
+    ctx = entities.ResolutionContext(
+        workspace_id=alice_ws,
+        embed=fixed_embedder({"ledger": close, "ledger service": close, "books": near}),
+        embedding_model="fake",
+    )
+
+    def confidence(node_id: int) -> float:
+        with workspace_context(alice_ws):
+            return GraphNode.objects.get(id=node_id).confidence
+
+    created = entities.entity_resolve(ctx=ctx, name="Ledger", entity_type="project", summary=None)
+    assert confidence(created.node_id) == 0.5
+    entities.entity_resolve(ctx=ctx, name="ledger", entity_type="project", summary=None)
+    assert confidence(created.node_id) == 0.6  # named the same way again: a fifth of the way to 1
+    by_meaning = entities.entity_resolve(ctx=ctx, name="Books", entity_type="project", summary=None)
+    assert by_meaning.outcome == "embedding"
+    # A near match moves it too, scaled by how near: (0.6 + 0.4 × 0.2) × (0.5 + 0.9 / 2).
+    assert confidence(created.node_id) == pytest.approx(0.68 * 0.95, abs=1e-4)
+    assert entities.confidence_after(None, outcome="created", score=None) == 0.6
