@@ -318,3 +318,23 @@ def test_it_applies_the_same_rules_to_mcp_tools_and_serves_old_rows_to_get_conte
     assert not added.is_error
     assert not context.is_error, context.content
     assert context.structured_content["rules"][0]["id"] == added.structured_content["id"]
+
+
+def test_it_refuses_deep_metadata_in_the_dashboard_edit_form(personas):
+    memory = personas.alice_api.add("deploy rule: tag releases", metadata={"team": "ops"})
+    web = Client()
+    web.force_login(personas.alice)
+    page = f"/w/{personas.alice.personal_workspace.id}/memories/{memory['id']}/edit/"
+    form = {
+        "content": "deploy rule: tag releases",
+        "type": "note",
+        "layer": "long_term",
+        "tags": "",
+        "category": "",
+    }
+    for levels in (300, 2000):  # 2000 levels fit the form's 20,000 characters
+        nested = '{"a":' * levels + "1" + "}" * levels
+        response = web.post(page, {**form, "metadata": nested})
+        assert response.status_code == 400, levels
+    assert web.post(page, {**form, "metadata": '{"n": NaN}'}).status_code == 400
+    assert workspace_answers(personas.alice_api)["list"]["memories"][0]["metadata"] == {"team": "ops"}
