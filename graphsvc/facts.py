@@ -1030,12 +1030,13 @@ def spreading_activation(*, reading: Reading, seeds: list[Seed], timeout_ms: int
     where = reading.where()
     confidence = boosted_sql(reading.decayed(), "e.retrieval_count")
     columns = f"e.id, e.from_node_id, e.to_node_id, e.edge_type, e.edge_class, {confidence}"
-    hop_sql = f"""
-        SELECT {columns} FROM graph_edges e WHERE {where} AND e.from_node_id = ANY(%(a)s)
-        UNION ALL
-        SELECT {columns} FROM graph_edges e
-        WHERE {where} AND e.to_node_id = ANY(%(a)s) AND NOT (e.from_node_id = ANY(%(a)s))
-    """
+    # Facts leaving the active nodes (out), reaching them (in), or both, each fact once.
+    hop_sql = neighbours_sql(
+        direction=reading.direction,
+        out=f"SELECT {columns} FROM graph_edges e WHERE {where} AND e.from_node_id = ANY(%(a)s)",
+        incoming=f"SELECT {columns} FROM graph_edges e WHERE {where} AND e.to_node_id = ANY(%(a)s)"
+        + ("" if reading.direction == "in" else " AND NOT (e.from_node_id = ANY(%(a)s))"),
+    )
     try:
         # One savepoint for the walk: a statement cancelled by its time limit rolls back to it, not the
         # caller's transaction. Each hop's statement may run for what is left of the budget, no longer.
@@ -1065,6 +1066,7 @@ def spreading_activation(*, reading: Reading, seeds: list[Seed], timeout_ms: int
                     depth=depth,
                     collected=collected,
                     active_set=set(active),
+                    direction=reading.direction,
                 )
             setting.execute("SELECT set_config('statement_timeout', %s, true)", [previous])
     except DatabaseError as exc:
@@ -1082,13 +1084,17 @@ def _spread(
     depth: dict[int, int],
     collected: dict[int, dict[str, Any]],
     active_set: set[int],
+    direction: str = "both",
 ) -> None:
     """One hop of spreading activation over the facts touching the active nodes (updates the dicts in
-    place)."""
+    place); activation flows along the facts the way `direction` says (out: source to target)."""
     incoming: dict[int, float] = {}
     for _, source, target, _, edge_class, confidence in rows:
         weight = float(confidence) * CLASS_WEIGHTS.get(edge_class, 1.0)
-        for here, there in ((source, target), (target, source)):
+        ways = {"out": ((source, target),), "in": ((target, source),)}.get(
+            direction, ((source, target), (target, source))
+        )
+        for here, there in ways:
             if here not in active_set:
                 continue
             if activation.get(there, 0.0) >= SA_INHIBITION or incoming.get(there, 0.0) >= SA_INHIBITION:

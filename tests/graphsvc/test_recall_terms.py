@@ -103,6 +103,9 @@ def test_it_answers_what_alice_works_on_with_what_she_works_on(alice_ws):
     assert sorted(t[0] for t in triples(who)) == ["Alice Martin", "Bob Stone"]
     uses = recall(alice_ws, entity="Payments Gateway", direction="out", max_hops=1)
     assert sorted(t[2] for t in triples(uses)) == ["Kubernetes", "Postgres"]
+    # Spreading activation flows the same way.
+    spread = recall(alice_ws, entity="Payments Gateway", direction="out", strategy="spreading")
+    assert sorted(t[2] for t in triples(spread)) == ["Kubernetes", "Postgres"]
 
 
 def test_it_walks_traversal_in_the_direction_asked(alice_ws):
