@@ -616,6 +616,8 @@ def graph_clear(*, workspace_id: int) -> dict[str, int]:
         )
         facts = cursor.fetchone()[0]
         cursor.execute("DELETE FROM graph_communities WHERE workspace_id = %s", [workspace_id])
+        # The history of merges and splits is about entities that no longer exist.
+        cursor.execute("DELETE FROM graph_entity_merges WHERE workspace_id = %s", [workspace_id])
         cursor.execute(
             "SELECT id FROM graph_nodes WHERE workspace_id = %s AND node_type = ANY(%s)",
             [workspace_id, list(ENTITY_TYPES)],

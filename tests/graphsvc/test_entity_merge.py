@@ -11,7 +11,14 @@ from typing import Any
 from django.db import connections
 from django.utils import timezone
 
-from graphsvc.models import GraphEdge, GraphEntityAlias, GraphFactEvidence, GraphNode, MemoryNodeLink
+from graphsvc.models import (
+    GraphEdge,
+    GraphEntityAlias,
+    GraphEntityMerge,
+    GraphFactEvidence,
+    GraphNode,
+    MemoryNodeLink,
+)
 from tenancy.rls import workspace_context
 from tests.graphsvc.graph_builder import GraphBuilder
 from tests.memories.helpers import ACME_SCOPE
@@ -121,6 +128,11 @@ def test_it_merges_duplicates_by_their_evidence_and_undoes_the_merge(alice_api, 
         code="MERGE_NOT_UNDOABLE",
     )
     assert "undone already" in again["message"]
+    alice_api.ok("graph/entities/merge", {"into": "Postgres", "entities": ["PostgreSQL DB"]})
+    # Clearing the entity graph takes its history along.
+    alice_api.ok("graph/clear", {"confirm": "delete entity graph"})
+    with workspace_context(alice_ws):
+        assert not GraphEntityMerge.objects.exists()
 
 
 def test_it_splits_chosen_aliases_and_facts_into_a_new_entity(alice_api, alice_ws):
