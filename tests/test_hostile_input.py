@@ -338,3 +338,16 @@ def test_it_refuses_deep_metadata_in_the_dashboard_edit_form(personas):
         assert response.status_code == 400, levels
     assert web.post(page, {**form, "metadata": '{"n": NaN}'}).status_code == 400
     assert workspace_answers(personas.alice_api)["list"]["memories"][0]["metadata"] == {"team": "ops"}
+
+
+def test_it_keeps_the_explorer_data_valid_json_with_nan_weights(personas, old_rows):
+    web = Client()
+    web.force_login(personas.alice)
+    data = web.get(f"/w/{old_rows['ws']}/graph/data/")
+    assert data.status_code == 200
+    answer = json.loads(data.content, parse_constant=_no_constants)
+    assert any(edge.get("confidence") == 0.0 for edge in answer.get("edges", [])), answer
+
+
+def _no_constants(name: str) -> Any:
+    raise AssertionError(f"the answer holds {name}, which is not JSON")
