@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import connections
@@ -585,3 +585,18 @@ def communities_recall(
         }
         for community_id, name, summary, cosine, seeded, size, members in rows
     ]
+
+
+def llm_usage_since(*, workspace_id: int, since: datetime) -> dict[str, Any]:
+    """LLM calls, tokens and cost of a workspace since a moment (the dashboard's "this week")."""
+    with connections["app"].cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT coalesce(sum(prompt_tokens + completion_tokens), 0), coalesce(sum(cost_usd), 0), count(*),
+                   count(*) FILTER (WHERE NOT ok)
+            FROM llm_usage WHERE workspace_id = %(ws)s AND created_at >= %(since)s
+            """,
+            {"ws": workspace_id, "since": since},
+        )
+        tokens, cost, calls, failed = cursor.fetchone()
+    return {"tokens": int(tokens), "costUsd": float(cost), "calls": calls, "failedCalls": failed}

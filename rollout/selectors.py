@@ -283,3 +283,71 @@ def last_fallback(*, workspace_id: int, since: datetime) -> tuple[datetime | Non
         )
         row = cursor.fetchone()
     return (row[0], row[1]) if row else (None, None)
+
+
+# --- the gate's metrics over time (the dashboard's trend) ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TrendPoint:
+    """One time bucket of the window: how many requests and what share of the judged hybrid ones fell back."""
+
+    start_at: datetime
+    total_requests: int
+    hybrid_requested: int
+    fallback_rate: float
+    graph_error_rate: float
+    canary_applied: int
+    expansion_coverage_rate: float
+
+
+def metrics_trend(*, workspace_id: int, now: datetime, window_hours: int, buckets: int) -> list[TrendPoint]:
+    """The current window cut into `buckets` equal slices, oldest first, counted as the gate counts them
+    (configuration and gate-block fallbacks left out); empty slices are zero."""
+    start = now - timedelta(hours=window_hours)
+    step = timedelta(hours=window_hours) / buckets
+    with connections["app"].cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT least(floor(extract(epoch FROM created_at - %(start)s) / %(step)s)::int, %(last)s) AS slot,
+                   count(*),
+                   count(*) FILTER (WHERE hybrid AND NOT excluded),
+                   count(*) FILTER (WHERE hybrid AND fallback_triggered AND NOT excluded),
+                   count(*) FILTER (WHERE fallback_reason = %(graph_error)s),
+                   count(*) FILTER (WHERE applied),
+                   count(*) FILTER (WHERE applied AND graph_expanded_count > 0)
+            FROM (
+                SELECT *, requested_strategy = 'hybrid' AS hybrid,
+                       applied_strategy = 'hybrid_graph' AS applied,
+                       coalesce(fallback_reason = ANY(%(excluded)s), false) AS excluded
+                FROM retrieval_metrics
+                WHERE workspace_id = %(ws)s AND created_at >= %(start)s AND created_at < %(end)s
+            ) m
+            GROUP BY 1
+            """,
+            {
+                "ws": workspace_id,
+                "start": start,
+                "end": now,
+                "step": step.total_seconds(),
+                "last": buckets - 1,
+                "graph_error": GRAPH_ERROR_REASON,
+                "excluded": list(EXCLUDED_FALLBACK_REASONS),
+            },
+        )
+        rows = {row[0]: row[1:] for row in cursor.fetchall()}
+    points = []
+    for slot in range(buckets):
+        total, hybrid, fallbacks, graph_errors, applied, covered = rows.get(slot, (0, 0, 0, 0, 0, 0))
+        points.append(
+            TrendPoint(
+                start_at=start + step * slot,
+                total_requests=total,
+                hybrid_requested=hybrid,
+                fallback_rate=rate(fallbacks, hybrid),
+                graph_error_rate=rate(graph_errors, hybrid),
+                canary_applied=applied,
+                expansion_coverage_rate=rate(covered, applied),
+            )
+        )
+    return points
