@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from django import forms
 from django.conf import settings
 
+from memories.models import Memory
 from tenancy import policy
 from tenancy.models import Membership, UserSettings
 
@@ -55,6 +59,49 @@ class MemorySearchForm(forms.Form):
     strategy = forms.ChoiceField(
         choices=[("lexical", "lexical"), ("semantic", "semantic"), ("hybrid", "hybrid")], required=False
     )
+    # Filters: exact values; "-" means none (a shared memory, a memory of no project).
     user_id = forms.CharField(max_length=120, required=False, strip=True)
     project_id = forms.CharField(max_length=240, required=False, strip=True)
+    type = forms.ChoiceField(choices=[("", "any"), *Memory.Type.choices], required=False)
+    layer = forms.ChoiceField(choices=[("", "any"), *Memory.Layer.choices], required=False)
+    tag = forms.CharField(max_length=100, required=False, strip=True)
+    session = forms.CharField(max_length=200, required=False, strip=True)
     cursor = forms.CharField(max_length=400, required=False)
+
+
+class MemoryEditForm(forms.Form):
+    """The dashboard's edit form; memories.schemas.EditIn validates what it sends, as for the SDK."""
+
+    content = forms.CharField(widget=forms.Textarea, strip=True, max_length=8000)
+    type = forms.ChoiceField(choices=Memory.Type.choices)
+    layer = forms.ChoiceField(choices=Memory.Layer.choices)
+    tags = forms.CharField(required=False, strip=True, max_length=4000, help_text="Comma-separated.")
+    category = forms.CharField(required=False, strip=True, max_length=120)
+    metadata = forms.CharField(widget=forms.Textarea, required=False, strip=True, max_length=20000)
+
+    def clean_tags(self) -> list[str]:
+        raw = self.cleaned_data.get("tags") or ""
+        return [tag.strip() for tag in raw.split(",") if tag.strip()]
+
+    def clean_metadata(self) -> dict[str, Any] | None:
+        raw = self.cleaned_data.get("metadata") or ""
+        if not raw:
+            return None
+        try:
+            value = json.loads(raw, parse_constant=_refuse_constant)
+        except json.JSONDecodeError as error:
+            raise forms.ValidationError(
+                f"Metadata must be a JSON object: {error.msg} at {error.pos}."
+            ) from None
+        except (ValueError, RecursionError):
+            # NaN and Infinity are not JSON; a nesting deeper than the parser follows is refused the same way.
+            raise forms.ValidationError(
+                "Metadata must be a JSON object of plain values, nested a few levels at most."
+            ) from None
+        if not isinstance(value, dict):
+            raise forms.ValidationError('Metadata must be a JSON object, like {"speaker": "Lena"}.')
+        return value
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")

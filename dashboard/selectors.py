@@ -4,7 +4,7 @@ filters on workspace_id, so a missing context shows nothing rather than everythi
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from django.db.models import Count, F, Q, QuerySet, Window
@@ -22,171 +22,6 @@ from graphsvc.models import (
 )
 from memories.models import Memory
 from memories.selectors import decode_cursor, encode_cursor
-
-
-@dataclass(frozen=True)
-class GraphFilters:
-    """The explorer's filters, as the URL carries them (graph_et, graph_nt, graph_mw, graph_mc, graph_ev)."""
-
-    edge_types: tuple[str, ...] = ()
-    node_types: tuple[str, ...] = ()
-    min_weight: float = 0.0
-    min_confidence: float = 0.0
-    evidence_only: bool = False
-
-
-@dataclass
-class GraphView:
-    nodes: list[dict[str, Any]] = field(default_factory=list)
-    edges: list[dict[str, Any]] = field(default_factory=list)
-    truncated: bool = False
-    focus: dict[str, Any] | None = None
-
-
-def _active_edges(*, workspace_id: int, filters: GraphFilters) -> QuerySet[GraphEdge]:
-    now = timezone.now()
-    edges = GraphEdge.objects.filter(workspace_id=workspace_id, expired_at__isnull=True).filter(
-        Q(expires_at__isnull=True) | Q(expires_at__gt=now)
-    )
-    if filters.edge_types:
-        edges = edges.filter(edge_type__in=filters.edge_types)
-    if filters.min_weight > 0:
-        edges = edges.filter(weight__gte=filters.min_weight)
-    if filters.min_confidence > 0:
-        edges = edges.filter(confidence__gte=filters.min_confidence)
-    if filters.evidence_only:
-        edges = edges.filter(evidence_memory_id__isnull=False)
-    if filters.node_types:
-        edges = edges.filter(
-            from_node__node_type__in=filters.node_types, to_node__node_type__in=filters.node_types
-        )
-    return edges
-
-
-def _node_payload(node: GraphNode, degree: int = 0) -> dict[str, Any]:
-    return {
-        "id": node.id,
-        "type": node.node_type,
-        "key": node.node_key,
-        "label": node.label,
-        "degree": degree,
-    }
-
-
-def _edge_payload(edge: GraphEdge) -> dict[str, Any]:
-    return {
-        "id": edge.id,
-        "source": edge.from_node_id,
-        "target": edge.to_node_id,
-        "type": edge.edge_type,
-        "class": edge.edge_class,
-        "weight": edge.weight,
-        "confidence": edge.confidence,
-        "evidence": edge.evidence_memory_id is not None,
-    }
-
-
-_EDGE_FIELDS = (
-    "id",
-    "from_node_id",
-    "to_node_id",
-    "edge_type",
-    "edge_class",
-    "weight",
-    "confidence",
-    "evidence_memory_id",
-)
-
-
-def graph_top(*, workspace_id: int, filters: GraphFilters, node_limit: int, edge_limit: int) -> GraphView:
-    """The best-connected nodes (by active edges that pass the filters) and the edges among them."""
-    edges = _active_edges(workspace_id=workspace_id, filters=filters)
-    degree: dict[int, int] = {}
-    for column in ("from_node_id", "to_node_id"):
-        for row in edges.values(column).annotate(n=Count("id")).order_by():
-            degree[row[column]] = degree.get(row[column], 0) + row["n"]
-    ranked = sorted(degree, key=lambda node_id: (-degree[node_id], node_id))
-    nodes = GraphNode.objects.filter(workspace_id=workspace_id)
-    if filters.node_types:
-        nodes = nodes.filter(node_type__in=filters.node_types)
-    if not ranked and not any(
-        (filters.edge_types, filters.evidence_only, filters.min_weight, filters.min_confidence)
-    ):
-        # A graph without edges yet still has nodes worth seeing.
-        chosen = list(nodes.order_by("-mention_count", "id")[:node_limit])
-        return GraphView(nodes=[_node_payload(node) for node in chosen])
-    keep = ranked[:node_limit]
-    chosen_by_id = {
-        node.id: node for node in nodes.filter(id__in=keep).only("id", "node_type", "node_key", "label")
-    }
-    picked = list(
-        edges.filter(from_node_id__in=chosen_by_id, to_node_id__in=chosen_by_id)
-        .only(*_EDGE_FIELDS)
-        .order_by("-weight", "id")[: edge_limit + 1]
-    )
-    view = GraphView(
-        nodes=[
-            _node_payload(chosen_by_id[node_id], degree[node_id])
-            for node_id in keep
-            if node_id in chosen_by_id
-        ],
-        edges=[_edge_payload(edge) for edge in picked[:edge_limit]],
-        truncated=len(ranked) > node_limit or len(picked) > edge_limit,
-    )
-    return view
-
-
-def graph_node_get(*, workspace_id: int, node_type: str, node_key: str) -> GraphNode | None:
-    return GraphNode.objects.filter(workspace_id=workspace_id, node_type=node_type, node_key=node_key).first()
-
-
-def graph_ego(*, workspace_id: int, node: GraphNode, filters: GraphFilters, edge_limit: int) -> GraphView:
-    """The 1-hop view of a node: its active edges that pass the filters and the nodes at their other end."""
-    edges = list(
-        _active_edges(workspace_id=workspace_id, filters=filters)
-        .filter(Q(from_node_id=node.id) | Q(to_node_id=node.id))
-        .only(*_EDGE_FIELDS)
-        .order_by("-weight", "-confidence", "id")[: edge_limit + 1]
-    )
-    truncated = len(edges) > edge_limit
-    edges = edges[:edge_limit]
-    other_ids = {edge.from_node_id for edge in edges} | {edge.to_node_id for edge in edges}
-    other_ids.discard(node.id)
-    others = GraphNode.objects.filter(workspace_id=workspace_id, id__in=other_ids).only(
-        "id", "node_type", "node_key", "label"
-    )
-    return GraphView(
-        nodes=[_node_payload(node, len(edges))] + [_node_payload(other) for other in others],
-        edges=[_edge_payload(edge) for edge in edges],
-        truncated=truncated,
-        focus=_node_payload(node),
-    )
-
-
-def graph_edge_get(*, workspace_id: int, edge_id: int) -> GraphEdge | None:
-    return (
-        GraphEdge.objects.select_related("from_node", "to_node")
-        .filter(workspace_id=workspace_id, id=edge_id)
-        .first()
-    )
-
-
-def graph_edge_types(*, workspace_id: int, limit: int) -> list[str]:
-    return list(
-        GraphEdge.objects.filter(workspace_id=workspace_id, expired_at__isnull=True)
-        .values_list("edge_type", flat=True)
-        .distinct()
-        .order_by("edge_type")[:limit]
-    )
-
-
-def graph_node_types(*, workspace_id: int, limit: int) -> list[str]:
-    return list(
-        GraphNode.objects.filter(workspace_id=workspace_id)
-        .values_list("node_type", flat=True)
-        .distinct()
-        .order_by("node_type")[:limit]
-    )
 
 
 def node_memories(*, workspace_id: int, node: GraphNode, limit: int) -> list[Memory]:
@@ -218,9 +53,70 @@ def _uuid_or_none(raw: str) -> uuid.UUID | None:
 # --- memories -----------------------------------------------------------------------------------------------
 
 
-def memory_page(*, workspace_id: int, cursor: str | None, limit: int) -> tuple[list[Memory], str | None]:
+@dataclass(frozen=True)
+class MemoryFilters:
+    """The memory list's filters: exact userId / projectId ("-" for none), type, layer, tag, sessionId."""
+
+    user_id: str = ""
+    project_id: str = ""
+    type: str = ""
+    layer: str = ""
+    tag: str = ""
+    session: str = ""
+
+    def any(self) -> bool:
+        return any((self.user_id, self.project_id, self.type, self.layer, self.tag, self.session))
+
+    def q(self) -> Q:
+        q = Q()
+        if self.user_id:
+            q &= Q(user_id__isnull=True) if self.user_id == NONE else Q(user_id=self.user_id)
+        if self.project_id:
+            q &= Q(project_id__isnull=True) if self.project_id == NONE else Q(project_id=self.project_id)
+        if self.type:
+            q &= Q(type=self.type)
+        if self.layer:
+            q &= Q(layer=self.layer)
+        if self.tag:
+            q &= Q(tags__contains=[self.tag])
+        if self.session:
+            q &= Q(metadata__sessionId=self.session)
+        return q
+
+    def matches(self, memory: Memory) -> bool:
+        """The same filters in Python, for search results ranked elsewhere."""
+        checks = (
+            (self.user_id, memory.user_id),
+            (self.project_id, memory.project_id),
+        )
+        for wanted, value in checks:
+            if wanted and (value is not None if wanted == NONE else value != wanted):
+                return False
+        if self.type and memory.type != self.type:
+            return False
+        if self.layer and memory.layer != self.layer:
+            return False
+        if self.tag and self.tag not in (memory.tags or []):
+            return False
+        session = (memory.metadata or {}).get("sessionId") if isinstance(memory.metadata, dict) else None
+        return not (self.session and session != self.session)
+
+
+# The filter value for "no userId" / "no projectId".
+NONE = "-"
+
+
+def _live(workspace_id: int) -> QuerySet[Memory]:
+    return Memory.objects.filter(workspace_id=workspace_id, deleted_at__isnull=True)
+
+
+def memory_page(
+    *, workspace_id: int, cursor: str | None, limit: int, filters: MemoryFilters | None = None
+) -> tuple[list[Memory], str | None]:
     """Every live memory of the workspace, newest first, whoever wrote it (the dashboard sees all users)."""
-    rows = Memory.objects.filter(workspace_id=workspace_id, deleted_at__isnull=True)
+    rows = _live(workspace_id)
+    if filters is not None:
+        rows = rows.filter(filters.q())
     if cursor:
         created_at, memory_id = decode_cursor(cursor)
         rows = rows.filter(Q(created_at__lt=created_at) | Q(created_at=created_at, id__lt=memory_id))
@@ -229,14 +125,55 @@ def memory_page(*, workspace_id: int, cursor: str | None, limit: int) -> tuple[l
     return page[:limit], next_cursor
 
 
+def memory_total(*, workspace_id: int, filters: MemoryFilters | None = None) -> int:
+    rows = _live(workspace_id)
+    if filters is not None:
+        rows = rows.filter(filters.q())
+    return rows.count()
+
+
+def memory_facets(*, workspace_id: int, limit: int) -> dict[str, list[str]]:
+    """The values the memory list's filters offer: users, projects and the most used tags."""
+    live = _live(workspace_id)
+    users = [
+        u
+        for u in live.exclude(user_id__isnull=True)
+        .values_list("user_id", flat=True)
+        .distinct()
+        .order_by("user_id")[:limit]
+        if u
+    ]
+    projects = [
+        p
+        for p in live.exclude(project_id__isnull=True)
+        .values_list("project_id", flat=True)
+        .distinct()
+        .order_by("project_id")[:limit]
+        if p
+    ]
+    tags = list(
+        GraphNode.objects.filter(workspace_id=workspace_id, node_type="topic")
+        .order_by("node_key")
+        .values_list("node_key", flat=True)[: limit * 3]
+    )
+    return {"users": users, "projects": projects, "tags": tags}
+
+
 def memory_get(*, workspace_id: int, memory_id: uuid.UUID) -> Memory | None:
-    return Memory.objects.filter(workspace_id=workspace_id, id=memory_id, deleted_at__isnull=True).first()
+    return _live(workspace_id).filter(id=memory_id).first()
+
+
+def memories_by_id(*, workspace_id: int, memory_ids: list[uuid.UUID]) -> dict[uuid.UUID, Memory]:
+    if not memory_ids:
+        return {}
+    return {m.id: m for m in _live(workspace_id).filter(id__in=memory_ids)}
 
 
 def memory_graph_links(*, workspace_id: int, memory_id: uuid.UUID, limit: int) -> list[dict[str, Any]]:
     links = (
         MemoryNodeLink.objects.select_related("node")
         .filter(workspace_id=workspace_id, memory_id=memory_id)
+        .exclude(role="self")
         .order_by("role", "id")[:limit]
     )
     return [{"role": link.role, "node": link.node} for link in links]
@@ -248,6 +185,203 @@ def memory_evidence_edges(*, workspace_id: int, memory_id: uuid.UUID, limit: int
         .filter(workspace_id=workspace_id, evidence_memory_id=memory_id, expired_at__isnull=True)
         .order_by("edge_type", "id")[:limit]
     )
+
+
+def memory_session(*, workspace_id: int, memory: Memory, limit: int) -> list[Memory]:
+    """The other memories of the memory's session (metadata.sessionId), in the order they were written."""
+    session = memory.metadata.get("sessionId") if isinstance(memory.metadata, dict) else None
+    if not isinstance(session, str) or not session:
+        return []
+    return list(_live(workspace_id).filter(metadata__sessionId=session).order_by("created_at", "id")[:limit])
+
+
+def node_memory_total(*, workspace_id: int, node: GraphNode) -> int:
+    if node.node_type == "memory":
+        return 1
+    return (
+        MemoryNodeLink.objects.filter(workspace_id=workspace_id, node_id=node.id).exclude(role="self").count()
+    )
+
+
+# --- what changed: contradictions, replacements, facts over time --------------------------------------------
+
+
+def _active_edges() -> Q:
+    return Q(expired_at__isnull=True) & (Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now()))
+
+
+def memory_flags(*, workspace_id: int, memory_ids: list[uuid.UUID]) -> dict[uuid.UUID, set[str]]:
+    """Per memory: "replaced" when a newer memory supersedes it (or consolidation did), "contradicted" when
+    another memory contradicts it: the list's badges."""
+    flags: dict[uuid.UUID, set[str]] = {}
+    if not memory_ids:
+        return flags
+    rows = (
+        GraphEdge.objects.filter(_active_edges(), workspace_id=workspace_id)
+        .filter(edge_type__in=("supersedes", "contradicts"), to_node__node_type="memory")
+        .filter(to_node__node_key__in=[str(m) for m in memory_ids])
+        .values_list("to_node__node_key", "edge_type")
+    )
+    for key, edge_type in rows:
+        memory_id = _uuid_or_none(key)
+        if memory_id:
+            flags.setdefault(memory_id, set()).add(
+                "replaced" if edge_type == "supersedes" else "contradicted"
+            )
+    for memory_id in (
+        _live(workspace_id)
+        .filter(id__in=memory_ids, superseded_by__isnull=False)
+        .values_list("id", flat=True)
+    ):
+        flags.setdefault(memory_id, set()).add("replaced")
+    return flags
+
+
+def conflict_count(*, workspace_id: int) -> int:
+    """Memory pairs with an active contradicts edge (stored both ways: counted once)."""
+    return (
+        GraphEdge.objects.filter(_active_edges(), workspace_id=workspace_id, edge_type="contradicts")
+        .filter(from_node__node_type="memory", from_node_id__lt=F("to_node_id"))
+        .count()
+    )
+
+
+def _memory_pairs(*, workspace_id: int, edge_type: str, limit: int) -> list[dict[str, Any]]:
+    edges = GraphEdge.objects.select_related("from_node", "to_node").filter(
+        _active_edges(),
+        workspace_id=workspace_id,
+        edge_type=edge_type,
+        from_node__node_type="memory",
+        to_node__node_type="memory",
+    )
+    if edge_type == "contradicts":
+        edges = edges.filter(from_node_id__lt=F("to_node_id"))
+    rows = list(edges.order_by("-created_at", "-id")[:limit])
+    ids = [_uuid_or_none(k) for e in rows for k in (e.from_node.node_key, e.to_node.node_key)]
+    found = memories_by_id(workspace_id=workspace_id, memory_ids=[i for i in ids if i])
+    pairs = []
+    for edge in rows:
+        first = found.get(_uuid_or_none(edge.from_node.node_key))  # type: ignore[arg-type]
+        second = found.get(_uuid_or_none(edge.to_node.node_key))  # type: ignore[arg-type]
+        if first is None or second is None:
+            continue
+        if edge_type == "contradicts" and first.created_at > second.created_at:
+            first, second = second, first  # older on the left
+        pairs.append(
+            {
+                "edge": edge,
+                "first": first,
+                "second": second,
+                "explanation": (edge.metadata or {}).get("explanation")
+                if isinstance(edge.metadata, dict)
+                else None,
+            }
+        )
+    return pairs
+
+
+def conflicts(*, workspace_id: int, limit: int) -> list[dict[str, Any]]:
+    """Contradicting memory pairs, newest first: the older memory as `first`, with the model's
+    explanation and quote."""
+    return _memory_pairs(workspace_id=workspace_id, edge_type="contradicts", limit=limit)
+
+
+def replacements(*, workspace_id: int, limit: int) -> list[dict[str, Any]]:
+    """Memories replaced by newer ones (supersedes: `first` is the newer, `second` the replaced memory),
+    and the ones consolidation superseded."""
+    pairs = _memory_pairs(workspace_id=workspace_id, edge_type="supersedes", limit=limit)
+    consolidated = list(
+        Memory.objects.filter(
+            workspace_id=workspace_id, deleted_at__isnull=True, superseded_by__isnull=False
+        ).order_by("-updated_at")[:limit]
+    )
+    newer = memories_by_id(
+        workspace_id=workspace_id, memory_ids=[m.superseded_by for m in consolidated if m.superseded_by]
+    )
+    for old in consolidated:
+        new = newer.get(old.superseded_by)  # type: ignore[arg-type]
+        if new is not None:
+            pairs.append({"edge": None, "first": new, "second": old, "explanation": "Consolidated."})
+    return pairs[:limit]
+
+
+def recent_memories(*, workspace_id: int, limit: int) -> list[Memory]:
+    return list(_live(workspace_id).order_by("-created_at", "-id")[:limit])
+
+
+def memory_changes(*, workspace_id: int, memory: Memory) -> dict[str, list[dict[str, Any]]]:
+    """What replaced or contradicts this memory, and what it replaces, with the model's explanation."""
+    node = GraphNode.objects.filter(
+        workspace_id=workspace_id, node_type="memory", node_key=str(memory.id)
+    ).first()
+    result: dict[str, list[dict[str, Any]]] = {"replaced_by": [], "replaces": [], "contradicted_by": []}
+    if node is not None:
+        edges = list(
+            GraphEdge.objects.select_related("from_node", "to_node")
+            .filter(_active_edges(), workspace_id=workspace_id, edge_type__in=("supersedes", "contradicts"))
+            .filter(Q(from_node_id=node.id) | Q(to_node_id=node.id))
+            .order_by("-created_at", "id")[:50]
+        )
+        others = memories_by_id(
+            workspace_id=workspace_id,
+            memory_ids=[
+                u
+                for e in edges
+                for u in (_uuid_or_none(e.from_node.node_key), _uuid_or_none(e.to_node.node_key))
+                if u and u != memory.id
+            ],
+        )
+        seen: set[tuple[str, uuid.UUID]] = set()
+        for edge in edges:
+            outgoing = edge.from_node_id == node.id
+            other_id = _uuid_or_none((edge.to_node if outgoing else edge.from_node).node_key)
+            other = others.get(other_id) if other_id else None
+            if other is None:
+                continue
+            if edge.edge_type == "contradicts":
+                kind = "contradicted_by"
+            else:
+                kind = "replaces" if outgoing else "replaced_by"
+            if (kind, other.id) in seen:
+                continue
+            seen.add((kind, other.id))
+            explanation = (
+                (edge.metadata or {}).get("explanation") if isinstance(edge.metadata, dict) else None
+            )
+            result[kind].append(
+                {"memory": other, "edge": edge, "explanation": explanation, "evidence": edge.evidence_text}
+            )
+    if memory.superseded_by:
+        newer = memory_get(workspace_id=workspace_id, memory_id=memory.superseded_by)
+        if newer is not None:
+            result["replaced_by"].append(
+                {
+                    "memory": newer,
+                    "edge": None,
+                    "explanation": "Consolidated into a newer memory.",
+                    "evidence": None,
+                }
+            )
+    return result
+
+
+def fact_timeline(*, workspace_id: int, limit: int) -> list[dict[str, Any]]:
+    """Entity facts over time, current and ended, grouped by subject and relation so a replaced value is
+    followed by what replaced it."""
+    facts = list(
+        GraphEdge.objects.select_related("from_node", "to_node")
+        .filter(workspace_id=workspace_id, origin=GraphEdge.Origin.LLM_ENTITY)
+        .order_by("from_node__label", "edge_type", F("valid_from").asc(nulls_first=True), "created_at")[
+            :limit
+        ]
+    )
+    groups: dict[tuple[int, str], list[GraphEdge]] = {}
+    for fact in facts:
+        groups.setdefault((fact.from_node_id, fact.edge_type), []).append(fact)
+    return [
+        {"subject": rows[0].from_node, "relation": relation, "facts": rows}
+        for (_, relation), rows in groups.items()
+    ]
 
 
 # --- entities, facts, communities ---------------------------------------------------------------------------

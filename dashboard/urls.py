@@ -1,47 +1,56 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from dashboard import views
 from dashboard.access import public_page
+from dashboard.views import account, changes, explorer, knowledge, members, memories, rollout
+
+W = "w/<int:workspace_id>/"
 
 urlpatterns = [
-    path("", views.home, name="dashboard-home"),
-    path("settings/invitations/", views.invitations, name="dashboard-invitations"),
+    path("", account.home, name="dashboard-home"),
+    path("settings/invitations/", account.invitations, name="dashboard-invitations"),
     path(
         "accounts/login/",
         public_page(auth_views.LoginView.as_view(template_name="dashboard/login.html")),
         name="dashboard-login",
     ),
     path("accounts/logout/", public_page(auth_views.LogoutView.as_view()), name="dashboard-logout"),
-    path("accounts/signup/", views.signup, name="dashboard-signup"),
-    path("settings/keys/", views.keys, name="dashboard-keys"),
-    path("settings/keys/<uuid:key_id>/revoke/", views.key_revoke, name="dashboard-key-revoke"),
-    path("settings/routing/", views.routing, name="dashboard-routing"),
-    path("w/<int:workspace_id>/", views.explorer, name="dashboard-workspace"),
-    path("w/<int:workspace_id>/graph/", views.explorer, name="dashboard-explorer"),
-    path("w/<int:workspace_id>/graph/data/", views.explorer_data, name="dashboard-explorer-data"),
+    path("accounts/signup/", account.signup, name="dashboard-signup"),
+    path("settings/keys/", account.keys, name="dashboard-keys"),
+    path("settings/keys/<uuid:key_id>/revoke/", account.key_revoke, name="dashboard-key-revoke"),
+    path("settings/routing/", account.routing, name="dashboard-routing"),
+    path(W, explorer.explorer, name="dashboard-workspace"),
+    path(W + "graph/", explorer.explorer, name="dashboard-explorer"),
+    path(W + "graph/data/", explorer.explorer_data, name="dashboard-explorer-data"),
+    path(W + "graph/find/", explorer.explorer_find, name="dashboard-explorer-find"),
+    path(W + "graph/edges/<int:edge_id>/", explorer.explorer_edge, name="dashboard-explorer-edge"),
+    path(W + "graph/pair/", explorer.explorer_pair, name="dashboard-explorer-pair"),
+    path(W + "graph/node/", explorer.explorer_node, name="dashboard-explorer-node"),
+    path(W + "changes/", changes.changes, name="dashboard-changes"),
+    path(W + "trace/", changes.trace, name="dashboard-trace"),
+    path(W + "rollout/", rollout.rollout, name="dashboard-rollout"),
+    path(W + "rollout/mode/", rollout.rollout_mode, name="dashboard-rollout-mode"),
+    path(W + "memories/", memories.memories, name="dashboard-memories"),
+    path(W + "memories/<uuid:memory_id>/", memories.memory_detail, name="dashboard-memory"),
+    path(W + "memories/<uuid:memory_id>/edit/", memories.memory_edit, name="dashboard-memory-edit"),
+    path(W + "memories/<uuid:memory_id>/forget/", memories.memory_forget, name="dashboard-memory-forget"),
+    path(W + "entities/", knowledge.entities, name="dashboard-entities"),
+    path(W + "entities/<int:node_id>/", knowledge.entity_detail, name="dashboard-entity"),
+    path(W + "entities/<int:node_id>/merge/", knowledge.entity_merge, name="dashboard-entity-merge"),
     path(
-        "w/<int:workspace_id>/graph/edges/<int:edge_id>/", views.explorer_edge, name="dashboard-explorer-edge"
+        W + "entities/<int:node_id>/merges/<int:merge_id>/undo/",
+        knowledge.entity_merge_undo,
+        name="dashboard-entity-merge-undo",
     ),
-    path("w/<int:workspace_id>/graph/node/", views.explorer_node, name="dashboard-explorer-node"),
-    path("w/<int:workspace_id>/rollout/", views.rollout, name="dashboard-rollout"),
-    path("w/<int:workspace_id>/rollout/mode/", views.rollout_mode, name="dashboard-rollout-mode"),
-    path("w/<int:workspace_id>/memories/", views.memories, name="dashboard-memories"),
-    path("w/<int:workspace_id>/memories/<uuid:memory_id>/", views.memory_detail, name="dashboard-memory"),
-    path("w/<int:workspace_id>/entities/", views.entities, name="dashboard-entities"),
-    path("w/<int:workspace_id>/entities/<int:node_id>/", views.entity_detail, name="dashboard-entity"),
-    path("w/<int:workspace_id>/facts/", views.facts, name="dashboard-facts"),
-    path("w/<int:workspace_id>/communities/", views.communities, name="dashboard-communities"),
-    path("w/<int:workspace_id>/members/", views.members, name="dashboard-members"),
-    path("w/<int:workspace_id>/members/<int:user_id>/role/", views.member_role, name="dashboard-member-role"),
+    path(W + "entities/<int:node_id>/split/", knowledge.entity_split, name="dashboard-entity-split"),
+    path(W + "facts/", knowledge.facts, name="dashboard-facts"),
+    path(W + "communities/", knowledge.communities, name="dashboard-communities"),
+    path(W + "members/", members.members, name="dashboard-members"),
+    path(W + "members/<int:user_id>/role/", members.member_role, name="dashboard-member-role"),
+    path(W + "members/<int:user_id>/remove/", members.member_remove, name="dashboard-member-remove"),
     path(
-        "w/<int:workspace_id>/members/<int:user_id>/remove/",
-        views.member_remove,
-        name="dashboard-member-remove",
-    ),
-    path(
-        "w/<int:workspace_id>/invitations/<int:invitation_id>/cancel/",
-        views.invitation_cancel,
+        W + "invitations/<int:invitation_id>/cancel/",
+        members.invitation_cancel,
         name="dashboard-invitation-cancel",
     ),
 ]

@@ -65,12 +65,13 @@ def test_it_explains_why_canary_is_blocked(alice_web, personas):
     alice_web.post(f"/w/{ws}/rollout/mode/", {"mode": "shadow"})
     record(ws, 16)
     record(ws, 4, reason="graph_expansion_error")
-    r = alice_web.post(f"/w/{ws}/rollout/mode/", {"mode": "canary"}, HTTP_HX_REQUEST="true")
+    canary = {"mode": "canary", "confirmed": "1"}
+    r = alice_web.post(f"/w/{ws}/rollout/mode/", canary, HTTP_HX_REQUEST="true")
     html = r.content.decode()
     assert 'id="rollout-blocked"' in html and "FALLBACK_RATE_ABOVE_LIMIT" in html
     assert "GRAPH_EXPANSION_ERRORS" in html  # the alarm
     assert _mode(ws) == "shadow"
-    r = alice_web.post(f"/w/{ws}/rollout/mode/", {"mode": "canary"})
+    r = alice_web.post(f"/w/{ws}/rollout/mode/", canary)
     assert r.status_code == 409
 
 
@@ -121,14 +122,17 @@ def test_it_lets_an_invited_user_decline_and_an_admin_cancel(alice_web, personas
     for name in ("dave", "erin"):
         alice_web.post(f"/w/{personas.acme.id}/members/", {"identifier": name, "role": "member"})
     declined = Invitation.objects.get(user=dave)
-    assert (
-        signed_in(dave)
-        .post("/settings/invitations/", {"invitation": declined.id, "action": "decline"})
-        .status_code
-        == 302
-    )
+    dave_web = signed_in(dave)
+    # Declining asks first: without the confirmation the invitation stays.
+    ask = dave_web.post("/settings/invitations/", {"invitation": declined.id, "action": "decline"})
+    assert ask.status_code == 200 and b'id="confirm-page"' in ask.content
+    assert Invitation.objects.get(pk=declined.pk).status == "pending"
+    confirmed = {"invitation": declined.id, "action": "decline", "confirmed": "1"}
+    assert dave_web.post("/settings/invitations/", confirmed).status_code == 302
     cancelled = Invitation.objects.get(user=erin)
-    assert alice_web.post(f"/w/{personas.acme.id}/invitations/{cancelled.id}/cancel/").status_code == 302
+    cancel = f"/w/{personas.acme.id}/invitations/{cancelled.id}/cancel/"
+    assert b"Cancel the invitation of erin?" in alice_web.post(cancel).content
+    assert alice_web.post(cancel, {"confirmed": "1"}).status_code == 302
     accept_late = signed_in(erin).post(
         "/settings/invitations/", {"invitation": cancelled.id, "action": "accept"}
     )
@@ -195,7 +199,7 @@ def test_it_keeps_admins_away_from_owners(personas):
 def test_it_keeps_the_last_owner(alice_web, personas):
     r = alice_web.post(f"/w/{personas.acme.id}/members/{personas.alice.id}/role/", {"role": "member"})
     assert r.status_code == 400 and b"at least one owner" in r.content
-    r = alice_web.post(f"/w/{personas.acme.id}/members/{personas.alice.id}/remove/")
+    r = alice_web.post(f"/w/{personas.acme.id}/members/{personas.alice.id}/remove/", {"confirmed": "1"})
     assert r.status_code == 400 and _role(personas.acme, personas.alice) == "owner"
 
 
@@ -204,7 +208,9 @@ def test_it_changes_a_role_and_removes_a_member(alice_web, personas):
     assert alice_web.post(f"/w/{ws}/members/{personas.bob.id}/role/", {"role": "admin"}).status_code == 302
     assert _role(personas.acme, personas.bob) == "admin"
     RepoOwnerMapping.objects.create(user=personas.bob, owner="acme-inc", org=personas.acme)
-    assert alice_web.post(f"/w/{ws}/members/{personas.bob.id}/remove/").status_code == 302
+    ask = alice_web.post(f"/w/{ws}/members/{personas.bob.id}/remove/")
+    assert b"Remove bob from Acme?" in ask.content and _role(personas.acme, personas.bob) == "admin"
+    assert alice_web.post(f"/w/{ws}/members/{personas.bob.id}/remove/", {"confirmed": "1"}).status_code == 302
     assert _role(personas.acme, personas.bob) is None
     assert not RepoOwnerMapping.objects.filter(user=personas.bob).exists()
     assert signed_in(personas.bob).get(f"/w/{ws}/graph/").status_code == 404
@@ -229,7 +235,7 @@ def test_it_shows_a_new_key_once_and_never_makes_a_second_on_reload(alice_web, p
     assert raw.startswith("mem_") and raw.encode() in shown.content
     key = ApiKey.objects.get(name="laptop")
     assert key.user == personas.alice and key.created_via == "dashboard" and key.scope == "read"
-    assert b"<td>read</td>" in shown.content
+    assert b'<td data-label="Scope">read</td>' in shown.content
     later = alice_web.get("/settings/keys/")
     assert raw.encode() not in later.content
     assert f"{key.prefix}…{key.last4}".encode() in later.content
@@ -283,7 +289,11 @@ def test_it_revokes_only_your_own_keys(alice_web, charlie_web, personas):
     assert charlie_web.post(f"/settings/keys/{key.id}/revoke/").status_code == 404
     key.refresh_from_db()
     assert key.revoked_at is None
-    assert alice_web.post(f"/settings/keys/{key.id}/revoke/").status_code == 302
+    ask = alice_web.post(f"/settings/keys/{key.id}/revoke/")
+    assert ask.status_code == 200 and b"Revoke this key?" in ask.content
+    key.refresh_from_db()
+    assert key.revoked_at is None
+    assert alice_web.post(f"/settings/keys/{key.id}/revoke/", {"confirmed": "1"}).status_code == 302
     key.refresh_from_db()
     assert key.revoked_at is not None
 
@@ -313,7 +323,10 @@ def test_it_maps_owners_validated_like_the_api(bob_web, personas):
     assert RepoOwnerMapping.objects.get(user=personas.bob).owner == "acme-inc"
     r = bob_web.post("/settings/routing/", {"action": "map", "owner": "-bad owner", "org": "acme"})
     assert r.status_code == 400 and b"is not a valid GitHub owner" in r.content
-    assert bob_web.post("/settings/routing/", {"action": "unmap", "owner": "acme-inc"}).status_code == 302
+    unmap = {"action": "unmap", "owner": "acme-inc"}
+    assert b"Delete the mapping of acme-inc?" in bob_web.post("/settings/routing/", unmap).content
+    assert RepoOwnerMapping.objects.filter(user=personas.bob).exists()
+    assert bob_web.post("/settings/routing/", {**unmap, "confirmed": "1"}).status_code == 302
     assert not RepoOwnerMapping.objects.filter(user=personas.bob).exists()
 
 

@@ -1,0 +1,201 @@
+"""The questions people ask of a memory: what changed (contradictions side by side, replacements, facts on
+a timeline, recent memories) and why context/get returned what it did (the trace, drawn)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.http import HttpResponse
+from django.utils import timezone
+from django.views.decorators.http import require_GET
+from pydantic import ValidationError
+
+from config.errors import ApiError
+from dashboard import graph, selectors
+from dashboard.access import SignedInRequest, workspace_page
+from dashboard.views.common import page
+from memories.selectors import MemoryScope
+from retrieval import context as retrieval_context
+from retrieval.schemas import ContextIn
+from tenancy import policy
+from tenancy.models import Workspace
+from tenancy.rls import workspace_context
+
+PAIR_LIMIT = 50
+RECENT_LIMIT = 20
+FACT_LIMIT = 300
+TIMELINE_WIDTH = 1000
+TIMELINE_ROW = 26
+
+
+def _timeline(groups: list[dict[str, Any]], now: datetime) -> dict[str, Any]:
+    """Facts as bars from valid-from to valid-to (or to now): positions as SVG attributes."""
+    facts = [fact for group in groups for fact in group["facts"]]
+    if not facts:
+        return {"rows": [], "height": 0}
+    starts = [f.valid_from or f.created_at for f in facts]
+    first = min(starts)
+    span = max((now - first).total_seconds(), 1.0)
+
+    def x(moment: datetime) -> float:
+        return round(TIMELINE_WIDTH * max(0.0, (moment - first).total_seconds()) / span, 1)
+
+    rows, y = [], 0
+    for group in groups:
+        for fact in group["facts"]:
+            start = fact.valid_from or fact.created_at
+            end = fact.valid_to or fact.expired_at
+            x1, x2 = x(start), x(end or now)
+            rows.append(
+                {
+                    "fact": fact,
+                    "subject": group["subject"],
+                    "y": y,
+                    "x": x1,
+                    "width": max(x2 - x1, 4.0),
+                    "current": end is None,
+                    "start": start,
+                    "end": end,
+                }
+            )
+            y += TIMELINE_ROW
+    return {"rows": rows, "height": y, "first": first, "now": now, "width": TIMELINE_WIDTH}
+
+
+@workspace_page(policy.READ)
+@require_GET
+def changes(request: SignedInRequest, workspace: Workspace, role: str) -> HttpResponse:
+    now = timezone.now()
+    with workspace_context(workspace.id):
+        conflicts = selectors.conflicts(workspace_id=workspace.id, limit=PAIR_LIMIT)
+        replaced = selectors.replacements(workspace_id=workspace.id, limit=PAIR_LIMIT)
+        facts = selectors.fact_timeline(workspace_id=workspace.id, limit=FACT_LIMIT)
+        recent = selectors.recent_memories(workspace_id=workspace.id, limit=RECENT_LIMIT)
+    return page(
+        request,
+        "dashboard/changes.html",
+        workspace,
+        role,
+        {
+            "conflicts": conflicts,
+            "replaced": replaced,
+            "timeline": _timeline(facts, now),
+            "recent": recent,
+        },
+        section="changes",
+    )
+
+
+# --- why did context/get return this ------------------------------------------------------------------------
+
+STRATEGIES = ("auto", "lexical", "semantic", "hybrid")
+
+
+def _trace_graph(data: dict[str, Any], node_ids: dict[str, int]) -> dict[str, Any]:
+    """The trace as nodes and edges for the page's canvas: the query, the baseline seeds it ranked, and for
+    each memory graph expansion added, the node it came through and the seed it started from."""
+    nodes: list[dict[str, Any]] = [{"id": "query", "label": data["query"] or "(no query)", "kind": "query"}]
+    edges: list[dict[str, Any]] = []
+    tiers = data["_tiers"]
+    graph_ids = {str(m) for m in data["_graph_ids"]}
+    for rank, memory in enumerate(data["memories"], start=1):
+        kind = "expanded" if memory["id"] in graph_ids else "baseline"
+        nodes.append(
+            {
+                "id": memory["id"],
+                "label": f"{rank}. {memory['content'][:80]}",
+                "kind": kind,
+                "nodeId": node_ids.get(memory["id"]),
+            }
+        )
+        if kind == "baseline":
+            edges.append({"source": "query", "target": memory["id"], "label": f"rank {rank}", "kind": "seed"})
+            continue
+        reason = memory.get("graph") or {}
+        via = reason.get("linkedViaNode") or "graph"
+        if not any(n["id"] == via for n in nodes):
+            nodes.append({"id": via, "label": via.split(":", 1)[-1], "kind": "via"})
+        seed = reason.get("seedMemoryId")
+        if seed and any(n["id"] == seed for n in nodes):
+            edges.append(
+                {"source": seed, "target": via, "label": f"hop {reason.get('hopCount', 1)}", "kind": "hop"}
+            )
+        edges.append(
+            {"source": via, "target": memory["id"], "label": reason.get("edgeType", ""), "kind": "hop"}
+        )
+    for rule_id in tiers["ruleIds"]:
+        rule = next((r for r in data["rules"] if r["id"] == rule_id), None)
+        if rule:
+            nodes.append({"id": rule_id, "label": f"rule: {rule['content'][:60]}", "kind": "rule"})
+            edges.append({"source": "query", "target": rule_id, "label": "rule in scope", "kind": "rule"})
+    return {"nodes": nodes, "edges": edges}
+
+
+@workspace_page(policy.READ)
+@require_GET
+def trace(request: SignedInRequest, workspace: Workspace, role: str) -> HttpResponse:
+    """Run context/get as an agent with the given userId / projectId would (the same code, recorded like
+    graph/trace) and show where each returned memory came from."""
+    query = request.GET.get("q", "").strip()
+    form = {
+        "q": query,
+        "user_id": request.GET.get("user_id", "").strip(),
+        "project_id": request.GET.get("project_id", "").strip(),
+        "strategy": request.GET.get("strategy", "hybrid"),
+        "limit": request.GET.get("limit", "8"),
+    }
+    context: dict[str, Any] = {"form": form, "strategies": STRATEGIES, "result": None, "error": None}
+    if query:
+        try:
+            # The SDK's request schema validates the dashboard's input: one validation path.
+            payload = ContextIn.model_validate(
+                {
+                    "query": query,
+                    "limit": int(form["limit"]) if form["limit"].isdigit() else form["limit"],
+                    "strategy": form["strategy"] if form["strategy"] in STRATEGIES else None,
+                    "graphDepth": 2,
+                    "scope": {"userId": form["user_id"] or None, "projectId": form["project_id"] or None},
+                }
+            )
+        except ValidationError as error:
+            context["error"] = "; ".join(
+                f"{'.'.join(str(p) for p in problem['loc'])}: {problem['msg']}" for problem in error.errors()
+            )
+        else:
+            request_ = retrieval_context.ContextRequest(
+                query=payload.query,
+                limit=payload.limit,
+                include_rules=payload.includeRules,
+                strategy=payload.strategy,
+                graph_depth=payload.graphDepth,
+                graph_limit=payload.graphLimit,
+                endpoint="graph/trace",
+            )
+            scope = MemoryScope(user_id=payload.scope.userId, project_id=payload.scope.projectId)
+            try:
+                with workspace_context(workspace.id):
+                    data = retrieval_context.context_get(
+                        workspace_id=workspace.id, scope=scope, request=request_
+                    )
+                    node_ids = graph.memory_nodes_for(
+                        workspace_id=workspace.id,
+                        memory_ids=[m["id"] for m in data["memories"]],
+                    )
+            except ApiError as error:
+                context["error"] = error.message
+            else:
+                graph_ids = {str(m) for m in data["_graph_ids"]}
+                context["result"] = {
+                    "trace": data["trace"],
+                    "memories": [
+                        {**m, "source": "graph expansion" if m["id"] in graph_ids else "baseline", "rank": i}
+                        for i, m in enumerate(data["memories"], start=1)
+                    ],
+                    "rules": data["rules"],
+                    "conflicts": data["conflicts"],
+                    "facts": data["facts"],
+                    "drawing": {**_trace_graph(data, node_ids), "memoryBase": f"/w/{workspace.id}/memories/"},
+                    "context_text": data["context"],
+                }
+    return page(request, "dashboard/trace.html", workspace, role, context, section="trace")
