@@ -217,7 +217,10 @@ class JobRun:
         values["updated_at"] = timezone.now()
 
         def write() -> None:
-            with workspace_context(self.workspace_id):
+            with workspace_context(self.workspace_id), connections["app"].cursor() as cursor:
+                # Never wait long on the job's row: a caller that runs the job inside its own open transaction
+                # holds it, and this thread's wait would be that caller's wait too.
+                cursor.execute("SET LOCAL lock_timeout = '2s'")
                 BackgroundJob.objects.filter(
                     workspace_id=self.workspace_id, pk=self.id, status=BackgroundJob.Status.RUNNING
                 ).update(**values)

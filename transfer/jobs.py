@@ -76,7 +76,12 @@ def upload_receive(*, stream: BinaryIO) -> Upload:
                 lines += chunk.count(b"\n")
                 target.write(chunk)
         with path.open("rb") as source:
-            services.header_check(source.readline(settings.EXPORT_IMPORT_MAX_LINE_BYTES + 1))
+            first = b""
+            for _ in range(1000):  # blank lines before the header are skipped, as the import skips them
+                first = source.readline(settings.EXPORT_IMPORT_MAX_LINE_BYTES + 1)
+                if first.strip():
+                    break
+            services.header_check(first)
     except BaseException:
         path.unlink(missing_ok=True)
         raise
