@@ -8,6 +8,10 @@ Then, with the workspace's rollout in canary, 8 concurrent clients call context/
 graphDepth 1 and 2) against gunicorn with 2 workers; reports server-side p50 / p95 (Server-Timing) and QPS.
 
     .venv/bin/python bench/context_latency.py [--memories 100000] [--seconds 30] [--clients 8]
+        [--ordering off]
+
+--ordering off sends halfLifeDays 0 and mmrLambda 1 with every call (temporal decay and MMR, on by default
+through the workspace's settings, off): alternate it with a default run to see what those defaults cost.
 """
 
 from __future__ import annotations
@@ -52,7 +56,14 @@ def parse_args() -> argparse.Namespace:
         "--threads", type=int, default=GUNICORN_THREADS, help="threads per worker (gthread); 1 = sync workers"
     )
     parser.add_argument("--depths", type=int, nargs="+", default=[1, 2])
+    parser.add_argument(
+        "--ordering", choices=("on", "off"), default="on", help="temporal decay and MMR (default: on)"
+    )
     return parser.parse_args()
+
+
+# Fields added to every context/get body (--ordering off).
+EXTRA_BODY: dict[str, Any] = {}
 
 
 def superuser_connection() -> Any:
@@ -223,6 +234,7 @@ def context_workload(depth: int) -> api_latency.Workload:
             "graphDepth": depth,
             "limit": 5,
             "graphLimit": 8,
+            **EXTRA_BODY,
         }
 
     return api_latency.Workload("context/get", 200, body)
@@ -338,6 +350,8 @@ def warm_up(port: int, key: str, workers: int) -> None:
 
 def main() -> None:
     args = parse_args()
+    if args.ordering == "off":
+        EXTRA_BODY.update(halfLifeDays=0, mmrLambda=1)
     seed = api_latency.prepare(args.memories)
     graph = seed_graph(seed.workspace_id, args.memories)
     set_canary(seed.workspace_id)
@@ -365,6 +379,7 @@ def main() -> None:
         "clients": args.clients,
         "results": results,
         "server": {"workers": args.workers, "threads": args.threads},
+        "ordering": args.ordering,
         "machine": {"nproc": os.cpu_count(), "loadavg": os.getloadavg()},
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)

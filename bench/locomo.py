@@ -333,9 +333,14 @@ def write_turns(workspace_id: int, turns: list[Turn]) -> None:
 
 def turn_metadata(turn: Turn) -> dict[str, str]:
     """The turn's dia_id, its session as metadata.sessionId (the product treats memories with one sessionId as
-    one conversation: hybrid search looks at a match's neighbours in it) and who said it as metadata.speaker
+    one conversation: hybrid search looks at a match's neighbours in it), when it was said as
+    metadata.sessionTime (decay and a question's time window read it) and who said it as metadata.speaker
     (hybrid lifts the memories of a speaker the question names), as a chat agent would record them."""
-    metadata = {"dia_id": turn.dia_id, "sessionId": f"session_{turn.session}"}
+    metadata = {
+        "dia_id": turn.dia_id,
+        "sessionId": f"session_{turn.session}",
+        "sessionTime": turn.time.isoformat(),
+    }
     if turn.speaker:
         metadata["speaker"] = turn.speaker
     return metadata
@@ -359,6 +364,25 @@ def add_missing_speakers(workspace_id: int, turns: list[Turn]) -> int:
             WHERE m.workspace_id = %s AND m.metadata ->> 'dia_id' = t.dia_id AND NOT m.metadata ? 'speaker'
             """,
             [[d for d, _ in known], [s for _, s in known], workspace_id],
+        )
+        return cursor.rowcount
+
+
+def add_missing_session_times(workspace_id: int, turns: list[Turn]) -> int:
+    """Workspaces ingested before turns carried metadata.sessionTime get it from the data by dia_id."""
+    from django.db import connections
+
+    from tenancy.rls import workspace_context
+
+    with workspace_context(workspace_id), connections["app"].cursor() as cursor:
+        cursor.execute(
+            """
+            UPDATE memories m SET metadata = m.metadata || jsonb_build_object('sessionTime', t.at)
+            FROM unnest(%s::text[], %s::text[]) AS t(dia_id, at)
+            WHERE m.workspace_id = %s AND m.metadata ->> 'dia_id' = t.dia_id
+              AND NOT m.metadata ? 'sessionTime'
+            """,
+            [[turn.dia_id for turn in turns], [turn.time.isoformat() for turn in turns], workspace_id],
         )
         return cursor.rowcount
 
@@ -453,6 +477,7 @@ def ingest(workspace_id: int, conversation: Conversation, reingest: bool) -> dic
     else:
         add_missing_session_ids(workspace_id)
         add_missing_speakers(workspace_id, conversation.turns)
+        add_missing_session_times(workspace_id, conversation.turns)
         if pipeline_state(workspace_id)["vectors"] != total:
             # Written under another model (--model changed): the product's own re-embedding path.
             from django.core.management import call_command
@@ -659,16 +684,21 @@ def variant_rankings(workspace_id: int, query: str, wanted: set[str]) -> dict[st
         semantic = search.memory_search(
             workspace_id=workspace_id, scope=scope, query=query, limit=FUSION_DEPTH, strategy="semantic"
         ).memories
-        weight = EXTRA_BODY.get("importanceWeight")
-        if weight is None:
-            weight = selectors.memory_settings_get(workspace_id=workspace_id).importance_weight
+        workspace = selectors.memory_settings_get(workspace_id=workspace_id)
+
+        def chosen(name: str, default: float) -> float:
+            value = EXTRA_BODY.get(name)
+            return default if value is None else float(value)
+
         product = search.memory_search(
             workspace_id=workspace_id,
             scope=scope,
             query=query,
             limit=SEARCH_LIMIT,
             strategy="hybrid",
-            importance_weight=weight,
+            importance_weight=chosen("importanceWeight", workspace.importance_weight),
+            half_life_days=chosen("halfLifeDays", workspace.half_life_days),
+            mmr_lambda=chosen("mmrLambda", workspace.mmr_lambda),
         ).memories
     rankings = {
         "lexical_or": memory_dia_ids(words_or[:SEARCH_LIMIT]),
@@ -1072,6 +1102,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="importanceWeight sent with every search/context request (default: the workspace's)",
     )
     parser.add_argument(
+        "--half-life-days",
+        type=float,
+        default=None,
+        help="halfLifeDays sent with every search/context request (default: the workspace's; 0 = off)",
+    )
+    parser.add_argument(
+        "--mmr-lambda",
+        type=float,
+        default=None,
+        help="mmrLambda sent with every search/context request (default: the workspace's; 1 = off)",
+    )
+    parser.add_argument(
         "--model",
         default=None,
         help=f"embedding model (default EMBEDDING_MODEL or {MODEL}); memories ingested under "
@@ -1125,6 +1167,10 @@ def benchmark(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict[str, 
     ADMISSION = args.admission
     if args.importance_weight is not None:
         EXTRA_BODY["importanceWeight"] = args.importance_weight
+    if args.half_life_days is not None:
+        EXTRA_BODY["halfLifeDays"] = args.half_life_days
+    if args.mmr_lambda is not None:
+        EXTRA_BODY["mmrLambda"] = args.mmr_lambda
     conversations = load_conversations(args.data, args.conversations)
     machine = machine_info()
     ensure_database()
@@ -1154,6 +1200,8 @@ def benchmark(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict[str, 
     ask_seconds = time.perf_counter() - ask_started
     if "hybrid_graph" in run.results:
         graph_summary(run.results["hybrid_graph"], graph, run.details)
+
+    from django.conf import settings as django_settings
 
     machine["loadavgAtEnd"] = [round(x, 2) for x in os.getloadavg()]
     notes = []
@@ -1187,7 +1235,21 @@ def benchmark(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict[str, 
             "graphLimit": args.graph_limit,
             "reingest": args.reingest,
             "importanceWeight": args.importance_weight,
+            "halfLifeDays": args.half_life_days,
+            "mmrLambda": args.mmr_lambda,
             "admission": args.admission,
+            # Server settings that change the ranking, as this process read them (env overrides).
+            "server": {
+                name: getattr(django_settings, name)
+                for name in (
+                    "SEARCH_HALF_LIFE_DAYS",
+                    "SEARCH_DECAY_FLOOR",
+                    "SEARCH_MMR_LAMBDA",
+                    "SEARCH_TIME_WINDOW_BOOST",
+                    "SEARCH_TIME_WINDOW_CANDIDATES",
+                    "RERANK_MODEL",
+                )
+            },
         },
         "ingest": ingested,
         "ingestSeconds": round(ingest_seconds, 1),

@@ -425,7 +425,10 @@ SEARCH_MMR_LAMBDA = env_float("SEARCH_MMR_LAMBDA", 0.7, minimum=0.0, maximum=1.0
 # Time-aware recall: a query's time expression ("yesterday", "in May 2023", "before the migration") leaves the
 # text query and becomes a window; memories whose time falls in it get this added to their score (0 = off:
 # the expression then stays in the query, as before).
-SEARCH_TIME_WINDOW_BOOST = env_float("SEARCH_TIME_WINDOW_BOOST", 0.3, minimum=0.0, maximum=1.0)
+SEARCH_TIME_WINDOW_BOOST = env_float("SEARCH_TIME_WINDOW_BOOST", 0.6, minimum=0.0, maximum=1.0)
+# The memories written in the window (newest first, at most this many) join the candidates even when the
+# query's words and meaning miss them; 0: only the ranking's own candidates are boosted.
+SEARCH_TIME_WINDOW_CANDIDATES = env_int("SEARCH_TIME_WINDOW_CANDIDATES", 40, minimum=0)
 # An optional reranker for the final candidates (litellm's rerank: cohere/…, voyage/…, jina_ai/…, or a
 # Text-Embeddings-Inference / Infinity server through RERANK_API_BASE); empty = off. Chosen by the operator
 # only, with the operator's key (never litellm's fallback to the environment's credentials). Past the timeout,

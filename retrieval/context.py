@@ -24,7 +24,7 @@ from memories import selectors
 from memories.models import Memory
 from memories.scrubber import scrub_secrets
 from memories.selectors import MemoryScope
-from retrieval import graph_context, search, vectors
+from retrieval import graph_context, rerank, search, vectors
 from retrieval.embeddings import embed_query
 
 logger = logging.getLogger("cairn.context")
@@ -101,12 +101,13 @@ _SNAKE = re.compile(r"^(?=.*_)(?=.*[a-z])[a-z0-9_]+$")
 def route_query(query: str) -> str:
     """Zeph's heuristic router, mapped onto our strategies.
 
-    episodic → lexical (time-scoped), graph → hybrid (expansion does the graph part), keyword → lexical.
+    episodic → hybrid (the time expression becomes a window on the memories' time, search.TimedQuery, and the
+    rest is ranked as any question), graph → hybrid (expansion does the graph part), keyword → lexical.
     """
     text = query.lower().strip()
     words = text.split()
-    if any(p in text for p in _TEMPORAL) or re.search(r"\bago\b", text):
-        return "lexical"
+    if any(p in text for p in _TEMPORAL) or "ago" in (word.strip("?,.!") for word in words):
+        return "hybrid"
     if any(p in text for p in _RELATIONSHIP):
         return "hybrid"
     starts_with_question = bool(words) and words[0].strip("?,.!") in _QUESTION_WORDS
@@ -250,6 +251,12 @@ def _rank_tiers(
             for layer, limit in limits.items()
         }
     reorders = ordering.half_life_days > 0 or ordering.mmr_lambda < 1
+    reranking = rerank.rerank_enabled()
+
+    def keep(limit: int) -> int:
+        kept = limit * search.REORDER_POOL_FACTOR if reorders else limit
+        return max(kept, settings.RERANK_CANDIDATES) if reranking else kept
+
     outcomes = search.memory_search_tiers(
         workspace_id=workspace_id,
         scope=scope,
@@ -261,11 +268,23 @@ def _rank_tiers(
                 layer=layer,
                 limit=limit,
                 exclude_rules=layer == Memory.Layer.LONG_TERM,
-                keep=limit * search.REORDER_POOL_FACTOR if reorders else limit,
+                keep=keep(limit),
             )
             for layer, limit in limits.items()
         ],
     )
+    if reranking:
+        # One call for both tiers: a reranker scores each memory against the query on its own.
+        reranked = rerank.rerank_scores(
+            query=request.query,
+            memories=[m for outcome in outcomes for m in outcome.memories[: settings.RERANK_CANDIDATES]],
+            max_candidates=settings.RERANK_CANDIDATES * len(outcomes),
+        )
+        for outcome in outcomes:
+            outcome.memories, outcome.scores = rerank.reranked_order(
+                outcome.memories, outcome.scores, reranked.scores
+            )
+            outcome.reranker = reranked.trace()
     stored = None
     if ordering.mmr_lambda < 1:
         # Both tiers' candidates' vectors in one statement.
@@ -411,8 +430,8 @@ class GraphReads:
     total_candidates: int
     failed: bool  # the expansion failed (the answer falls back to the baseline)
     facts: list[dict[str, Any]]
-
     section: graph_context.GraphSection = dataclasses.field(default_factory=graph_context.GraphSection)
+
 
 def _graph_reads(
     *, workspace_id: int, scope: MemoryScope, baseline: list[Memory], request: ContextRequest, traverse: bool
@@ -567,6 +586,8 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
         "semanticFallbackReason": semantic_outcome.fallback_reason
         if semantic_outcome
         else ("query_missing" if strategy.ranking != "lexical" else None),
+        "timeWindow": _time_window_trace(semantic_outcome, baseline),
+        "reranker": semantic_outcome.reranker if semantic_outcome else None,
         "graphDepth": request.graph_depth if run_traversal else 0,
         "graphLimit": request.graph_limit if run_traversal else 0,
         "rolloutMode": mode,
@@ -644,6 +665,18 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
             "longTermIds": [str(m.id) for m in long_term.memories],
         },
     }
+
+
+def _time_window_trace(outcome: search.SearchOutcome | None, baseline: list[Memory]) -> dict[str, Any] | None:
+    """The query's time window as the ranking applied it (both tiers share it), with how many of the
+    baseline's memories fall in it."""
+    if outcome is None or outcome.time_window is None:
+        return None
+    counted = search.SearchOutcome(
+        baseline, outcome.requested, outcome.applied, time_window=dict(outcome.time_window)
+    )
+    search.count_in_window(counted)
+    return counted.time_window
 
 
 def _baseline_tiers(

@@ -5,10 +5,10 @@ read rule (memories.selectors.read_rule). How the ranking works: docs/search-ran
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from typing import Any
 
+import re2
 from django.conf import settings
 from django.db import connections
 from django.utils import timezone
@@ -350,7 +350,9 @@ def _bm25_layers(
     return found
 
 
-_SEARCH_SYNTAX = re.compile(r'"|(^|\s)-\w|\bor\b', re.IGNORECASE)
+# RE2: linear in the query whatever it holds (tests/memories/test_linear_time_patterns.py checks it). Its
+# \w and \b are ASCII, which is all web-search syntax needs ("-word", "or").
+_SEARCH_SYNTAX = re2.compile(r'(?i)"|(^|\s)-\w|\bor\b')
 
 
 def _uses_search_syntax(query: str) -> bool:

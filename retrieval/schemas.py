@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from ninja import Schema
 from pydantic import Field
 
-from config.schemas import ScopeIn, StrictIn, Trimmed, scope_field
+from config.schemas import ApiDateTime, ScopeIn, StrictIn, Trimmed, scope_field
 from graphsvc.schemas import Direction, EdgeClass, FactOut
 from memories.schemas import DictOut, MemoryLayer, MemoryOut, MemoryType
 
@@ -50,6 +50,31 @@ class SearchIn(StrictIn):
     scope: ScopeIn = scope_field()
 
 
+class TimeWindowOut(DictOut):
+    expression: str = Field(description="The query's time expression, taken out of the text it ranks.")
+    start: ApiDateTime | None = Field(description="Window start (inclusive); null: open.")
+    end: ApiDateTime | None = Field(
+        description="Window end (exclusive); null: open. Both null: no window could be made (an event "
+        "no memory mentions)."
+    )
+    anchorMemoryId: str | None = Field(
+        description="For before/after/since an event: the memory whose time bounds the window."
+    )
+    inWindow: int = Field(
+        0, description="Results whose time (metadata.sessionTime, else createdAt) is in it."
+    )
+
+
+class RerankerOut(DictOut):
+    model: str = Field(description="The reranker the operator configured (RERANK_MODEL).")
+    ran: bool = Field(description="Whether its order was applied; false: the fused order stands.")
+    candidates: int = Field(description="Candidates sent to it.")
+    durationMs: float = Field(description="Time the call took, including a timeout or failure.")
+    fallbackReason: str | None = Field(
+        description="rerank_timeout, rerank_error or rerank_invalid_answer when it did not run."
+    )
+
+
 class SearchTraceOut(Schema):
     requestedStrategy: str = Field(description="Strategy asked for (after alias mapping).")
     appliedStrategy: str = Field(description="Strategy that produced the ranking.")
@@ -57,6 +82,14 @@ class SearchTraceOut(Schema):
     semanticCandidates: int = Field(description="Candidates from vector search.")
     fallbackTriggered: bool = Field(description="True when the requested strategy could not run as asked.")
     fallbackReason: str | None = Field(description="Why it fell back, e.g. vectors_unavailable.")
+    timeWindow: TimeWindowOut | None = Field(
+        None,
+        description="The window a time expression of the query named (yesterday, in May 2023, before the "
+        "migration): memories in it get a boost. Null: the query names no time.",
+    )
+    reranker: RerankerOut | None = Field(
+        None, description="The optional reranker of the final candidates; null when none is configured."
+    )
 
 
 class SearchOut(Schema):
@@ -165,6 +198,12 @@ class ContextTraceOut(DictOut):
     semanticCandidates: int = Field(description="Vector candidates over all tiers.")
     semanticFallbackTriggered: bool = Field(description="The ranking fell back (see semanticFallbackReason).")
     semanticFallbackReason: str | None = Field(description="query_missing, query_embedding_unavailable, …")
+    timeWindow: TimeWindowOut | None = Field(
+        None, description="As in memories/search: the query's time window, if it names a time."
+    )
+    reranker: RerankerOut | None = Field(
+        None, description="As in memories/search: the optional reranker; null when none is configured."
+    )
     graphDepth: int = Field(description="Depth traversed (0 when no traversal ran).")
     graphLimit: int = Field(description="Limit used (0 when no traversal ran).")
     rolloutMode: str = Field(description="off, shadow or canary.")

@@ -4,6 +4,7 @@ down: it falls back to lexical and says why (the trace's fallbackReason)."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import re
@@ -21,7 +22,7 @@ from memories import selectors
 from memories.models import Memory
 from memories.selectors import MemoryScope
 from retrieval import lexical as lexical_search
-from retrieval import temporal, vectors
+from retrieval import rerank, temporal, vectors
 from retrieval.embeddings import embed_query
 
 logger = logging.getLogger("cairn.search")
@@ -40,6 +41,9 @@ class SearchOutcome:
     fallback_reason: str | None = None
     fallback_triggered: bool = False
     scores: dict[uuid.UUID, float] = field(default_factory=dict)
+    # The query's time window (temporal.TimeWindow.trace, with how many results fall in it), or None.
+    time_window: dict[str, Any] | None = None
+    reranker: dict[str, Any] | None = None  # rerank.Reranked.trace(): None while no reranker is configured
 
     def trace(self) -> dict[str, Any]:
         return {
@@ -49,6 +53,8 @@ class SearchOutcome:
             "semanticCandidates": self.semantic_candidates,
             "fallbackTriggered": self.fallback_triggered,
             "fallbackReason": self.fallback_reason,
+            "timeWindow": self.time_window,
+            "reranker": self.reranker,
         }
 
 
@@ -80,14 +86,19 @@ def memory_search(
     importance_weight: float = 0.0,
     half_life_days: float = 0.0,
     mmr_lambda: float = 1.0,
+    now: datetime | None = None,
 ) -> SearchOutcome:
-    """Rank memories for `query`; `strategy` None is the default (DEFAULT_STRATEGY).
+    """Rank memories for `query`; `strategy` None is the default (DEFAULT_STRATEGY). A time expression in the
+    query ("last week", "in May 2023", "before the migration") leaves the text and becomes a window on the
+    memory's time (TimedQuery); relative ones count from `now` (default: the current time).
 
     With temporal decay (`half_life_days` > 0) or diversity (`mmr_lambda` < 1), the results are chosen from
     the best REORDER_POOL_FACTOR × `limit` candidates (decay_and_diversify). `importance_weight` > 0 then
     re-orders them by relevance (max-normalised) + weight · importance, as Zeph does after MMR: importance
     changes the order of what was found, never what is found."""
     reorders = half_life_days > 0 or mmr_lambda < 1
+    reranking = rerank.rerank_enabled()
+    keep = limit * REORDER_POOL_FACTOR if reorders else limit
     outcome = _ranked(
         workspace_id=workspace_id,
         scope=scope,
@@ -95,10 +106,17 @@ def memory_search(
         type=type,
         layer=layer,
         limit=limit,
-        keep=limit * REORDER_POOL_FACTOR if reorders else limit,
+        keep=max(keep, settings.RERANK_CANDIDATES) if reranking else keep,
         strategy=strategy,
         exclude_rules=exclude_rules,
+        now=now or timezone.now(),
     )
+    if reranking:
+        reranked = rerank.rerank_scores(query=query, memories=outcome.memories)
+        outcome.memories, outcome.scores = rerank.reranked_order(
+            outcome.memories, outcome.scores, reranked.scores
+        )
+        outcome.reranker = reranked.trace()
     if reorders:
         outcome.memories = decay_and_diversify(
             workspace_id=workspace_id,
@@ -107,7 +125,10 @@ def memory_search(
             limit=limit,
             half_life_days=half_life_days,
             mmr_lambda=mmr_lambda,
+            now=now,
         )
+    outcome.memories = outcome.memories[:limit]
+    count_in_window(outcome)
     if importance_weight > 0:
         outcome.memories = importance_rerank(
             memories=outcome.memories, scores=outcome.scores, weight=importance_weight
@@ -159,8 +180,9 @@ def decay_and_diversify(
     because a year-old decision is often still the one in force (a plain exponential over 30 days would
     bury it under any newer candidate). Then MMR picks one memory at a time by λ · relevance / best −
     (1 − λ) · its highest cosine to those already picked, so a near-duplicate yields its slot to a
-    different memory; a memory without a vector counts as unlike the others. Relevance: _relevance. `stored`: the candidates' vectors when the caller
-    read them already (context/get reads both tiers' at once), else they are read here."""
+    different memory; a memory without a vector counts as unlike the others. Relevance: _relevance.
+    `stored`: the candidates' vectors when the caller read them already (context/get reads both tiers' at
+    once), else they are read here."""
     if not memories:
         return memories
     relevance = {m.id: _relevance(m, rank, scores) for rank, m in enumerate(memories, start=1)}
@@ -216,11 +238,18 @@ def memory_search_tiers(
     query: str,
     tiers: list[TierQuery],
     strategy: str | None,
+    now: datetime | None = None,
 ) -> list[SearchOutcome]:
     """memory_search(layer=…) for each tier, ranked exactly as one call per tier would rank it, from
     candidates fetched once: one BM25 statement for all layers, one vector search, one load of the vector
     candidates and one check for unembedded memories, instead of one of each per tier."""
     requested = normalise_strategy(strategy)
+    timed, in_window = TimedQuery.of(
+        workspace_id=workspace_id, scope=scope, query=query, now=now or timezone.now()
+    ).with_candidates(
+        workspace_id=workspace_id, scope=scope, type=None, layers=[tier.layer for tier in tiers]
+    )
+    query = timed.text
     vectorless = _default_without_vectors(workspace_id, strategy)
     depths = {
         tier.layer: _depth("lexical" if vectorless else requested, tier.limit, _keep(tier)) for tier in tiers
@@ -249,6 +278,8 @@ def memory_search_tiers(
             lexical=lexical[tier.layer],
             semantic=semantic,
             exclude_rules=tier.exclude_rules,
+            timed=timed,
+            in_window=in_window,
         )
         for tier in tiers
     ]
@@ -397,8 +428,13 @@ def _ranked(
     keep: int,
     strategy: str | None,
     exclude_rules: bool,
+    now: datetime,
 ) -> SearchOutcome:
     requested = normalise_strategy(strategy)
+    timed, in_window = TimedQuery.of(
+        workspace_id=workspace_id, scope=scope, query=query, now=now
+    ).with_candidates(workspace_id=workspace_id, scope=scope, type=type, layers=[layer] if layer else None)
+    query = timed.text
     vectorless = _default_without_vectors(workspace_id, strategy)
     depth = _depth("lexical" if vectorless else requested, limit, keep)
     lexical = lexical_search.memory_search_lexical(
@@ -428,6 +464,8 @@ def _ranked(
         lexical=lexical,
         semantic=semantic,
         exclude_rules=exclude_rules,
+        timed=timed,
+        in_window=in_window,
     )
 
 
@@ -444,22 +482,48 @@ def _rank(
     lexical: list[Memory],
     semantic: Candidates | None,
     exclude_rules: bool,
+    timed: TimedQuery | None = None,
+    in_window: list[Memory] | None = None,
 ) -> SearchOutcome:
     """One ranking from fetched candidates, its best `keep` (≥ `limit`) in outcome.memories. With several
     tiers, `semantic` holds every tier's vector candidates: this tier takes the first `depth` neighbours, as a
-    search with its own limit would have found them."""
+    search with its own limit would have found them. With a time window (`timed`), the memories written in it
+    (`in_window`) join the candidates and every candidate whose time falls in it gets
+    SEARCH_TIME_WINDOW_BOOST (time_boost)."""
     lexical = lexical[: _depth(requested, limit, keep)]
     if exclude_rules:
         lexical = [memory for memory in lexical if memory.type != Memory.Type.RULE]
+    window = timed.window if timed is not None else None
+    extra = [
+        memory
+        for memory in in_window or []
+        if (layer is None or memory.layer == layer)
+        and not (exclude_rules and memory.type == Memory.Type.RULE)
+    ]
     outcome = SearchOutcome(
         memories=lexical[:keep], requested=requested, applied="lexical", lexical_candidates=len(lexical)
     )
-    if semantic is None:
+    if timed is not None:
+        outcome.time_window = timed.trace()
+
+    def lexical_outcome() -> SearchOutcome:
+        if window is not None:
+            # Relative to the best match, not min-max: with few candidates min-max puts the last at 0, and
+            # a memory in the window that matched nearly as well would need the whole boost to catch up.
+            bm25 = {m.id: float(getattr(m, "lexical_rank", 0.0) or 0.0) for m in lexical}
+            top = max(bm25.values(), default=0.0) or 1.0
+            scaled = {memory_id: value / top for memory_id, value in bm25.items()}
+            boosted = time_boost([(m, scaled[m.id]) for m in lexical], window=window, extra=extra)
+            outcome.memories = [memory for memory, _ in boosted[:keep]]
+            outcome.scores = {memory.id: score for memory, score in boosted[:keep]}
         return outcome
+
+    if semantic is None:
+        return lexical_outcome()
 
     def fall_back(reason: str) -> SearchOutcome:
         outcome.fallback_reason, outcome.fallback_triggered = reason, True
-        return outcome
+        return lexical_outcome()
 
     if semantic.neighbours is None:
         return fall_back("query_embedding_unavailable")
@@ -476,8 +540,11 @@ def _rank(
     partial = semantic.partial
 
     if requested == "semantic" and not partial:
-        outcome.memories, outcome.applied = semantic_memories[:keep], "semantic"
-        outcome.scores = {memory.id: cosine[memory.id] for memory in outcome.memories}
+        ranked = [(memory, cosine[memory.id]) for memory in semantic_memories]
+        if window is not None:
+            ranked = time_boost(ranked, window=window, extra=extra)
+        outcome.memories, outcome.applied = [memory for memory, _ in ranked[:keep]], "semantic"
+        outcome.scores = {memory.id: score for memory, score in ranked[:keep]}
         return outcome
 
     fused = hybrid_fusion(lexical=lexical, semantic=semantic_memories, cosine=cosine)
@@ -486,6 +553,8 @@ def _rank(
     )
     fused = question_damping(fused)
     fused = speaker_boost(fused, query=query)
+    if window is not None:
+        fused = time_boost(fused, window=window, extra=extra)
     if not fused:
         return fall_back("hybrid_fusion_empty")
     outcome.memories, outcome.applied = [memory for memory, _ in fused[:keep]], "hybrid"
@@ -495,6 +564,99 @@ def _rank(
         outcome.fallback_reason = "partial_vector_coverage"
         outcome.fallback_triggered = requested == "semantic"
     return outcome
+
+
+@dataclass(frozen=True)
+class TimedQuery:
+    """A query's text for the ranking and its time window (temporal.time_query), with the event of a "before
+    the migration" window found: the best lexical match of its words, whose time bounds the window."""
+
+    text: str
+    window: temporal.TimeWindow | None
+    expression: str | None = None  # what the query said, also when no window could be made of it
+    anchor_id: uuid.UUID | None = None
+    original: str = ""  # the query as asked
+
+    @classmethod
+    def of(cls, *, workspace_id: int, scope: MemoryScope, query: str, now: datetime) -> TimedQuery:
+        if settings.SEARCH_TIME_WINDOW_BOOST <= 0:
+            return cls(query, None, original=query)
+        parsed = temporal.time_query(query, now=now)
+        window = parsed.window
+        if window is None or window.anchor_query is None:
+            return cls(parsed.text, window, window.expression if window else None, original=query)
+        found = lexical_search.memory_search_lexical(
+            workspace_id=workspace_id, scope=scope, query=window.anchor_query, type=None, layer=None, limit=1
+        )
+        if not found:  # no memory tells when the event was: no window
+            return cls(parsed.text, None, window.expression, original=query)
+        event = found[0]
+        anchored = temporal.anchored(window, temporal.memory_time(event))
+        return cls(parsed.text, anchored, window.expression, event.id, original=query)
+
+    def with_candidates(
+        self, *, workspace_id: int, scope: MemoryScope, type: str | None, layers: list[str] | None
+    ) -> tuple[TimedQuery, list[Memory]]:
+        """The memories written in the window (candidates), and the query to rank with: when nothing was
+        written in the window ("one year ago" in a workspace that began last month, a day with no memory),
+        its words may be what the question is about, so the text keeps them (the boost still applies to
+        memories whose metadata.sessionTime is in the window)."""
+        found = self.candidates(workspace_id=workspace_id, scope=scope, type=type, layers=layers)
+        if self.window is not None and not found and settings.SEARCH_TIME_WINDOW_CANDIDATES > 0:
+            return dataclasses.replace(self, text=self.original or self.text), found
+        return self, found
+
+    def candidates(
+        self, *, workspace_id: int, scope: MemoryScope, type: str | None, layers: list[str] | None
+    ) -> list[Memory]:
+        """The memories written in the window, newest first (SEARCH_TIME_WINDOW_CANDIDATES of them): they
+        join the ranking even when the query's words and meaning miss them ("what did we decide
+        yesterday")."""
+        limit = settings.SEARCH_TIME_WINDOW_CANDIDATES
+        if self.window is None or limit <= 0:
+            return []
+        return temporal.memories_in_window(
+            workspace_id=workspace_id, scope=scope, window=self.window, type=type, layers=layers, limit=limit
+        )
+
+    def trace(self) -> dict[str, Any] | None:
+        if self.window is None:
+            if self.expression is None:
+                return None
+            return {"expression": self.expression, "start": None, "end": None, "anchorMemoryId": None}
+        return self.window.trace(anchor_id=str(self.anchor_id) if self.anchor_id else None)
+
+
+def time_boost(
+    ranked: list[tuple[Memory, float]], *, window: temporal.TimeWindow, extra: list[Memory]
+) -> list[tuple[Memory, float]]:
+    """Add SEARCH_TIME_WINDOW_BOOST to the score of every candidate whose time (temporal.memory_time) falls in
+    the window; `extra` (memories written in the window that the ranking did not find) join at 0 first.
+    A boost rather than a filter: a memory written a little outside the window (the decision recorded the
+    morning after) still ranks, only after those inside it."""
+    boost = settings.SEARCH_TIME_WINDOW_BOOST
+    scores = {memory.id: score for memory, score in ranked}
+    by_id = {memory.id: memory for memory, _ in ranked}
+    for memory in extra:
+        if memory.id not in by_id:
+            by_id[memory.id], scores[memory.id] = memory, 0.0
+    for memory_id, memory in by_id.items():
+        if window.contains(temporal.memory_time(memory)):
+            scores[memory_id] += boost
+    return _ordered(scores, by_id)
+
+
+def count_in_window(outcome: SearchOutcome) -> None:
+    """The trace's timeWindow.inWindow: how many of the results fall in the window."""
+    if outcome.time_window is None:
+        return
+    start, end = outcome.time_window["start"], outcome.time_window["end"]
+    window = temporal.TimeWindow(start, end, outcome.time_window["expression"])
+    outcome.time_window["inWindow"] = (
+        sum(1 for memory in outcome.memories if window.contains(temporal.memory_time(memory)))
+        if start is not None or end is not None
+        else 0
+    )
 
 
 def _min_max(values: dict[uuid.UUID, float]) -> dict[uuid.UUID, float]:

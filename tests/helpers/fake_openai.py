@@ -1,4 +1,5 @@
-"""A local stand-in for an OpenAI-compatible provider (embeddings and chat), for tests only.
+"""A local stand-in for an OpenAI-compatible provider (embeddings and chat) and a Cohere-style rerank server
+(as Infinity and Text-Embeddings-Inference's Cohere route answer), for tests only.
 
 Behaviour is scripted per test: fixed delays, error statuses, or a hold that blocks a request until released.
 Vectors are deterministic functions of the text, so repeated runs produce identical rows.
@@ -22,6 +23,13 @@ def fake_vector(text: str, dimension: int) -> list[float]:
     return [x / norm for x in raw]
 
 
+def word_overlap(query: str, document: str) -> float:
+    """The share of the query's words the document holds: a deterministic stand-in for a rerank model."""
+    words = {w.strip("?.,!").lower() for w in query.split()}
+    held = {w.strip("?.,!").lower() for w in document.split()}
+    return round(len(words & held) / (len(words) or 1), 6)
+
+
 @dataclass
 class FakeProvider:
     dimension: int = 8
@@ -29,6 +37,8 @@ class FakeProvider:
     # Called before answering; may sleep, block on an event, or return (status, body) to answer with an error.
     before_answer: Callable[[str, dict[str, Any]], tuple[int, dict[str, Any]] | None] | None = None
     chat_answer: Callable[[dict[str, Any]], str] | None = None
+    # Rerank: the relevance of each document to the query (default: the share of the query's words it holds).
+    rerank_score: Callable[[str, str], float] | None = None
     first_request: threading.Event = field(default_factory=threading.Event)
 
     def start(self) -> str:
@@ -41,7 +51,9 @@ class FakeProvider:
             def do_POST(self) -> None:  # noqa: N802 - http.server's naming
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
-                provider.requests.append({"path": self.path, "body": body})
+                provider.requests.append(
+                    {"path": self.path, "body": body, "authorization": self.headers.get("Authorization")}
+                )
                 provider.first_request.set()
                 if provider.before_answer is not None:
                     override = provider.before_answer(self.path, body)
@@ -62,6 +74,18 @@ class FakeProvider:
                             "usage": {"prompt_tokens": len(texts), "total_tokens": len(texts)},
                         },
                     )
+                if self.path.endswith("/rerank"):
+                    score = provider.rerank_score or word_overlap
+                    documents = [d if isinstance(d, str) else d.get("text", "") for d in body["documents"]]
+                    results = sorted(
+                        (
+                            {"index": i, "relevance_score": score(body["query"], d)}
+                            for i, d in enumerate(documents)
+                        ),
+                        key=lambda r: -r["relevance_score"],
+                    )[: body.get("top_n") or len(documents)]
+                    meta = {"billed_units": {"search_units": 1}}
+                    return self._send(200, {"id": "rerank-test", "results": results, "meta": meta})
                 if self.path.endswith("/chat/completions"):
                     content = provider.chat_answer(body) if provider.chat_answer else "{}"
                     return self._send(

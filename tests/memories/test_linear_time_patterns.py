@@ -26,13 +26,14 @@ import re2
 
 from graphsvc import llm
 from memories import sanitizer, scrubber
+from retrieval import lexical, temporal
 from tests.graphsvc.test_llm_fence import FORGED_TAGS
 from tests.memories.test_sanitizer import CLEAN, FLAGGED
 from tests.memories.test_scrubber import LOOK_ALIKES, SECRETS
 
 pytestmark = pytest.mark.django_db(databases=[])
 
-MODULES = (sanitizer, scrubber, llm)
+MODULES = (sanitizer, scrubber, llm, lexical, temporal)
 RE2_PATTERN = type(re2.compile(""))
 SIZE = 100_000
 # Hostile text may take this many times as long as benign text. A backtracking blow-up is hundreds of times

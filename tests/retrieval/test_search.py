@@ -38,6 +38,8 @@ def test_it_works(alice_api):
         "semanticCandidates": 0,
         "fallbackTriggered": True,
         "fallbackReason": "vectors_unavailable",
+        "timeWindow": None,
+        "reranker": None,
     }
 
 
