@@ -371,15 +371,23 @@ def _facts_move(cursor: Any, *, workspace_id: int, survivor_id: int, merged_id: 
         for row in cursor.fetchall()
     }
     ended: list[tuple[int, int]] = []  # (survivor's fact, the moved fact that supersedes it)
-    absorbed: list[tuple[int, int]] = []  # (moved fact, survivor's fact that takes its evidence)
+    absorbed: list[tuple[int, int]] = []  # (moved fact, the current fact that takes its evidence)
+    moved_ids = {e["id"] for e in edges}
+    # Which fact holds each claim as the facts move: the survivor's at first, then a moved one that takes a
+    # free claim or supersedes the holder. Moved facts may also repeat each other (the same claim stored
+    # under two keys by an import or older code): they are merged among themselves by the same rules.
+    holders: dict[tuple[Any, ...], dict[str, Any]] = dict(existing)
     for edge in edges:
         edge["outcome"], edge["expire"], edge["by"] = "moved", False, None
         if edge["new_from"] == edge["new_to"]:
             edge["outcome"], edge["expire"] = "loop", edge["expired_at"] is None
             continue
+        if edge["expired_at"] is not None:
+            continue
         claim = (edge["new_from"], edge["new_to"], edge["edge_class"], edge["relation"])
-        other = existing.get(claim) if edge["expired_at"] is None else None
+        other = holders.get(claim)
         if other is None:
+            holders[claim] = edge
             continue
         if same_claim(other["fact"] or "", edge["fact"] or ""):
             edge["outcome"], edge["expire"], edge["by"] = "duplicate", True, other["id"]
@@ -388,8 +396,12 @@ def _facts_move(cursor: Any, *, workspace_id: int, survivor_id: int, merged_id: 
                 k: _iso(other[k]) for k in ("confidence", "last_observed_at", "valid_from")
             }
         elif _newer(edge, other):
-            edge["outcome"], edge["ended"] = "superseding", other["id"]
-            ended.append((other["id"], edge["id"]))
+            if other["id"] in moved_ids:
+                other["outcome"], other["expire"], other["by"] = "superseded", True, edge["id"]
+            else:
+                edge["outcome"], edge["ended"] = "superseding", other["id"]
+                ended.append((other["id"], edge["id"]))
+            holders[claim] = edge
         else:
             edge["outcome"], edge["expire"], edge["by"] = "superseded", True, other["id"]
     for old, new in ended:

@@ -80,6 +80,9 @@ def split_database(api, workspace_id: int, scope: dict[str, str] | None = None) 
         "pg17": g.fact("Billing", "runs_on", "PostgreSQL DB", fact="Billing runs on Postgres 17."),
         "aws": g.fact("PostgreSQL DB", "hosted_on", "AWS", fact="The database is hosted on AWS."),
         "loop": g.fact("PostgreSQL DB", "part_of", "Postgres", fact="PostgreSQL DB is part of Postgres."),
+        # The same claim twice under two keys (as an import or older code may leave it).
+        "dep-old": g.fact("Billing", "depends_on", "PostgreSQL DB", fact="Billing needs it.", valid_from=old),
+        "dep-new": g.fact("Billing", "depends_on", "PostgreSQL DB", fact="Billing depends on the database."),
     }
     for name, memory_id in notes.items():
         g.supported_by(facts[name], memory_id=memory_id, user_id=scope.get("userId"))
@@ -111,6 +114,9 @@ def test_it_merges_duplicates_by_their_evidence_and_undoes_the_merge(alice_api, 
         assert not GraphNode.objects.filter(id=g.ids["PostgreSQL DB"]).exists()
         assert MemoryNodeLink.objects.filter(memory_id=notes["uses-db"], node_id=g.ids["Postgres"]).exists()
     assert now[("Postgres", "hosted_on", "AWS")]["evidence"] == {notes["aws"]}
+    with workspace_context(alice_ws):
+        depends = GraphEdge.objects.filter(edge_type="depends_on", expired_at__isnull=True)
+        assert [e.id for e in depends] == [facts["dep-old"]]  # one current fact for one claim
     # The merged name now finds the survivor, in recall as in a lookup.
     assert (
         alice_api.ok("graph/facts", {"entity": "PostgreSQL DB", "maxHops": 1})["seeds"][0]["name"]
