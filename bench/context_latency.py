@@ -267,6 +267,30 @@ def database_pid() -> int:
     return int((embedded_db.var_dir() / "pgdata" / "postmaster.pid").read_text().split()[0])
 
 
+def bench_backend_cpu() -> dict[int, float]:
+    """CPU seconds of the PostgreSQL backends serving the bench database (the web workers' connections), by
+    pid. The embedded server is shared with whatever else runs on the machine (other databases' tests), so the
+    CPU of all its processes (`cpu.database`) counts their work too; the bench's own backends do not."""
+    with superuser_connection() as conn:
+        pids = [
+            row[0]
+            for row in conn.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = %s AND backend_type = 'client backend' "
+                "AND pid <> pg_backend_pid()",
+                [api_latency.BENCH_DATABASE],
+            ).fetchall()
+        ]
+    found: dict[int, float] = {}
+    for pid in pids:
+        try:
+            raw = (Path("/proc") / str(pid) / "stat").read_text()
+        except OSError:
+            continue
+        fields = raw[raw.rindex(")") + 2 :].split()
+        found[pid] = (int(fields[11]) + int(fields[12])) / cpu_usage.TICKS_PER_SECOND
+    return found
+
+
 def run_for(
     port: int, key: str, workload: api_latency.Workload, clients: int, seconds: float, *, web_pid: int
 ) -> dict[str, Any]:
@@ -288,6 +312,7 @@ def run_for(
     threads = [threading.Thread(target=loop, args=(i,), daemon=True) for i in range(clients)]
     load_before = os.getloadavg()[0]
     cpu_before = cpu_usage.snapshot(web_root=web_pid, database_root=database_pid())
+    backends_before = bench_backend_cpu()
     began = time.perf_counter()
     for thread in threads:
         thread.start()
@@ -297,7 +322,17 @@ def run_for(
         thread.join()
     wall = time.perf_counter() - began
     cpu_after = cpu_usage.snapshot(web_root=web_pid, database_root=database_pid())
+    backends_after = bench_backend_cpu()
     ok = [s for s in samples if s.ok]
+    cpu = cpu_usage.split(cpu_before, cpu_after, requests=len(samples), cores=os.cpu_count() or 1)
+    if cpu and samples:
+        # Backends that lived through the interval count their difference, new ones all they used.
+        backend_seconds = sum(
+            seconds - backends_before.get(pid, 0.0) for pid, seconds in backends_after.items()
+        )
+        bench_ms = 1000 * backend_seconds / len(samples)
+        cpu["benchDatabaseCpuMsPerRequest"] = round(bench_ms, 2)
+        cpu["benchServerCpuMsPerRequest"] = round(cpu["cpuMsPerRequest"]["web"] + bench_ms, 2)
     return {
         "loadavg1m": [round(load_before, 2), round(os.getloadavg()[0], 2)],  # before, after
         "requests": len(samples),
@@ -306,7 +341,7 @@ def run_for(
         "qps": round(len(ok) / wall, 1),
         "serverMs": api_latency.summary([s.server_ms for s in ok if s.server_ms is not None]),
         "clientMs": api_latency.summary([s.client_ms for s in ok]),
-        "cpu": cpu_usage.split(cpu_before, cpu_after, requests=len(samples), cores=os.cpu_count() or 1),
+        "cpu": cpu,
     }
 
 

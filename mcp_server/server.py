@@ -150,6 +150,12 @@ def search_memories_sync(*, caller: SdkCaller, payload: dict[str, Any], role: st
     body = _validated(SearchIn, payload)
     workspace_id, scope = _resolve(caller, body.scope, role=role)
     with workspace_context(workspace_id):
+        options = search.ranking_options(
+            workspace_id=workspace_id,
+            importance_weight=body.importanceWeight,
+            half_life_days=body.halfLifeDays,
+            mmr_lambda=body.mmrLambda,
+        )
         outcome = search.memory_search(
             workspace_id=workspace_id,
             scope=scope,
@@ -158,7 +164,10 @@ def search_memories_sync(*, caller: SdkCaller, payload: dict[str, Any], role: st
             layer=body.layer,
             limit=body.limit,
             strategy=body.strategy,
-            importance_weight=selectors.memory_settings_get(workspace_id=workspace_id).importance_weight,
+            # As memories/search: the request's importance, decay and MMR, else the workspace's settings.
+            importance_weight=options.importance_weight,
+            half_life_days=options.half_life_days,
+            mmr_lambda=options.mmr_lambda,
         )
         memories = selectors.memory_payloads(workspace_id=workspace_id, memories=outcome.memories)
     data = {"memories": memories, "count": len(memories), "trace": outcome.trace()}

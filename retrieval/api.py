@@ -38,11 +38,12 @@ def memories_search(request: HttpRequest, payload: SearchIn) -> dict[str, Any]:
     workspace_id = request_workspace_id(request, payload.scope)
     scope = memory_scope(payload.scope, include_superseded=payload.includeSuperseded)
     with workspace_context(workspace_id):
-        workspace_settings = selectors.memory_settings_cached(workspace_id=workspace_id)
-
-        def chosen(value: float | None, default: float) -> float:
-            return default if value is None else value
-
+        options = search.ranking_options(
+            workspace_id=workspace_id,
+            importance_weight=payload.importanceWeight,
+            half_life_days=payload.halfLifeDays,
+            mmr_lambda=payload.mmrLambda,
+        )
         outcome = search.memory_search(
             workspace_id=workspace_id,
             scope=scope,
@@ -51,9 +52,9 @@ def memories_search(request: HttpRequest, payload: SearchIn) -> dict[str, Any]:
             layer=payload.layer,
             limit=payload.limit,
             strategy=payload.strategy,
-            importance_weight=chosen(payload.importanceWeight, workspace_settings.importance_weight),
-            half_life_days=chosen(payload.halfLifeDays, workspace_settings.half_life_days),
-            mmr_lambda=chosen(payload.mmrLambda, workspace_settings.mmr_lambda),
+            importance_weight=options.importance_weight,
+            half_life_days=options.half_life_days,
+            mmr_lambda=options.mmr_lambda,
         )
         memories = selectors.memory_payloads(workspace_id=workspace_id, memories=outcome.memories)
     return success_envelope(request, {"memories": memories, "count": len(memories), "trace": outcome.trace()})

@@ -136,6 +136,31 @@ def memory_search(
     return outcome
 
 
+@dataclass(frozen=True)
+class RankingOptions:
+    importance_weight: float
+    half_life_days: float
+    mmr_lambda: float
+
+
+def ranking_options(
+    *,
+    workspace_id: int,
+    importance_weight: float | None,
+    half_life_days: float | None,
+    mmr_lambda: float | None,
+) -> RankingOptions:
+    """memory_search's importance_weight, half_life_days and mmr_lambda: a request's values, else the
+    workspace's settings (memories/settings, cached per process), else the server defaults. The same for the
+    SDK route and the MCP tool."""
+    workspace = selectors.memory_settings_cached(workspace_id=workspace_id)
+    return RankingOptions(
+        importance_weight=workspace.importance_weight if importance_weight is None else importance_weight,
+        half_life_days=workspace.half_life_days if half_life_days is None else half_life_days,
+        mmr_lambda=workspace.mmr_lambda if mmr_lambda is None else mmr_lambda,
+    )
+
+
 def importance_rerank(
     *, memories: list[Memory], scores: dict[uuid.UUID, float], weight: float
 ) -> list[Memory]:
