@@ -97,14 +97,13 @@ def _trace_graph(data: dict[str, Any], node_ids: dict[str, int]) -> dict[str, An
     each memory graph expansion added, the node it came through and the seed it started from."""
     nodes: list[dict[str, Any]] = [{"id": "query", "label": data["query"] or "(no query)", "kind": "query"}]
     edges: list[dict[str, Any]] = []
-    tiers = data["_tiers"]
     graph_ids = {str(m) for m in data["_graph_ids"]}
     for rank, memory in enumerate(data["memories"], start=1):
         kind = "expanded" if memory["id"] in graph_ids else "baseline"
         nodes.append(
             {
                 "id": memory["id"],
-                "label": f"{rank}. {memory['content'][:80]}",
+                "label": f"{rank}. {memory['content'][:48]}",
                 "kind": kind,
                 "nodeId": node_ids.get(memory["id"]),
             }
@@ -124,11 +123,7 @@ def _trace_graph(data: dict[str, Any], node_ids: dict[str, int]) -> dict[str, An
         edges.append(
             {"source": via, "target": memory["id"], "label": reason.get("edgeType", ""), "kind": "hop"}
         )
-    for rule_id in tiers["ruleIds"]:
-        rule = next((r for r in data["rules"] if r["id"] == rule_id), None)
-        if rule:
-            nodes.append({"id": rule_id, "label": f"rule: {rule['content'][:60]}", "kind": "rule"})
-            edges.append({"source": "query", "target": rule_id, "label": "rule in scope", "kind": "rule"})
+    # Rules are in every answer of their scope: listed under the drawing, not drawn.
     return {"nodes": nodes, "edges": edges}
 
 

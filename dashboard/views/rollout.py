@@ -81,10 +81,12 @@ def _trend_chart(points: list[rollout_selectors.TrendPoint], thresholds: dict[st
         for i, p in enumerate(points)
     ]
 
-    def line(values: list[float]) -> str:
+    def line(values: list[float | None]) -> str:
+        # A slice without hybrid requests has no rate: the line skips it rather than dropping to zero.
         return " ".join(
             f"{round(i * step + step / 2, 1)},{round(CHART_HEIGHT - CHART_HEIGHT * min(v, 1.0), 1)}"
             for i, v in enumerate(values)
+            if v is not None
         )
 
     def level(value: float) -> float:
@@ -94,8 +96,8 @@ def _trend_chart(points: list[rollout_selectors.TrendPoint], thresholds: dict[st
         "width": CHART_WIDTH,
         "height": CHART_HEIGHT,
         "bars": bars,
-        "fallback": line([p.fallback_rate for p in points]),
-        "graph_error": line([p.graph_error_rate for p in points]),
+        "fallback": line([p.fallback_rate if p.hybrid_requested else None for p in points]),
+        "graph_error": line([p.graph_error_rate if p.hybrid_requested else None for p in points]),
         "fallback_limit": level(thresholds["fallback"]),
         "graph_error_limit": level(thresholds["graph_error"]),
         "max_requests": top,

@@ -500,12 +500,12 @@
     runLayout(payload);
     performance.mark("graph:laidout");
     labelOrder = cy.nodes().sort((x, y) => (y.data("memories") + y.data("degree")) - (x.data("memories") + x.data("degree"))).toArray();
+    buildLegend(); // before the fit: the fit leaves the room the legend takes
     fit();
     performance.mark("graph:fitted");
     cullLabels();
     performance.mark("graph:culled");
     describe(payload);
-    buildLegend();
     refreshNodeList();
     performance.mark("graph:panels");
     setupMinimap(payload);

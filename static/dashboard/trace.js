@@ -20,7 +20,7 @@
     maxZoom: 3,
     style: [
       { selector: "node", style: { "background-color": "data(colour)", shape: "data(shape)", label: "data(label)",
-        width: 18, height: 18, "font-size": 10, "text-valign": "bottom", "text-max-width": 180, "text-wrap": "wrap",
+        width: 18, height: 18, "font-size": 10, "text-valign": "bottom", "text-max-width": 130, "text-wrap": "wrap",
         "text-background-color": "#fff", "text-background-opacity": 0.8 } },
       { selector: "node.query", style: { width: 30, height: 30, "font-size": 12, "font-weight": "bold" } },
       { selector: "edge", style: { width: 1.5, "curve-style": "bezier", "target-arrow-shape": "triangle",
@@ -29,7 +29,10 @@
       { selector: "edge.hop", style: { "line-color": "#009E73", "target-arrow-color": "#009E73", width: 2.5 } },
       { selector: "edge.rule", style: { "line-style": "dotted" } },
     ],
-    layout: { name: "breadthfirst", directed: true, roots: "#query", spacingFactor: 1.1, animate: false },
+    // The query in the middle, what the baseline ranked around it, then the nodes the graph went through and
+    // the memories it added outside: provenance reads from the centre out.
+    layout: { name: "concentric", animate: false, minNodeSpacing: 70, levelWidth: () => 1,
+      concentric: (n) => ({ query: 4, baseline: 3, via: 2, expanded: 1 })[n.data("kind")] || 1 },
   });
   cy.on("tap", "node.baseline, node.expanded", (evt) => { window.location.assign(data.memoryBase + evt.target.id() + "/"); });
   container.dataset.ready = "1";

@@ -1,10 +1,12 @@
 """Playwright helpers for the browser tests: Debian's chromium (never Playwright's own download), one browser
-for all of them, a signed-in context per persona, screenshots kept under test-artifacts/browser/."""
+and one live server for all of them, signed-in pages per persona at the two sizes every page is checked at,
+screenshots kept under test-artifacts/browser/."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,9 @@ from django.test import Client
 CHROMIUM = os.environ.get("CAIRN_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 ARTIFACTS = Path(os.environ.get("CAIRN_TEST_ARTIFACTS", settings.BASE_DIR / "test-artifacts")) / "browser"
+DESKTOP = {"width": 1440, "height": 900}
+PHONE = {"width": 390, "height": 844}
+SIZES = {"desktop": DESKTOP, "phone": PHONE}
 
 
 def chromium_available() -> bool:
@@ -47,21 +52,26 @@ def browser() -> Iterator[Any]:
             os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
 
 
-def signed_in_page(browser: Any, live_server: Any, user: Any, problems: list[str]) -> Any:
-    """A page whose browser carries a session for `user` (signing in through the form is tested once)."""
+def session_cookie(user: Any) -> str:
     client = Client()
     client.force_login(user)
-    context = browser.new_context(base_url=live_server.url, viewport={"width": 1400, "height": 900})
-    context.add_cookies(
-        [
-            {
-                "name": settings.SESSION_COOKIE_NAME,
-                "value": client.cookies[settings.SESSION_COOKIE_NAME].value,
-                "url": live_server.url,
-            }
-        ]
-    )
-    context.set_default_timeout(15_000)
+    return client.cookies[settings.SESSION_COOKIE_NAME].value
+
+
+def signed_in_page(
+    browser: Any,
+    base_url: str,
+    session: str | None,
+    problems: list[str],
+    viewport: dict[str, int] | None = None,
+) -> Any:
+    """A page whose browser carries the session cookie `session` (session_cookie(user), made where the live
+    server can read it: committed, not inside a test's transaction). Signing in through the form is tested
+    once."""
+    context = browser.new_context(base_url=base_url, viewport=viewport or DESKTOP)
+    if session is not None:
+        context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": session, "url": base_url}])
+    context.set_default_timeout(20_000)
     page = context.new_page()
     watch(page, problems)
     return page
@@ -80,6 +90,21 @@ def watch(page: Any, problems: list[str]) -> None:
     )
 
 
-def screenshot(page: Any, name: str) -> None:
+def screenshot(page: Any, name: str) -> Path:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path))
+    return path
+
+
+def wait_until(page: Any, expression: str, timeout: float = 20.0) -> None:
+    """Poll an expression: page.wait_for_function would need eval, which the page's CSP (rightly) refuses."""
+    deadline = time.monotonic() + timeout
+    while not page.evaluate(expression):
+        assert time.monotonic() < deadline, f"timed out waiting for {expression}"
+        page.wait_for_timeout(50)
+
+
+def sideways_overflow(page: Any) -> int:
+    """How many pixels the page scrolls sideways (0: none)."""
+    return int(page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth"))
