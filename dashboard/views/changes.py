@@ -116,10 +116,9 @@ def _trace_graph(data: dict[str, Any], node_ids: dict[str, int]) -> dict[str, An
         if not any(n["id"] == via for n in nodes):
             nodes.append({"id": via, "label": via.split(":", 1)[-1], "kind": "via"})
         seed = reason.get("seedMemoryId")
-        if seed and any(n["id"] == seed for n in nodes):
-            edges.append(
-                {"source": seed, "target": via, "label": f"hop {reason.get('hopCount', 1)}", "kind": "hop"}
-            )
+        hop = {"source": seed, "target": via, "label": f"hop {reason.get('hopCount', 1)}", "kind": "hop"}
+        if seed and any(n["id"] == seed for n in nodes) and hop not in edges:
+            edges.append(hop)  # once per seed and node, however many memories came that way
         edges.append(
             {"source": via, "target": memory["id"], "label": reason.get("edgeType", ""), "kind": "hop"}
         )
