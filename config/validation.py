@@ -41,7 +41,8 @@ def api_error_from_validation(errors: Sequence[Mapping[str, Any]]) -> ApiError:
         if kind == "extra_forbidden":
             message = "unknown field; remove it"
         else:
-            message = str(error.get("msg", "invalid value"))
+            # A validator's own ValueError reads "Value error, <what to fix>": the prefix says nothing.
+            message = str(error.get("msg", "invalid value")).removeprefix("Value error, ")
         issues.append({"field": ".".join(path) or "body", "message": message, "type": kind})
     code = "INVALID_REQUEST"
     first = issues[0] if issues else None

@@ -212,7 +212,7 @@ def _validated(
         name = parts[0] if parts else ""
         name = (names or {}).get(name, name)
         where = ".".join([name, *parts[1:]]) if name else "record"
-        message = str(first.get("msg", "invalid value"))
+        message = str(first.get("msg", "invalid value")).removeprefix("Value error, ")
         if first.get("type") == "extra_forbidden":
             message = "is not a field of this record; remove it"
         raise ImportFileError(line, f"'{where}' {message}.", field=name or None) from None
