@@ -1,8 +1,10 @@
-"""Graph reasoning at scale: fact recall latency (BFS and spreading activation), traversal, and communities
-end to end (stream the edges, PLP, fingerprints, write) on one workspace with many entities and facts.
+"""Graph reasoning at scale: fact recall latency (BFS and spreading activation, by query and by entity, one
+direction), traversal, context/get's graph section (facts and community summaries within the token budget),
+nearest entities by vector (exact, then the workspace's HNSW index), entity merges, and communities end to end
+(stream the edges, PLP, fingerprints, write) on one workspace with many entities and facts.
 
     .venv/bin/python bench/graph_reasoning.py [--entities 100000] [--edges 1000000] [--queries 200]
-                                              [--out bench/results/graph_reasoning.json]
+                                              [--vectors 384] [--out bench/results/graph_reasoning.json]
 
 Runs in its own database (cairn_bench_graph) on the embedded PostgreSQL. The seed (entities in clusters of
 about 50, 90 % of facts inside a cluster) is written in SQL inside the workspace's RLS context and reused
@@ -44,6 +46,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--entities", type=int, default=100_000)
     parser.add_argument("--edges", type=int, default=1_000_000)
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument(
+        "--vectors", type=int, default=384, help="dimension of the entity vectors to seed (0: none)"
+    )
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "graph_reasoning.json"))
     return parser.parse_args()
 
@@ -145,6 +150,7 @@ def _vacuum() -> None:
             "graph_entity_terms",
             "graph_entity_aliases",
             "graph_community_members",
+            "graph_communities",
         ):
             cursor.execute(f"VACUUM (ANALYZE) {table}")
 
@@ -192,6 +198,38 @@ def _facts_remove(workspace_id: int) -> None:
         )
 
 
+def _vectors_seed(workspace_id: int, dimension: int) -> float:
+    """A unit vector of `dimension` for every entity that has none (model 'bench'), in SQL: the entities of
+    one block of CLUSTER share a centre and scatter around it (uniform random vectors have no neighbourhoods,
+    which no embedding model produces and no approximate index finds)."""
+    from django.db import connections
+
+    from tenancy.rls import workspace_context
+
+    started = time.perf_counter()
+    with workspace_context(workspace_id), connections["app"].cursor() as cursor:
+        cursor.execute(
+            """
+            UPDATE graph_nodes n SET embedding = v.vec, embedding_model = 'bench'
+            FROM (
+                SELECT g.id, (SELECT array_agg(x / norm ORDER BY j)::vector FROM
+                    (SELECT j, x, sqrt(sum(x * x) OVER ()) AS norm FROM
+                     (SELECT j,
+                             ((hashint4(((g.id - r.base) / %(c)s)::int * 4099 + j) & 65535) / 65535.0 - 0.5)
+                             + 0.35 * (random() - 0.5) AS x
+                      FROM generate_series(1, %(d)s) j) p) s) AS vec
+                FROM graph_nodes g,
+                     (SELECT min(id) AS base FROM graph_nodes WHERE workspace_id = %(ws)s) r
+                WHERE g.workspace_id = %(ws)s AND g.embedding IS NULL
+            ) v
+            WHERE n.workspace_id = %(ws)s AND n.id = v.id
+            """,
+            {"ws": workspace_id, "d": dimension, "c": CLUSTER},
+        )
+    _vacuum()
+    return time.perf_counter() - started
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
@@ -218,9 +256,12 @@ def main() -> None:
     from django.contrib.auth import get_user_model
     from django.db import connections
 
-    from graphsvc import upkeep
+    from graphsvc import services as graph_services
+    from graphsvc import upkeep, vectors
     from graphsvc.facts import facts_recall, seeds_find
     from graphsvc.traverse import graph_traverse
+    from memories.selectors import MemoryScope
+    from retrieval.graph_context import graph_section
     from tenancy import services
     from tenancy.rls import workspace_context
 
@@ -262,7 +303,15 @@ def main() -> None:
     results["recall_spreading"] = timed(
         [in_context(facts_recall, query=q, strategy="spreading", lazy_commit=True) for q in queries]
     )
+    results["recall_bfs_entity_out"] = timed(
+        [in_context(facts_recall, entity=n, direction="out", lazy_commit=True) for n in names]
+    )
     results["traverse"] = timed([in_context(graph_traverse, start_entity=n, lazy_commit=True) for n in names])
+    # context/get's graph section as context_get calls it (inside the caller's transaction, no embedding: the
+    # bench's queries name entities by their words).
+    results["context_section"] = timed(
+        [in_context(graph_section, scope=MemoryScope(), query=q, embed=None) for q in queries]
+    )
     with workspace_context(workspace_id):
         sample = facts_recall(workspace_id=workspace_id, query=queries[0])
     with workspace_context(workspace_id), connections["app"].cursor() as cursor:
@@ -293,6 +342,98 @@ def main() -> None:
         outcome = upkeep.communities_refresh(workspace_id=workspace_id)
         community_runs.append({"run": label, "seconds": round(time.perf_counter() - started, 2), **outcome})
     _facts_remove(workspace_id)
+    # context/get's graph section once communities have summaries (written here, as the model would): the
+    # candidates of the seeds' communities are read and matched against the query's words.
+    with workspace_context(workspace_id), connections["app"].cursor() as cursor:
+        cursor.execute(
+            "UPDATE graph_communities SET summary = 'Entities about ' || name WHERE workspace_id = %s",
+            [workspace_id],
+        )
+    _vacuum()
+    results["context_section_communities"] = timed(
+        [in_context(graph_section, scope=MemoryScope(), query=q, embed=None) for q in queries]
+    )
+    # Nearest entities by vector: the exact scan, then the workspace's HNSW index (what upkeep builds past
+    # GRAPH_ENTITY_VECTOR_EXACT_MAX_ROWS).
+    vector_report: dict[str, Any] = {}
+    if args.vectors:
+        vector_report["seedSeconds"] = round(_vectors_seed(workspace_id, args.vectors), 1)
+        # Queries near stored entities (an entity's vector, moved a little), as a query about one would be.
+        with workspace_context(workspace_id), connections["app"].cursor() as cursor:
+            cursor.execute(
+                "SELECT embedding::text FROM graph_nodes WHERE workspace_id = %s "
+                "AND embedding_model = 'bench' ORDER BY random() LIMIT %s",
+                [workspace_id, min(args.queries, 50)],
+            )
+            probes = [
+                [float(x) + random.Random(i).gauss(0, 0.02) for x in row[0].strip("[]").split(",")]
+                for i, row in enumerate(cursor.fetchall())
+            ]
+
+        def nearest(vector: list[float]) -> Any:
+            def call() -> Any:
+                with workspace_context(workspace_id), connections["app"].cursor() as cursor:
+                    return vectors.nearest_entities(
+                        cursor,
+                        workspace_id=workspace_id,
+                        vector=vector,
+                        model="bench",
+                        where="n.node_type = 'concept'",
+                        params={},
+                        limit=10,
+                    )
+
+            return call
+
+        vectors._INDEX_READY.clear()
+        exact_found = [nearest(v)() for v in probes[:10]]
+        results["nearest_entities_exact"] = timed([nearest(v) for v in probes])
+        started = time.perf_counter()
+        vectors.entity_index_ensure(workspace_id=workspace_id, dimension=args.vectors)
+        vector_report["indexSeconds"] = round(time.perf_counter() - started, 1)
+        vectors._INDEX_READY.clear()
+        indexed_found = [nearest(v)() for v in probes[:10]]
+        results["nearest_entities_hnsw"] = timed([nearest(v) for v in probes])
+        overlap = [
+            len({r[0] for r in a} & {r[0] for r in b}) / max(1, len(a))
+            for a, b in zip(exact_found, indexed_found, strict=True)
+        ]
+        vector_report["recallAt10"] = round(statistics.mean(overlap), 3)
+        # Back to the seed without vectors: the other measurements of the next run read narrow rows again.
+        with connections["default"].cursor() as cursor:
+            cursor.execute(f"DROP INDEX IF EXISTS {vectors.entity_index_name(workspace_id, args.vectors)}")
+        with workspace_context(workspace_id), connections["app"].cursor() as cursor:
+            cursor.execute(
+                "UPDATE graph_nodes SET embedding = NULL, embedding_model = NULL WHERE workspace_id = %s "
+                "AND embedding_model = 'bench'",
+                [workspace_id],
+            )
+        _vacuum()
+
+    # Entity merges as an administrator runs them (two random entities, about 20 facts each), each in a
+    # transaction that is rolled back so the graph stays as seeded.
+    class Undo(Exception):
+        pass
+
+    def merge(pair: tuple[int, int]) -> Any:
+        def call() -> None:
+            try:
+                with workspace_context(workspace_id):
+                    graph_services.entity_merge(
+                        workspace_id=workspace_id, survivor_id=pair[0], merged_id=pair[1]
+                    )
+                    raise Undo
+            except Undo:
+                pass
+
+        return call
+
+    with workspace_context(workspace_id), connections["app"].cursor() as cursor:
+        cursor.execute(
+            "SELECT id FROM graph_nodes WHERE workspace_id = %s ORDER BY random() LIMIT 40", [workspace_id]
+        )
+        picked = [row[0] for row in cursor.fetchall()]
+    results["entity_merge"] = timed([merge((picked[i], picked[i + 1])) for i in range(0, len(picked) - 1, 2)])
 
     report = {
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
@@ -303,6 +444,7 @@ def main() -> None:
         "sample_facts": len(sample["facts"]),
         "seed_term_plan": seed_plan,
         "networkit_import_seconds": import_seconds,
+        "entity_vectors": vector_report,
         "communities": community_runs,
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
@@ -314,6 +456,8 @@ def main() -> None:
             f"   max {row['max_ms']:8.2f} ms"
         )
     print(f"  networkit import (once per worker process): {import_seconds} s")
+    if vector_report:
+        print(f"  entity vectors: {vector_report}")
     for run in community_runs:
         stages = ", ".join(f"{name} {seconds} s" for name, seconds in run.get("stages", {}).items())
         print(
