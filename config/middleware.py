@@ -148,4 +148,3 @@ class NulRefusalMiddleware:
                 content_type="text/plain; charset=utf-8",
             )
         return self.get_response(request)
-
