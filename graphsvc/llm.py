@@ -115,12 +115,18 @@ def parse_json_answer(text: str) -> Any:
         inner = cleaned[3:-3]
         cleaned = (inner[4:] if inner.startswith("json") else inner).strip()
     try:
-        return json.loads(cleaned)
+        return json.loads(cleaned, parse_constant=_refuse_constant)
     except json.JSONDecodeError:
         start, end = cleaned.find("{"), cleaned.rfind("}")
         if start == -1 or end <= start:
             raise
-        return json.loads(cleaned[start : end + 1])
+        return json.loads(cleaned[start : end + 1], parse_constant=_refuse_constant)
+
+
+def _refuse_constant(name: str) -> Any:
+    # NaN and ±Infinity are not JSON; Python's parser accepts them, and a non-finite confidence or weight from
+    # a model must never reach a stored row.
+    raise ValueError(f"{name} is not a JSON number")
 
 
 FENCE_OPEN = "<external-data>"
