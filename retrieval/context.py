@@ -263,6 +263,7 @@ def _rank_tiers(
         query=request.query,
         # None: the default (hybrid, or lexical at once in a workspace without vectors).
         strategy=None if strategy.selection == "policy_default" else strategy.ranking,
+        with_vectors=ordering.mmr_lambda < 1,
         tiers=[
             search.TierQuery(
                 layer=layer,
@@ -285,9 +286,9 @@ def _rank_tiers(
                 outcome.memories, outcome.scores, reranked.scores
             )
             outcome.reranker = reranked.trace()
-    stored = None
-    if ordering.mmr_lambda < 1:
-        # Both tiers' candidates' vectors in one statement.
+    stored = next((outcome.vectors for outcome in outcomes if outcome.vectors is not None), None)
+    if ordering.mmr_lambda < 1 and stored is None:
+        # A lexical ranking read no vectors: both tiers' candidates' in one statement.
         stored = vectors.stored_vectors(
             workspace_id=workspace_id,
             memory_ids=[m.id for outcome in outcomes if len(outcome.memories) > 1 for m in outcome.memories],

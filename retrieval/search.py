@@ -44,6 +44,8 @@ class SearchOutcome:
     # The query's time window (temporal.TimeWindow.trace, with how many results fall in it), or None.
     time_window: dict[str, Any] | None = None
     reranker: dict[str, Any] | None = None  # rerank.Reranked.trace(): None while no reranker is configured
+    # The vector side's candidates' vectors when asked for (MMR); None when it did not run or was not asked.
+    vectors: dict[uuid.UUID, np.ndarray] | None = None
 
     def trace(self) -> dict[str, Any]:
         return {
@@ -110,6 +112,7 @@ def memory_search(
         strategy=strategy,
         exclude_rules=exclude_rules,
         now=now or timezone.now(),
+        with_vectors=mmr_lambda < 1,
     )
     if reranking:
         reranked = rerank.rerank_scores(query=query, memories=outcome.memories)
@@ -126,6 +129,7 @@ def memory_search(
             half_life_days=half_life_days,
             mmr_lambda=mmr_lambda,
             now=now,
+            stored=outcome.vectors,
         )
     outcome.memories = outcome.memories[:limit]
     count_in_window(outcome)
@@ -206,8 +210,10 @@ def decay_and_diversify(
     bury it under any newer candidate). Then MMR picks one memory at a time by λ · relevance / best −
     (1 − λ) · its highest cosine to those already picked, so a near-duplicate yields its slot to a
     different memory; a memory without a vector counts as unlike the others. Relevance: _relevance.
-    `stored`: the candidates' vectors when the caller read them already (context/get reads both tiers' at
-    once), else they are read here."""
+    `stored`: the candidates' vectors when the caller read them already (the vector search returns its
+    neighbours'; a candidate only BM25 found then counts as unlike the others: a near-duplicate of a
+    neighbour would be as close to the query, hence a neighbour too), else they are read here (a lexical
+    ranking)."""
     if not memories:
         return memories
     relevance = {m.id: _relevance(m, rank, scores) for rank, m in enumerate(memories, start=1)}
@@ -264,6 +270,7 @@ def memory_search_tiers(
     tiers: list[TierQuery],
     strategy: str | None,
     now: datetime | None = None,
+    with_vectors: bool = False,
 ) -> list[SearchOutcome]:
     """memory_search(layer=…) for each tier, ranked exactly as one call per tier would rank it, from
     candidates fetched once: one BM25 statement for all layers, one vector search, one load of the vector
@@ -284,11 +291,15 @@ def memory_search_tiers(
     )
     semantic: Candidates | None = None
     if vectorless:
-        semantic = Candidates([], [], False)
+        semantic = Candidates([], [], False, {})
     elif requested != "lexical":
         query_vector = _vector_for(query=query, requested=requested, lexical=_flatten(lexical.values()))
         semantic = _semantic_candidates(
-            workspace_id=workspace_id, scope=scope, query_vector=query_vector, depths=depths
+            workspace_id=workspace_id,
+            scope=scope,
+            query_vector=query_vector,
+            depths=depths,
+            with_vectors=with_vectors,
         )
     return [
         _rank(
@@ -343,6 +354,8 @@ class Candidates:
     neighbours: list[tuple[uuid.UUID, float]] | None
     memories: list[Memory]
     partial: bool
+    # The neighbours' stored vectors, when asked for (MMR): read by the vector search itself.
+    vectors: dict[uuid.UUID, np.ndarray] | None = None
 
 
 def _depth(requested: str, limit: int, keep: int) -> int:
@@ -357,6 +370,7 @@ def _semantic_candidates(
     query_vector: Any,
     depths: dict[str, int] | dict[str | None, int],  # layer → depth; the layer None: every layer
     type: str | None = None,
+    with_vectors: bool = False,
 ) -> Candidates:
     if query_vector is None:
         return Candidates(None, [], False)
@@ -368,13 +382,19 @@ def _semantic_candidates(
             user_id=scope.user_id, project_id=scope.project_id, workspace_wide=scope.workspace_wide
         ),
         limit=max(depths.values()),
+        with_vectors=with_vectors,
     )
     layers = [layer for layer in depths if layer]
-    neighbours, memories = _nearest_loaded(
-        workspace_id=workspace_id, scope=scope, statement=statement, type=type, layers=layers
+    neighbours, memories, found_vectors = _nearest_loaded(
+        workspace_id=workspace_id,
+        scope=scope,
+        statement=statement,
+        type=type,
+        layers=layers,
+        with_vectors=with_vectors,
     )
     if not neighbours:
-        return Candidates([], [], False)
+        return Candidates([], [], False, found_vectors)
     # The load answers the unembedded-memories question on every row (an uncorrelated EXISTS, evaluated once);
     # only when it loaded nothing does that take a query of its own.
     partial = (
@@ -382,7 +402,7 @@ def _semantic_candidates(
         if memories
         else _has_unembedded_memories(workspace_id)
     )
-    return Candidates(neighbours, memories, partial)
+    return Candidates(neighbours, memories, partial, found_vectors)
 
 
 # The vector search and the load of the memories it found, in one round trip: every neighbour comes back (its
@@ -395,7 +415,7 @@ def _semantic_candidates(
 _NEAREST_LOADED_SQL = """
 WITH near AS MATERIALIZED ({nearest})
 SELECT {columns}, n.memory_id AS near_id, n.similarity AS near_similarity,
-       EXISTS ({unembedded}) AS embed_pending
+       EXISTS ({unembedded}) AS embed_pending{vector}
 FROM near n LEFT JOIN LATERAL (
     SELECT {columns} FROM memories m WHERE m.id = n.memory_id AND {readable} {condition} LIMIT 1
 ) m ON true
@@ -410,6 +430,7 @@ class _NearestLoadedColumns(Protocol):
     near_id: uuid.UUID
     near_similarity: float
     embed_pending: bool
+    near_vector: bytes  # only when asked for: pgvector's binary form (vectors.vector_from_binary)
 
 
 def _nearest_loaded(
@@ -419,8 +440,10 @@ def _nearest_loaded(
     statement: vectors.NearestStatement,
     type: str | None,
     layers: list[str],
-) -> tuple[list[tuple[uuid.UUID, float]], list[Memory]]:
-    """The neighbours (id, cosine) best first, and the readable memories among them in that order."""
+    with_vectors: bool = False,
+) -> tuple[list[tuple[uuid.UUID, float]], list[Memory], dict[uuid.UUID, np.ndarray] | None]:
+    """The neighbours (id, cosine) best first, the readable memories among them in that order, and (when
+    asked for) every neighbour's vector."""
     params: dict[str, Any] = {**statement.params, "workspace_id": workspace_id}
     condition = ""
     if type:
@@ -433,13 +456,17 @@ def _nearest_loaded(
         unembedded=_UNEMBEDDED_SQL,
         readable=selectors.readable_sql(scope, params),
         condition=condition,
+        vector=", vector_send(n.embedding) AS near_vector" if with_vectors else "",
     )
     rows = selectors.memories_from_sql(sql, params, prepared=statement.prepared)
-    neighbours = [
-        (columns.near_id, float(columns.near_similarity))
-        for columns in cast(list[_NearestLoadedColumns], rows)
-    ]
-    return neighbours, [row for row in rows if row.id is not None]
+    columns = cast(list[_NearestLoadedColumns], rows)
+    neighbours = [(column.near_id, float(column.near_similarity)) for column in columns]
+    found = (
+        {column.near_id: vectors.vector_from_binary(column.near_vector) for column in columns}
+        if with_vectors
+        else None
+    )
+    return neighbours, [row for row in rows if row.id is not None], found
 
 
 def _ranked(
@@ -454,6 +481,7 @@ def _ranked(
     strategy: str | None,
     exclude_rules: bool,
     now: datetime,
+    with_vectors: bool = False,
 ) -> SearchOutcome:
     requested = normalise_strategy(strategy)
     timed, in_window = TimedQuery.of(
@@ -467,7 +495,7 @@ def _ranked(
     )
     semantic: Candidates | None = None
     if vectorless:
-        semantic = Candidates([], [], False)
+        semantic = Candidates([], [], False, {})
     elif requested != "lexical":
         query_vector = _vector_for(query=query, requested=requested, lexical=lexical)
         semantic = _semantic_candidates(
@@ -476,6 +504,7 @@ def _ranked(
             query_vector=query_vector,
             depths={layer: depth},
             type=type,
+            with_vectors=with_vectors,
         )
     return _rank(
         workspace_id=workspace_id,
@@ -545,6 +574,7 @@ def _rank(
 
     if semantic is None:
         return lexical_outcome()
+    outcome.vectors = semantic.vectors
 
     def fall_back(reason: str) -> SearchOutcome:
         outcome.fallback_reason, outcome.fallback_triggered = reason, True

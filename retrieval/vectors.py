@@ -337,9 +337,12 @@ def nearest_statement(
     scope: VectorScope,
     limit: int,
     exclude: uuid.UUID | None = None,
+    with_vectors: bool = False,
 ) -> NearestStatement:
     """The search nearest() runs, for a caller that builds on it (context/get loads the memories in the same
     statement). Choosing the access path may take a round trip of its own (_indexed_search_setup).
+    `with_vectors`: it also selects each neighbour's `embedding` (MMR compares the candidates with each other;
+    the rows are read for their distance anyway, so this spares a statement).
 
     Every path picks at most `limit` candidates in a subquery and ranks them by their exact float4 distance,
     computed once per row: the exact scans order by it directly, the HNSW scan orders by the halfvec distance.
@@ -356,6 +359,7 @@ def nearest_statement(
     rows = f"e.workspace_id = {int(workspace_id)} AND e.dimension = {int(dimension)} AND e.model = %(model)s"
     rule = _read_rule(scope, params)
     scope_filter = _scope_filter(rule, exclude=exclude is not None)
+    vector, vector_out = (", e.embedding", ", embedding") if with_vectors else ("", "")
     distance = "e.embedding <=> %(query)s::vector"
     with connections["app"].cursor() as cursor:
         indexed = _hnsw_index_ready_for_search(workspace_id=workspace_id, dimension=dimension)
@@ -366,7 +370,7 @@ def nearest_statement(
         )
         if visible is None:  # small workspace: every row through the (workspace_id, model, dimension) btree
             candidates = f"""
-                SELECT e.memory_id, {distance} AS distance FROM memory_embeddings e
+                SELECT e.memory_id, {distance} AS distance{vector} FROM memory_embeddings e
                 WHERE {rows} AND {rule.user_sql} AND {scope_filter}
                 ORDER BY distance LIMIT %(limit)s
             """
@@ -376,16 +380,17 @@ def nearest_statement(
             # 1 % is visible) and still miss some. One branch per user value, so each is an index condition on
             # the user btree; as a single OR the planner may scan the whole workspace instead.
             branches = " UNION ALL ".join(
-                f"SELECT e.memory_id, {distance} AS distance FROM memory_embeddings e "
+                f"SELECT e.memory_id, {distance} AS distance{vector} FROM memory_embeddings e "
                 f"WHERE {rows} AND {user} AND {scope_filter}"
                 for user in _user_conditions(rule)
             )
             candidates = (
-                f"SELECT memory_id, distance FROM ({branches}) visible ORDER BY distance LIMIT %(limit)s"
+                f"SELECT memory_id, distance{vector_out} FROM ({branches}) visible "
+                "ORDER BY distance LIMIT %(limit)s"
             )
         else:
             candidates = f"""
-                SELECT e.memory_id, {distance} AS distance FROM memory_embeddings e
+                SELECT e.memory_id, {distance} AS distance{vector} FROM memory_embeddings e
                 WHERE {rows} AND {rule.user_sql} AND {scope_filter}
                 ORDER BY {hnsw_order(dimension, "e.embedding", "%(query)s")} LIMIT %(limit)s
             """
@@ -397,7 +402,7 @@ def nearest_statement(
     # most searches; bound instead, the generic plan cannot know the workspace is small and may scan the whole
     # table.
     return NearestStatement(
-        f"SELECT memory_id, 1 - distance AS similarity, distance FROM ({candidates}) candidates "
+        f"SELECT memory_id, 1 - distance AS similarity, distance{vector_out} FROM ({candidates}) candidates "
         "ORDER BY distance",
         params,
         prepared=visible is not None,
@@ -553,10 +558,12 @@ def stored_vectors(
             "WHERE workspace_id = %s AND model = %s AND memory_id = ANY(%s)",
             [workspace_id, model, memory_ids],
         )
-        return {
-            memory_id: np.frombuffer(bytes(data), dtype=">f4", offset=4).astype(np.float32)
-            for memory_id, data in cursor.fetchall()
-        }
+        return {memory_id: vector_from_binary(data) for memory_id, data in cursor.fetchall()}
+
+
+def vector_from_binary(data: bytes | memoryview) -> np.ndarray:
+    """A vector from pgvector's binary form (vector_send): a 4-byte header, then big-endian float4s."""
+    return np.frombuffer(bytes(data), dtype=">f4", offset=4).astype(np.float32)
 
 
 # (workspace, model) → until when the workspace is known to hold vectors of the model.

@@ -425,8 +425,9 @@ def test_it_uses_the_policy_default_when_no_strategy(alice_api):
 # (bench/context_profile.py): a hybrid search per tier, depth + 2 expansion queries, settings reads, a
 # savepoint around the metric. The expansion statement labels the nodes its returned memories were reached
 # through and loads the readable ones itself, and the expansion and the Known facts share one savepoint.
-# MMR (on by default, memories/settings mmrLambda) reads the candidates' vectors of both tiers in one more.
-CONTEXT_QUERIES_WARM = {1: 14, 2: 14}
+# MMR (on by default, memories/settings mmrLambda) compares candidates by their vectors, which the vector
+# search returns with its neighbours: no statement of its own.
+CONTEXT_QUERIES_WARM = {1: 13, 2: 13}
 
 
 def context_queries(api, ws: int, *, depth: int) -> list[str]:
