@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import connections
-from django.db.models import F
+from django.db.models import F, Q
+from django.db.models.functions import Now
 
 from config.schemas import finite
 from graphsvc.models import ENTITY_TYPES, GraphEdge, GraphNode
@@ -641,6 +642,7 @@ def graph_pair(*, workspace_id: int, a: GraphNode, b: GraphNode, limit: int) -> 
     edges = list(
         GraphEdge.objects.select_related("from_node", "to_node")
         .filter(workspace_id=workspace_id, expired_at__isnull=True)
+        .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=Now()))
         .filter(from_node_id__in=(a.id, b.id), to_node_id__in=(a.id, b.id))
         .exclude(from_node_id=F("to_node_id"))
         .order_by("edge_type", "-confidence", "id")[:limit]
