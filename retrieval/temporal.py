@@ -305,7 +305,10 @@ def _parse_span(text: str, today: date) -> tuple[datetime, str] | None:
             "RETURN_AS_TIMEZONE_AWARE": False,
         },
     )
-    data = parser.get_date_data(text)
+    try:
+        data = parser.get_date_data(text)
+    except (ValueError, OverflowError, TypeError):  # "on 31 february 2023", a year past 9999: no window
+        return None
     if data is None or data.date_obj is None:
         return None
     return data.date_obj, data.period or "day"

@@ -200,3 +200,28 @@ def test_it_names_the_date_parsers_cost_once_per_phrase_and_day():
     assert (info.misses, info.hits) == (1, 2)
     temporal.time_query("what shipped in May 2023", now=NOW + timedelta(days=1))  # the next day: parsed again
     assert temporal._parse_span.cache_info().misses == 2
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "on 31 february 2023",  # no such day: no window, the words stay
+        "may 32",
+        "ago " * 125,
+        "before the " * 50,
+        "in may 2023, " * 40,
+        "12 " * 166,
+        "last " + "week " * 99,
+    ],
+)
+def test_it_copes_with_hostile_time_words_quickly(query):
+    """Every query up to the 500 characters a request may hold: an answer, never an error, and fast (only
+    short spans reach the date parser)."""
+    import time
+
+    started = time.perf_counter()
+    found = temporal.time_query(query[:500], now=NOW)
+    assert time.perf_counter() - started < 0.5
+    assert found.text
+    if found.window is not None and found.window.anchor_query is None:
+        assert found.window.start is not None or found.window.end is not None
