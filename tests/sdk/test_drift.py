@@ -90,15 +90,18 @@ def test_it_reports_each_kind_of_drift(openapi):
     assert "success statuses: server [200], SDK [200, 201]" in drifted(
         lambda s, p: p[f"{PREFIX}memories/add"]["post"]["responses"].pop("201")
     )
-    # The JSON Lines operations: media types, the export's JSON request and the import's query and report.
+    # The JSON Lines operations: media types, the download's JSON request and the import's query.
     ndjson = "application/x-ndjson"
     assert (
-        f"workspace.export: response 200: server answers ['application/json'], SDK reads {ndjson}"
+        f"workspace.download_export: response 200: server answers ['application/json'], SDK reads {ndjson}"
         in drifted(
-            lambda s, p: p[f"{PREFIX}workspace/export"]["post"]["responses"]["200"].update(
+            lambda s, p: p[f"{PREFIX}workspace/export/download"]["post"]["responses"]["200"].update(
                 content={"application/json": {"schema": {"type": "object"}}}
             )
         )
+    )
+    assert "workspace.download_export: request.id: the SDK has this field" in drifted(
+        lambda s, p: s["ExportDownloadIn"]["properties"].pop("id")
     )
     assert "workspace.export: request.includeEmbeddings: the SDK has this field" in drifted(
         lambda s, p: s["ExportIn"]["properties"].pop("includeEmbeddings")
@@ -114,8 +117,27 @@ def test_it_reports_each_kind_of_drift(openapi):
     assert "workspace.import: query.tenantId: the SDK has this field" in drifted(
         lambda s, p: p[f"{PREFIX}workspace/import"]["post"]["parameters"].pop(0)
     )
-    assert "workspace.import: response 200.embedJobsQueued: the SDK has this field" in drifted(
-        lambda s, p: s["ImportOut"]["properties"].pop("embedJobsQueued")
+    # The routes that start a background job: a 202 with the job, checked like any envelope.
+    started = drifted(lambda s, p: s["JobAcceptedOut"]["properties"].pop("jobId"))
+    for name in ("workspace.export", "workspace.import", "graph.backfill"):
+        assert f"{name}: response 202.jobId: the SDK has this field" in started
+    assert "workspace.import: success statuses: server [200], SDK [202]" in drifted(
+        lambda s, p: p[f"{PREFIX}workspace/import"]["post"]["responses"].update(
+            {"200": p[f"{PREFIX}workspace/import"]["post"]["responses"].pop("202")}
+        )
+    )
+    # graph/communities answers two models: its list (200) and, with refresh, the job it started (202).
+    communities = drifted(lambda s, p: s["JobOut"]["properties"].pop("phase"))
+    assert "graph.communities: response 202.job.phase: the SDK has this field" in communities
+    assert "graph.communities: response 200" not in communities
+    assert "graph.communities: response 200.lastRunAt: the SDK has this field" in drifted(
+        lambda s, p: s["CommunitiesOut"]["properties"].pop("lastRunAt")
+    )
+    assert "graph.merge_entities: response 200.merges[].undoneAt: server string (date-time), SDK" in drifted(
+        lambda s, p: s["MergeOut"]["properties"].update(undoneAt={"type": "string", "format": "date-time"})
+    )
+    assert "graph.facts: request.direction: server accepts" in drifted(
+        lambda s, p: s["FactsIn"]["properties"]["direction"]["enum"].append("sideways")
     )
     assert "keys.list: response 200.keys[].lastUsedAt: server string (date-time), SDK" in drifted(
         lambda s, p: s["KeyOut"]["properties"].update(lastUsedAt={"type": "string", "format": "date-time"})

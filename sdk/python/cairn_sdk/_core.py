@@ -5,20 +5,21 @@ from __future__ import annotations
 import json
 import os
 import random
+import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 from urllib.parse import urlsplit
 
 import httpx
 from pydantic import BaseModel, ValidationError
 
 from cairn_sdk import errors
-from cairn_sdk.models import RequestModel, Scope
+from cairn_sdk.models import ImportReport, Job, RequestModel, Scope
 from cairn_sdk.operations import OPERATIONS, Operation
 
 __version__ = "0.1.0"
@@ -28,6 +29,11 @@ API_PREFIX = "/api/sdk/v1"
 DEFAULT_TIMEOUT = 30.0
 USER_AGENT = f"cairn-sdk-python/{__version__}"
 NDJSON = "application/x-ndjson"
+# Waiting for a background job (jobs.wait, and the workspace helpers built on it): how long in all, and how
+# often to ask. The server writes a job's progress at most once a second, so polling faster shows nothing new.
+DEFAULT_JOB_TIMEOUT = 600.0
+DEFAULT_POLL_INTERVAL = 1.0
+FIRST_POLL_DELAY = 0.2
 
 
 class _Unset:
@@ -199,7 +205,7 @@ def parse_response(operation: Operation, response: httpx.Response) -> BaseModel:
                 request_id=request_id,
             )
         try:
-            return operation.response.model_validate(envelope.get("data"))
+            return operation.response_for(status).model_validate(envelope.get("data"))
         except ValidationError as exc:
             raise errors.APIError(
                 status=status,
@@ -330,3 +336,105 @@ def export_cut_short(url: str) -> errors.APIConnectionError:
     return errors.APIConnectionError(
         f"The export from {url} ended before its trailer line: the stream was cut. Export again."
     )
+
+
+# --- background jobs ----------------------------------------------------------------------------------------
+
+
+class JobPoll:
+    """When to ask for a job's status again: after FIRST_POLL_DELAY, doubling up to `poll_interval`, so a job
+    of a second is seen done at once and a long one costs a request per interval; never past the deadline."""
+
+    def __init__(self, *, timeout: float | None, poll_interval: float) -> None:
+        if not poll_interval > 0:
+            raise ValueError(f"poll_interval must be a positive number of seconds, got {poll_interval!r}")
+        if timeout is not None and not timeout >= 0:
+            raise ValueError(f"timeout must be None (no limit) or seconds >= 0, got {timeout!r}")
+        self.timeout = timeout
+        self.poll_interval = poll_interval
+        self._delay = min(FIRST_POLL_DELAY, poll_interval)
+        self._deadline = None if timeout is None else time.monotonic() + timeout
+
+    def next_delay(self, job: Job) -> float:
+        """Seconds to sleep before the next jobs.status; raises JobTimeoutError once the time is up."""
+        delay, self._delay = self._delay, min(self._delay * 2, self.poll_interval)
+        if self._deadline is None:
+            return delay
+        remaining = self._deadline - time.monotonic()
+        if remaining <= 0:
+            raise errors.JobTimeoutError(job, timeout=self.timeout or 0.0)
+        return min(delay, remaining)
+
+
+def job_finished(job: Job) -> bool:
+    """True once the job succeeded; False while it is queued or running. A failed job raises JobFailedError
+    with its error's code and class."""
+    if job.status == "failed":
+        raise errors.JobFailedError(job)
+    return job.status == "succeeded"
+
+
+def import_report(job: Job) -> ImportReport:
+    """The report of a succeeded workspace_import job, from its result."""
+    try:
+        return ImportReport.model_validate(job.result or {})
+    except ValidationError as exc:
+        raise errors.APIError(
+            status=200,
+            code="INVALID_RESPONSE",
+            message=f"The result of the import job {job.id} does not match this SDK's ImportReport: {exc}",
+        ) from exc
+
+
+def job_scope(scope: Scope | None, default: Scope | None) -> Scope | None:
+    """The scope to follow a job in: the workspace the starting call resolved to. Only tenant_id and
+    project_id choose a workspace; user_id is dropped so jobs.status answers wherever the job was started."""
+    chosen = scope or default
+    if chosen is None:
+        return None
+    return Scope(**drop_none(tenant_id=chosen.tenant_id, project_id=chosen.project_id))
+
+
+# --- workspace export download targets ---------------------------------------------------------------------
+
+# Where workspace.export_to / download_export write the file: a path (written under <path>.part, renamed when
+# complete) or a binary file object the caller opened (written as it arrives).
+ExportTarget = str | os.PathLike[str] | IO[bytes]
+
+
+class ExportWriter:
+    """Writes the lines of a download to its target and keeps the trailer's counts. A path is written under
+    `<path>.part` and renamed only once the whole file arrived, so a download that breaks off leaves no file
+    behind; a file object gets the lines as they arrive (what it holds after an error is the caller's)."""
+
+    def __init__(self, target: ExportTarget) -> None:
+        self._path: Path | None = None
+        self._partial: Path | None = None
+        self._out: IO[bytes] | None = None
+        if isinstance(target, str | os.PathLike):
+            self._path = Path(target)
+            self._partial = self._path.with_name(self._path.name + ".part")
+        else:
+            self._out = target
+        self.counts: dict[str, int] = {}
+
+    def __enter__(self) -> ExportWriter:
+        if self._partial is not None:
+            self._out = self._partial.open("wb")
+        return self
+
+    def write(self, raw: bytes, record: Mapping[str, Any]) -> None:
+        assert self._out is not None
+        self._out.write(raw + b"\n")
+        if record["kind"] == "trailer":
+            self.counts = dict(record.get("counts") or {})
+
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        if self._partial is None or self._path is None or self._out is None:
+            return
+        try:
+            self._out.close()
+            if exc_type is None:
+                self._partial.replace(self._path)
+        finally:
+            self._partial.unlink(missing_ok=True)

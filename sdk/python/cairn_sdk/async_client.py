@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import os
 from collections.abc import AsyncIterator, Mapping
 from datetime import datetime
 from pathlib import Path
@@ -15,7 +14,7 @@ import httpx
 
 from cairn_sdk import _core
 from cairn_sdk import models as m
-from cairn_sdk._core import UNSET, RetryPolicy, drop_none
+from cairn_sdk._core import DEFAULT_JOB_TIMEOUT, DEFAULT_POLL_INTERVAL, UNSET, RetryPolicy, drop_none
 from cairn_sdk.client import MemoryTypes, ScopeArg, Strings, context_fields, export_request, import_query
 
 
@@ -194,9 +193,14 @@ class AsyncMemories:
         strategy: m.SearchStrategy | None = None,
         limit: int | None = None,
         importance_weight: float | None = None,
+        half_life_days: float | None = None,
+        mmr_lambda: float | None = None,
         include_superseded: bool | None = None,
         scope: ScopeArg = None,
     ) -> m.SearchResult:
+        """Best match first. `half_life_days` (temporal decay, 0: off) and `mmr_lambda` (diversity, 1: off)
+        replace the workspace's settings for this call; a time expression in the query ("last week") becomes
+        a window the trace shows (`trace.time_window`)."""
         body = m.SearchRequest(
             **drop_none(
                 query=query,
@@ -205,6 +209,8 @@ class AsyncMemories:
                 strategy=strategy,
                 limit=limit,
                 importance_weight=importance_weight,
+                half_life_days=half_life_days,
+                mmr_lambda=mmr_lambda,
                 include_superseded=include_superseded,
                 scope=_core.coerce_scope(scope),
             )
@@ -219,12 +225,19 @@ class AsyncMemories:
         tags: str | None = None,
         limit: int | None = None,
         cursor: str | None = None,
+        include_superseded: bool | None = None,
         scope: ScopeArg = None,
     ) -> m.ListResult:
         """One page, newest first; pass `next_cursor` back as `cursor`, or use `iter()`."""
         body = m.ListRequest(
             **drop_none(
-                type=type, layer=layer, tags=tags, limit=limit, cursor=cursor, scope=_core.coerce_scope(scope)
+                type=type,
+                layer=layer,
+                tags=tags,
+                limit=limit,
+                cursor=cursor,
+                include_superseded=include_superseded,
+                scope=_core.coerce_scope(scope),
             )
         )
         return cast(m.ListResult, await self._client.request("memories.list", body))
@@ -236,13 +249,20 @@ class AsyncMemories:
         layer: m.MemoryLayer | None = None,
         tags: str | None = None,
         page_size: int | None = None,
+        include_superseded: bool | None = None,
         scope: ScopeArg = None,
     ) -> AsyncIterator[m.Memory]:
         """Every matching memory, newest first, fetched in pages of `page_size` (server default 20)."""
         cursor: str | None = None
         while True:
             page = await self.list(
-                type=type, layer=layer, tags=tags, limit=page_size, cursor=cursor, scope=scope
+                type=type,
+                layer=layer,
+                tags=tags,
+                limit=page_size,
+                cursor=cursor,
+                include_superseded=include_superseded,
+                scope=scope,
             )
             for memory in page.memories:
                 yield memory
@@ -353,11 +373,14 @@ class AsyncMemories:
         admission_enabled: bool | None = None,
         admission_threshold: float | None = UNSET,
         importance_weight: float | None = UNSET,
+        half_life_days: float | None = UNSET,
+        mmr_lambda: float | None = UNSET,
         scope: ScopeArg = None,
     ) -> m.MemorySettings:
         """Change the given settings.
 
-        `admission_threshold=None` / `importance_weight=None` restore the default."""
+        `None` on `admission_threshold`, `importance_weight`, `half_life_days` (temporal decay, 0: off) or
+        `mmr_lambda` (MMR diversity, 1: off) restores the server's default."""
         fields = drop_none(
             redact_credentials=redact_credentials,
             scrub_at_rest=scrub_at_rest,
@@ -368,6 +391,10 @@ class AsyncMemories:
             fields["admission_threshold"] = admission_threshold
         if importance_weight is not UNSET:
             fields["importance_weight"] = importance_weight
+        if half_life_days is not UNSET:
+            fields["half_life_days"] = half_life_days
+        if mmr_lambda is not UNSET:
+            fields["mmr_lambda"] = mmr_lambda
         body = m.MemorySettingsRequest(**fields)
         return cast(m.MemorySettings, await self._client.request("memories.update_settings", body))
 
@@ -390,9 +417,16 @@ class AsyncContext:
         mmr_lambda: float | None = None,
         importance_weight: float | None = None,
         include_superseded: bool | None = None,
+        token_budget: int | None = None,
+        fact_edge_classes: Strings | None = None,
+        fact_direction: m.Direction | None = None,
         scope: ScopeArg = None,
     ) -> m.ContextResult:
-        """What to put in front of the next model call; `.context` is ready-to-paste text."""
+        """What to put in front of the next model call; `.context` is ready-to-paste text.
+
+        `token_budget` (256-1,000,000; server default 4,000) sizes the entity graph's part: known facts
+        (`fact_edge_classes`, walked `fact_direction` out, in or both) and community summaries fill at most
+        the server's share of it; `trace.graph_budget_tokens` and `trace.graph_tokens_used` say how much."""
         body = m.ContextRequest(
             **context_fields(
                 query,
@@ -407,6 +441,9 @@ class AsyncContext:
                 mmr_lambda=mmr_lambda,
                 importance_weight=importance_weight,
                 include_superseded=include_superseded,
+                token_budget=token_budget,
+                fact_edge_classes=fact_edge_classes,
+                fact_direction=fact_direction,
             )
         )
         return cast(m.ContextResult, await self._client.request("context.get", body))
@@ -428,6 +465,11 @@ class AsyncGraph:
         graph_limit: int | None = None,
         half_life_days: float | None = None,
         mmr_lambda: float | None = None,
+        importance_weight: float | None = None,
+        include_superseded: bool | None = None,
+        token_budget: int | None = None,
+        fact_edge_classes: Strings | None = None,
+        fact_direction: m.Direction | None = None,
         scope: ScopeArg = None,
     ) -> m.TraceResult:
         """context/get with the source (baseline or graph expansion) of every returned memory."""
@@ -443,6 +485,11 @@ class AsyncGraph:
                 graph_limit=graph_limit,
                 half_life_days=half_life_days,
                 mmr_lambda=mmr_lambda,
+                importance_weight=importance_weight,
+                include_superseded=include_superseded,
+                token_budget=token_budget,
+                fact_edge_classes=fact_edge_classes,
+                fact_direction=fact_direction,
             )
         )
         return cast(m.TraceResult, await self._client.request("graph.trace", body))
@@ -496,18 +543,26 @@ class AsyncGraph:
         entity: str | None = None,
         max_hops: int | None = None,
         edge_classes: Strings | None = None,
+        edge_types: Strings | None = None,
+        direction: m.Direction | None = None,
         at: datetime | None = None,
         limit: int | None = None,
         strategy: str | None = None,
         scope: ScopeArg = None,
     ) -> m.FactsResult:
-        """Facts about the entities a query (or one named entity) reaches, optionally as they stood `at`."""
+        """Facts about the entities a query (or one named entity) reaches, optionally as they stood `at`.
+
+        `edge_types` keeps only these relations ("works on" is works_on); `direction` walks facts out (what
+        the entity does), in (what points at it) or both (the default). `seed_source` says how the seeds were
+        found."""
         body = m.FactsRequest(
             **drop_none(
                 query=query,
                 entity=entity,
                 max_hops=max_hops,
                 edge_classes=edge_classes,
+                edge_types=edge_types,
+                direction=direction,
                 at=at,
                 limit=limit,
                 strategy=strategy,
@@ -521,16 +576,19 @@ class AsyncGraph:
         start_entity: str,
         *,
         edge_types: Strings | None = None,
+        direction: m.Direction | None = None,
         max_hops: int | None = None,
         limit: int | None = None,
         at: datetime | None = None,
         scope: ScopeArg = None,
     ) -> m.TraverseResult:
-        """Entities reached from `start_entity` along typed edges, with the path to each."""
+        """Entities reached from `start_entity` along typed edges (`direction` out, in or both), with the
+        path to each."""
         body = m.TraverseRequest(
             **drop_none(
                 start_entity=start_entity,
                 edge_types=edge_types,
+                direction=direction,
                 max_hops=max_hops,
                 limit=limit,
                 at=at,
@@ -562,14 +620,81 @@ class AsyncGraph:
         )
         return cast(m.EntitiesResult, await self._client.request("graph.entities", body))
 
-    async def communities(
-        self, *, refresh: bool | None = None, limit: int | None = None, scope: ScopeArg = None
-    ) -> m.CommunitiesResult:
-        """Communities of entities, largest first; refresh=True runs detection first."""
-        body = m.CommunitiesRequest(
-            **drop_none(refresh=refresh, limit=limit, scope=_core.coerce_scope(scope))
+    async def merge_entities(
+        self, into: str, entities: Strings, *, scope: ScopeArg = None
+    ) -> m.EntityMergeResult:
+        """Fold `entities` (1-10, by name or alias) into `into`: their aliases, mentions and facts move to it
+        and duplicate facts merge. Each merge is recorded (`merges`); `split_entity(into, merge_id=...)`
+        undoes one. Admin; a name your end user may not see raises NotFoundError ENTITY_NOT_FOUND, naming one
+        entity twice BadRequestError MERGE_SAME_ENTITY."""
+        body = m.EntityMergeRequest(
+            **drop_none(into=into, entities=entities, scope=_core.coerce_scope(scope))
         )
+        return cast(m.EntityMergeResult, await self._client.request("graph.merge_entities", body))
+
+    async def split_entity(
+        self,
+        entity: str,
+        *,
+        merge_id: str | None = None,
+        name: str | None = None,
+        type: str | None = None,
+        aliases: Strings | None = None,
+        fact_ids: Strings | None = None,
+        scope: ScopeArg = None,
+    ) -> m.EntitySplitResult:
+        """Undo a merge into `entity` (`merge_id`), or make a new entity `name` (of `type`) that takes the
+        `aliases` and `fact_ids` given (fact ids: `entities(entity=...)` detail). Admin."""
+        body = m.EntitySplitRequest(
+            **drop_none(
+                entity=entity,
+                merge_id=merge_id,
+                name=name,
+                type=type,
+                aliases=aliases,
+                fact_ids=fact_ids,
+                scope=_core.coerce_scope(scope),
+            )
+        )
+        return cast(m.EntitySplitResult, await self._client.request("graph.split_entity", body))
+
+    async def communities(
+        self,
+        *,
+        refresh: bool | None = None,
+        limit: int | None = None,
+        scope: ScopeArg = None,
+        timeout: float | None = DEFAULT_JOB_TIMEOUT,
+        poll_interval: float = DEFAULT_POLL_INTERVAL,
+    ) -> m.CommunitiesResult:
+        """Communities of entities, largest first. refresh=True first runs a refresh job (admin; see
+        `refresh_communities`) and waits for it as `jobs.wait` does (`timeout`, `poll_interval`)."""
+        if refresh:
+            accepted = await self.refresh_communities(scope=scope)
+            await self._client.jobs.wait(
+                accepted.job_id,
+                timeout=timeout,
+                poll_interval=poll_interval,
+                scope=_core.job_scope(_core.coerce_scope(scope), self._client.scope),
+            )
+        body = m.CommunitiesRequest(**drop_none(limit=limit, scope=_core.coerce_scope(scope)))
         return cast(m.CommunitiesResult, await self._client.request("graph.communities", body))
+
+    async def refresh_communities(self, *, scope: ScopeArg = None) -> m.JobAccepted:
+        """Start a community refresh (detection, then up to 200 model summaries) as a background job and
+        return at once (202); follow `job_id` with `jobs.wait` or `jobs.status` (phases detect, summarize).
+        A refresh already queued or running is answered with its own job. Admin."""
+        body = m.CommunitiesRequest(**drop_none(refresh=True, scope=_core.coerce_scope(scope)))
+        return cast(m.JobAccepted, await self._client.request("graph.communities", body))
+
+    async def backfill(self, *, limit: int | None = None, scope: ScopeArg = None) -> m.JobAccepted:
+        """Start LLM extraction for the memories that never had it (at most `limit`, server default and
+        maximum 2,000, oldest first) as a background job and return at once (202); follow `job_id` with
+        `jobs.wait` or `jobs.status` (phase extract; result `{"memories": n, "more": bool}`: run again while
+        `more`). A backfill already queued or running is answered with its own job. Admin; ConflictError
+        LLM_NOT_CONFIGURED when the server has no extraction model."""
+        body = m.BackfillRequest(**drop_none(limit=limit, scope=_core.coerce_scope(scope)))
+        return cast(m.JobAccepted, await self._client.request("graph.backfill", body))
 
     async def stats(self, *, scope: ScopeArg = None) -> m.GraphStats:
         """Entity graph counts: entities by type, current, invalidated and decayed facts, last eviction."""
@@ -622,45 +747,75 @@ class AsyncGraph:
 
 
 class AsyncWorkspace:
-    """Move a whole workspace: export it as a versioned JSON Lines file, import such a file into another."""
+    """Move a whole workspace: export it as a versioned JSON Lines file, import such a file into another.
+
+    Background jobs on the server, as with `Cairn.workspace`: `export`, `export_to` and `import_` start the
+    job and wait for it; `start_export`, `download_export` and `start_import` are the single steps."""
 
     def __init__(self, client: AsyncCairn) -> None:
         self._client = client
 
     async def export(
-        self, *, include_embeddings: bool | None = None, scope: ScopeArg = None
+        self,
+        *,
+        include_embeddings: bool | None = None,
+        scope: ScopeArg = None,
+        timeout: float | None = DEFAULT_JOB_TIMEOUT,
+        poll_interval: float = DEFAULT_POLL_INTERVAL,
     ) -> AsyncIterator[dict[str, Any]]:
-        """Every record of the workspace (`async for`), header first, trailer last.
-
-        See `Cairn.workspace.export`."""
-        async for _, record in self._lines(include_embeddings, scope):
+        """Every record of the workspace (`async for`), header first, trailer last; the job starts when
+        iteration starts. See `Cairn.workspace.export`."""
+        job_id = await self._exported(include_embeddings, scope, timeout, poll_interval)
+        async for _, record in self._lines(job_id, scope):
             yield record
 
     async def export_to(
-        self, path: str | os.PathLike[str], *, include_embeddings: bool | None = None, scope: ScopeArg = None
+        self,
+        path: _core.ExportTarget,
+        *,
+        include_embeddings: bool | None = None,
+        scope: ScopeArg = None,
+        timeout: float | None = DEFAULT_JOB_TIMEOUT,
+        poll_interval: float = DEFAULT_POLL_INTERVAL,
     ) -> dict[str, int]:
-        """Write the export file to `path`; returns the trailer's counts. A broken stream leaves no file."""
-        target = Path(path)
-        partial = target.with_name(target.name + ".part")
-        counts: dict[str, int] = {}
-        try:
-            with partial.open("wb") as out:
-                async for raw, record in self._lines(include_embeddings, scope):
-                    out.write(raw + b"\n")
-                    if record["kind"] == "trailer":
-                        counts = dict(record.get("counts") or {})
-            partial.replace(target)
-        finally:
-            partial.unlink(missing_ok=True)
-        return counts
+        """Export the workspace and write the file to `path` (a path or a binary file object); returns the
+        trailer's counts. A download that breaks off leaves no file at a path."""
+        job_id = await self._exported(include_embeddings, scope, timeout, poll_interval)
+        return await self.download_export(job_id, path, scope=scope)
 
-    async def _lines(
-        self, include_embeddings: bool | None, scope: ScopeArg
-    ) -> AsyncIterator[tuple[bytes, dict[str, Any]]]:
-        client = self._client
-        prepared = _core.prepare(
-            "workspace.export", export_request(include_embeddings, scope), default_scope=client.scope
+    async def start_export(
+        self, *, include_embeddings: bool | None = None, scope: ScopeArg = None
+    ) -> m.JobAccepted:
+        """Queue an export job and return at once (202); see `Cairn.workspace.start_export`."""
+        body = export_request(include_embeddings, scope)
+        return cast(m.JobAccepted, await self._client.request("workspace.export", body))
+
+    async def download_export(
+        self, job_id: str, path: _core.ExportTarget, *, scope: ScopeArg = None
+    ) -> dict[str, int]:
+        """Write the file of a succeeded export job to `path`; returns the trailer's counts. See
+        `Cairn.workspace.download_export`."""
+        with _core.ExportWriter(path) as writer:
+            async for raw, record in self._lines(job_id, scope):
+                writer.write(raw, record)
+        return writer.counts
+
+    async def _exported(
+        self, include_embeddings: bool | None, scope: ScopeArg, timeout: float | None, poll_interval: float
+    ) -> str:
+        accepted = await self.start_export(include_embeddings=include_embeddings, scope=scope)
+        await self._client.jobs.wait(
+            accepted.job_id,
+            timeout=timeout,
+            poll_interval=poll_interval,
+            scope=_core.job_scope(_core.coerce_scope(scope), self._client.scope),
         )
+        return accepted.job_id
+
+    async def _lines(self, job_id: str, scope: ScopeArg) -> AsyncIterator[tuple[bytes, dict[str, Any]]]:
+        client = self._client
+        body = m.ExportDownloadRequest(**drop_none(id=job_id, scope=_core.coerce_scope(scope)))
+        prepared = _core.prepare("workspace.download_export", body, default_scope=client.scope)
         url = f"{client.base_url}/{prepared.path}"
         response = await client._send(prepared, stream=True)
         try:
@@ -681,17 +836,36 @@ class AsyncWorkspace:
         finally:
             await response.aclose()
 
-    async def import_(self, source: _core.ImportSource, *, scope: ScopeArg = None) -> m.ImportReport:
-        """Import an export file (bytes, a path, or records) into the scope's workspace; safe to retry, as the
-        server skips rows that exist. A bad file raises BadRequestError with code IMPORT_FILE_INVALID.
+    async def import_(
+        self,
+        source: _core.ImportSource,
+        *,
+        scope: ScopeArg = None,
+        timeout: float | None = DEFAULT_JOB_TIMEOUT,
+        poll_interval: float = DEFAULT_POLL_INTERVAL,
+    ) -> m.ImportReport:
+        """Import an export file (bytes, a path, or records) into the scope's workspace, wait for the job and
+        return its report; safe to retry, as the server skips rows that exist. See `Cairn.workspace.import_`.
 
         Records may come from `export()` directly only after collecting them (`[r async for r in ...]`)."""
+        accepted = await self.start_import(source, scope=scope)
+        job = await self._client.jobs.wait(
+            accepted.job_id,
+            timeout=timeout,
+            poll_interval=poll_interval,
+            scope=_core.job_scope(_core.coerce_scope(scope), self._client.scope),
+        )
+        return _core.import_report(job)
+
+    async def start_import(self, source: _core.ImportSource, *, scope: ScopeArg = None) -> m.JobAccepted:
+        """Upload an export file and return at once (202) with the import job; see
+        `Cairn.workspace.start_import`."""
         client = self._client
         prepared = _core.prepare(
             "workspace.import", import_query(scope, client.scope), default_scope=client.scope
         )
         response = await client._send(prepared, content=_core.import_body(source))
-        return cast(m.ImportReport, _core.parse_response(prepared.operation, response))
+        return cast(m.JobAccepted, _core.parse_response(prepared.operation, response))
 
 
 class AsyncKeys:
@@ -736,7 +910,8 @@ class AsyncKeys:
 
 
 class AsyncJobs:
-    """Background jobs of the workspace (import, export, ...): where each one got, and what it produced."""
+    """Background jobs of the workspace (import, export, community refresh, backfill): where each one got,
+    and what it produced."""
 
     def __init__(self, client: AsyncCairn) -> None:
         self._client = client
@@ -753,3 +928,20 @@ class AsyncJobs:
         """The workspace's jobs, newest first (server default 20, at most 100), optionally of one kind."""
         body = m.JobListRequest(**drop_none(kind=kind, limit=limit, scope=_core.coerce_scope(scope)))
         return cast(m.JobListResult, await self._client.request("jobs.list", body))
+
+    async def wait(
+        self,
+        id: str,
+        *,
+        timeout: float | None = DEFAULT_JOB_TIMEOUT,
+        poll_interval: float = DEFAULT_POLL_INTERVAL,
+        scope: ScopeArg = None,
+    ) -> m.Job:
+        """Poll `status(id)` until the job ends and return it succeeded; JobFailedError when it failed,
+        JobTimeoutError after `timeout` seconds (None: no limit). See `Cairn.jobs.wait`."""
+        poll = _core.JobPoll(timeout=timeout, poll_interval=poll_interval)
+        while True:
+            job = await self.status(id, scope=scope)
+            if _core.job_finished(job):
+                return job
+            await self._client._sleep(poll.next_delay(job))

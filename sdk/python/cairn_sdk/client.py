@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import os
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack
@@ -15,7 +14,7 @@ import httpx
 
 from cairn_sdk import _core
 from cairn_sdk import models as m
-from cairn_sdk._core import UNSET, RetryPolicy, drop_none
+from cairn_sdk._core import DEFAULT_JOB_TIMEOUT, DEFAULT_POLL_INTERVAL, UNSET, RetryPolicy, drop_none
 
 ScopeArg = m.Scope | Mapping[str, Any] | None
 # Module-level names: inside Memories, `list` is the page method, so annotations there must not say list[...].
@@ -183,9 +182,14 @@ class Memories:
         strategy: m.SearchStrategy | None = None,
         limit: int | None = None,
         importance_weight: float | None = None,
+        half_life_days: float | None = None,
+        mmr_lambda: float | None = None,
         include_superseded: bool | None = None,
         scope: ScopeArg = None,
     ) -> m.SearchResult:
+        """Best match first. `half_life_days` (temporal decay, 0: off) and `mmr_lambda` (diversity, 1: off)
+        replace the workspace's settings for this call; a time expression in the query ("last week") becomes
+        a window the trace shows (`trace.time_window`)."""
         body = m.SearchRequest(
             **drop_none(
                 query=query,
@@ -194,6 +198,8 @@ class Memories:
                 strategy=strategy,
                 limit=limit,
                 importance_weight=importance_weight,
+                half_life_days=half_life_days,
+                mmr_lambda=mmr_lambda,
                 include_superseded=include_superseded,
                 scope=_core.coerce_scope(scope),
             )
@@ -208,12 +214,19 @@ class Memories:
         tags: str | None = None,
         limit: int | None = None,
         cursor: str | None = None,
+        include_superseded: bool | None = None,
         scope: ScopeArg = None,
     ) -> m.ListResult:
         """One page, newest first; pass `next_cursor` back as `cursor`, or use `iter()`."""
         body = m.ListRequest(
             **drop_none(
-                type=type, layer=layer, tags=tags, limit=limit, cursor=cursor, scope=_core.coerce_scope(scope)
+                type=type,
+                layer=layer,
+                tags=tags,
+                limit=limit,
+                cursor=cursor,
+                include_superseded=include_superseded,
+                scope=_core.coerce_scope(scope),
             )
         )
         return cast(m.ListResult, self._client.request("memories.list", body))
@@ -225,12 +238,21 @@ class Memories:
         layer: m.MemoryLayer | None = None,
         tags: str | None = None,
         page_size: int | None = None,
+        include_superseded: bool | None = None,
         scope: ScopeArg = None,
     ) -> Iterator[m.Memory]:
         """Every matching memory, newest first, fetched in pages of `page_size` (server default 20)."""
         cursor: str | None = None
         while True:
-            page = self.list(type=type, layer=layer, tags=tags, limit=page_size, cursor=cursor, scope=scope)
+            page = self.list(
+                type=type,
+                layer=layer,
+                tags=tags,
+                limit=page_size,
+                cursor=cursor,
+                include_superseded=include_superseded,
+                scope=scope,
+            )
             yield from page.memories
             if not page.next_cursor:
                 return
@@ -339,11 +361,14 @@ class Memories:
         admission_enabled: bool | None = None,
         admission_threshold: float | None = UNSET,
         importance_weight: float | None = UNSET,
+        half_life_days: float | None = UNSET,
+        mmr_lambda: float | None = UNSET,
         scope: ScopeArg = None,
     ) -> m.MemorySettings:
         """Change the given settings.
 
-        `admission_threshold=None` / `importance_weight=None` restore the default."""
+        `None` on `admission_threshold`, `importance_weight`, `half_life_days` (temporal decay, 0: off) or
+        `mmr_lambda` (MMR diversity, 1: off) restores the server's default."""
         fields = drop_none(
             redact_credentials=redact_credentials,
             scrub_at_rest=scrub_at_rest,
@@ -354,6 +379,10 @@ class Memories:
             fields["admission_threshold"] = admission_threshold
         if importance_weight is not UNSET:
             fields["importance_weight"] = importance_weight
+        if half_life_days is not UNSET:
+            fields["half_life_days"] = half_life_days
+        if mmr_lambda is not UNSET:
+            fields["mmr_lambda"] = mmr_lambda
         body = m.MemorySettingsRequest(**fields)
         return cast(m.MemorySettings, self._client.request("memories.update_settings", body))
 
@@ -380,9 +409,16 @@ class Context:
         mmr_lambda: float | None = None,
         importance_weight: float | None = None,
         include_superseded: bool | None = None,
+        token_budget: int | None = None,
+        fact_edge_classes: Strings | None = None,
+        fact_direction: m.Direction | None = None,
         scope: ScopeArg = None,
     ) -> m.ContextResult:
-        """What to put in front of the next model call; `.context` is ready-to-paste text."""
+        """What to put in front of the next model call; `.context` is ready-to-paste text.
+
+        `token_budget` (256-1,000,000; server default 4,000) sizes the entity graph's part: known facts
+        (`fact_edge_classes`, walked `fact_direction` out, in or both) and community summaries fill at most
+        the server's share of it; `trace.graph_budget_tokens` and `trace.graph_tokens_used` say how much."""
         body = m.ContextRequest(
             **context_fields(
                 query,
@@ -397,6 +433,9 @@ class Context:
                 mmr_lambda=mmr_lambda,
                 importance_weight=importance_weight,
                 include_superseded=include_superseded,
+                token_budget=token_budget,
+                fact_edge_classes=fact_edge_classes,
+                fact_direction=fact_direction,
             )
         )
         return cast(m.ContextResult, self._client.request("context.get", body))
@@ -418,6 +457,11 @@ class Graph:
         graph_limit: int | None = None,
         half_life_days: float | None = None,
         mmr_lambda: float | None = None,
+        importance_weight: float | None = None,
+        include_superseded: bool | None = None,
+        token_budget: int | None = None,
+        fact_edge_classes: Strings | None = None,
+        fact_direction: m.Direction | None = None,
         scope: ScopeArg = None,
     ) -> m.TraceResult:
         """context/get with the source (baseline or graph expansion) of every returned memory."""
@@ -433,6 +477,11 @@ class Graph:
                 graph_limit=graph_limit,
                 half_life_days=half_life_days,
                 mmr_lambda=mmr_lambda,
+                importance_weight=importance_weight,
+                include_superseded=include_superseded,
+                token_budget=token_budget,
+                fact_edge_classes=fact_edge_classes,
+                fact_direction=fact_direction,
             )
         )
         return cast(m.TraceResult, self._client.request("graph.trace", body))
@@ -486,18 +535,26 @@ class Graph:
         entity: str | None = None,
         max_hops: int | None = None,
         edge_classes: Strings | None = None,
+        edge_types: Strings | None = None,
+        direction: m.Direction | None = None,
         at: datetime | None = None,
         limit: int | None = None,
         strategy: str | None = None,
         scope: ScopeArg = None,
     ) -> m.FactsResult:
-        """Facts about the entities a query (or one named entity) reaches, optionally as they stood `at`."""
+        """Facts about the entities a query (or one named entity) reaches, optionally as they stood `at`.
+
+        `edge_types` keeps only these relations ("works on" is works_on); `direction` walks facts out (what
+        the entity does), in (what points at it) or both (the default). `seed_source` says how the seeds were
+        found."""
         body = m.FactsRequest(
             **drop_none(
                 query=query,
                 entity=entity,
                 max_hops=max_hops,
                 edge_classes=edge_classes,
+                edge_types=edge_types,
+                direction=direction,
                 at=at,
                 limit=limit,
                 strategy=strategy,
@@ -511,16 +568,19 @@ class Graph:
         start_entity: str,
         *,
         edge_types: Strings | None = None,
+        direction: m.Direction | None = None,
         max_hops: int | None = None,
         limit: int | None = None,
         at: datetime | None = None,
         scope: ScopeArg = None,
     ) -> m.TraverseResult:
-        """Entities reached from `start_entity` along typed edges, with the path to each."""
+        """Entities reached from `start_entity` along typed edges (`direction` out, in or both), with the
+        path to each."""
         body = m.TraverseRequest(
             **drop_none(
                 start_entity=start_entity,
                 edge_types=edge_types,
+                direction=direction,
                 max_hops=max_hops,
                 limit=limit,
                 at=at,
@@ -552,14 +612,79 @@ class Graph:
         )
         return cast(m.EntitiesResult, self._client.request("graph.entities", body))
 
-    def communities(
-        self, *, refresh: bool | None = None, limit: int | None = None, scope: ScopeArg = None
-    ) -> m.CommunitiesResult:
-        """Communities of entities, largest first; refresh=True runs detection first."""
-        body = m.CommunitiesRequest(
-            **drop_none(refresh=refresh, limit=limit, scope=_core.coerce_scope(scope))
+    def merge_entities(self, into: str, entities: Strings, *, scope: ScopeArg = None) -> m.EntityMergeResult:
+        """Fold `entities` (1-10, by name or alias) into `into`: their aliases, mentions and facts move to it
+        and duplicate facts merge. Each merge is recorded (`merges`); `split_entity(into, merge_id=...)`
+        undoes one. Admin; a name your end user may not see raises NotFoundError ENTITY_NOT_FOUND, naming one
+        entity twice BadRequestError MERGE_SAME_ENTITY."""
+        body = m.EntityMergeRequest(
+            **drop_none(into=into, entities=entities, scope=_core.coerce_scope(scope))
         )
+        return cast(m.EntityMergeResult, self._client.request("graph.merge_entities", body))
+
+    def split_entity(
+        self,
+        entity: str,
+        *,
+        merge_id: str | None = None,
+        name: str | None = None,
+        type: str | None = None,
+        aliases: Strings | None = None,
+        fact_ids: Strings | None = None,
+        scope: ScopeArg = None,
+    ) -> m.EntitySplitResult:
+        """Undo a merge into `entity` (`merge_id`), or make a new entity `name` (of `type`) that takes the
+        `aliases` and `fact_ids` given (fact ids: `entities(entity=...)` detail). Admin."""
+        body = m.EntitySplitRequest(
+            **drop_none(
+                entity=entity,
+                merge_id=merge_id,
+                name=name,
+                type=type,
+                aliases=aliases,
+                fact_ids=fact_ids,
+                scope=_core.coerce_scope(scope),
+            )
+        )
+        return cast(m.EntitySplitResult, self._client.request("graph.split_entity", body))
+
+    def communities(
+        self,
+        *,
+        refresh: bool | None = None,
+        limit: int | None = None,
+        scope: ScopeArg = None,
+        timeout: float | None = DEFAULT_JOB_TIMEOUT,
+        poll_interval: float = DEFAULT_POLL_INTERVAL,
+    ) -> m.CommunitiesResult:
+        """Communities of entities, largest first. refresh=True first runs a refresh job (admin; see
+        `refresh_communities`) and waits for it as `jobs.wait` does (`timeout`, `poll_interval`)."""
+        if refresh:
+            accepted = self.refresh_communities(scope=scope)
+            self._client.jobs.wait(
+                accepted.job_id,
+                timeout=timeout,
+                poll_interval=poll_interval,
+                scope=_core.job_scope(_core.coerce_scope(scope), self._client.scope),
+            )
+        body = m.CommunitiesRequest(**drop_none(limit=limit, scope=_core.coerce_scope(scope)))
         return cast(m.CommunitiesResult, self._client.request("graph.communities", body))
+
+    def refresh_communities(self, *, scope: ScopeArg = None) -> m.JobAccepted:
+        """Start a community refresh (detection, then up to 200 model summaries) as a background job and
+        return at once (202); follow `job_id` with `jobs.wait` or `jobs.status` (phases detect, summarize).
+        A refresh already queued or running is answered with its own job. Admin."""
+        body = m.CommunitiesRequest(**drop_none(refresh=True, scope=_core.coerce_scope(scope)))
+        return cast(m.JobAccepted, self._client.request("graph.communities", body))
+
+    def backfill(self, *, limit: int | None = None, scope: ScopeArg = None) -> m.JobAccepted:
+        """Start LLM extraction for the memories that never had it (at most `limit`, server default and
+        maximum 2,000, oldest first) as a background job and return at once (202); follow `job_id` with
+        `jobs.wait` or `jobs.status` (phase extract; result `{"memories": n, "more": bool}`: run again while
+        `more`). A backfill already queued or running is answered with its own job. Admin; ConflictError
+        LLM_NOT_CONFIGURED when the server has no extraction model."""
+        body = m.BackfillRequest(**drop_none(limit=limit, scope=_core.coerce_scope(scope)))
+        return cast(m.JobAccepted, self._client.request("graph.backfill", body))
 
     def stats(self, *, scope: ScopeArg = None) -> m.GraphStats:
         """Entity graph counts: entities by type, current, invalidated and decayed facts, last eviction."""
@@ -624,46 +749,83 @@ def import_query(scope: ScopeArg, default: m.Scope | None) -> m.ImportQuery:
 
 
 class Workspace:
-    """Move a whole workspace: export it as a versioned JSON Lines file, import such a file into another."""
+    """Move a whole workspace: export it as a versioned JSON Lines file, import such a file into another.
+
+    Both run on the server as background jobs. `export`, `export_to` and `import_` start the job, wait for it
+    (polling jobs/status every `poll_interval` seconds, at most `timeout` seconds in all, None: no limit) and
+    hand over the records, the file or the report; `start_export`, `download_export` and `start_import` are
+    the single steps, for callers that follow the job themselves (`jobs.wait`, `jobs.status`)."""
 
     def __init__(self, client: Cairn) -> None:
         self._client = client
 
     def export(
-        self, *, include_embeddings: bool | None = None, scope: ScopeArg = None
+        self,
+        *,
+        include_embeddings: bool | None = None,
+        scope: ScopeArg = None,
+        timeout: float | None = DEFAULT_JOB_TIMEOUT,
+        poll_interval: float = DEFAULT_POLL_INTERVAL,
     ) -> Iterator[dict[str, Any]]:
-        """Every record of the workspace as a dict, read from the stream line by line (header first, trailer
-        last). The request is sent when iteration starts. It is retried like any read until the stream begins;
-        a stream cut later raises APIConnectionError (a missing trailer is detected) instead of resuming."""
-        for line in self._lines(include_embeddings, scope):
-            yield line[1]
+        """Every record of the workspace as a dict (header first, trailer last), read from the finished
+        export's download line by line. The job starts when iteration starts. A failed job raises
+        JobFailedError, a slow one JobTimeoutError; a download cut short raises APIConnectionError (a missing
+        trailer is detected)."""
+        job_id = self._exported(include_embeddings, scope, timeout, poll_interval)
+        for _, record in self._lines(job_id, scope):
+            yield record
 
     def export_to(
-        self, path: str | os.PathLike[str], *, include_embeddings: bool | None = None, scope: ScopeArg = None
+        self,
+        path: _core.ExportTarget,
+        *,
+        include_embeddings: bool | None = None,
+        scope: ScopeArg = None,
+        timeout: float | None = DEFAULT_JOB_TIMEOUT,
+        poll_interval: float = DEFAULT_POLL_INTERVAL,
     ) -> dict[str, int]:
-        """Write the export file to `path` as the server sent it; returns the trailer's count per record kind.
-        A stream that breaks off leaves no file behind (it is written under a temporary name first)."""
-        target = Path(path)
-        partial = target.with_name(target.name + ".part")
-        counts: dict[str, int] = {}
-        try:
-            with partial.open("wb") as out:
-                for raw, record in self._lines(include_embeddings, scope):
-                    out.write(raw + b"\n")
-                    if record["kind"] == "trailer":
-                        counts = dict(record.get("counts") or {})
-            partial.replace(target)
-        finally:
-            partial.unlink(missing_ok=True)
-        return counts
+        """Export the workspace and write the file to `path` (a path, or a binary file object) as the server
+        wrote it; returns the trailer's count per record kind. A path is written under a temporary name
+        first, so a download that breaks off leaves no file behind."""
+        job_id = self._exported(include_embeddings, scope, timeout, poll_interval)
+        return self.download_export(job_id, path, scope=scope)
 
-    def _lines(
-        self, include_embeddings: bool | None, scope: ScopeArg
-    ) -> Iterator[tuple[bytes, dict[str, Any]]]:
-        client = self._client
-        prepared = _core.prepare(
-            "workspace.export", export_request(include_embeddings, scope), default_scope=client.scope
+    def start_export(
+        self, *, include_embeddings: bool | None = None, scope: ScopeArg = None
+    ) -> m.JobAccepted:
+        """Queue an export job and return at once (202). Once `jobs.wait(job_id)` returns (its result:
+        `models.ExportJobResult`), fetch the file with `download_export` before it expires."""
+        body = export_request(include_embeddings, scope)
+        return cast(m.JobAccepted, self._client.request("workspace.export", body))
+
+    def download_export(
+        self, job_id: str, path: _core.ExportTarget, *, scope: ScopeArg = None
+    ) -> dict[str, int]:
+        """Write the file of a succeeded export job to `path` (a path or a binary file object); returns the
+        trailer's counts. Retried like any read until the download starts. ConflictError EXPORT_NOT_READY
+        while the job runs, BadRequestError EXPORT_EXPIRED (410) once the server deleted the file,
+        NotFoundError JOB_NOT_FOUND for anything but an export job of the scope's workspace."""
+        with _core.ExportWriter(path) as writer:
+            for raw, record in self._lines(job_id, scope):
+                writer.write(raw, record)
+        return writer.counts
+
+    def _exported(
+        self, include_embeddings: bool | None, scope: ScopeArg, timeout: float | None, poll_interval: float
+    ) -> str:
+        accepted = self.start_export(include_embeddings=include_embeddings, scope=scope)
+        self._client.jobs.wait(
+            accepted.job_id,
+            timeout=timeout,
+            poll_interval=poll_interval,
+            scope=_core.job_scope(_core.coerce_scope(scope), self._client.scope),
         )
+        return accepted.job_id
+
+    def _lines(self, job_id: str, scope: ScopeArg) -> Iterator[tuple[bytes, dict[str, Any]]]:
+        client = self._client
+        body = m.ExportDownloadRequest(**drop_none(id=job_id, scope=_core.coerce_scope(scope)))
+        prepared = _core.prepare("workspace.download_export", body, default_scope=client.scope)
         url = f"{client.base_url}/{prepared.path}"
         response = client._send(prepared, stream=True)
         try:
@@ -684,18 +846,39 @@ class Workspace:
         finally:
             response.close()
 
-    def import_(self, source: _core.ImportSource, *, scope: ScopeArg = None) -> m.ImportReport:
-        """Import an export file (its bytes, a path to it, or its records) into the scope's workspace.
+    def import_(
+        self,
+        source: _core.ImportSource,
+        *,
+        scope: ScopeArg = None,
+        timeout: float | None = DEFAULT_JOB_TIMEOUT,
+        poll_interval: float = DEFAULT_POLL_INTERVAL,
+    ) -> m.ImportReport:
+        """Import an export file (its bytes, a path to it, or its records) into the scope's workspace, wait
+        for the import job and return its report.
 
         The server imports all or nothing and skips rows that already exist, so importing the same file twice
-        changes nothing: that is why a failed attempt (5xx, lost connection) is simply sent again. A bad file
-        raises BadRequestError with code IMPORT_FILE_INVALID and the line in `details["line"]`."""
+        changes nothing: that is why a failed upload (5xx, lost connection) is simply sent again. A body whose
+        first line is no export header raises BadRequestError IMPORT_FILE_INVALID at once; a bad line further
+        on fails the job: JobFailedError with code IMPORT_FILE_INVALID and the line in `details["line"]`."""
+        accepted = self.start_import(source, scope=scope)
+        job = self._client.jobs.wait(
+            accepted.job_id,
+            timeout=timeout,
+            poll_interval=poll_interval,
+            scope=_core.job_scope(_core.coerce_scope(scope), self._client.scope),
+        )
+        return _core.import_report(job)
+
+    def start_import(self, source: _core.ImportSource, *, scope: ScopeArg = None) -> m.JobAccepted:
+        """Upload an export file and return at once (202) with the import job; its result, once
+        `jobs.wait(job_id)` returns, reads as `models.ImportReport.model_validate(job.result)`."""
         client = self._client
         prepared = _core.prepare(
             "workspace.import", import_query(scope, client.scope), default_scope=client.scope
         )
         response = client._send(prepared, content=_core.import_body(source))
-        return cast(m.ImportReport, _core.parse_response(prepared.operation, response))
+        return cast(m.JobAccepted, _core.parse_response(prepared.operation, response))
 
 
 class Keys:
@@ -740,7 +923,8 @@ class Keys:
 
 
 class Jobs:
-    """Background jobs of the workspace (import, export, ...): where each one got, and what it produced."""
+    """Background jobs of the workspace (import, export, community refresh, backfill): where each one got,
+    and what it produced."""
 
     def __init__(self, client: Cairn) -> None:
         self._client = client
@@ -757,3 +941,22 @@ class Jobs:
         """The workspace's jobs, newest first (server default 20, at most 100), optionally of one kind."""
         body = m.JobListRequest(**drop_none(kind=kind, limit=limit, scope=_core.coerce_scope(scope)))
         return cast(m.JobListResult, self._client.request("jobs.list", body))
+
+    def wait(
+        self,
+        id: str,
+        *,
+        timeout: float | None = DEFAULT_JOB_TIMEOUT,
+        poll_interval: float = DEFAULT_POLL_INTERVAL,
+        scope: ScopeArg = None,
+    ) -> m.Job:
+        """Poll `status(id)` until the job ends and return it succeeded (its `result`). A failed job raises
+        JobFailedError with the error's `code` and `error_class`; one still running after `timeout` seconds
+        (None: no limit) raises JobTimeoutError, and goes on (wait again). Polls come after 0.2 s, doubling up
+        to every `poll_interval` seconds."""
+        poll = _core.JobPoll(timeout=timeout, poll_interval=poll_interval)
+        while True:
+            job = self.status(id, scope=scope)
+            if _core.job_finished(job):
+                return job
+            self._client._sleep(poll.next_delay(job))

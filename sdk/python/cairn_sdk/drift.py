@@ -1,9 +1,10 @@
 """Compare this SDK's models with a server's OpenAPI document, so the two cannot drift apart unnoticed.
 
 For every operation in `OPERATIONS` it checks the request body (or query parameters) and the `data` of each
-success envelope: the same fields, the same required fields, the same types (string/integer/number/boolean,
-date-time, arrays, objects, maps, nullability) and, for requests, the same enumerations. Where a JSON Lines
-file travels instead (workspace export's answer, workspace import's body) it checks the media type. It does
+success envelope (each status against its own model: graph/communities answers a list or a started job): the
+same fields, the same required fields, the same types (string/integer/number/boolean, date-time, arrays,
+objects, maps, nullability) and, for requests, the same enumerations. Where a JSON Lines file travels instead
+(the export download's answer, workspace import's body) it checks the media type. It does
 not compare limits (maxLength, maximum): the server enforces those and its errors name the field.
 
     from cairn_sdk.drift import schema_drift
@@ -108,8 +109,8 @@ def _check_responses(
                     f"response {status}: server answers {sorted(content) or 'no body'}, SDK reads {NDJSON}"
                 )
         return
-    sdk = _model_shape(operation.response)
     for status in sorted(server_success):
+        sdk = _model_shape(operation.response_for(status))
         schema = responses[str(status)].get("content", {}).get("application/json", {}).get("schema")
         envelope = _shape(openapi, schema or {})
         data = envelope.get("props", {}).get("data")

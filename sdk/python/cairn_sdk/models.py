@@ -24,6 +24,9 @@ ContextStrategy = Literal["lexical", "semantic", "hybrid", "auto", "baseline", "
 ContextMode = Literal["all", "working", "long_term", "rules_only"]
 RolloutMode = Literal["off", "shadow", "canary"]
 KeyScope = Literal["read", "write", "admin"]
+EdgeClass = Literal["semantic", "temporal", "causal", "entity"]
+RecallStrategy = Literal["bfs", "spreading"]
+Direction = Literal["out", "in", "both"]  # which way facts are followed from an entity
 
 
 class _Model(BaseModel):
@@ -150,8 +153,30 @@ class SearchRequest(RequestModel):
     strategy: SearchStrategy | None = None
     limit: int | None = None
     importance_weight: float | None = None
+    half_life_days: float | None = None
+    mmr_lambda: float | None = None
     include_superseded: bool | None = None
     scope: Scope | None = None
+
+
+class TimeWindow(ResponseModel):
+    """The window a time expression of the query named ("last week", "before the migration")."""
+
+    expression: str
+    start: datetime | None  # inclusive; null: open
+    end: datetime | None  # exclusive; null: open (both null: no window could be made)
+    anchor_memory_id: str | None  # before/after/since an event: the memory whose time bounds the window
+    in_window: int = 0
+
+
+class Reranker(ResponseModel):
+    """The operator's optional reranker of the final candidates."""
+
+    model: str
+    ran: bool  # False: the fused order stands (see fallback_reason)
+    candidates: int
+    duration_ms: float
+    fallback_reason: str | None
 
 
 class SearchTrace(ResponseModel):
@@ -161,6 +186,8 @@ class SearchTrace(ResponseModel):
     semantic_candidates: int
     fallback_triggered: bool
     fallback_reason: str | None
+    time_window: TimeWindow | None = None
+    reranker: Reranker | None = None  # None: no reranker configured
 
 
 class SearchResult(ResponseModel):
@@ -271,6 +298,9 @@ class ContextRequest(RequestModel):
     mmr_lambda: float | None = None
     importance_weight: float | None = None
     include_superseded: bool | None = None
+    token_budget: int | None = None
+    fact_edge_classes: list[EdgeClass] | None = None
+    fact_direction: Direction | None = None
     scope: Scope | None = None
 
 
@@ -310,6 +340,8 @@ class ContextTrace(ResponseModel):
     semantic_candidates: int
     semantic_fallback_triggered: bool
     semantic_fallback_reason: str | None
+    time_window: TimeWindow | None = None
+    reranker: Reranker | None = None
     graph_depth: int
     graph_limit: int
     rollout_mode: str
@@ -329,7 +361,26 @@ class ContextTrace(ResponseModel):
     retrieval_policy_selection: str
     retrieval_policy_ready_for_default_on: bool
     retrieval_policy_blocker_codes: list[str]
+    # The entity graph's share of the token budget: what it could fill, what it filled, what it found.
+    graph_budget_tokens: int = 0
+    graph_tokens_used: int = 0
+    facts_recalled: int = 0
+    fact_count: int = 0
+    community_count: int = 0
+    fact_seed_source: str = "none"  # words, meaning, entity or none
     duration_ms: float
+
+
+class CommunityRecall(ResponseModel):
+    """A community summary context/get put in its answer."""
+
+    id: str
+    name: str
+    summary: str
+    size: int
+    member_ids: list[str]
+    score: float
+    matched_by: str  # centroid or summary
 
 
 class ContextResult(ResponseModel):
@@ -341,6 +392,7 @@ class ContextResult(ResponseModel):
     long_term_memories: list[ContextMemory]
     conflicts: list[Conflict]
     facts: list[Fact]
+    communities: list[CommunityRecall] = Field(default_factory=list)
     context: str
     trace: ContextTrace
 
@@ -518,6 +570,8 @@ class MemorySettings(ResponseModel):
     admission_fast_path_margin: float
     admission_duplicate_cosine: float
     importance_weight: float
+    half_life_days: float  # temporal decay of search and context (0: off)
+    mmr_lambda: float  # MMR diversity of search and context (1: off)
 
 
 class MemorySettingsQuery(RequestModel):
@@ -529,14 +583,16 @@ class MemorySettingsQuery(RequestModel):
 
 
 class MemorySettingsRequest(RequestModel):
-    """memories/settings PATCH: only the fields set are sent (null on a threshold or weight restores
-    the default)."""
+    """memories/settings PATCH: only the fields set are sent (null on a threshold, weight, half-life or
+    lambda restores the default)."""
 
     redact_credentials: bool | None = None
     scrub_at_rest: bool | None = None
     admission_enabled: bool | None = None
     admission_threshold: float | None = None
     importance_weight: float | None = None
+    half_life_days: float | None = None
+    mmr_lambda: float | None = None
     scope: Scope | None = None
 
 
@@ -722,15 +778,14 @@ class RolloutPatchRequest(RequestModel):
 # --- graph/facts, graph/traverse, graph/entities, graph/communities, graph/stats, graph/clear, graph/decay,
 # graph/settings (the entity graph's reasoning and upkeep) --------------------------------------------------
 
-EdgeClass = Literal["semantic", "temporal", "causal", "entity"]
-RecallStrategy = Literal["bfs", "spreading"]
-
 
 class FactsRequest(RequestModel):
     query: str | None = None
     entity: str | None = None
     max_hops: int | None = None
     edge_classes: list[EdgeClass] | None = None
+    edge_types: list[str] | None = None
+    direction: Direction | None = None
     at: datetime | None = None
     limit: int | None = None
     strategy: RecallStrategy | None = None
@@ -751,6 +806,7 @@ class Fact(ResponseModel):
 
 
 class Seed(ResponseModel):
+    id: str
     name: str
     score: float
 
@@ -758,6 +814,7 @@ class Seed(ResponseModel):
 class FactsResult(ResponseModel):
     facts: list[Fact]
     seeds: list[Seed]
+    seed_source: str  # words, meaning, entity or none
     strategy: str
     timed_out: bool
     duration_ms: float
@@ -766,6 +823,7 @@ class FactsResult(ResponseModel):
 class TraverseRequest(RequestModel):
     start_entity: str
     edge_types: list[str] | None = None
+    direction: Direction | None = None
     max_hops: int | None = None
     limit: int | None = None
     at: datetime | None = None
@@ -816,6 +874,7 @@ class EntitiesRequest(RequestModel):
 
 
 class EntityFact(ResponseModel):
+    id: str  # split_entity moves facts by id
     source: str
     relation: str
     target: str
@@ -826,16 +885,31 @@ class EntityFact(ResponseModel):
     valid_to: datetime | None
 
 
+class EntityMerge(ResponseModel):
+    """A merge (or split) record: merge_entities makes one per entity folded in; split_entity(merge_id=...)
+    undoes it."""
+
+    id: str
+    kind: str  # merge or split
+    survivor_id: str  # the entity kept (merge) or split from (split)
+    merged_id: str  # the entity folded in (merge) or made (split)
+    merged_name: str
+    created_at: datetime
+    undone_at: datetime | None
+
+
 class Entity(ResponseModel):
     id: str
     name: str
     type: str
     summary: str | None
-    aliases: list[str] | None
+    aliases: list[str] | None  # detail only
     mention_count: int
+    confidence: float | None  # how sure the graph is that this is one thing, resolved right
     community: str | None
     last_seen_at: datetime | None
-    facts: list[EntityFact] | None
+    facts: list[EntityFact] | None  # detail only
+    merges: list[EntityMerge] | None  # detail only, newest first
 
 
 class EntitiesResult(ResponseModel):
@@ -843,8 +917,34 @@ class EntitiesResult(ResponseModel):
     next_cursor: str | None
 
 
+class EntityMergeRequest(RequestModel):
+    into: str
+    entities: list[str]
+    scope: Scope | None = None
+
+
+class EntityMergeResult(ResponseModel):
+    entity: Entity  # the entity kept, in detail
+    merges: list[EntityMerge]
+
+
+class EntitySplitRequest(RequestModel):
+    entity: str
+    merge_id: str | None = None
+    name: str | None = None
+    type: str | None = None
+    aliases: list[str] | None = None
+    fact_ids: list[str] | None = None
+    scope: Scope | None = None
+
+
+class EntitySplitResult(ResponseModel):
+    entities: list[Entity]  # the entity split and the one made or brought back (those you may see)
+    merge: EntityMerge  # the merge undone, or the split's own record
+
+
 class CommunitiesRequest(RequestModel):
-    refresh: bool | None = None
+    refresh: bool | None = None  # True: start a refresh job (202, JobAccepted) instead of listing
     limit: int | None = None
     scope: Scope | None = None
 
@@ -860,6 +960,11 @@ class Community(ResponseModel):
 class CommunitiesResult(ResponseModel):
     communities: list[Community]
     last_run_at: datetime | None
+
+
+class BackfillRequest(RequestModel):
+    limit: int | None = None
+    scope: Scope | None = None
 
 
 class ScopedRequest(RequestModel):
@@ -934,9 +1039,15 @@ class ExportRequest(RequestModel):
     include_embeddings: bool | None = None
 
 
+class ExportDownloadRequest(RequestModel):
+    id: str  # the job_id workspace/export answered with
+    scope: Scope | None = None
+
+
 class ExportRecord(ResponseModel):
-    """One line of an export file. The clients hand lines over as plain dicts (the importer wants them
-    verbatim); this names the one field every line has. The header line versions the format, not OpenAPI."""
+    """One line of an export file (what workspace/export/download streams). The clients hand lines over as
+    plain dicts (the importer wants them verbatim); this names the one field every line has. The header line
+    versions the format, not OpenAPI."""
 
     kind: str
 
@@ -950,10 +1061,24 @@ class ImportQuery(RequestModel):
 
 
 class ImportReport(ResponseModel):
+    """What an import did: the `result` of its workspace_import job (jobs/status), read by
+    `workspace.import_`. Not part of OpenAPI, where a job's result is any object."""
+
     workspace_id: int
     created: dict[str, int]
     skipped: dict[str, int]
     embed_jobs_queued: int
+    # What the server decided differently from the file, one {line, field, code, message} each.
+    adjusted: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class ExportJobResult(ResponseModel):
+    """The `result` of a succeeded workspace_export job: the file to fetch with workspace/export/download."""
+
+    lines: int
+    bytes: int
+    includes_embeddings: bool
+    expires_at: datetime  # the server deletes the file then (EXPORT_RETENTION_HOURS)
 
 
 # --- keys: the caller's own API keys ------------------------------------------------------------------------
@@ -1014,7 +1139,7 @@ class KeyRevokeResult(ResponseModel):
     revoked_at: datetime
 
 
-# --- jobs: background work (import, export, ...) the caller polls -------------------------------------------
+# --- jobs: background work (import, export, community refresh, backfill) the caller polls -------------------
 
 
 class JobStatusRequest(RequestModel):
@@ -1052,3 +1177,11 @@ class Job(ResponseModel):
 class JobListResult(ResponseModel):
     jobs: list[Job]
     count: int
+
+
+class JobAccepted(ResponseModel):
+    """The 202 answer of a route that starts a background job: follow `job_id` with jobs.status or
+    jobs.wait."""
+
+    job_id: str
+    job: Job

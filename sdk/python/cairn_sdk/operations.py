@@ -6,7 +6,8 @@ a model must match), so a method cannot quietly talk to an endpoint its models w
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Literal
 
 from pydantic import BaseModel
@@ -25,10 +26,17 @@ class Operation:
         False  # the request model travels as the query string (GET, or beside an NDJSON body)
     )
     success_status: tuple[int, ...] = (200,)
-    # Workspace export/import move a JSON Lines file: export answers one instead of the envelope, import sends
-    # one as the body. The drift check then compares the media types, as there is no JSON schema to compare.
+    # Workspace export download and import move a JSON Lines file: the download answers one instead of the
+    # envelope, import sends one as the body. The drift check then compares the media types, as there is no
+    # JSON schema to compare.
     request_body: Literal["json", "ndjson"] = "json"
     response_body: Literal["envelope", "ndjson"] = "envelope"
+    # Success statuses whose envelope carries another model than `response`: graph/communities answers its
+    # list (200) or, with refresh, the job it started (202).
+    responses: Mapping[int, type[BaseModel]] = field(default_factory=dict)
+
+    def response_for(self, status: int) -> type[BaseModel]:
+        return self.responses.get(status, self.response)
 
 
 OPERATIONS: dict[str, Operation] = {
@@ -91,7 +99,27 @@ OPERATIONS: dict[str, Operation] = {
         Operation("graph.traverse", "POST", "graph/traverse", m.TraverseRequest, m.TraverseResult),
         Operation("graph.entities", "POST", "graph/entities", m.EntitiesRequest, m.EntitiesResult),
         Operation(
-            "graph.communities", "POST", "graph/communities", m.CommunitiesRequest, m.CommunitiesResult
+            "graph.merge_entities", "POST", "graph/entities/merge", m.EntityMergeRequest, m.EntityMergeResult
+        ),
+        Operation(
+            "graph.split_entity", "POST", "graph/entities/split", m.EntitySplitRequest, m.EntitySplitResult
+        ),
+        Operation(
+            "graph.communities",
+            "POST",
+            "graph/communities",
+            m.CommunitiesRequest,
+            m.CommunitiesResult,
+            success_status=(200, 202),
+            responses={202: m.JobAccepted},
+        ),
+        Operation(
+            "graph.backfill",
+            "POST",
+            "graph/backfill",
+            m.BackfillRequest,
+            m.JobAccepted,
+            success_status=(202,),
         ),
         Operation("graph.stats", "POST", "graph/stats", m.ScopedRequest, m.GraphStats),
         Operation("graph.clear", "POST", "graph/clear", m.ClearRequest, m.ClearResult),
@@ -112,6 +140,14 @@ OPERATIONS: dict[str, Operation] = {
             "POST",
             "workspace/export",
             m.ExportRequest,
+            m.JobAccepted,
+            success_status=(202,),
+        ),
+        Operation(
+            "workspace.download_export",
+            "POST",
+            "workspace/export/download",
+            m.ExportDownloadRequest,
             m.ExportRecord,
             response_body="ndjson",
         ),
@@ -120,8 +156,9 @@ OPERATIONS: dict[str, Operation] = {
             "POST",
             "workspace/import",
             m.ImportQuery,
-            m.ImportReport,
+            m.JobAccepted,
             query_params=True,
+            success_status=(202,),
             request_body="ndjson",
         ),
         Operation(
