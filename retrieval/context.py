@@ -24,7 +24,7 @@ from memories import selectors
 from memories.models import Memory
 from memories.scrubber import scrub_secrets
 from memories.selectors import MemoryScope
-from retrieval import graph_context, rerank, search, vectors
+from retrieval import graph_context, rerank, search
 from retrieval.embeddings import embed_query
 
 logger = logging.getLogger("cairn.context")
@@ -286,13 +286,13 @@ def _rank_tiers(
                 outcome.memories, outcome.scores, reranked.scores
             )
             outcome.reranker = reranked.trace()
-    stored = next((outcome.vectors for outcome in outcomes if outcome.vectors is not None), None)
-    if ordering.mmr_lambda < 1 and stored is None:
-        # A lexical ranking read no vectors: both tiers' candidates' in one statement.
-        stored = vectors.stored_vectors(
+    stored = None
+    if ordering.mmr_lambda < 1:
+        # The vector search's neighbours came with their vectors; both tiers' other candidates' in one read.
+        stored = search.candidate_vectors(
             workspace_id=workspace_id,
-            memory_ids=[m.id for outcome in outcomes if len(outcome.memories) > 1 for m in outcome.memories],
-            model=settings.EMBEDDING_MODEL,
+            memories=[m for outcome in outcomes if len(outcome.memories) > 1 for m in outcome.memories],
+            known=next((outcome.vectors for outcome in outcomes if outcome.vectors is not None), None),
         )
     tiers = {}
     for (layer, limit), outcome in zip(limits.items(), outcomes, strict=True):

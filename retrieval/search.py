@@ -190,6 +190,22 @@ def _relevance(memory: Memory, rank: int, scores: dict[uuid.UUID, float]) -> flo
     return bm25 if bm25 > 0 else 1.0 / (RRF_K + rank)
 
 
+def candidate_vectors(
+    *, workspace_id: int, memories: list[Memory], known: dict[uuid.UUID, np.ndarray] | None
+) -> dict[uuid.UUID, np.ndarray]:
+    """The vectors of `memories` for MMR: those `known` (the vector search's neighbours), and the rest read in
+    one statement, only when some are missing (candidates only BM25 found). Counting those as unlike every
+    other candidate was measured wrong: in a conversation every turn is somewhat like the others (MiniLM
+    cosine 0.3–0.6), so a similarity of 0 lifted weak lexical-only candidates over the evidence (LoCoMo dev
+    R@20 0.873 → 0.794)."""
+    found = dict(known or {})
+    missing = [memory.id for memory in memories if memory.id not in found]
+    if missing:
+        model = settings.EMBEDDING_MODEL
+        found.update(vectors.stored_vectors(workspace_id=workspace_id, memory_ids=missing, model=model))
+    return found
+
+
 def decay_and_diversify(
     *,
     workspace_id: int,
@@ -210,10 +226,8 @@ def decay_and_diversify(
     bury it under any newer candidate). Then MMR picks one memory at a time by λ · relevance / best −
     (1 − λ) · its highest cosine to those already picked, so a near-duplicate yields its slot to a
     different memory; a memory without a vector counts as unlike the others. Relevance: _relevance.
-    `stored`: the candidates' vectors when the caller read them already (the vector search returns its
-    neighbours'; a candidate only BM25 found then counts as unlike the others: a near-duplicate of a
-    neighbour would be as close to the query, hence a neighbour too), else they are read here (a lexical
-    ranking)."""
+    `stored`: the vectors the caller read already (the vector search returns its neighbours'); the others'
+    are read here (candidate_vectors)."""
     if not memories:
         return memories
     relevance = {m.id: _relevance(m, rank, scores) for rank, m in enumerate(memories, start=1)}
@@ -226,10 +240,7 @@ def decay_and_diversify(
     ordered = sorted(memories, key=lambda m: -relevance[m.id])  # stable: ties keep the ranking's order
     if mmr_lambda >= 1 or len(ordered) <= 1:
         return ordered[:limit]
-    if stored is None:
-        stored = vectors.stored_vectors(
-            workspace_id=workspace_id, memory_ids=[m.id for m in ordered], model=settings.EMBEDDING_MODEL
-        )
+    stored = candidate_vectors(workspace_id=workspace_id, memories=ordered, known=stored)
     dimension = next((len(v) for v in stored.values()), 0)
     matrix = np.zeros((len(ordered), dimension), dtype=np.float32)
     for index, memory in enumerate(ordered):

@@ -552,11 +552,12 @@ def stored_vectors(
     floats took longer than the statement."""
     if not memory_ids:
         return {}
-    with connections["app"].cursor() as cursor:
+    # Prepared: a lookup by ids plans the same whatever the ids, and planning was a third of its time.
+    with prepared_cursor() as cursor:
         cursor.execute(
             "SELECT memory_id, vector_send(embedding) FROM memory_embeddings "
-            "WHERE workspace_id = %s AND model = %s AND memory_id = ANY(%s)",
-            [workspace_id, model, memory_ids],
+            "WHERE workspace_id = %s AND model = %s AND memory_id = ANY(%s::uuid[])",
+            [workspace_id, model, list(memory_ids)],
         )
         return {memory_id: vector_from_binary(data) for memory_id, data in cursor.fetchall()}
 
