@@ -675,9 +675,7 @@ def memory_settings_get(*, workspace_id: int) -> HygieneSettings:
             else settings.MEMORY_IMPORTANCE_WEIGHT
         ),
         half_life_days=(
-            row.half_life_days
-            if row and row.half_life_days is not None
-            else settings.SEARCH_HALF_LIFE_DAYS
+            row.half_life_days if row and row.half_life_days is not None else settings.SEARCH_HALF_LIFE_DAYS
         ),
         mmr_lambda=row.mmr_lambda if row and row.mmr_lambda is not None else settings.SEARCH_MMR_LAMBDA,
     )
