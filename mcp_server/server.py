@@ -532,7 +532,8 @@ def build_server(settings: McpSettings) -> MCPServer:
         query: Annotated[str, Field(description="What to look for, 1–500 chars.")],
         limit: Annotated[int | None, Field(description="1–50 (default 10).")] = None,
         strategy: Annotated[
-            Literal["lexical", "semantic", "hybrid"] | None, Field(description="Default lexical.")
+            Literal["lexical", "semantic", "hybrid"] | None,
+            Field(description="Default hybrid (lexical while the workspace has no vectors yet)."),
         ] = None,
         type: Annotated[
             Literal["rule", "decision", "fact", "note", "skill"] | None, Field(description="Only this type.")

@@ -59,6 +59,8 @@ def test_it_reinforces_a_fact_said_again_in_other_words(alice_api, alice_ws, fak
         }
     )
     first = alice_api.add("Dana maintains the gateway")
+    # One at a time: the fact is first stored in the words of the memory extracted first.
+    pipeline.jobs_run_pending(workspace_id=alice_ws)
     second = alice_api.add("Dana looks after the gateway these days")
     pipeline.jobs_run_pending(workspace_id=alice_ws)
     (only,) = facts_of(alice_ws)

@@ -6,22 +6,17 @@ REQUEST_BODY_TIMEOUT)."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 import socket
-import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from django.db import connections
 
 from tenancy import services
 from tests.conftest import API, make_user
-from tests.ops.test_clean_stop import ROOT, free_port
+from tests.helpers.serving import served
 
 SLOW_CONNECTIONS = 4
 CLIENT_TIMEOUT_SECONDS = 15
@@ -32,44 +27,9 @@ NORMAL_DEADLINE_SECONDS = 10.0
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[int]:
-    port = free_port()
-    log = tmp_path / "serve.log"
-    env = {
-        **os.environ,
-        "BIND": f"127.0.0.1:{port}",
-        "WEB_CONCURRENCY": "1",  # one process: without threads for waiting clients, four slow uploads fill it
-        "WORKER_PROCESSES": "1",
-        "WEB_CLIENT_TIMEOUT_SECONDS": str(CLIENT_TIMEOUT_SECONDS),
-        "CAIRN_DATABASE_NAME": connections["default"].settings_dict["NAME"],
-    }
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "scripts/serve.py"],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        deadline = time.time() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as answer:
-                    if answer.status == 200:
-                        break
-            except OSError:
-                pass
-            assert process.poll() is None and time.time() < deadline, log.read_text()[-3000:]
-            time.sleep(0.5)
-        yield port
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+    # One process: without threads for waiting clients, four slow uploads would fill it.
+    with served(tmp_path / "serve.log", WEB_CLIENT_TIMEOUT_SECONDS=str(CLIENT_TIMEOUT_SECONDS)) as running:
+        yield running.port
 
 
 def normal_request(port: int, key: str) -> tuple[int, float]:
