@@ -233,7 +233,6 @@ def seed_memories(workspace_id: int, target: int) -> tuple[int, int]:
     from pipeline.services import forget_side_effects
     from tenancy.rls import workspace_context
 
-    deleted = 0
     # FORCE row-level security: without the workspace context these statements would see (and write) nothing.
     with workspace_context(workspace_id), connections["app"].cursor() as cursor:
         # The previous run's adds leave the graph the way a forget does (their nodes, links and the edges they
@@ -242,26 +241,25 @@ def seed_memories(workspace_id: int, target: int) -> tuple[int, int]:
         cursor.execute(
             "SELECT id FROM memories WHERE workspace_id = %s AND user_id IS NOT NULL", [workspace_id]
         )
-        forget_side_effects(workspace_id=workspace_id, memory_ids=[row[0] for row in cursor.fetchall()])
-        # A worker (pipeline_throughput.py's qcluster shares this database) may have embedded the previous
-        # run's adds; their jobs and vectors reference them without ON DELETE CASCADE.
-        for table in ("pipeline_jobs", "memory_embeddings"):
+        stale = [row[0] for row in cursor.fetchall()]
+        existing = Memory.objects.filter(workspace_id=workspace_id).count() - len(stale)
+        if existing > target:  # a larger earlier run: its oldest seeds go too
             cursor.execute(
-                f"DELETE FROM {table} WHERE workspace_id = %s AND memory_id IN "
-                "(SELECT id FROM memories WHERE workspace_id = %s AND user_id IS NOT NULL)",
-                [workspace_id, workspace_id],
-            )
-        cursor.execute("DELETE FROM memories WHERE workspace_id = %s AND user_id IS NOT NULL", [workspace_id])
-        deleted += cursor.rowcount
-        existing = Memory.objects.filter(workspace_id=workspace_id).count()
-        if existing > target:
-            cursor.execute(
-                "DELETE FROM memories WHERE id IN (SELECT id FROM memories WHERE workspace_id = %s "
-                "ORDER BY created_at LIMIT %s)",
+                "SELECT id FROM memories WHERE workspace_id = %s AND user_id IS NULL "
+                "ORDER BY created_at LIMIT %s",
                 [workspace_id, existing - target],
             )
-            deleted += cursor.rowcount
+            stale += [row[0] for row in cursor.fetchall()]
             existing = target
+        forget_side_effects(workspace_id=workspace_id, memory_ids=stale)
+        # A worker (pipeline_throughput.py's qcluster shares this database) may have embedded these memories;
+        # their jobs and vectors reference them without ON DELETE CASCADE.
+        for table in ("pipeline_jobs", "memory_embeddings", "memories"):
+            column = "id" if table == "memories" else "memory_id"
+            cursor.execute(
+                f"DELETE FROM {table} WHERE workspace_id = %s AND {column} = ANY(%s)", [workspace_id, stale]
+            )
+        deleted = cursor.rowcount
 
     inserted = 0
     rng = random.Random(f"cairn-bench-{existing}")  # deterministic content for a given starting point

@@ -342,6 +342,8 @@ EMBEDDING_MODELS_ALLOWED = tuple(
 EMBEDDING_API_BASE = os.environ.get("EMBEDDING_API_BASE", "").strip()
 EMBEDDING_API_KEY = os.environ.get("EMBEDDING_API_KEY", "").strip()
 EMBEDDING_THREADS = env_int("EMBEDDING_THREADS", 1)  # torch threads per process for the local model
+# numpy's BLAS threads per process: small arrays only, where extra threads spin rather than help.
+BLAS_THREADS = env_int("BLAS_THREADS", 1)
 EMBEDDING_TIMEOUT_SECONDS = env_float("EMBEDDING_TIMEOUT_SECONDS", 30.0, minimum=0.1)
 # The runtime of the local model. `torch` = sentence-transformers (default); `onnx` = ONNX Runtime on the
 # same weights, exported once to EMBEDDING_ONNX_DIR (default var/onnx) and checked equal to torch's vectors

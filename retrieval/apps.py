@@ -30,8 +30,22 @@ class RetrievalConfig(AppConfig):
         from retrieval.vectors import search_settings_ensure
 
         connection_created.connect(search_settings_ensure, dispatch_uid="cairn-hnsw-session")
+        _blas_threads_limit()
         if len(sys.argv) > 1 and sys.argv[1] == "qcluster":
             _model_libraries_preload()
+
+
+def _blas_threads_limit() -> None:
+    """numpy's BLAS (ranking's vector arithmetic, entity and community centroids) on BLAS_THREADS threads.
+
+    The arrays here are small (tens of candidates × 384 floats): extra BLAS threads finish no sooner, then
+    spin waiting for the next call, which nearly tripled the CPU a context/get costs under load. Processes
+    scale by process count instead, like the embedding model's threads."""
+    import numpy  # noqa: F401 - the BLAS library must be loaded for its threads to be set
+    from django.conf import settings
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=settings.BLAS_THREADS, user_api="blas")
 
 
 def _model_libraries_preload() -> None:
