@@ -36,12 +36,17 @@ MIX = [("context/get", 0.70), ("memories/add", 0.20), ("memories/search", 0.10)]
 EXPECTED = {"context/get": 200, "memories/add": 201, "memories/search": 200}
 
 
+# Set by --strategy: the reads' strategy, or None for the server's default (hybrid once vectors exist).
+READ_STRATEGY: str | None = None
+
+
 def body_for(endpoint: str, rng: random.Random) -> dict[str, Any]:
     if endpoint == "memories/add":
         return {**base.memory_fields(rng), "scope": {"userId": base.WRITER_USER_ID}}
-    if endpoint == "memories/search":
-        return {"query": base.search_query(rng), "limit": 10}
-    return {"query": base.search_query(rng), "limit": 10}
+    read: dict[str, Any] = {"query": base.search_query(rng), "limit": 10}
+    if READ_STRATEGY:
+        read["strategy"] = READ_STRATEGY
+    return read
 
 
 def rss_mb(root_pid: int) -> float:
@@ -115,7 +120,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--memories", type=int, default=2000)
     parser.add_argument("--out", default="bench/results/load_test.json")
+    parser.add_argument(
+        "--strategy",
+        choices=("lexical", "semantic", "hybrid"),
+        help="strategy of the context/get and search requests (default: the server's)",
+    )
     args = parser.parse_args(argv)
+    global READ_STRATEGY
+    READ_STRATEGY = args.strategy
 
     seed = base.prepare(args.memories)
     out_dir = (ROOT / args.out).parent
@@ -192,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         "seconds": round(elapsed, 1),
         "clients": args.clients,
         "seed_memories": args.memories,
+        "strategy": args.strategy or "server default",
         "requests": total,
         "throughput_rps": round(total / elapsed, 1) if elapsed else None,
         "error_rate": round(failed / total, 5) if total else None,

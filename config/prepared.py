@@ -8,10 +8,65 @@ transaction mode cannot keep prepared statements)."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from django.conf import settings
 from django.db import connections
+
+# psycopg's placeholders in our own statement texts (never in data): named, positional, an escaped percent.
+_PLACEHOLDER = re.compile(r"%\((\w+)\)s|%s|%%")
+_NATIVE_CACHE_MAX = 256  # the statement texts are few (hops × flags); the cache never grows past this
+
+
+class _NativeStatements:
+    """Statement texts rewritten once to PostgreSQL's own $n placeholders, with the order to pass values in.
+
+    psycopg rewrites placeholders on every execute and keeps the result only for statements up to 4 KB; the
+    recall statements are 5-13 KB, and rewriting them cost a tenth of a context/get's CPU. A raw cursor
+    (psycopg's public RawCursor) takes $n placeholders as they are, so each text is rewritten here once."""
+
+    converted: dict[str, tuple[str, tuple[str, ...] | int]] = {}
+
+    @classmethod
+    def native(cls, query: str, params: Any) -> tuple[str, list[Any]]:
+        found = cls.converted.get(query)
+        if found is None:
+            found = cls._convert(query)
+            if len(cls.converted) < _NATIVE_CACHE_MAX:
+                cls.converted[query] = found
+        text, order = found
+        if isinstance(order, int):
+            if isinstance(params, Mapping) or len(params) != order:
+                raise TypeError(f"the statement takes {order} positional values")
+            return text, list(params)
+        if not isinstance(params, Mapping):
+            raise TypeError("the statement takes named values")
+        return text, [params[name] for name in order]
+
+    @staticmethod
+    def _convert(query: str) -> tuple[str, tuple[str, ...] | int]:
+        parts: list[str] = []
+        names: dict[str, int] = {}
+        positional = 0
+        at = 0
+        for match in _PLACEHOLDER.finditer(query):
+            parts.append(query[at : match.start()])
+            at = match.end()
+            token, name = match.group(0), match.group(1)
+            if token == "%%":
+                parts.append("%")
+            elif name is None:
+                positional += 1
+                parts.append(f"${positional}")
+            else:
+                names.setdefault(name, len(names) + 1)
+                parts.append(f"${names[name]}")
+        parts.append(query[at:])
+        if names and positional:
+            raise TypeError("a statement takes named or positional values, not both")
+        return "".join(parts), (tuple(names) if names else positional)
 
 
 class _PreparingCursor:
@@ -25,21 +80,22 @@ class _PreparingCursor:
     @classmethod
     def get(cls) -> tuple[Any, Any]:
         if cls.cls is None:
-            from django.db.backends.postgresql.base import ServerBindingCursor
+            import psycopg
+            from django.db.backends.postgresql.base import CursorMixin
             from django.db.backends.utils import CursorDebugWrapper
 
-            # django-stubs declare ServerBindingCursor without its psycopg Cursor base, so the checker does
-            # not know the attributes it inherits from psycopg.
-            class PreparingCursor(ServerBindingCursor):
+            class PreparingCursor(CursorMixin, psycopg.RawCursor):
                 def execute(
                     self,
                     query: Any,
-                    params: Any = None,
+                    params: Sequence[Any] | Mapping[str, Any] | None = None,
                     *,
                     prepare: bool | None = None,
                     binary: bool | None = None,
                 ) -> Any:
-                    return super().execute(query, params, prepare=True, binary=binary)  # type: ignore[misc]
+                    if isinstance(query, str) and params is not None:
+                        query, params = _NativeStatements.native(query, params)
+                    return super().execute(query, params, prepare=True, binary=binary)
 
             # Statements reach this wrapper as text only (prepared_cursor's callers write SQL strings); the
             # base class also takes composed SQL, which debug_sql does not.
