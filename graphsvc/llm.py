@@ -9,6 +9,7 @@ callers skip. Each task may have its own model (model_for: extraction, community
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -442,36 +443,8 @@ def llm_structured(
         prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
         completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
         cost = _cost_of(response)
-        try:
-            content = response.choices[0].message.content
-            if isinstance(content, list):
-                content = "".join(
-                    part.get("text", "") if isinstance(part, dict) else str(part) for part in content
-                )
-            answer = answer_model.model_validate(parse_json_answer(content or ""))
-        except (ValidationError, ValueError, TypeError, AttributeError, IndexError) as exc:
-            _usage_record(
-                reservation=reservation,
-                workspace_id=workspace_id,
-                memory_id=memory_id,
-                job_id=job_id,
-                purpose=purpose,
-                model=model,
-                prompt_tokens=prompt_tokens,
-                completion_tokens=completion_tokens,
-                cost=cost,
-                ok=False,
-                error_code=LLM_OUTPUT_INVALID,
-                duration_ms=duration_ms,
-            )
-            # The same prompt at temperature 0 gives the same answer: not worth a retry.
-            logger.warning("LLM answer did not match the schema: %s", str(exc)[:1000])
-            raise LlmError(
-                LLM_OUTPUT_INVALID,
-                f"answer does not match the schema ({type(exc).__name__})",
-                retryable=False,
-            ) from exc
-        _usage_record(
+        answered = functools.partial(
+            _usage_record,
             reservation=reservation,
             workspace_id=workspace_id,
             memory_id=memory_id,
@@ -481,9 +454,24 @@ def llm_structured(
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
             cost=cost,
-            ok=True,
-            error_code=None,
             duration_ms=duration_ms,
         )
+        try:
+            content = response.choices[0].message.content
+            if isinstance(content, list):
+                content = "".join(
+                    part.get("text", "") if isinstance(part, dict) else str(part) for part in content
+                )
+            answer = answer_model.model_validate(parse_json_answer(content or ""))
+        except (ValidationError, ValueError, TypeError, AttributeError, IndexError) as exc:
+            answered(ok=False, error_code=LLM_OUTPUT_INVALID)
+            # The same prompt at temperature 0 gives the same answer: not worth a retry.
+            logger.warning("LLM answer did not match the schema: %s", str(exc)[:1000])
+            raise LlmError(
+                LLM_OUTPUT_INVALID,
+                f"answer does not match the schema ({type(exc).__name__})",
+                retryable=False,
+            ) from exc
+        answered(ok=True, error_code=None)
         return answer
     raise last_error or LlmError(LLM_UNAVAILABLE, "no attempt made", retryable=True)  # pragma: no cover
