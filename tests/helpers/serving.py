@@ -26,6 +26,44 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def _stop(process: subprocess.Popen[bytes], *, seconds: float) -> None:
+    """SIGTERM to the process group, SIGKILL if it is still there after `seconds`."""
+    if process.poll() is not None:
+        return
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+@contextmanager
+def mcp_http_served(*options: str, env: dict[str, str]) -> Iterator[int]:
+    """`manage.py mcp --http` with these options on a free port until it accepts connections; its port."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "manage.py", "mcp", "--http", *options, "--port", str(port)],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.time() + 90
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert process.poll() is None and time.time() < deadline, "the MCP HTTP server did not start"
+                time.sleep(0.3)
+        yield port
+    finally:
+        _stop(process, seconds=20)
+
+
 @dataclass
 class Served:
     process: subprocess.Popen[bytes]
@@ -71,10 +109,4 @@ def served(log: Path, **env: str) -> Iterator[Served]:
             time.sleep(0.5)
         yield server
     finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+        _stop(process, seconds=60)

@@ -4,12 +4,6 @@ acts for nobody), and DNS-rebinding protection stays on, so a Host header that i
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 
 import httpx2
@@ -19,7 +13,8 @@ from mcp.client.streamable_http import streamable_http_client
 
 from memories.models import Memory
 from tenancy.rls import workspace_context
-from tests.mcp_server.test_mcp_server import ROOT, failure, free_port, new_key, ok, server_env
+from tests.helpers.serving import mcp_http_served
+from tests.mcp_server.test_mcp_server import failure, new_key, ok, server_env
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 
@@ -27,32 +22,8 @@ pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 @pytest.fixture
 def served_on_every_address() -> Iterator[tuple[int, str, int]]:
     key, workspace_id = new_key("mcp-any-address")
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "manage.py", "mcp", "--http", "--host", "0.0.0.0", "--port", str(port)],
-        cwd=ROOT,
-        env={**os.environ, **server_env(CAIRN_API_KEY=key)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.time() + 90
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert process.poll() is None and time.time() < deadline, "the MCP HTTP server did not start"
-                time.sleep(0.3)
+    with mcp_http_served("--host", "0.0.0.0", env=server_env(CAIRN_API_KEY=key)) as port:
         yield port, key, workspace_id
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
 
 
 def test_it_never_lends_the_startup_key_when_bound_beyond_loopback(served_on_every_address):

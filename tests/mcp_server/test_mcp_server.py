@@ -5,12 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
-import socket
 import subprocess
 import sys
-import time
-from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -24,8 +20,8 @@ from memories.models import Memory
 from rollout.models import RetrievalMetric
 from tenancy import services
 from tenancy.rls import workspace_context
+from tests.helpers.serving import ROOT, mcp_http_served
 
-ROOT = Path(__file__).resolve().parents[2]
 TOOLS = {
     "get_context",
     "add_memory",
@@ -174,32 +170,9 @@ def test_it_refuses_to_start_with_a_key_no_tool_call_would_accept():
     assert done.returncode != 0 and "INVALID_API_KEY: This API key is not valid." in done.stderr, done.stderr
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def test_it_serves_streamable_http_with_the_key_of_each_request():
     alice_key, alice_ws = new_key("mcp-http-alice")
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "manage.py", "mcp", "--http", "--port", str(port)],
-        cwd=ROOT,
-        env={**os.environ, **server_env()},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.time() + 90
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert process.poll() is None and time.time() < deadline, "the MCP HTTP server did not start"
-                time.sleep(0.3)
+    with mcp_http_served(env=server_env()) as port:
 
         async def scenario() -> None:
             url = f"http://127.0.0.1:{port}/mcp"
@@ -217,12 +190,5 @@ def test_it_serves_streamable_http_with_the_key_of_each_request():
                 )
 
         asyncio.run(scenario())
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
     with workspace_context(alice_ws):
         assert list(Memory.objects.values_list("content", flat=True)) == ["served over streamable HTTP"]
