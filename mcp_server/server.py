@@ -28,6 +28,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from config.api import statement_timeout_error
 from config.errors import ApiError
 from config.schemas import ScopeIn, StrictIn, Trimmed, scope_field
 from config.validation import api_error_from_validation
@@ -55,7 +56,7 @@ from retrieval.schemas import ContextIn, ContextOut, SearchIn, SearchOut
 from tenancy.access import authorize
 from tenancy.auth import SdkCaller, SdkKeyAuth
 from tenancy.policy import READ, WRITE, allows, declare, declared_role, forbidden
-from tenancy.rls import workspace_context
+from tenancy.rls import is_statement_timeout, sdk_call_limits, workspace_context
 
 logger = logging.getLogger("cairn.mcp")
 
@@ -430,10 +431,14 @@ def build_server(settings: McpSettings) -> MCPServer:
                 # else.
                 if not allows(caller.key_scope, role):
                     raise forbidden(role, caller.key_scope)
-                return body(caller=caller, payload=payload, role=role)
+                with sdk_call_limits(role=role):
+                    return body(caller=caller, payload=payload, role=role)
             except ApiError as exc:
                 raise ToolError(tool_error_text(exc)) from None
-            except Exception:
+            except Exception as exc:
+                if is_statement_timeout(exc):
+                    with sdk_call_limits(role=role):
+                        raise ToolError(tool_error_text(statement_timeout_error())) from None
                 logger.exception("MCP tool %s failed", body.__name__)
                 raise ToolError("INTERNAL_ERROR: Something went wrong on our side.") from None
             finally:

@@ -17,6 +17,8 @@ from tenancy.policy import READ
 _current_workspace: ContextVar[int | None] = ContextVar("cairn_workspace", default=None)
 # The request being served in this context (set by StatementTimeoutMiddleware); None in jobs and commands.
 _current_request: ContextVar[HttpRequest | None] = ContextVar("cairn_request", default=None)
+# The declared role of an SDK call served outside an HTTP request (an MCP tool; set by sdk_call_limits).
+_sdk_call_role: ContextVar[str | None] = ContextVar("cairn_sdk_call_role", default=None)
 
 # SQLSTATE query_canceled: what PostgreSQL answers when statement_timeout cancels a statement.
 QUERY_CANCELED = "57014"
@@ -81,17 +83,33 @@ def current_workspace_id() -> int | None:
 def statement_timeout_ms() -> int:
     """The statement_timeout of a workspace transaction opened now (milliseconds, 0 = none).
 
-    An SDK route's by the role it declared (tenancy.policy.requires): a read answers in milliseconds, so
-    seconds mean a runaway; a write may also wait on a lock. A dashboard page's. Outside a request (jobs,
-    commands, the MCP server's tools) the background limit."""
+    An SDK call's by the role it declared (tenancy.policy.requires, or the MCP tool's body): a read answers in
+    milliseconds, so seconds mean a runaway; a write may also wait on a lock. A dashboard page's. Outside
+    both (jobs, commands) the background limit."""
     request = _current_request.get()
     if request is None:
-        return int(settings.STATEMENT_TIMEOUT_BACKGROUND_MS)
+        role = _sdk_call_role.get()
+        return int(settings.STATEMENT_TIMEOUT_BACKGROUND_MS) if role is None else _sdk_limit(role)
     if request.path.startswith("/api/"):
-        if getattr(request, "cairn_required_role", None) == READ:
-            return int(settings.STATEMENT_TIMEOUT_SDK_READ_MS)
-        return int(settings.STATEMENT_TIMEOUT_SDK_WRITE_MS)
+        return _sdk_limit(getattr(request, "cairn_required_role", None))
     return int(settings.STATEMENT_TIMEOUT_DASHBOARD_MS)
+
+
+def _sdk_limit(role: str | None) -> int:
+    if role == READ:
+        return int(settings.STATEMENT_TIMEOUT_SDK_READ_MS)
+    return int(settings.STATEMENT_TIMEOUT_SDK_WRITE_MS)
+
+
+@contextmanager
+def sdk_call_limits(*, role: str) -> Iterator[None]:
+    """The statement limits of an SDK route that declares `role`, for a call served outside an HTTP request
+    (an MCP tool): the same call through either way in is cut off at the same time."""
+    token = _sdk_call_role.set(role)
+    try:
+        yield
+    finally:
+        _sdk_call_role.reset(token)
 
 
 def statement_timeout_ceiling_ensure(sender: object, connection: Any, **kwargs: object) -> None:

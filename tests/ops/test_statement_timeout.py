@@ -18,6 +18,7 @@ from django.test import Client
 
 from memories.models import Memory
 from tenancy.rls import workspace_context
+from tests.mcp_server.test_mcp_graph_tools import call as mcp_call
 from tests.memories.helpers import personal_workspace_id
 
 # Long enough that a route waiting on the lock is surely past a short limit, short enough for the suite.
@@ -131,3 +132,16 @@ def test_it_sets_the_background_limit_as_the_ceiling_of_a_new_runtime_connection
         assert _statement_timeout() == "54321"
     finally:
         connections["app"].close()  # the next test's connection starts from the configured value again
+
+
+@pytest.mark.django_db(transaction=True, databases="__all__")
+def test_it_gives_an_mcp_tool_the_limit_of_the_sdk_route_it_mirrors(personas, settings):
+    settings.STATEMENT_TIMEOUT_SDK_READ_MS = 200
+    settings.STATEMENT_TIMEOUT_BACKGROUND_MS = 60_000
+    key = personas.alice_api.key
+    with memories_locked():
+        (refused,) = mcp_call(key, [("search_memories", {"query": "billing"})])
+    assert refused.is_error and "search_memories: STATEMENT_TIMEOUT: " in refused.content[0].text
+    assert "(200 ms)" in refused.content[0].text
+    (answered,) = mcp_call(key, [("search_memories", {"query": "billing"})])
+    assert not answered.is_error and answered.structured_content["memories"] == []
