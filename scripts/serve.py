@@ -8,6 +8,7 @@ client holds a thread, not a process (bench/slow_clients.py).
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
@@ -17,6 +18,27 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+
+# prctl option: the signal a process receives when its parent dies (Linux).
+PR_SET_PDEATHSIG = 1
+
+
+def _worker_process_setup() -> None:
+    """Run in the worker cluster's process before it starts: a process group of its own, so a signal sent
+    to ours (Ctrl-C in a terminal, a supervisor's SIGTERM to the whole group) reaches only this runner, which
+    then stops the cluster the way django-q2 stops cleanly, by SIGTERM to its main process. The same SIGTERM
+    sent to every process of the cluster at once kills its sentinel mid-shutdown and leaves the main process
+    waiting until it is killed."""
+    os.setpgid(0, 0)
+    _stopped_with_us()
+
+
+def _stopped_with_us() -> None:
+    """Linux: SIGTERM to this child should the runner die without stopping it (kill -9), not an orphan that
+    keeps the port or the job queue."""
+    if sys.platform == "linux":
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def main() -> int:
@@ -44,7 +66,10 @@ def main() -> int:
         ],
         "worker": [python, "manage.py", "qcluster"],
     }
-    children = {name: subprocess.Popen(cmd, cwd=ROOT) for name, cmd in commands.items()}
+    children = {
+        "web": subprocess.Popen(commands["web"], cwd=ROOT, preexec_fn=_stopped_with_us),
+        "worker": subprocess.Popen(commands["worker"], cwd=ROOT, preexec_fn=_worker_process_setup),
+    }
     threads = os.environ.get("WEB_THREADS", "8")
     print(
         f"Cairn is running on http://{bind} (web: {web_workers} processes x {threads} threads; worker). "

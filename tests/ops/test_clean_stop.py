@@ -8,6 +8,7 @@ import os
 import signal
 import time
 
+import psutil
 import pytest
 
 from tests.helpers.serving import served
@@ -27,3 +28,19 @@ def test_it_stops_cleanly_on_ctrl_c_or_sigterm(stop_signal, tmp_path):
         output = server.output()
     assert "Traceback" not in output and "Error" not in output.replace("error_code", ""), output[-3000:]
     assert code == 0, output[-2000:]
+    # The worker cluster stopped itself (in time), rather than being killed when the runner gave up waiting.
+    assert "has stopped." in output, output[-2000:]
+
+
+@pytest.mark.django_db(transaction=True, databases="__all__")
+def test_it_leaves_no_process_behind_when_the_runner_is_killed(tmp_path):
+    with served(tmp_path / "serve.log") as server:
+        deadline = time.time() + 120
+        while "running." not in server.output() and time.time() < deadline:
+            time.sleep(0.5)
+        children = psutil.Process(server.process.pid).children(recursive=True)
+        assert children
+        os.kill(server.process.pid, signal.SIGKILL)  # only the runner: its children are told by the kernel
+        server.process.wait(timeout=10)
+        _, alive = psutil.wait_procs(children, timeout=60)
+    assert alive == [], [process.cmdline() for process in alive]
