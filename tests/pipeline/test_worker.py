@@ -3,6 +3,7 @@ loses nothing."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -68,12 +69,14 @@ def cluster(provider, tmp_path):
     )
     process.log_path = log_path  # type: ignore[attr-defined]
     yield process
-    os.killpg(process.pid, signal.SIGTERM)
-    try:
+    # SIGTERM to the cluster's main process, which stops its own processes (one to each of them at once hangs
+    # it); then whatever is left of the group goes, so no stale worker steals a later test's messages.
+    process.send_signal(signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
         process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
+    process.wait()
     log.close()
 
 
