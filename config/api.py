@@ -17,7 +17,7 @@ from config.middleware import mark, payload_too_large
 from config.schemas import Envelope
 from config.validation import api_error_from_validation
 from tenancy.policy import PUBLIC, requires
-from tenancy.rls import is_statement_timeout, statement_timeout_ms
+from tenancy.rls import is_statement_timeout, statement_timeout_error
 
 logger = logging.getLogger("cairn.api")
 
@@ -113,20 +113,6 @@ def database_unavailable(exc: Exception) -> ApiError:
         "DATABASE_UNAVAILABLE",
         "The database is unavailable for a moment. Retry after the Retry-After delay; send the same "
         "Idempotency-Key so a write is never stored twice.",
-        retryable=True,
-        headers={"Retry-After": "1"},
-    )
-
-
-def statement_timeout_error() -> ApiError:
-    """A statement ran past the request's statement_timeout (tenancy.rls) and PostgreSQL cancelled it; the
-    request's workspace transaction was rolled back, so a retry starts clean."""
-    return ApiError(
-        503,
-        "STATEMENT_TIMEOUT",
-        f"A database statement of this request ran past its limit ({statement_timeout_ms()} ms) and was "
-        "cancelled; nothing was changed. Retry after the Retry-After delay; if it happens again, ask for "
-        "less (a smaller limit, a narrower scope or query).",
         retryable=True,
         headers={"Retry-After": "1"},
     )

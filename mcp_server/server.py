@@ -28,7 +28,6 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from config.api import statement_timeout_error
 from config.errors import ApiError
 from config.schemas import ScopeIn, StrictIn, Trimmed, scope_field
 from config.validation import api_error_from_validation
@@ -45,7 +44,6 @@ from graphsvc.schemas import (
 )
 from graphsvc.traverse import graph_traverse
 from mcp_server import answers
-from memories import selectors
 from memories.schemas import AddIn, ForgetIn, ForgetOut
 from memories.selectors import MemoryScope, memory_scope
 from pipeline import services as pipeline
@@ -56,7 +54,7 @@ from retrieval.schemas import ContextIn, ContextOut, SearchIn, SearchOut
 from tenancy.access import authorize
 from tenancy.auth import SdkCaller, SdkKeyAuth
 from tenancy.policy import READ, WRITE, allows, declare, declared_role, forbidden
-from tenancy.rls import is_statement_timeout, sdk_call_limits, workspace_context
+from tenancy.rls import is_statement_timeout, sdk_call_limits, statement_timeout_error, workspace_context
 
 logger = logging.getLogger("cairn.mcp")
 
@@ -151,27 +149,7 @@ def search_memories_sync(*, caller: SdkCaller, payload: dict[str, Any], role: st
     body = _validated(SearchIn, payload)
     workspace_id, scope = _resolve(caller, body.scope, role=role)
     with workspace_context(workspace_id):
-        options = search.ranking_options(
-            workspace_id=workspace_id,
-            importance_weight=body.importanceWeight,
-            half_life_days=body.halfLifeDays,
-            mmr_lambda=body.mmrLambda,
-        )
-        outcome = search.memory_search(
-            workspace_id=workspace_id,
-            scope=scope,
-            query=body.query,
-            type=body.type,
-            layer=body.layer,
-            limit=body.limit,
-            strategy=body.strategy,
-            # As memories/search: the request's importance, decay and MMR, else the workspace's settings.
-            importance_weight=options.importance_weight,
-            half_life_days=options.half_life_days,
-            mmr_lambda=options.mmr_lambda,
-        )
-        memories = selectors.memory_payloads(workspace_id=workspace_id, memories=outcome.memories)
-    data = {"memories": memories, "count": len(memories), "trace": outcome.trace()}
+        data = search.memory_search_answer(workspace_id=workspace_id, scope=scope, body=body)
     return SearchOut.model_validate(data).model_dump(mode="json")
 
 

@@ -12,7 +12,6 @@ from pydantic import TypeAdapter
 
 from config.errors import envelope_response, envelope_response_spliced, success_envelope
 from config.schemas import Envelope
-from memories import selectors
 from memories.selectors import memory_scope
 from retrieval import context, search
 from retrieval.schemas import (
@@ -38,26 +37,8 @@ def memories_search(request: HttpRequest, payload: SearchIn) -> dict[str, Any]:
     workspace_id = request_workspace_id(request, payload.scope)
     scope = memory_scope(payload.scope, include_superseded=payload.includeSuperseded)
     with workspace_context(workspace_id):
-        options = search.ranking_options(
-            workspace_id=workspace_id,
-            importance_weight=payload.importanceWeight,
-            half_life_days=payload.halfLifeDays,
-            mmr_lambda=payload.mmrLambda,
-        )
-        outcome = search.memory_search(
-            workspace_id=workspace_id,
-            scope=scope,
-            query=payload.query,
-            type=payload.type,
-            layer=payload.layer,
-            limit=payload.limit,
-            strategy=payload.strategy,
-            importance_weight=options.importance_weight,
-            half_life_days=options.half_life_days,
-            mmr_lambda=options.mmr_lambda,
-        )
-        memories = selectors.memory_payloads(workspace_id=workspace_id, memories=outcome.memories)
-    return success_envelope(request, {"memories": memories, "count": len(memories), "trace": outcome.trace()})
+        answer = search.memory_search_answer(workspace_id=workspace_id, scope=scope, body=payload)
+    return success_envelope(request, answer)
 
 
 _CONTEXT_ALIASES = {"baseline": "lexical", "hybrid_graph": "hybrid"}

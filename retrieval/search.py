@@ -11,7 +11,7 @@ import re
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import numpy as np
 from django.conf import settings
@@ -24,6 +24,9 @@ from memories.selectors import MemoryScope
 from retrieval import lexical as lexical_search
 from retrieval import rerank, temporal, vectors
 from retrieval.embeddings import embed_query
+
+if TYPE_CHECKING:
+    from retrieval.schemas import SearchIn
 
 logger = logging.getLogger("cairn.search")
 
@@ -964,3 +967,34 @@ def _has_unembedded_memories(workspace_id: int) -> bool:
     with connections["app"].cursor() as cursor:
         cursor.execute(f"SELECT EXISTS ({_UNEMBEDDED_SQL})", {"workspace_id": workspace_id})
         return bool(cursor.fetchone()[0])
+
+
+def memory_search_answer(
+    *,
+    workspace_id: int,
+    scope: MemoryScope,
+    body: SearchIn,
+) -> dict[str, Any]:
+    """memories/search's answer (memories, count, trace) for every way in, the SDK route and the MCP tool:
+    the request's importance weight, decay and MMR, else the workspace's settings. Inside the workspace's
+    context."""
+    options = ranking_options(
+        workspace_id=workspace_id,
+        importance_weight=body.importanceWeight,
+        half_life_days=body.halfLifeDays,
+        mmr_lambda=body.mmrLambda,
+    )
+    outcome = memory_search(
+        workspace_id=workspace_id,
+        scope=scope,
+        query=body.query,
+        type=body.type,
+        layer=body.layer,
+        limit=body.limit,
+        strategy=body.strategy,
+        importance_weight=options.importance_weight,
+        half_life_days=options.half_life_days,
+        mmr_lambda=options.mmr_lambda,
+    )
+    memories = selectors.memory_payloads(workspace_id=workspace_id, memories=outcome.memories)
+    return {"memories": memories, "count": len(memories), "trace": outcome.trace()}

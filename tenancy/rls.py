@@ -12,6 +12,7 @@ from django.conf import settings
 from django.db import connections, transaction
 from django.http import HttpRequest, HttpResponse
 
+from config.errors import ApiError
 from tenancy.policy import READ
 
 _current_workspace: ContextVar[int | None] = ContextVar("cairn_workspace", default=None)
@@ -136,6 +137,20 @@ def is_statement_timeout(exc: BaseException) -> bool:
             return True
         seen = seen.__cause__
     return False
+
+
+def statement_timeout_error() -> ApiError:
+    """A statement ran past the request's statement_timeout (tenancy.rls) and PostgreSQL cancelled it; the
+    request's workspace transaction was rolled back, so a retry starts clean."""
+    return ApiError(
+        503,
+        "STATEMENT_TIMEOUT",
+        f"A database statement of this request ran past its limit ({statement_timeout_ms()} ms) and was "
+        "cancelled; nothing was changed. Retry after the Retry-After delay; if it happens again, ask for "
+        "less (a smaller limit, a narrower scope or query).",
+        retryable=True,
+        headers={"Retry-After": "1"},
+    )
 
 
 class StatementTimeoutMiddleware:
