@@ -162,29 +162,11 @@ def forget_memory_sync(*, caller: SdkCaller, payload: dict[str, Any], role: str)
     return ForgetOut(id=str(memory.id), deleted=True, message="Memory forgotten.").model_dump(mode="json")
 
 
-_CONTEXT_ALIASES = {"baseline": "lexical", "hybrid_graph": "hybrid"}
-
-
 @declare(READ)
 def get_context_sync(*, caller: SdkCaller, payload: dict[str, Any], role: str) -> dict[str, Any]:
     body = _validated(ContextIn, payload)
     workspace_id, scope = _resolve(caller, body.scope, role=role)
-    strategy = _CONTEXT_ALIASES.get(body.strategy, body.strategy) if body.strategy else None
-    request = context.ContextRequest(
-        query=body.query,
-        limit=body.limit,
-        include_rules=body.includeRules,
-        mode=body.mode,
-        strategy=strategy,
-        graph_depth=body.graphDepth,
-        graph_limit=body.graphLimit,
-        half_life_days=body.halfLifeDays,
-        mmr_lambda=body.mmrLambda,
-        endpoint=CONTEXT_ENDPOINT,
-        token_budget=body.tokenBudget,
-        fact_edge_classes=tuple(body.factEdgeClasses) if body.factEdgeClasses else None,
-        fact_direction=body.factDirection,
-    )
+    request = context.context_request_from(body, endpoint=CONTEXT_ENDPOINT)
     with workspace_context(workspace_id):
         data = context.context_get(workspace_id=workspace_id, scope=scope, request=request)
     data.pop("_graph_ids", None)

@@ -41,30 +41,6 @@ def memories_search(request: HttpRequest, payload: SearchIn) -> dict[str, Any]:
     return success_envelope(request, answer)
 
 
-_CONTEXT_ALIASES = {"baseline": "lexical", "hybrid_graph": "hybrid"}
-
-
-def _context_request(payload: ContextIn, *, endpoint: str) -> context.ContextRequest:
-    strategy = _CONTEXT_ALIASES.get(payload.strategy, payload.strategy) if payload.strategy else None
-    return context.ContextRequest(
-        query=payload.query,
-        limit=payload.limit,
-        include_rules=payload.includeRules,
-        mode=payload.mode,
-        strategy=strategy,
-        graph_depth=payload.graphDepth,
-        graph_limit=payload.graphLimit,
-        half_life_days=payload.halfLifeDays,
-        mmr_lambda=payload.mmrLambda,
-        importance_weight=payload.importanceWeight,
-        include_superseded=payload.includeSuperseded,
-        endpoint=endpoint,
-        token_budget=payload.tokenBudget,
-        fact_edge_classes=tuple(payload.factEdgeClasses) if payload.factEdgeClasses else None,
-        fact_direction=payload.factDirection,
-    )
-
-
 @router.post(
     "/context/get",
     response=Envelope[ContextOut],
@@ -79,9 +55,8 @@ def context_get(request: HttpRequest, payload: ContextIn) -> HttpResponse:
     workspace_id = request_workspace_id(request, payload.scope)
     scope = memory_scope(payload.scope)
     with workspace_context(workspace_id):
-        data = context.context_get(
-            workspace_id=workspace_id, scope=scope, request=_context_request(payload, endpoint="context/get")
-        )
+        asked = context.context_request_from(payload, endpoint="context/get")
+        data = context.context_get(workspace_id=workspace_id, scope=scope, request=asked)
     data.pop("_graph_ids")
     data.pop("_tiers")
     rules: context.Rules = data.pop("_rules")
@@ -109,9 +84,8 @@ def graph_trace(request: HttpRequest, payload: TraceIn) -> HttpResponse:
     workspace_id = request_workspace_id(request, payload.scope)
     scope = memory_scope(payload.scope)
     with workspace_context(workspace_id):
-        data = context.context_get(
-            workspace_id=workspace_id, scope=scope, request=_context_request(payload, endpoint="graph/trace")
-        )
+        asked = context.context_request_from(payload, endpoint="graph/trace")
+        data = context.context_get(workspace_id=workspace_id, scope=scope, request=asked)
     graph_ids = {str(memory_id) for memory_id in data["_graph_ids"]}
     recall = [
         {

@@ -13,7 +13,7 @@ import re
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from django.conf import settings
 from django.db import transaction
@@ -26,6 +26,9 @@ from memories.scrubber import scrub_secrets
 from memories.selectors import MemoryScope
 from retrieval import graph_context, rerank, search
 from retrieval.embeddings import embed_query
+
+if TYPE_CHECKING:
+    from retrieval.schemas import ContextIn
 
 logger = logging.getLogger("cairn.context")
 
@@ -770,3 +773,26 @@ def _expand(
         for memory, columns in zip(found, cast(list[_ExpansionColumns], found), strict=True)
     ]
     return expanded, cast(_ExpansionColumns, found[0]).graph_total if found else 0
+
+
+def context_request_from(payload: ContextIn, *, endpoint: str) -> ContextRequest:
+    """The ContextRequest a context/get body asks for, whichever way it came in (SDK route, graph/trace, MCP
+    tool); `endpoint` names the way in for the retrieval metrics."""
+    strategy = search.STRATEGY_ALIASES.get(payload.strategy, payload.strategy) if payload.strategy else None
+    return ContextRequest(
+        query=payload.query,
+        limit=payload.limit,
+        include_rules=payload.includeRules,
+        mode=payload.mode,
+        strategy=strategy,
+        graph_depth=payload.graphDepth,
+        graph_limit=payload.graphLimit,
+        half_life_days=payload.halfLifeDays,
+        mmr_lambda=payload.mmrLambda,
+        importance_weight=payload.importanceWeight,
+        include_superseded=payload.includeSuperseded,
+        endpoint=endpoint,
+        token_budget=payload.tokenBudget,
+        fact_edge_classes=tuple(payload.factEdgeClasses) if payload.factEdgeClasses else None,
+        fact_direction=payload.factDirection,
+    )
