@@ -217,8 +217,10 @@ def workspace_export_records(*, workspace_id: int, include_embeddings: bool) -> 
                             "contentSha256": row["content_sha256"],
                         },
                     )
+            centroid_column = "c.centroid::text" if include_embeddings else "NULL::text"
             for row in _rows(
-                "SELECT c.id, c.name, c.summary, c.fingerprint, ARRAY(SELECT m.node_id "
+                f"SELECT c.id, c.name, c.summary, c.fingerprint, {centroid_column} AS centroid, "
+                "c.centroid_model, ARRAY(SELECT m.node_id "
                 "FROM graph_community_members m WHERE m.workspace_id = c.workspace_id "
                 "AND m.community_id = c.id ORDER BY m.node_id) AS member_node_ids "
                 "FROM graph_communities c WHERE c.workspace_id = %s ORDER BY c.id",
@@ -232,12 +234,15 @@ def workspace_export_records(*, workspace_id: int, include_embeddings: bool) -> 
                         "summary": row["summary"],
                         "memberNodeIds": row["member_node_ids"],
                         "fingerprint": row["fingerprint"],
+                        "centroid": json.loads(row["centroid"]) if row["centroid"] else None,
+                        "centroidModel": row["centroid_model"] if row["centroid"] else None,
                     },
                 )
             embedding_column = "embedding::text" if include_embeddings else "NULL::text"
             for row in _rows(
                 f"""SELECT id, node_type, node_key, label, metadata, summary, {embedding_column} AS v,
-                           embedding_model, first_seen_at, last_seen_at, mention_count, m.community_id
+                           embedding_model, first_seen_at, last_seen_at, mention_count, confidence,
+                           m.community_id
                     FROM graph_nodes n
                     LEFT JOIN graph_community_members m
                         ON m.workspace_id = n.workspace_id AND m.node_id = n.id
@@ -258,6 +263,9 @@ def workspace_export_records(*, workspace_id: int, include_embeddings: bool) -> 
                         "firstSeenAt": _iso(row["first_seen_at"]),
                         "lastSeenAt": _iso(row["last_seen_at"]),
                         "mentionCount": row["mention_count"],
+                        "confidence": None
+                        if row["confidence"] is None
+                        else _finite(row["confidence"], what="confidence", row_id=row["id"]),
                         "communityId": row["community_id"],
                     },
                 )

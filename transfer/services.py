@@ -686,16 +686,25 @@ def _import_community(cursor: Any, state: _State, record: dict[str, Any], line: 
     ):
         raise ImportFileError(line, "'memberNodeIds' must be a list of node ids.", field="memberNodeIds")
     name = _str(record, "name", line, max_len=300)
+    # The members' mean vector, with the model it was computed in: one without the other matches nothing.
+    centroid = _vector(record, "centroid", line)
+    centroid_model = _str(record, "centroidModel", line, max_len=160, optional=True)
+    if (centroid is None) != (centroid_model is None):
+        raise ImportFileError(line, "'centroid' and 'centroidModel' go together.", field="centroidModel")
     cursor.execute(
         """
-        INSERT INTO graph_communities (workspace_id, name, summary, fingerprint, created_at, updated_at)
-        VALUES (%s, %s, %s, %s, now(), now()) ON CONFLICT (workspace_id, name) DO NOTHING RETURNING id
+        INSERT INTO graph_communities (workspace_id, name, summary, fingerprint, centroid, centroid_model,
+                                       created_at, updated_at)
+        VALUES (%s, %s, %s, %s, %s::vector, %s, now(), now())
+        ON CONFLICT (workspace_id, name) DO NOTHING RETURNING id
         """,
         [
             state.workspace_id,
             name,
             _str(record, "summary", line, max_len=100_000, optional=True) or "",
             _str(record, "fingerprint", line, max_len=64),
+            centroid,
+            centroid_model,
         ],
     )
     row = cursor.fetchone()
@@ -724,12 +733,18 @@ def _import_node(cursor: Any, state: _State, record: dict[str, Any], line: int) 
         )
     metadata = record.get("metadata")  # any JSON value, as the producers store it (checked by _parse)
     mention_count = _int(record, "mentionCount", line, optional=True, minimum=0) or 0
+    # An entity's confidence (None on the memory graph's nodes, and in files written before it was exported).
+    confidence = (
+        None
+        if record.get("confidence") is None
+        else _number(record, "confidence", line, default=1.0, low=0.0, high=1.0)
+    )
     cursor.execute(
         """
         INSERT INTO graph_nodes (workspace_id, node_type, node_key, label, metadata, summary, embedding,
-                                 embedding_model, first_seen_at, last_seen_at, mention_count, created_at,
-                                 updated_at)
-        VALUES (%s, %s, %s, %s, %s::jsonb, %s, %s::vector, %s, %s, %s, %s, now(), now())
+                                 embedding_model, first_seen_at, last_seen_at, mention_count, confidence,
+                                 created_at, updated_at)
+        VALUES (%s, %s, %s, %s, %s::jsonb, %s, %s::vector, %s, %s, %s, %s, %s, now(), now())
         ON CONFLICT (workspace_id, node_type, node_key) DO NOTHING RETURNING id
         """,
         [
@@ -744,6 +759,7 @@ def _import_node(cursor: Any, state: _State, record: dict[str, Any], line: int) 
             _time(record, "firstSeenAt", line),
             _time(record, "lastSeenAt", line),
             mention_count,
+            confidence,
         ],
     )
     row = cursor.fetchone()

@@ -15,7 +15,7 @@ from pipeline.models import BackgroundJob
 from tenancy.rls import workspace_context
 from tests.conftest import SdkClient
 from tests.memories.helpers import ACME_SCOPE
-from tests.transfer.helpers import export_lines, import_report, job_status, run_queued_jobs
+from tests.transfer.helpers import export_lines, import_job, import_report, job_status, run_queued_jobs
 from transfer import jobs
 
 TENANT = {"tenantId": "copy"}
@@ -192,3 +192,67 @@ def test_it_fails_an_export_job_whose_workspace_cannot_be_read_without_leaving_a
     assert status["status"] == "failed" and status["error"]["code"] == "JOB_FAILED"
     assert status["error"]["message"] is None
     assert not jobs.export_path(workspace_id=workspace_id, job_id=job.id).exists()
+
+
+def _entity_confidence_and_centroid(workspace_id: int) -> tuple[Any, ...]:
+    with workspace_context(workspace_id), connections["app"].cursor() as cursor:
+        cursor.execute(
+            "SELECT confidence FROM graph_nodes WHERE workspace_id = %s AND node_key = 'postgres'",
+            [workspace_id],
+        )
+        (confidence,) = cursor.fetchone()
+        cursor.execute(
+            "SELECT centroid::text, centroid_model FROM graph_communities WHERE workspace_id = %s",
+            [workspace_id],
+        )
+        return (confidence, *cursor.fetchone())
+
+
+def test_it_carries_entity_confidence_and_community_centroids(personas):
+    api = personas.alice_api
+    api.add("Ada runs Postgres")
+    source = personas.alice.personal_workspace.id
+    _add_graph_metadata(source)
+    with workspace_context(source), connections["app"].cursor() as cursor:
+        cursor.execute(
+            "UPDATE graph_nodes SET confidence = 0.42 WHERE workspace_id = %s AND node_key = 'postgres'",
+            [source],
+        )
+        cursor.execute(
+            "INSERT INTO graph_communities (workspace_id, name, summary, fingerprint, centroid, "
+            "centroid_model, created_at, updated_at) VALUES (%s, 'databases', 'Who runs what.', 'f1', "
+            "'[0.6,0.8]', 'local/test', now(), now())",
+            [source],
+        )
+    lines = export_lines(api, includeEmbeddings=True)
+    (community,) = [line for line in lines if line["kind"] == "community"]
+    assert (community["centroid"], community["centroidModel"]) == ([0.6, 0.8], "local/test")
+    target = import_report(api, lines, query="?tenantId=copy")["workspaceId"]
+    assert _entity_confidence_and_centroid(target) == (0.42, "[0.6,0.8]", "local/test")
+    # Without embeddings the centroid stays home (as vectors do); the confidence travels.
+    plain = [line for line in export_lines(api) if line["kind"] in ("community", "node")]
+    assert all(line.get("centroid") is None for line in plain if line["kind"] == "community")
+    assert {line["confidence"] for line in plain if line.get("nodeKey") == "postgres"} == {0.42}
+
+
+def test_it_refuses_a_community_centroid_without_its_model(personas):
+    api = personas.alice_api
+    api.add("Ada runs Postgres")
+    _add_graph_metadata(personas.alice.personal_workspace.id)
+    lines = export_lines(api, includeEmbeddings=True)
+    lines.insert(
+        1,
+        {
+            "kind": "community",
+            "id": 999,
+            "name": "x",
+            "summary": "",
+            "fingerprint": "f",
+            "memberNodeIds": [],
+            "centroid": [1.0, 0.0],
+        },
+    )
+    job = import_job(api, lines, query="?tenantId=copy")
+    assert job["status"] == "failed"
+    error = job["error"]
+    assert error["code"] == "IMPORT_FILE_INVALID" and error["details"]["field"] == "centroidModel"
