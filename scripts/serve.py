@@ -22,23 +22,15 @@ sys.path.insert(0, str(ROOT))
 
 # prctl option: the signal a process receives when its parent dies (Linux).
 PR_SET_PDEATHSIG = 1
-
-
-def _worker_process_setup() -> None:
-    """Run in the worker cluster's process before it starts: a process group of its own, so a signal sent
-    to ours (Ctrl-C in a terminal, a supervisor's SIGTERM to the whole group) reaches only this runner, which
-    then stops the cluster the way django-q2 stops cleanly, by SIGTERM to its main process. The same SIGTERM
-    sent to every process of the cluster at once kills its sentinel mid-shutdown and leaves the main process
-    waiting until it is killed."""
-    os.setpgid(0, 0)
-    _stopped_with_us()
+# Loaded here, in the runner: a child between fork and exec should do as little as it can.
+_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" else None
 
 
 def _stopped_with_us() -> None:
-    """Linux: SIGTERM to this child should the runner die without stopping it (kill -9), not an orphan that
-    keeps the port or the job queue."""
-    if sys.platform == "linux":
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    """Run in each child between fork and exec (Linux): SIGTERM to it should the runner die without stopping
+    it (kill -9), rather than an orphan that keeps the port or the job queue."""
+    if _LIBC is not None:
+        _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def main() -> int:
@@ -68,7 +60,13 @@ def main() -> int:
     }
     children = {
         "web": subprocess.Popen(commands["web"], cwd=ROOT, preexec_fn=_stopped_with_us),
-        "worker": subprocess.Popen(commands["worker"], cwd=ROOT, preexec_fn=_worker_process_setup),
+        # The worker cluster in a process group of its own, so a signal sent to ours (Ctrl-C in a terminal, a
+        # supervisor's SIGTERM to the whole group) reaches only this runner, which then stops the cluster the
+        # way django-q2 stops cleanly: SIGTERM to its main process. The same SIGTERM sent to every process of
+        # the cluster at once kills its sentinel mid-shutdown and leaves the main process waiting for a kill.
+        "worker": subprocess.Popen(
+            commands["worker"], cwd=ROOT, process_group=0, preexec_fn=_stopped_with_us
+        ),
     }
     threads = os.environ.get("WEB_THREADS", "8")
     print(
