@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml sdk/python/pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: run test install migrate demo lint bench clean-db fuzz load
+.PHONY: run test install migrate demo lint bench clean-db fuzz load citus citus-stop test-citus
 
 $(STAMP): pyproject.toml sdk/python/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -50,3 +50,23 @@ load: install
 
 clean-db:
 	rm -rf var/pgdata
+
+# --- Citus: the scale-out path, on a local cluster (docs/operations.md, "Citus") ---------------------------------
+# Citus is built once from its source tarball into var/citus (a copy of the embedded PostgreSQL tree, never the
+# virtualenv's own); a coordinator and CITUS_WORKERS workers then run on loopback ports under var/citus/nodes.
+CITUS_TARBALL ?= $(CURDIR)/../shared/vendor/citus-14.0.1.tar.gz
+CITUS_WORKERS ?= 2
+
+citus: install
+	scripts/citus_build.sh "$(CITUS_TARBALL)" $(PY)
+	$(PY) scripts/citus_cluster.py start --workers $(CITUS_WORKERS)
+
+citus-stop:
+	@if [ -f var/citus/cluster.json ]; then $(PY) scripts/citus_cluster.py stop; fi
+
+# The suite's Citus subset against the cluster (started if it is not running): the test database is made on
+# every node and distributed by the migrations; tests/citus_subset.txt says what runs and why the rest does not.
+test-citus: citus
+	eval "$$($(PY) scripts/citus_cluster.py env)" && export DATABASE_URL DATABASE_APP_URL \
+	  CAIRN_CITUS_CLUSTER=$(CURDIR)/var/citus/cluster.json && \
+	  $(PY) -m pytest --create-db $$(grep -v '^#' tests/citus_subset.txt | grep .) $(CITUS_PYTEST_ARGS)

