@@ -67,6 +67,9 @@ citus-stop:
 # The suite's Citus subset against the cluster (started if it is not running): the test database is made on
 # every node and distributed by the migrations; tests/citus_subset.txt says what runs and why the rest does not.
 test-citus: citus
-	eval "$$($(PY) scripts/citus_cluster.py env)" && export DATABASE_URL DATABASE_APP_URL \
+	@eval "$$($(PY) scripts/citus_cluster.py env)" && export DATABASE_URL DATABASE_APP_URL \
 	  CAIRN_CITUS_CLUSTER=$(CURDIR)/var/citus/cluster.json && \
-	  $(PY) -m pytest --create-db $$(grep -v '^#' tests/citus_subset.txt | grep .) $(CITUS_PYTEST_ARGS)
+	  DEBUG=1 $(PY) manage.py migrate --noinput -v 0 && \
+	  $(PY) scripts/citus_cluster.py summary && \
+	  $(PY) scripts/citus_cluster.py drop-database test_cairn && \
+	  $(PY) -m pytest $$(grep -v '^#' tests/citus_subset.txt | grep .) $(CITUS_PYTEST_ARGS)

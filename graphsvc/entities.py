@@ -323,11 +323,11 @@ def entity_resolve(
                                      created_at, updated_at)
             VALUES (%s, %s, %s, %s, %s, %s::vector, %s, now(), now(), 1, %s, now(), now())
             ON CONFLICT (workspace_id, node_type, node_key) DO UPDATE
-                SET label = EXCLUDED.label, last_seen_at = now(),
+                SET label = EXCLUDED.label, last_seen_at = EXCLUDED.last_seen_at,
                     mention_count = graph_nodes.mention_count + 1,
                     confidence = coalesce(graph_nodes.confidence, %s)
                         + (1 - coalesce(graph_nodes.confidence, %s)) * %s,
-                    updated_at = now()
+                    updated_at = EXCLUDED.updated_at
             RETURNING id
             """,
             [

@@ -166,7 +166,7 @@ _UPSERT_MEMORY_NODE = """
 INSERT INTO graph_nodes (workspace_id, node_type, node_key, label, metadata, created_at, updated_at)
 VALUES (%s, 'memory', %s, %s, %s::jsonb, now(), now())
 ON CONFLICT (workspace_id, node_type, node_key) DO UPDATE
-    SET label = EXCLUDED.label, metadata = EXCLUDED.metadata, updated_at = now()
+    SET label = EXCLUDED.label, metadata = EXCLUDED.metadata, updated_at = EXCLUDED.updated_at
 RETURNING id
 """
 
@@ -227,7 +227,8 @@ def mapping_insert_fresh(*, memory: MemorySnapshot) -> FreshMappingOutcome:
     unique = list({(n[0], n[1]): n for n in graph.nodes}.values())
     with connections["app"].cursor() as cursor:
         cursor.execute(
-            "SELECT node_count, error FROM graph_mapping_insert_fresh(%s, %s, %s::text[], %s::text[], "
+            # A bare call (no FROM): on Citus that is what is delegated whole to the workspace's shard.
+            "SELECT graph_mapping_insert_fresh(%s::bigint, %s, %s::text[], %s::text[], "
             "%s::text[], %s::jsonb[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], "
             "%s::text[], %s::text[], %s::text[], %s::timestamptz)",
             [
@@ -248,7 +249,9 @@ def mapping_insert_fresh(*, memory: MemorySnapshot) -> FreshMappingOutcome:
                 memory.expires_at if memory.layer == "working" else None,
             ],
         )
-        node_count, error = cursor.fetchone()
+        # The record comes back as its fields' text.
+        node_text, error = cursor.fetchone()[0]
+    node_count = int(node_text) if node_text is not None else None
     return FreshMappingOutcome(complete=error is None and node_count == len(unique), error=error)
 
 
@@ -293,7 +296,7 @@ def mapping_sync(*, memory: MemorySnapshot) -> None:
                 FROM unnest(%s::text[], %s::bigint[], %s::bigint[], %s::text[])
                     AS e(key, from_id, to_id, edge_type)
                 ON CONFLICT (workspace_id, edge_key) WHERE expired_at IS NULL DO UPDATE
-                    SET expires_at = EXCLUDED.expires_at, updated_at = now(), last_observed_at = now()
+                    SET expires_at = EXCLUDED.expires_at, updated_at = EXCLUDED.updated_at, last_observed_at = EXCLUDED.last_observed_at
                 """,
                 [
                     workspace_id,

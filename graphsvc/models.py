@@ -6,10 +6,10 @@ from django.db import models
 from django.db.models import Q
 from pgvector.django import VectorField
 
-from tenancy.models import Workspace
+from tenancy.models import Workspace, WorkspaceRow
 
 
-class GraphNode(models.Model):
+class GraphNode(WorkspaceRow):
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, db_index=False, related_name="+")
     node_type = models.CharField(max_length=32)
     node_key = models.CharField(max_length=600)
@@ -51,7 +51,7 @@ class GraphNode(models.Model):
         return f"{self.node_type}:{self.node_key}"
 
 
-class GraphEdge(models.Model):
+class GraphEdge(WorkspaceRow):
     class EdgeClass(models.TextChoices):
         SEMANTIC = "semantic"
         TEMPORAL = "temporal"
@@ -71,8 +71,14 @@ class GraphEdge(models.Model):
     # Deterministic edges are per evidence memory (`m:<memory>:<type>:<from>:<to>`), relationship edges one
     # per directed pair and type (`r:<type>:<from>:<to>`); unique among edges that are not invalidated.
     edge_key = models.CharField(max_length=200)
-    from_node = models.ForeignKey(GraphNode, on_delete=models.CASCADE, related_name="+", db_index=False)
-    to_node = models.ForeignKey(GraphNode, on_delete=models.CASCADE, related_name="+", db_index=False)
+    # The database's foreign keys to graph_nodes, and superseded_by's, are (workspace_id, x) -> (workspace_id, id)
+    # (tenancy.citus_sql).
+    from_node = models.ForeignKey(
+        GraphNode, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
+    )
+    to_node = models.ForeignKey(
+        GraphNode, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
+    )
     # For entity facts this is the relation (a lowercased verb phrase).
     edge_type = models.CharField(max_length=128)
     edge_class = models.CharField(max_length=16, choices=EdgeClass.choices, default=EdgeClass.SEMANTIC)
@@ -93,8 +99,16 @@ class GraphEdge(models.Model):
     retrieval_count = models.IntegerField(default=0)
     last_retrieved_at = models.DateTimeField(null=True, blank=True)
     # The fact that replaced this one (bi-temporal invalidation) and what the LLM said about the edge.
+    # In the database a trigger clears the reference when the replacing edge is deleted (ON DELETE SET NULL
+    # would null workspace_id too, part of the composite key).
     superseded_by = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        db_index=False,
+        db_constraint=False,
     )
     metadata = models.JSONField(null=True, blank=True)
 
@@ -119,7 +133,7 @@ class GraphEdge(models.Model):
         ]
 
 
-class GraphFactEvidence(models.Model):
+class GraphFactEvidence(WorkspaceRow):
     """One memory that supports an entity fact. A fact lives while it has evidence: forgetting a memory
     removes its support only, and the fact ends when none is left. The memory's end user is kept here so a
     caller sees a fact only when at least one of its memories is theirs or shared."""
@@ -145,7 +159,7 @@ class GraphFactEvidence(models.Model):
         indexes = [models.Index(fields=["workspace", "memory_id"], name="graph_fact_evidence_memory")]
 
 
-class MemoryNodeLink(models.Model):
+class MemoryNodeLink(WorkspaceRow):
     class Role(models.TextChoices):
         SELF = "self"
         TYPE = "type"
@@ -157,7 +171,9 @@ class MemoryNodeLink(models.Model):
 
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, db_index=False, related_name="+")
     memory_id = models.UUIDField()
-    node = models.ForeignKey(GraphNode, on_delete=models.CASCADE, related_name="+", db_index=False)
+    node = models.ForeignKey(
+        GraphNode, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
+    )
     role = models.CharField(max_length=16, choices=Role.choices)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -175,11 +191,13 @@ class MemoryNodeLink(models.Model):
 ENTITY_TYPES = ("person", "tool", "concept", "project", "language", "file", "config", "organization", "event")
 
 
-class GraphEntityAlias(models.Model):
+class GraphEntityAlias(WorkspaceRow):
     """A surface form (normalised) that resolves to an entity node."""
 
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, db_index=False, related_name="+")
-    node = models.ForeignKey(GraphNode, on_delete=models.CASCADE, related_name="aliases", db_index=False)
+    node = models.ForeignKey(
+        GraphNode, on_delete=models.CASCADE, related_name="aliases", db_index=False, db_constraint=False
+    )
     alias = models.CharField(max_length=600)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -191,7 +209,7 @@ class GraphEntityAlias(models.Model):
         indexes = [models.Index(fields=["workspace", "node"], name="graph_entity_aliases_node")]
 
 
-class GraphEntityTerm(models.Model):
+class GraphEntityTerm(WorkspaceRow):
     """A word of an entity's name, alias (weight 1) or summary (weight 2), kept by database triggers
     (migration 0007). Seed search looks words up here by b-tree equality and prefix range: under row-level
     security only leakproof operators reach an index, and text comparison is leakproof where `@@` and trigram
@@ -212,7 +230,7 @@ class GraphEntityTerm(models.Model):
         indexes = [models.Index(fields=["workspace", "node"], name="graph_entity_terms_node")]
 
 
-class GraphCommunity(models.Model):
+class GraphCommunity(WorkspaceRow):
     """A group of entities found by label propagation; the fingerprint tells whether membership changed."""
 
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, db_index=False, related_name="+")
@@ -237,7 +255,7 @@ class GraphCommunity(models.Model):
         ]
 
 
-class GraphCommunityMember(models.Model):
+class GraphCommunityMember(WorkspaceRow):
     """Which community an entity is in (at most one). A narrow table of its own: a community run that regroups
     every entity writes 100k three-integer rows here instead of updating 100k wide graph_nodes rows (each
     update rewrote the row and added entries to all of graph_nodes' indexes, two of them GIN).
@@ -263,7 +281,7 @@ class GraphCommunityMember(models.Model):
         indexes = [models.Index(fields=["community"], name="graph_community_members_cid")]
 
 
-class GraphEntityMerge(models.Model):
+class GraphEntityMerge(WorkspaceRow):
     """One merge or split of entities, kept as history and as what undoing a merge needs.
 
     merge: `merged_id` (gone) was folded into `survivor_id`; `snapshot` holds the merged entity's row, its
@@ -292,7 +310,7 @@ class GraphEntityMerge(models.Model):
         ]
 
 
-class GraphSettings(models.Model):
+class GraphSettings(WorkspaceRow):
     """Per-workspace graph settings (one row, created on first write; absent = defaults)."""
 
     workspace = models.OneToOneField(Workspace, on_delete=models.CASCADE, primary_key=True, related_name="+")
@@ -316,7 +334,7 @@ class GraphSettings(models.Model):
         db_table = "graph_settings"
 
 
-class LlmUsage(models.Model):
+class LlmUsage(WorkspaceRow):
     """One row per LLM call: what it cost and whether it worked, per workspace, memory and job."""
 
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, db_index=False, related_name="+")

@@ -323,7 +323,7 @@ def relationship_edges_replace(
                 """
                 INSERT INTO graph_nodes (workspace_id, node_type, node_key, label, created_at, updated_at)
                 SELECT %s, 'condition', key, key, now(), now() FROM unnest(%s::text[]) AS k(key)
-                ON CONFLICT (workspace_id, node_type, node_key) DO UPDATE SET updated_at = now()
+                ON CONFLICT (workspace_id, node_type, node_key) DO UPDATE SET updated_at = EXCLUDED.updated_at
                 RETURNING node_key, id
                 """,
                 [workspace_id, condition_keys],
@@ -374,8 +374,8 @@ def relationship_edges_replace(
                 ON CONFLICT (workspace_id, edge_key) WHERE expired_at IS NULL DO UPDATE
                     SET confidence = EXCLUDED.confidence, evidence_memory_id = EXCLUDED.evidence_memory_id,
                         evidence_text = EXCLUDED.evidence_text, origin = EXCLUDED.origin,
-                        metadata = EXCLUDED.metadata, expires_at = EXCLUDED.expires_at, updated_at = now(),
-                        last_observed_at = now()
+                        metadata = EXCLUDED.metadata, expires_at = EXCLUDED.expires_at, updated_at = EXCLUDED.updated_at,
+                        last_observed_at = EXCLUDED.last_observed_at
                 """,
                 [
                     workspace_id,

@@ -66,7 +66,7 @@ def supersedes_edges_add(*, workspace_id: int, pairs: list[tuple[uuid.UUID, uuid
                    'consolidation', now(), now(), now(), 0
             FROM unnest(%s::bigint[], %s::bigint[], %s::uuid[]) AS e(f, t, w)
             ON CONFLICT (workspace_id, edge_key) WHERE expired_at IS NULL DO UPDATE
-                SET last_observed_at = now()
+                SET last_observed_at = EXCLUDED.last_observed_at
             """,
             [workspace_id, [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]],
         )

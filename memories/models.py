@@ -10,10 +10,10 @@ from django.db import models
 from django.db.models import Q
 from pgvector.django import VectorField
 
-from tenancy.models import Workspace
+from tenancy.models import Workspace, WorkspaceRow
 
 
-class Memory(models.Model):
+class Memory(WorkspaceRow):
     class Type(models.TextChoices):
         RULE = "rule"
         DECISION = "decision"
@@ -79,7 +79,7 @@ class Memory(models.Model):
         ]
 
 
-class IdempotencyRecord(models.Model):
+class IdempotencyRecord(WorkspaceRow):
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, db_index=False, related_name="+")
     user_id = models.BigIntegerField()
     key = models.CharField(max_length=255)
@@ -96,12 +96,15 @@ class IdempotencyRecord(models.Model):
         ]
 
 
-class MemoryEmbedding(models.Model):
+class MemoryEmbedding(WorkspaceRow):
     """One vector per (memory, model), with the scope columns copied so vector search filters inside the
     index."""
 
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, db_index=False, related_name="+")
-    memory = models.ForeignKey(Memory, on_delete=models.CASCADE, db_index=False, related_name="embeddings")
+    # The database's foreign key is (workspace_id, memory_id) -> memories (tenancy.citus_sql).
+    memory = models.ForeignKey(
+        Memory, on_delete=models.CASCADE, db_index=False, db_constraint=False, related_name="embeddings"
+    )
     model = models.CharField(max_length=160)
     dimension = models.IntegerField()
     embedding = VectorField()
@@ -115,18 +118,22 @@ class MemoryEmbedding(models.Model):
 
     class Meta:
         db_table = "memory_embeddings"
-        constraints = [models.UniqueConstraint(fields=["memory", "model"], name="memory_embeddings_unique")]
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "memory", "model"], name="memory_embeddings_unique")
+        ]
         indexes = [
             models.Index(fields=["workspace", "model", "dimension"], name="memory_embeddings_ws_model")
         ]
 
 
-class PipelineJob(models.Model):
+class PipelineJob(WorkspaceRow):
     """Status of one pipeline step for one memory; what `pipeline` in the memory JSON and graph/status
     show."""
 
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, db_index=False, related_name="+")
-    memory = models.ForeignKey(Memory, on_delete=models.CASCADE, db_index=False, related_name="jobs")
+    memory = models.ForeignKey(
+        Memory, on_delete=models.CASCADE, db_index=False, db_constraint=False, related_name="jobs"
+    )
     kind = models.CharField(max_length=16)
     status = models.CharField(max_length=16)
     attempts = models.IntegerField(default=0)
@@ -142,13 +149,15 @@ class PipelineJob(models.Model):
 
     class Meta:
         db_table = "pipeline_jobs"
-        constraints = [models.UniqueConstraint(fields=["memory", "kind"], name="pipeline_jobs_unique")]
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "memory", "kind"], name="pipeline_jobs_unique")
+        ]
         indexes = [
             models.Index(fields=["workspace", "status", "run_after"], name="pipeline_jobs_ws_status"),
         ]
 
 
-class PipelineError(models.Model):
+class PipelineError(WorkspaceRow):
     """Failures worth showing in graph/status recentErrors (mapping failures never reach a job row)."""
 
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, db_index=False, related_name="+")
@@ -163,7 +172,7 @@ class PipelineError(models.Model):
         indexes = [models.Index(fields=["workspace", "-created_at"], name="pipeline_errors_recent")]
 
 
-class MemorySettings(models.Model):
+class MemorySettings(WorkspaceRow):
     """Per-workspace memory hygiene settings; a missing row means the defaults in config.settings."""
 
     workspace = models.OneToOneField(Workspace, on_delete=models.CASCADE, related_name="+")
@@ -182,7 +191,7 @@ class MemorySettings(models.Model):
         db_table = "memory_settings"
 
 
-class AdmissionCount(models.Model):
+class AdmissionCount(WorkspaceRow):
     """How many memories/add calls admission control admitted or rejected, per reason: one counter row
     each."""
 
@@ -201,7 +210,7 @@ class AdmissionCount(models.Model):
         ]
 
 
-class ConsolidationRun(models.Model):
+class ConsolidationRun(WorkspaceRow):
     """One memories/consolidate run (not dry runs) with its counts."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)

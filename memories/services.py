@@ -388,7 +388,7 @@ def admission_count_record(*, workspace_id: int, admitted: bool, reason: str) ->
             INSERT INTO admission_counts (workspace_id, admitted, reason, count, last_at)
             VALUES (%s, %s, %s, 1, now())
             ON CONFLICT (workspace_id, admitted, reason) DO UPDATE
-                SET count = admission_counts.count + 1, last_at = now()
+                SET count = admission_counts.count + 1, last_at = EXCLUDED.last_at
             """,
             [workspace_id, admitted, reason],
         )

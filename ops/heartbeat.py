@@ -26,7 +26,7 @@ def heartbeat_beat(*, started_at: datetime, worker: str | None = None) -> None:
             """
             INSERT INTO ops_worker_heartbeats (worker, cluster, started_at, seen_at)
             VALUES (%s, %s, %s, now())
-            ON CONFLICT (worker) DO UPDATE SET seen_at = now()
+            ON CONFLICT (worker) DO UPDATE SET seen_at = EXCLUDED.seen_at
             """,
             [worker or worker_name(), settings.Q_CLUSTER["name"], started_at],
         )

@@ -66,7 +66,7 @@ def counters_add(*, rows: Iterable[tuple[str, dict[str, str], float]]) -> None:
             INSERT INTO ops_metric_counters (name, labels, value, updated_at)
             VALUES (%s, %s::jsonb, %s, now())
             ON CONFLICT (name, labels) DO UPDATE
-                SET value = ops_metric_counters.value + EXCLUDED.value, updated_at = now()
+                SET value = ops_metric_counters.value + EXCLUDED.value, updated_at = EXCLUDED.updated_at
             """,
             encoded,
         )

@@ -113,9 +113,9 @@ def jobs_enqueue(
             created_at, updated_at)
         SELECT %(ws)s, memory_id, %(kind)s, 'queued', 0, %(model)s, now(), now(), now()
         FROM unnest(%(memories)s::uuid[]) AS m(memory_id)
-        ON CONFLICT (memory_id, kind) DO UPDATE
-            SET status = 'queued', attempts = 0, model = EXCLUDED.model, run_after = now(),
-                claim_token = NULL, updated_at = now(), finished_at = NULL
+        ON CONFLICT (workspace_id, memory_id, kind) DO UPDATE
+            SET status = 'queued', attempts = 0, model = EXCLUDED.model, run_after = EXCLUDED.run_after,
+                claim_token = NULL, updated_at = EXCLUDED.updated_at, finished_at = NULL
         RETURNING id, memory_id
     """
     params: dict[str, Any] = {"ws": workspace_id, "kind": kind, "model": model, "memories": memory_ids}

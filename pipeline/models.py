@@ -7,10 +7,10 @@ import uuid
 
 from django.db import models
 
-from tenancy.models import Workspace
+from tenancy.models import Workspace, WorkspaceRow
 
 
-class BackgroundJob(models.Model):
+class BackgroundJob(WorkspaceRow):
     class Status(models.TextChoices):
         QUEUED = "queued"
         RUNNING = "running"

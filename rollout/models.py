@@ -7,10 +7,10 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from tenancy.models import Workspace
+from tenancy.models import Workspace, WorkspaceRow
 
 
-class RolloutConfig(models.Model):
+class RolloutConfig(WorkspaceRow):
     """One row per workspace, written on the first change; a workspace without one is in
     ROLLOUT_DEFAULT_MODE."""
 
@@ -31,7 +31,7 @@ class RolloutConfig(models.Model):
         db_table = "rollout_configs"
 
 
-class RetrievalPolicy(models.Model):
+class RetrievalPolicy(WorkspaceRow):
     """The default retrieval strategy of context/get when the caller names none, and its autopilot's
     memory."""
 
@@ -55,7 +55,7 @@ class RetrievalPolicy(models.Model):
         db_table = "retrieval_policies"
 
 
-class RetrievalMetric(models.Model):
+class RetrievalMetric(WorkspaceRow):
     """One row per context/get or graph/trace call; kept ROLLOUT_METRICS_RETENTION_DAYS (purged hourly)."""
 
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, db_index=False, related_name="+")

@@ -46,4 +46,4 @@ tar -xzf "$TARBALL" -C "$ROOT/src" --strip-components=1
 )
 rm -rf "$ROOT/src"
 touch "$STAMP"
-echo "citus: built $(basename "$TARBALL") into $PGCOPY"
+echo "built $(basename "$TARBALL") into $PGCOPY"

@@ -6,6 +6,8 @@ var/citus/nodes. Citus itself is built by scripts/citus_build.sh into var/citus/
     citus_cluster.py stop                  stop every node
     citus_cluster.py add-worker            init, start and register one more worker (the rebalance bench)
     citus_cluster.py env                   print the two URLs (for `eval`)
+    citus_cluster.py drop-database NAME    drop a database on every node (a test database, before a fresh run)
+    citus_cluster.py summary               one line: distributed and reference tables of the app database, workers
 
 The nodes trust loopback connections: a test cluster on one machine, never a deployment.
 """
@@ -46,6 +48,12 @@ wal_level = logical
 shared_buffers = 128MB
 citus.node_conninfo = 'sslmode=disable'
 citus.max_cached_conns_per_worker = 2
+# Fewer shards than Citus's 32: each test database distributes 24 tables, and a test cluster on one machine gains
+# nothing from more shards per worker than it has cores.
+citus.shard_count = 8
+# The workspace tables keep their triggers (search postings, entity terms, community members), which filter by
+# workspace_id and so stay on the shard they fire on.
+citus.enable_unsafe_triggers = on
 # A throwaway cluster on one machine: durability costs time and buys nothing here.
 fsync = off
 synchronous_commit = off
@@ -178,9 +186,36 @@ def add_worker() -> citus.Node:
     return added
 
 
+def _superuser(node: citus.Node, dbname: str):  # type: ignore[no-untyped-def]
+    import psycopg
+
+    return psycopg.connect(
+        host=node.host, port=node.port, user=citus.SUPERUSER, dbname=dbname, autocommit=True
+    )
+
+
+def summary(cluster: citus.Cluster, *, dbname: str) -> str:
+    import psycopg
+
+    coordinator = cluster.coordinator
+    with psycopg.connect(
+        host=coordinator.host, port=coordinator.port, user=citus.SUPERUSER, dbname=dbname, autocommit=True
+    ) as conn:
+        row = conn.execute(
+            "SELECT count(*) FILTER (WHERE partmethod = 'h'), count(*) FILTER (WHERE partmethod = 'n' "
+            "AND repmodel = 't'), (SELECT count(*) FROM citus_get_active_worker_nodes()) FROM pg_dist_partition"
+        ).fetchone()
+    assert row is not None
+    return f"citus: {row[0]} distributed tables, {row[1]} reference tables, {row[2]} workers"
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["start", "stop", "add-worker", "env"])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("command", choices=["start", "stop", "add-worker", "env", "summary", "drop-database"])
+    parser.add_argument("name", nargs="?")
+    parser.add_argument("--database", default=DATABASE_NAME)
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
     if args.command == "stop":
@@ -189,13 +224,25 @@ def main() -> None:
         return
     if args.command == "add-worker":
         node = add_worker()
-        print(f"citus: worker {node.name} on {node.host}:{node.port} registered")
+        print(f"worker {node.name} on {node.host}:{node.port} registered")
+        return
+    if args.command == "drop-database":
+        if not args.name or args.name == DATABASE_NAME:
+            sys.exit("citus: name a test database to drop (never the app database)")
+        cluster = citus.cluster_load(CITUS_DIR / "cluster.json")
+        # Citus's maintenance daemon holds a connection to every database with the extension.
+        with _superuser(cluster.coordinator, "postgres") as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{args.name}" WITH (FORCE)')
+        citus.database_drop_on_workers(cluster, dbname=args.name)
+        return
+    if args.command == "summary":
+        print(summary(citus.cluster_load(CITUS_DIR / "cluster.json"), dbname=args.database))
         return
     if args.command == "start":
         started = time.monotonic()
         cluster = start(args.workers)
         print(
-            f"citus: coordinator on {cluster.coordinator.port}, workers on "
+            f"coordinator on {cluster.coordinator.port}, workers on "
             f"{', '.join(str(w.port) for w in cluster.workers)} ({time.monotonic() - started:.1f} s)",
             file=sys.stderr,
         )

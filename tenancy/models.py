@@ -13,6 +13,25 @@ from django.db import models
 from django.db.models import Q
 
 
+class WorkspaceRow(models.Model):
+    """Base of the models of workspace tables: an ORM save of an existing row updates it by (id, workspace_id)
+    and never writes workspace_id. A row never changes workspace; on Citus, where the tables are distributed
+    by workspace_id, the update then goes to the row's one shard (by id alone it would visit every shard), and
+    setting the distribution column, even to its own value, is refused."""
+
+    class Meta:
+        abstract = True
+
+    def _do_update(  # type: ignore[no-untyped-def]
+        self, base_qs, using, pk_val, values, update_fields, forced_update
+    ):
+        workspace_id = getattr(self, "workspace_id", None)
+        if workspace_id is not None and not self._meta.get_field("workspace").primary_key:
+            base_qs = base_qs.filter(workspace_id=workspace_id)
+            values = [value for value in values if value[0].attname != "workspace_id"]
+        return super()._do_update(base_qs, using, pk_val, values, update_fields, forced_update)
+
+
 class Workspace(models.Model):
     class Kind(models.TextChoices):
         PERSONAL = "personal"

@@ -25,14 +25,12 @@ _sdk_call_role: ContextVar[str | None] = ContextVar("cairn_sdk_call_role", defau
 QUERY_CANCELED = "57014"
 
 
-_SET = "SELECT '', set_config('app.workspace_id', %s, true), set_config('statement_timeout', %s, true)"
-# Inside an outer transaction the limit in force is read in the same statement, to be put back on the way out
-# (a materialized CTE is read before the select list that changes it): nesting costs no round trip either.
-_SET_NESTED = (
-    "WITH previous AS MATERIALIZED (SELECT current_setting('statement_timeout') AS value) "
-    "SELECT previous.value, set_config('app.workspace_id', %s, true), "
-    "set_config('statement_timeout', %s, true) FROM previous"
-)
+# SET LOCAL, not set_config(..., true): the same transaction-local settings, but on Citus only a SET reaches the
+# workers (the runtime role has citus.propagate_set_commands = 'local'), and without the workspace there the
+# policies on every shard let nothing through. A SET takes no bind parameter: both values are integers made here.
+_SET = "SET LOCAL app.workspace_id = {workspace}; SET LOCAL statement_timeout = {timeout}"
+# Inside an outer transaction the limit in force is read in the same round trip, to be put back on the way out.
+_SET_NESTED = "SELECT current_setting('statement_timeout'); " + _SET
 
 
 @contextmanager
@@ -40,8 +38,8 @@ def workspace_context(workspace_id: int) -> Iterator[None]:
     """Open a transaction on the runtime connection in which RLS lets through `workspace_id` and nothing else,
     and in which no statement runs longer than `statement_timeout_ms()`.
 
-    set_config(..., true) is local to the transaction, so a pooled connection never carries either setting
-    into the next request; both are set in the one statement that was there for the workspace alone. Nesting
+    SET LOCAL is local to the transaction, so a pooled connection never carries either setting into the next
+    request; both are set in the one round trip that was there for the workspace alone. Nesting
     is allowed for the same workspace only: a savepoint would not undo a switch on release.
     """
     current = _current_workspace.get()
@@ -56,20 +54,18 @@ def workspace_context(workspace_id: int) -> Iterator[None]:
     try:
         with transaction.atomic(using="app"):
             if current is None:
+                values = {"workspace": int(workspace_id), "timeout": int(statement_timeout_ms())}
                 with connection.cursor() as cursor:
-                    cursor.execute(
-                        _SET_NESTED if outer_transaction else _SET,
-                        [str(workspace_id), str(statement_timeout_ms())],
-                    )
-                    previous_timeout = cursor.fetchone()[0]
+                    if outer_transaction:
+                        cursor.execute(_SET_NESTED.format(**values))
+                        previous_timeout = cursor.fetchone()[0]
+                    else:
+                        cursor.execute(_SET.format(**values))
             yield
         if outer_transaction:
             with connection.cursor() as cursor:
-                cursor.execute(
-                    "SELECT set_config('app.workspace_id', '', true), "
-                    "set_config('statement_timeout', %s, true)",
-                    [previous_timeout],
-                )
+                quoted = previous_timeout.replace("'", "''")
+                cursor.execute(f"SET LOCAL app.workspace_id = ''; SET LOCAL statement_timeout = '{quoted}'")
     finally:
         _current_workspace.reset(token)
 

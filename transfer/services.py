@@ -658,7 +658,7 @@ def _import_embedding(cursor: Any, state: _State, record: dict[str, Any], line: 
                                        user_id, scope, project_id, expires_at, created_at, updated_at)
         SELECT workspace_id, id, %s, %s, %s::vector, %s, user_id, scope, project_id, expires_at, now(), now()
         FROM memories WHERE id = %s AND workspace_id = %s
-        ON CONFLICT (memory_id, model) DO NOTHING
+        ON CONFLICT (workspace_id, memory_id, model) DO NOTHING
         """,
         [
             _str(record, "model", line, max_len=160),
