@@ -1,11 +1,12 @@
-"""A local Citus cluster (a coordinator and workers on loopback ports under ./var/citus) for development and the
-test suite, and what every node of it needs per database.
+"""A local Citus cluster (a coordinator and workers on loopback ports under ./var/citus) for development and
+the test suite, and what every node of it needs per database.
 
 `scripts/citus_cluster.py` starts and stops the nodes and writes their addresses to `var/citus/cluster.json`;
 this module reads that file. CREATE DATABASE is not propagated by Citus, so a database the app uses (the main
-one, or the test database pytest-django creates) must exist with the same extensions on every node and have the
-workers registered on the coordinator before the migrations distribute its tables: `database_prepare` does that,
-idempotently. Production clusters are set up by their operator (docs/operations.md); none of this runs there.
+one, or the test database pytest-django creates) must exist with the same extensions on every node and have
+the workers registered on the coordinator before the migrations distribute its tables: `database_prepare`
+does that, idempotently. Production clusters are set up by their operator (docs/operations.md); none of this
+runs there.
 """
 
 from __future__ import annotations

@@ -40,8 +40,8 @@ def generic_plans_ensure(sender: object, connection: Any, **kwargs: object) -> N
     ):
         return
     with connection.cursor() as cursor:
-        # Not on Citus: its planner prunes shards by the parameter values, which a generic plan has none of (it
-        # refuses such plans), and keeps its own plan cache for the one-shard statements.
+        # Not on Citus: its planner prunes shards by the parameter values, which a generic plan has none of
+        # (it refuses such plans), and keeps its own plan cache for the one-shard statements.
         cursor.execute(
             "SELECT set_config('plan_cache_mode', CASE WHEN EXISTS (SELECT FROM pg_extension WHERE extname = "
             "'citus') THEN 'auto' ELSE 'force_generic_plan' END, false)"

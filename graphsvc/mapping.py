@@ -296,7 +296,8 @@ def mapping_sync(*, memory: MemorySnapshot) -> None:
                 FROM unnest(%s::text[], %s::bigint[], %s::bigint[], %s::text[])
                     AS e(key, from_id, to_id, edge_type)
                 ON CONFLICT (workspace_id, edge_key) WHERE expired_at IS NULL DO UPDATE
-                    SET expires_at = EXCLUDED.expires_at, updated_at = EXCLUDED.updated_at, last_observed_at = EXCLUDED.last_observed_at
+                    SET expires_at = EXCLUDED.expires_at, updated_at = EXCLUDED.updated_at,
+                        last_observed_at = EXCLUDED.last_observed_at
                 """,
                 [
                     workspace_id,

@@ -71,8 +71,8 @@ class GraphEdge(WorkspaceRow):
     # Deterministic edges are per evidence memory (`m:<memory>:<type>:<from>:<to>`), relationship edges one
     # per directed pair and type (`r:<type>:<from>:<to>`); unique among edges that are not invalidated.
     edge_key = models.CharField(max_length=200)
-    # The database's foreign keys to graph_nodes, and superseded_by's, are (workspace_id, x) -> (workspace_id, id)
-    # (tenancy.citus_sql).
+    # The database's foreign keys to graph_nodes, and superseded_by's, are (workspace_id, x) ->
+    # (workspace_id, id) (tenancy.citus_sql).
     from_node = models.ForeignKey(
         GraphNode, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
     )

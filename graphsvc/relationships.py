@@ -374,7 +374,8 @@ def relationship_edges_replace(
                 ON CONFLICT (workspace_id, edge_key) WHERE expired_at IS NULL DO UPDATE
                     SET confidence = EXCLUDED.confidence, evidence_memory_id = EXCLUDED.evidence_memory_id,
                         evidence_text = EXCLUDED.evidence_text, origin = EXCLUDED.origin,
-                        metadata = EXCLUDED.metadata, expires_at = EXCLUDED.expires_at, updated_at = EXCLUDED.updated_at,
+                        metadata = EXCLUDED.metadata, expires_at = EXCLUDED.expires_at,
+                        updated_at = EXCLUDED.updated_at,
                         last_observed_at = EXCLUDED.last_observed_at
                 """,
                 [

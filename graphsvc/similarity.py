@@ -79,7 +79,8 @@ def similarity_edges_replace(*, workspace_id: int, updates: list[SimilarityUpdat
                 AS e(key, from_id, to_id, score, evidence, expires_at)
             ON CONFLICT (workspace_id, edge_key) WHERE expired_at IS NULL DO UPDATE
                 SET weight = EXCLUDED.weight, evidence_memory_id = EXCLUDED.evidence_memory_id,
-                    expires_at = EXCLUDED.expires_at, updated_at = EXCLUDED.updated_at, last_observed_at = EXCLUDED.last_observed_at
+                    expires_at = EXCLUDED.expires_at, updated_at = EXCLUDED.updated_at,
+                    last_observed_at = EXCLUDED.last_observed_at
             """,
             [
                 workspace_id,

@@ -97,7 +97,8 @@ def embeddings_store(*, workspace_id: int, model: str, rows: list[EmbeddingRow])
             ON CONFLICT (workspace_id, memory_id, model) DO UPDATE SET
                 embedding = EXCLUDED.embedding, dimension = EXCLUDED.dimension,
                 content_sha256 = EXCLUDED.content_sha256, user_id = EXCLUDED.user_id, scope = EXCLUDED.scope,
-                project_id = EXCLUDED.project_id, expires_at = EXCLUDED.expires_at, updated_at = EXCLUDED.updated_at
+                project_id = EXCLUDED.project_id, expires_at = EXCLUDED.expires_at,
+                updated_at = EXCLUDED.updated_at
             """,
             [
                 workspace_id,

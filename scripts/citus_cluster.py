@@ -1,13 +1,15 @@
 """A local Citus cluster for development and tests: a coordinator and workers on loopback ports, data under
 var/citus/nodes. Citus itself is built by scripts/citus_build.sh into var/citus/pginstall.
 
-    citus_cluster.py start [--workers 2]   init (first time) and start the nodes, roles and the app database on
-                                           each, register the workers; prints DATABASE_URL and DATABASE_APP_URL
+    citus_cluster.py start [--workers 2]   init (first time) and start the nodes, roles and the app
+                                           database on each, register the workers; prints
+                                           DATABASE_URL and DATABASE_APP_URL
     citus_cluster.py stop                  stop every node
     citus_cluster.py add-worker            init, start and register one more worker (the rebalance bench)
     citus_cluster.py env                   print the two URLs (for `eval`)
     citus_cluster.py drop-database NAME    drop a database on every node (a test database, before a fresh run)
-    citus_cluster.py summary               one line: distributed and reference tables of the app database, workers
+    citus_cluster.py summary               one line: distributed and reference tables of the app
+                                           database, workers
 
 The nodes trust loopback connections: a test cluster on one machine, never a deployment.
 """
@@ -48,8 +50,8 @@ wal_level = logical
 shared_buffers = 128MB
 citus.node_conninfo = 'sslmode=disable'
 citus.max_cached_conns_per_worker = 2
-# Fewer shards than Citus's 32: each test database distributes 24 tables, and a test cluster on one machine gains
-# nothing from more shards per worker than it has cores.
+# Fewer shards than Citus's 32: each test database distributes 24 tables, and a test cluster on one machine
+# gains nothing from more shards per worker than it has cores.
 citus.shard_count = 8
 # The workspace tables keep their triggers (search postings, entity terms, community members), which filter by
 # workspace_id and so stay on the shard they fire on.
@@ -203,7 +205,8 @@ def summary(cluster: citus.Cluster, *, dbname: str) -> str:
     ) as conn:
         row = conn.execute(
             "SELECT count(*) FILTER (WHERE partmethod = 'h'), count(*) FILTER (WHERE partmethod = 'n' "
-            "AND repmodel = 't'), (SELECT count(*) FROM citus_get_active_worker_nodes()) FROM pg_dist_partition"
+            "AND repmodel = 't'), (SELECT count(*) FROM citus_get_active_worker_nodes()) "
+            "FROM pg_dist_partition"
         ).fetchone()
     assert row is not None
     return f"citus: {row[0]} distributed tables, {row[1]} reference tables, {row[2]} workers"

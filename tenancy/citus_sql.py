@@ -1,10 +1,11 @@
 """SQL for keys that carry `workspace_id`, used by the migrations: one schema for a single PostgreSQL and for
-Citus, where every table holding workspace data is distributed by `workspace_id` (docs/operations.md, "Citus").
+Citus, where every table holding workspace data is distributed by `workspace_id` (docs/operations.md,
+"Citus").
 
 Citus needs the distribution column in every primary key, unique constraint and foreign key of a distributed
-table. On a single node these keys cost nothing extra: the primary key leads with `id`, so a lookup by `id` alone
-still uses it, and a composite foreign key checks the same row a plain one did. Django keeps `id` as the model's
-primary key; the database's key is `(id, workspace_id)`.
+table. On a single node these keys cost nothing extra: the primary key leads with `id`, so a lookup by `id`
+alone still uses it, and a composite foreign key checks the same row a plain one did. Django keeps `id` as
+the model's primary key; the database's key is `(id, workspace_id)`.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ def workspace_primary_key(table: str, *, column: str = "id") -> migrations.RunSQ
             f"ADD CONSTRAINT {table}_pkey PRIMARY KEY ({column}, workspace_id)"
         ),
         reverse_sql=(
-            f"ALTER TABLE {table} DROP CONSTRAINT {table}_pkey, ADD CONSTRAINT {table}_pkey PRIMARY KEY ({column})"
+            f"ALTER TABLE {table} DROP CONSTRAINT {table}_pkey, "
+            f"ADD CONSTRAINT {table}_pkey PRIMARY KEY ({column})"
         ),
     )
 
@@ -30,8 +32,8 @@ def workspace_primary_key(table: str, *, column: str = "id") -> migrations.RunSQ
 def workspace_foreign_key(
     table: str, column: str, *, references: str, name: str, on_delete: str = "NO ACTION"
 ) -> migrations.RunSQL:
-    """A foreign key `(workspace_id, column) -> references (workspace_id, id)`: a row can only point at a row of
-    its own workspace, and on Citus both live on the same shard."""
+    """A foreign key `(workspace_id, column) -> references (workspace_id, id)`: a row can only point at a
+    row of its own workspace, and on Citus both live on the same shard."""
     return migrations.RunSQL(
         sql=(
             f"ALTER TABLE {table} ADD CONSTRAINT {name} FOREIGN KEY (workspace_id, {column}) "
@@ -47,8 +49,8 @@ COLOCATE_WITH = "memories"
 # Write functions that take the workspace: Citus runs a call whole on that workspace's shard, inside the
 # caller's transaction (force_delegation), as the caller and under row-level security.
 DELEGATED_FUNCTIONS = {
-    "graph_mapping_insert_fresh(bigint, uuid, text[], text[], text[], jsonb[], text[], text[], text[], text[], "
-    "text[], text[], text[], text[], timestamptz)": "p_ws",
+    "graph_mapping_insert_fresh(bigint, uuid, text[], text[], text[], jsonb[], text[], text[], text[], "
+    "text[], text[], text[], text[], text[], timestamptz)": "p_ws",
 }
 
 _WORKSPACE_TABLES_SQL = """
@@ -113,9 +115,9 @@ def distribute_workspace_tables(apps: Any, schema_editor: Any) -> None:
         # Citus distributes a table only when no plain table references it, and turns every plain table linked
         # to a reference table by a foreign key into a "Citus local" table, which an integer identity column
         # (auth_user's) or a policy rules out. So the keys between workspace tables and to workspaces come off
-        # for the move and go back on after, when both ends are shards or reference tables; the account tables'
-        # keys to and from workspaces (users, memberships, keys, invitations) stay off: they live on the
-        # coordinator only, and Django's on_delete keeps them consistent.
+        # for the move and go back on after, when both ends are shards or reference tables; the account
+        # tables' keys to and from workspaces (users, memberships, keys, invitations) stay off: they live on
+        # the coordinator only, and Django's on_delete keeps them consistent.
         foreign_keys = _foreign_keys_between(cursor, [*tables, "workspaces"])
         control_plane = _foreign_keys_touching(cursor, "workspaces", exclude=[*tables, "workspaces"])
         for table, name, _definition in [*foreign_keys, *control_plane]:
@@ -160,7 +162,8 @@ def undistribute_workspace_tables(apps: Any, schema_editor: Any) -> None:
             return
         cursor.execute("SET LOCAL citus.multi_shard_modify_mode TO 'sequential'")
         cursor.execute(
-            "SELECT logicalrelid::text FROM pg_dist_partition WHERE partmethod = 'h' ORDER BY logicalrelid DESC"
+            "SELECT logicalrelid::text FROM pg_dist_partition WHERE partmethod = 'h' "
+            "ORDER BY logicalrelid DESC"
         )
         for (table,) in cursor.fetchall():
             cursor.execute(f"ALTER TABLE {table} NO FORCE ROW LEVEL SECURITY")

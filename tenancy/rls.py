@@ -25,11 +25,13 @@ _sdk_call_role: ContextVar[str | None] = ContextVar("cairn_sdk_call_role", defau
 QUERY_CANCELED = "57014"
 
 
-# SET LOCAL, not set_config(..., true): the same transaction-local settings, but on Citus only a SET reaches the
-# workers (the runtime role has citus.propagate_set_commands = 'local'), and without the workspace there the
-# policies on every shard let nothing through. A SET takes no bind parameter: both values are integers made here.
+# SET LOCAL, not set_config(..., true): the same transaction-local settings, but on Citus only a SET reaches
+# the workers (the runtime role has citus.propagate_set_commands = 'local'), and without the workspace there
+# the policies on every shard let nothing through. A SET takes no bind parameter: both values are integers
+# made here.
 _SET = "SET LOCAL app.workspace_id = {workspace}; SET LOCAL statement_timeout = {timeout}"
-# Inside an outer transaction the limit in force is read in the same round trip, to be put back on the way out.
+# Inside an outer transaction the limit in force is read in the same round trip, to be put back on the way
+# out.
 _SET_NESTED = "SELECT current_setting('statement_timeout'); " + _SET
 
 

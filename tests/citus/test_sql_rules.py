@@ -18,13 +18,15 @@ _MUTABLE = re.compile(
 
 
 def _sources() -> list[Path]:
-    # Old migrations keep the SQL they ran; what runs now is in the apps and in the latest function definitions.
+    # Old migrations keep the SQL they ran; what runs now is in the apps and in the latest function
+    # definitions.
     return [path for app in APPS for path in (ROOT / app).rglob("*.py") if "migrations" not in path.parts]
 
 
 def test_it_has_no_mutable_function_in_an_upserts_update() -> None:
-    """Citus refuses now() and other non-immutable functions in ON CONFLICT ... DO UPDATE on a distributed table
-    (each shard would compute its own value); EXCLUDED.<column> carries the value the INSERT computed."""
+    """Citus refuses now() and other non-immutable functions in ON CONFLICT ... DO UPDATE on a distributed
+    table (each shard would compute its own value); EXCLUDED.<column> carries the value the INSERT
+    computed."""
     offenders = []
     for path in _sources():
         text = path.read_text()
