@@ -111,13 +111,46 @@ CREATE OR REPLACE FUNCTION graph_entity_terms_sync() RETURNS trigger LANGUAGE pl
 """
 TERMS_SYNC_REVERSE_SQL = TERMS_SYNC_SQL.replace("TG_TABLE_NAME ~ '^graph_nodes(_[0-9]+)?$'", "TG_TABLE_NAME = 'graph_nodes'")
 
-SUPERSEDED_CLEAR_SQL = """
-CREATE FUNCTION graph_edges_superseded_gone() RETURNS trigger LANGUAGE plpgsql AS $$
+# Statement triggers read the deleted rows' transition table once, by workspace, and then touch the other
+# table by (workspace_id, ids): Citus cannot plan a join of a distributed table with a transition table.
+def _gone_function(name: str, statement: str) -> str:
+    return f"""
+CREATE OR REPLACE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE ws bigint; ids bigint[];
 BEGIN
-    UPDATE graph_edges e SET superseded_by_id = NULL FROM gone g
-        WHERE e.workspace_id = g.workspace_id AND e.superseded_by_id = g.id;
+    FOR ws, ids IN SELECT workspace_id, array_agg(id) FROM gone GROUP BY workspace_id LOOP
+        {statement};
+    END LOOP;
     RETURN NULL;
 END $$;
+"""
+
+
+MEMBERS_GONE_SQL = _gone_function(
+    "graph_community_members_node_gone",
+    "DELETE FROM graph_community_members WHERE workspace_id = ws AND node_id = ANY(ids)",
+) + _gone_function(
+    "graph_community_members_community_gone",
+    "DELETE FROM graph_community_members WHERE workspace_id = ws AND community_id = ANY(ids)",
+)
+MEMBERS_GONE_REVERSE_SQL = """
+CREATE OR REPLACE FUNCTION graph_community_members_node_gone() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        DELETE FROM graph_community_members m USING gone g WHERE m.workspace_id = g.workspace_id AND m.node_id = g.id;
+        RETURN NULL;
+    END $$;
+CREATE OR REPLACE FUNCTION graph_community_members_community_gone() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        DELETE FROM graph_community_members m USING gone g
+            WHERE m.workspace_id = g.workspace_id AND m.community_id = g.id;
+        RETURN NULL;
+    END $$;
+"""
+
+SUPERSEDED_CLEAR_SQL = _gone_function(
+    "graph_edges_superseded_gone",
+    "UPDATE graph_edges SET superseded_by_id = NULL WHERE workspace_id = ws AND superseded_by_id = ANY(ids)",
+) + """
 CREATE TRIGGER graph_edges_superseded_gone AFTER DELETE ON graph_edges
     REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION graph_edges_superseded_gone();
 """
@@ -190,6 +223,7 @@ class Migration(migrations.Migration):
         ),
         migrations.RunSQL(sql=SUPERSEDED_CLEAR_SQL, reverse_sql=SUPERSEDED_CLEAR_REVERSE_SQL),
         migrations.RunSQL(sql=TERMS_SYNC_SQL, reverse_sql=TERMS_SYNC_REVERSE_SQL),
+        migrations.RunSQL(sql=MEMBERS_GONE_SQL, reverse_sql=MEMBERS_GONE_REVERSE_SQL),
         workspace_foreign_key(
             "memory_node_links", "node_id", references="graph_nodes", name="memory_node_links_node_fk"
         ),
