@@ -20,6 +20,8 @@ from django.conf import settings
 from django.db import connections
 from django.utils import timezone
 
+from tenancy.rls import current_workspace_id
+
 MAX_ATTEMPTS = 5
 BACKOFF_BASE_SECONDS = 1.0
 BACKOFF_CAP_SECONDS = 60.0
@@ -354,15 +356,19 @@ def jobs_succeed(
     code."""
     if not jobs:
         return
+    # Jobs run inside their workspace's transaction; naming it keeps the update on one shard on Citus.
+    workspace_id = current_workspace_id()
+    if workspace_id is None:
+        raise RuntimeError("jobs_succeed runs inside the jobs' workspace_context")
     with connections["app"].cursor() as cursor:
         cursor.execute(
             """
             UPDATE pipeline_jobs SET status = 'succeeded', finished_at = now(), updated_at = now(),
                 last_error_code = COALESCE(%s, last_error_code),
                 last_error_message = COALESCE(%s, last_error_message)
-            WHERE id = ANY(%s) AND claim_token = %s AND status = 'processing'
+            WHERE workspace_id = %s AND id = ANY(%s) AND claim_token = %s AND status = 'processing'
             """,
-            [error_code, error_message, [job.id for job in jobs], jobs[0].claim_token],
+            [error_code, error_message, workspace_id, [job.id for job in jobs], jobs[0].claim_token],
         )
 
 
@@ -384,7 +390,7 @@ def jobs_fail(
                 SET status = %s, last_error_code = %s, last_error_message = %s, updated_at = %s,
                     run_after = %s, claim_token = NULL,
                     finished_at = CASE WHEN %s THEN now() ELSE NULL END
-                WHERE id = %s AND claim_token = %s AND status = 'processing'
+                WHERE workspace_id = %s AND id = %s AND claim_token = %s AND status = 'processing'
                 """,
                 [
                     Status.DEAD_LETTER if dead else Status.QUEUED,
@@ -393,6 +399,7 @@ def jobs_fail(
                     failed_at,
                     failed_at + timedelta(seconds=delay),
                     dead,
+                    workspace_id,
                     job.id,
                     job.claim_token,
                 ],
@@ -414,10 +421,17 @@ def jobs_defer(
             UPDATE pipeline_jobs
             SET status = 'queued', attempts = greatest(0, attempts - 1), last_error_code = %s,
                 last_error_message = %s, run_after = %s, claim_token = NULL, updated_at = now()
-            WHERE id = ANY(%s) AND claim_token = %s AND status = 'processing'
+            WHERE workspace_id = %s AND id = ANY(%s) AND claim_token = %s AND status = 'processing'
             RETURNING id
             """,
-            [code, message[:500], run_after, [job.id for job in jobs], jobs[0].claim_token if jobs else None],
+            [
+                code,
+                message[:500],
+                run_after,
+                workspace_id,
+                [job.id for job in jobs],
+                jobs[0].claim_token if jobs else None,
+            ],
         )
         deferred = [row[0] for row in cursor.fetchall()]
     broker_push(workspace_id=workspace_id, job_ids=deferred, delay_seconds=delay_seconds)

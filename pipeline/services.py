@@ -498,7 +498,9 @@ def _job_metrics_record(
     try:
         with workspace_context(workspace_id):
             statuses = list(
-                PipelineJob.objects.filter(id__in=[job.id for job in group]).values_list("status", "model")
+                PipelineJob.objects.filter(
+                    workspace_id=workspace_id, id__in=[job.id for job in group]
+                ).values_list("status", "model")
             )
         outcomes = {"succeeded": 0, "retry": 0, "dead_letter": 0, "other": 0}
         for status, _ in statuses:

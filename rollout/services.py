@@ -200,9 +200,11 @@ _METRIC_INSERT_SQL = "INSERT INTO {table} ({columns}) VALUES ({values})"
 _TYPE_LENGTH = re.compile(r"\(\d+\)$")
 # The same row, and in the same round trip the transaction's commit stops waiting for the WAL flush: a
 # read-only retrieval otherwise pays a disk flush for its metric alone (RETRIEVAL_METRIC_SYNC_COMMIT).
+# Still INSERT … VALUES, with the setting in the first value: Citus routes a VALUES row to its shard and
+# evaluates the function on the coordinator, where an INSERT … SELECT would be copied in (refused under RLS).
 _METRIC_INSERT_RELAXED_SQL = (
-    "INSERT INTO {table} ({columns}) SELECT {values} "
-    "FROM (SELECT set_config('synchronous_commit', 'off', true)) AS relaxed"
+    "INSERT INTO {table} ({columns}) VALUES "
+    "(CASE WHEN set_config('synchronous_commit', 'off', true) IS NOT NULL THEN {first} END, {rest})"
 )
 
 
@@ -224,7 +226,11 @@ def _metric_insert_sql(columns: tuple[str, ...], relaxed_commit: bool) -> str:
     typed = [f"%s::{_TYPE_LENGTH.sub('', db_type)}" for db_type in db_types]
     template = _METRIC_INSERT_RELAXED_SQL if relaxed_commit else _METRIC_INSERT_SQL
     return template.format(
-        table=RetrievalMetric._meta.db_table, columns=", ".join(columns), values=", ".join(typed)
+        table=RetrievalMetric._meta.db_table,
+        columns=", ".join(columns),
+        values=", ".join(typed),
+        first=typed[0],
+        rest=", ".join(typed[1:]),
     )
 
 

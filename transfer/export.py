@@ -221,10 +221,12 @@ def workspace_export_records(*, workspace_id: int, include_embeddings: bool) -> 
             for row in _rows(
                 f"SELECT c.id, c.name, c.summary, c.fingerprint, {centroid_column} AS centroid, "
                 "c.centroid_model, ARRAY(SELECT m.node_id "
-                "FROM graph_community_members m WHERE m.workspace_id = c.workspace_id "
+                "FROM graph_community_members m WHERE m.workspace_id = %s "
                 "AND m.community_id = c.id ORDER BY m.node_id) AS member_node_ids "
                 "FROM graph_communities c WHERE c.workspace_id = %s ORDER BY c.id",
-                ws,
+                # The workspace named for both tables: a correlated c.workspace_id would send the subquery to
+                # every shard on Citus.
+                ws * 2,
             ):
                 yield emit(
                     "community",

@@ -597,7 +597,7 @@ def _import_memory(cursor: Any, state: _State, record: dict[str, Any], line: int
                               category, metadata, embedding_model, injection_flags, expires_at, created_at,
                               updated_at, deleted_at, importance)
         VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s)
-        ON CONFLICT (id) DO NOTHING
+        ON CONFLICT (id, workspace_id) DO NOTHING
         """,
         [
             new_id,
@@ -624,8 +624,9 @@ def _import_memory(cursor: Any, state: _State, record: dict[str, Any], line: int
     )
     created = cursor.rowcount == 1
     if not created:
-        # The id exists: fine if it is this workspace's (a second run), never if it is another's (RLS hides
-        # it).
+        # The id exists in this workspace (a second run). Ids are keys within a workspace (the database's key
+        # is (id, workspace_id), as Citus needs): a file naming another workspace's id makes a memory of this
+        # workspace and never reaches the other's row.
         cursor.execute(
             "SELECT 1 FROM memories WHERE id = %s AND workspace_id = %s", [new_id, state.workspace_id]
         )
