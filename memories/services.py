@@ -315,7 +315,7 @@ VALUES (%s, %s, %s, %s, now(), now() + make_interval(hours => %s))
 ON CONFLICT (workspace_id, user_id, key) DO UPDATE
     SET request_hash = EXCLUDED.request_hash, created_at = EXCLUDED.created_at,
         expires_at = EXCLUDED.expires_at, response_status = NULL, response_data = NULL
-    WHERE idempotency_records.expires_at <= now()
+    WHERE idempotency_records.expires_at <= EXCLUDED.created_at
 RETURNING id
 """
 

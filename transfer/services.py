@@ -660,6 +660,7 @@ def _import_embedding(cursor: Any, state: _State, record: dict[str, Any], line: 
         SELECT workspace_id, id, %s, %s, %s::vector, %s, user_id, scope, project_id, expires_at, now(), now()
         FROM memories WHERE id = %s AND workspace_id = %s
         ON CONFLICT (workspace_id, memory_id, model) DO NOTHING
+        RETURNING 1
         """,
         [
             _str(record, "model", line, max_len=160),
@@ -671,7 +672,7 @@ def _import_embedding(cursor: Any, state: _State, record: dict[str, Any], line: 
         ],
     )
     state.embedded.add(memory_id)
-    return bool(cursor.rowcount == 1)
+    return len(cursor.fetchall()) == 1  # not rowcount: see _import_fact_evidence
 
 
 # --- the graph ----------------------------------------------------------------------------------------------
@@ -882,6 +883,7 @@ def _import_fact_evidence(cursor: Any, state: _State, record: dict[str, Any], li
         SELECT m.workspace_id, %s, m.id, m.user_id, %s, coalesce(%s, now())
         FROM memories m WHERE m.workspace_id = %s AND m.id = %s
         ON CONFLICT (workspace_id, edge_id, memory_id) DO NOTHING
+        RETURNING 1
         """,
         [
             edge_id,
@@ -891,7 +893,8 @@ def _import_fact_evidence(cursor: Any, state: _State, record: dict[str, Any], li
             memory_id,
         ],
     )
-    return bool(cursor.rowcount == 1)
+    # The returned row, not rowcount: Citus counts an INSERT … SELECT's selected rows, conflicts included.
+    return len(cursor.fetchall()) == 1
 
 
 def _import_link(cursor: Any, state: _State, record: dict[str, Any], line: int) -> bool:
