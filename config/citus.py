@@ -15,6 +15,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 # The extensions every node's copy of a Cairn database holds; citus first, as it must be loaded first.
 EXTENSIONS = ("citus", "vector", "pg_trgm")
@@ -50,7 +51,7 @@ def cluster_load(path: Path | None = None) -> Cluster:
     return Cluster(coordinator=nodes[0], workers=tuple(nodes[1:]))
 
 
-def _connect(node: Node, dbname: str):  # type: ignore[no-untyped-def]
+def _connect(node: Node, dbname: str) -> Any:
     import psycopg
 
     return psycopg.connect(host=node.host, port=node.port, user=SUPERUSER, dbname=dbname, autocommit=True)

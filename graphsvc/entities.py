@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 from django.conf import settings
 from django.db import connections
+from django.utils import timezone
 from pydantic import BaseModel, Field
 
 from graphsvc import llm, vectors
@@ -217,7 +218,10 @@ def _touch(
     """A re-mention: latest surface form, merged summary (capped), seen now, one more mention, re-embedded,
     confidence moved by how the mention was resolved."""
     node_id = found.node_id
-    cursor.execute("SELECT node_key, summary, confidence FROM graph_nodes WHERE id = %s", [node_id])
+    cursor.execute(
+        "SELECT node_key, summary, confidence FROM graph_nodes WHERE workspace_id = %s AND id = %s",
+        [ctx.workspace_id, node_id],
+    )
     canonical, existing, confidence = cursor.fetchone()
     merged = existing
     if summary and (not existing or summary.lower() not in existing.lower()):
@@ -228,7 +232,7 @@ def _touch(
         UPDATE graph_nodes SET label = %s, summary = %s, last_seen_at = now(), updated_at = now(),
             mention_count = mention_count + 1, confidence = %s,
             embedding = coalesce(%s::vector, embedding), embedding_model = coalesce(%s, embedding_model)
-        WHERE id = %s
+        WHERE workspace_id = %s AND id = %s
         """,
         [
             surface[:300],
@@ -236,6 +240,7 @@ def _touch(
             confidence_after(confidence, outcome=found.outcome, score=found.score),
             _vector_literal(vector),
             ctx.embedding_model if vector is not None else None,
+            ctx.workspace_id,
             node_id,
         ],
     )
@@ -464,7 +469,10 @@ def _find_similar(
     if cosine >= settings.GRAPH_ENTITY_SIMILARITY_THRESHOLD:
         return ResolvedEntity(node_id=node_id, outcome="embedding", score=cosine)
     if cosine >= settings.GRAPH_ENTITY_AMBIGUOUS_THRESHOLD and llm.llm_enabled("entity_disambiguation"):
-        cursor.execute("SELECT label, node_type, summary FROM graph_nodes WHERE id = %s", [node_id])
+        cursor.execute(
+            "SELECT label, node_type, summary FROM graph_nodes WHERE workspace_id = %s AND id = %s",
+            [ws, node_id],
+        )
         existing = cursor.fetchone()
         try:
             same = _disambiguate(
@@ -532,11 +540,11 @@ def fact_store(
             cursor.execute(
                 """
                 UPDATE graph_edges
-                SET confidence = greatest(confidence, %s), last_observed_at = clock_timestamp(),
-                    updated_at = now()
-                WHERE id = %s
+                SET confidence = greatest(confidence, %s), last_observed_at = %s, updated_at = now()
+                WHERE workspace_id = %s AND id = %s
                 """,
-                [fact.confidence, existing[0]],
+                # The wall clock from here: Citus refuses a volatile function (clock_timestamp) in an UPDATE.
+                [fact.confidence, timezone.now(), workspace_id, existing[0]],
             )
             _evidence_add(
                 cursor,
@@ -568,9 +576,9 @@ def fact_store(
                 UPDATE graph_edges
                 SET valid_to = greatest(coalesce(valid_from, created_at), coalesce(%s, now())),
                     expired_at = now(), updated_at = now()
-                WHERE id = ANY(%s)
+                WHERE workspace_id = %s AND id = ANY(%s)
                 """,
-                [fact.valid_from, superseded],
+                [fact.valid_from, workspace_id, superseded],
             )
         cursor.execute(
             """
@@ -607,7 +615,8 @@ def fact_store(
         )
         if superseded:
             cursor.execute(
-                "UPDATE graph_edges SET superseded_by_id = %s WHERE id = ANY(%s)", [new_id, superseded]
+                "UPDATE graph_edges SET superseded_by_id = %s WHERE workspace_id = %s AND id = ANY(%s)",
+                [new_id, workspace_id, superseded],
             )
             return "changed"
         return "inserted"

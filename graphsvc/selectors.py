@@ -192,7 +192,7 @@ ENTITY_SELECT = """
     SELECT n.id, n.label, n.node_type, n.summary, n.mention_count, c.name, n.last_seen_at, n.confidence
     FROM graph_nodes n
     LEFT JOIN graph_community_members m ON m.workspace_id = n.workspace_id AND m.node_id = n.id
-    LEFT JOIN graph_communities c ON c.id = m.community_id
+    LEFT JOIN graph_communities c ON c.workspace_id = m.workspace_id AND c.id = m.community_id
 """
 
 
@@ -346,8 +346,8 @@ def entity_detail(*, workspace_id: int, node_id: int, audience: Audience = EVERY
             f"""
             SELECT e.id, s.label, e.edge_type, t.label, e.fact, {reading.decayed()}, e.valid_from, e.valid_to,
                    e.expired_at IS NULL AND e.valid_to IS NULL
-            FROM graph_edges e JOIN graph_nodes s ON s.id = e.from_node_id
-                JOIN graph_nodes t ON t.id = e.to_node_id
+            FROM graph_edges e JOIN graph_nodes s ON s.workspace_id = e.workspace_id AND s.id = e.from_node_id
+                JOIN graph_nodes t ON t.workspace_id = e.workspace_id AND t.id = e.to_node_id
             WHERE e.workspace_id = %(ws)s AND e.origin = 'llm_entity'
               AND (e.from_node_id = %(n)s OR e.to_node_id = %(n)s){visible_fact}
             ORDER BY e.valid_from DESC NULLS LAST, e.id DESC LIMIT 100

@@ -92,13 +92,14 @@ def working_memory_compact(*, workspace_id: int, user_id: str | None) -> list[uu
     params: list[Any] = [
         now,
         workspace_id,
+        workspace_id,
         *([user_id] if user_id else []),
         now,
         settings.WORKING_MEMORY_MAX_ITEMS_PER_USER,
     ]
     sql = f"""
         UPDATE memories SET deleted_at = %s
-        WHERE id IN (
+        WHERE workspace_id = %s AND id IN (
             SELECT id FROM (
                 SELECT id, expires_at, row_number() OVER (ORDER BY created_at DESC, id DESC) AS position
                 FROM memories

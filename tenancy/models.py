@@ -22,9 +22,8 @@ class WorkspaceRow(models.Model):
     class Meta:
         abstract = True
 
-    def _do_update(  # type: ignore[no-untyped-def]
-        self, base_qs, using, pk_val, values, update_fields, forced_update
-    ):
+    # Untyped: Django's private signature, which django-stubs already gives a later Django's form.
+    def _do_update(self, base_qs, using, pk_val, values, update_fields, forced_update):
         workspace_id = getattr(self, "workspace_id", None)
         if workspace_id is not None and not self._meta.get_field("workspace").primary_key:
             base_qs = base_qs.filter(workspace_id=workspace_id)

@@ -415,7 +415,10 @@ def _finish(cursor: Any, state: _State) -> None:
     for edge_id, source_superseding in state.supersessions:
         target = state.edges.get(source_superseding)
         if target is not None:
-            cursor.execute("UPDATE graph_edges SET superseded_by_id = %s WHERE id = %s", [target, edge_id])
+            cursor.execute(
+                "UPDATE graph_edges SET superseded_by_id = %s WHERE workspace_id = %s AND id = %s",
+                [target, state.workspace_id, edge_id],
+            )
     for memory_id, source_winner in state.memory_supersessions:
         winner = state.memories.get(source_winner)
         if winner is not None:
