@@ -574,11 +574,12 @@ def fact_store(
             cursor.execute(
                 """
                 UPDATE graph_edges
-                SET valid_to = greatest(coalesce(valid_from, created_at), coalesce(%s, now())),
+                SET valid_to = greatest(coalesce(valid_from, created_at), coalesce(%s, %s)),
                     expired_at = now(), updated_at = now()
                 WHERE workspace_id = %s AND id = ANY(%s)
                 """,
-                [fact.valid_from, workspace_id, superseded],
+                # The time from here: Citus refuses now() inside coalesce in an UPDATE.
+                [fact.valid_from, timezone.now(), workspace_id, superseded],
             )
         cursor.execute(
             """

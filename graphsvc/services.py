@@ -410,10 +410,11 @@ def _facts_move(cursor: Any, *, workspace_id: int, survivor_id: int, merged_id: 
             UPDATE graph_edges SET expired_at = now(), updated_at = now(), superseded_by_id = %s,
                 valid_to = greatest(coalesce(valid_from, created_at),
                                     coalesce((SELECT valid_from FROM graph_edges
-                                              WHERE workspace_id = %s AND id = %s), now()))
+                                              WHERE workspace_id = %s AND id = %s), %s))
             WHERE workspace_id = %s AND id = %s
             """,
-            [new, workspace_id, new, workspace_id, old],
+            # The time from here: Citus refuses now() inside coalesce in an UPDATE.
+            [new, workspace_id, new, timezone.now(), workspace_id, old],
         )
     if edges:
         cursor.execute(
