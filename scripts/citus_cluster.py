@@ -7,6 +7,7 @@ var/citus/nodes. Citus itself is built by scripts/citus_build.sh into var/citus/
     citus_cluster.py stop                  stop every node
     citus_cluster.py add-worker            init, start and register one more worker (the rebalance bench)
     citus_cluster.py env                   print the two URLs (for `eval`)
+    citus_cluster.py stop-node NAME        stop one node (a worker drained and removed by the rebalance bench)
     citus_cluster.py drop-database NAME    drop a database on every node (a test database, before a fresh run)
     citus_cluster.py summary               one line: distributed and reference tables of the app
                                            database, workers
@@ -216,7 +217,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("command", choices=["start", "stop", "add-worker", "env", "summary", "drop-database"])
+    parser.add_argument(
+        "command", choices=["start", "stop", "add-worker", "stop-node", "env", "summary", "drop-database"]
+    )
     parser.add_argument("name", nargs="?")
     parser.add_argument("--database", default=DATABASE_NAME)
     parser.add_argument("--workers", type=int, default=2)
@@ -228,6 +231,11 @@ def main() -> None:
     if args.command == "add-worker":
         node = add_worker()
         print(f"worker {node.name} on {node.host}:{node.port} registered")
+        return
+    if args.command == "stop-node":
+        datadir = NODES / str(args.name)
+        if args.name and datadir.exists() and _running(datadir):
+            _run([str(PGBIN / "pg_ctl"), "stop", "-w", "-m", "fast", "-D", str(datadir)])
         return
     if args.command == "drop-database":
         if not args.name or args.name == DATABASE_NAME:
