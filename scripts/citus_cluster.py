@@ -135,6 +135,12 @@ def _node_roles(node: citus.Node) -> None:
             conn.execute(f"CREATE ROLE {APP_ROLE} LOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE")
         # SET LOCAL (the workspace, statement_timeout, hnsw.*) travels with the transaction to the workers.
         conn.execute(f"ALTER ROLE {APP_ROLE} SET citus.propagate_set_commands = 'local'")
+        # The app sets the HNSW search parameters per search with set_config on the coordinator, which Citus
+        # does not pass on: on the role, the workers' sessions start with the same values (config.settings'
+        # VECTOR_HNSW_EF_SEARCH and VECTOR_HNSW_MAX_SCAN defaults).
+        conn.execute(f"ALTER ROLE {APP_ROLE} SET hnsw.iterative_scan = 'strict_order'")
+        conn.execute(f"ALTER ROLE {APP_ROLE} SET hnsw.ef_search = 400")
+        conn.execute(f"ALTER ROLE {APP_ROLE} SET hnsw.max_scan_tuples = 40000")
     # Databases made from template1 (pytest-django's test database) start with the extensions that need a
     # superuser; citus is added per database by config.citus.database_prepare, with the workers' registration.
     with psycopg.connect(
