@@ -100,8 +100,9 @@ def main() -> None:
         workspaces = [
             int(row[0])
             for row in conn.execute(
-                "INSERT INTO workspaces (kind, name, created_at) "
-                "SELECT 'org', 'rebalance bench ' || g, now() FROM generate_series(1, %s) g RETURNING id",
+                "INSERT INTO workspaces (kind, name, slug, created_at) "
+                "SELECT 'org', 'rebalance bench ' || g, 'rebalance-' || g, now() FROM generate_series(1, %s) g "
+                "RETURNING id",
                 [args.workspaces],
             ).fetchall()
         ]

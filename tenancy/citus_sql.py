@@ -135,6 +135,10 @@ def distribute_workspace_tables(apps: Any, schema_editor: Any) -> None:
         for (function,) in cursor.fetchall():
             if function.split("(")[0] not in {name.split("(")[0] for name in DELEGATED_FUNCTIONS}:
                 cursor.execute("SELECT create_distributed_function(%s)", [function])
+        # Copying existing rows into the shards would fire the tables' triggers there, against tables not yet
+        # distributed (the postings they would write are copied with their own table anyway).
+        for table in tables:
+            cursor.execute(f"ALTER TABLE {table} DISABLE TRIGGER USER")
         for table in sorted(tables, key=lambda t: t != COLOCATE_WITH):
             # FORCE row-level security would hide the rows from the owner copying them into the shards.
             cursor.execute(f"ALTER TABLE {table} NO FORCE ROW LEVEL SECURITY")
@@ -146,6 +150,8 @@ def distribute_workspace_tables(apps: Any, schema_editor: Any) -> None:
                     [table, COLOCATE_WITH],
                 )
             cursor.execute(f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY")
+        for table in tables:
+            cursor.execute(f"ALTER TABLE {table} ENABLE TRIGGER USER")
         for table, name, definition in foreign_keys:
             cursor.execute(f"ALTER TABLE {table} ADD CONSTRAINT {name} {definition}")
         for function, argument in DELEGATED_FUNCTIONS.items():

@@ -33,6 +33,8 @@ def for_each_workspace_sql(statement: str) -> str:
 DO $$
 DECLARE ws bigint;
 BEGIN
+    -- On Citus the workspace must reach the shards (a placeholder setting elsewhere).
+    SET LOCAL citus.propagate_set_commands = 'local';
     FOR ws IN SELECT id FROM workspaces LOOP
         -- SET LOCAL rather than set_config(): on Citus only a SET reaches the workers.
         EXECUTE format('SET LOCAL app.workspace_id = %s', ws);

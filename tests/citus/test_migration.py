@@ -7,6 +7,7 @@ migrated forward; every row is still there, in its workspace, and the new keys h
 
 from __future__ import annotations
 
+import os
 import uuid
 from typing import Any
 
@@ -95,6 +96,11 @@ def _populate(ws: int) -> None:
         cursor.execute("COMMIT")
 
 
+@pytest.mark.skipif(
+    bool(os.environ.get("CAIRN_CITUS_CLUSTER")),
+    reason="Citus cannot take distributed tables with identity columns back to plain ones (undistribute), so "
+    "the cluster's test database cannot go back; bench/citus_migrate_populated.py runs the forward path there",
+)
 @pytest.mark.django_db(transaction=True, databases="__all__")
 def test_it_migrates_a_populated_database_without_losing_a_row(personas: Any) -> None:
     latest = _latest()
