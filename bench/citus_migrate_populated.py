@@ -48,11 +48,13 @@ def main() -> None:
 
     from tests.citus import test_migration as t
 
-    t._migrate([("contenttypes", "0002_remove_content_type_name"), ("auth", "0012_alter_user_first_name_max_length"),
+    t._migrate([("contenttypes", "0002_remove_content_type_name"),
+                ("auth", "0012_alter_user_first_name_max_length"),
                 ("tenancy", "0003_key_scope_pin_invitations"), *t.BEFORE])  # fmt: skip
     with connections["default"].cursor() as cursor:
         cursor.execute(
-            "INSERT INTO workspaces (kind, name, slug, created_at) SELECT 'org', 'check ' || g, 'check' || g, now() "
+            "INSERT INTO workspaces (kind, name, slug, created_at) "
+            "SELECT 'org', 'check ' || g, 'check' || g, now() "
             "FROM generate_series(1, 3) g RETURNING id"
         )
         workspaces = [row[0] for row in cursor.fetchall()]
@@ -62,7 +64,8 @@ def main() -> None:
     t._migrate(t._latest())
     after = t._counts(workspaces)
     with connections["default"].cursor() as cursor:
-        cursor.execute("SELECT count(*) FILTER (WHERE partmethod = 'h'), count(*) FILTER (WHERE repmodel = 't') "
+        cursor.execute("SELECT count(*) FILTER (WHERE partmethod = 'h'), "
+                       "count(*) FILTER (WHERE repmodel = 't') "
                        "FROM pg_dist_partition")  # fmt: skip
         distributed, reference = cursor.fetchone()
     connections.close_all()

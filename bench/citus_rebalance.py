@@ -101,8 +101,8 @@ def main() -> None:
             int(row[0])
             for row in conn.execute(
                 "INSERT INTO workspaces (kind, name, slug, created_at) "
-                "SELECT 'org', 'rebalance bench ' || g, 'rebalance-' || g, now() FROM generate_series(1, %s) g "
-                "RETURNING id",
+                "SELECT 'org', 'rebalance bench ' || g, 'rebalance-' || g, now() "
+                "FROM generate_series(1, %s) g RETURNING id",
                 [args.workspaces],
             ).fetchall()
         ]

@@ -135,7 +135,8 @@ def _node_roles(node: citus.Node) -> None:
             conn.execute(f"CREATE ROLE {APP_ROLE} LOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE")
         # SET LOCAL (the workspace, statement_timeout, hnsw.*) travels with the transaction to the workers.
         conn.execute(f"ALTER ROLE {APP_ROLE} SET citus.propagate_set_commands = 'local'")
-        # The owner too: a data migration visits the workspaces with SET LOCAL, under FORCE row-level security.
+        # The owner too: a data migration visits the workspaces with SET LOCAL, under FORCE row-level
+        # security.
         conn.execute(f"ALTER ROLE {OWNER_ROLE} SET citus.propagate_set_commands = 'local'")
         # The app sets the HNSW search parameters per search with set_config on the coordinator, which Citus
         # does not pass on: on the role, the workers' sessions start with the same values (config.settings'

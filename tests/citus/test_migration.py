@@ -99,7 +99,8 @@ def _populate(ws: int) -> None:
 @pytest.mark.skipif(
     bool(os.environ.get("CAIRN_CITUS_CLUSTER")),
     reason="Citus cannot take distributed tables with identity columns back to plain ones (undistribute), so "
-    "the cluster's test database cannot go back; bench/citus_migrate_populated.py runs the forward path there",
+    "the cluster's test database cannot go back; bench/citus_migrate_populated.py runs the forward path "
+    "there",
 )
 @pytest.mark.django_db(transaction=True, databases="__all__")
 def test_it_migrates_a_populated_database_without_losing_a_row(personas: Any) -> None:
