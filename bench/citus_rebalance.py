@@ -7,7 +7,7 @@ Needs the cluster with the app database migrated (`make citus`, then `manage.py 
 app.workspace_id, row-level security on every shard). The added worker is drained and removed again at the end
 unless --keep, so the cluster goes back to two workers.
 
-    .venv/bin/python bench/citus_rebalance.py [--writers 4] [--workspaces 20] [--keep]
+    .venv/bin/python bench/citus_rebalance.py [--writers 4] [--workspaces 20] [--rate 50] [--keep]
 """
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ def superuser() -> psycopg.Connection[Any]:
 
 
 class Writers:
-    def __init__(self, workspaces: list[int], count: int) -> None:
+    def __init__(self, workspaces: list[int], count: int, *, pause: float) -> None:
+        self.pause = pause
         self.workspaces = workspaces
         self.count = count
         self.acknowledged: list[tuple[int, uuid.UUID]] = []
@@ -77,6 +78,7 @@ class Writers:
                 continue
             with self.lock:
                 self.acknowledged.append((workspace, memory_id))
+            time.sleep(self.pause)
         conn.close()
 
 
@@ -93,6 +95,9 @@ def main() -> None:
     )
     parser.add_argument("--writers", type=int, default=4)
     parser.add_argument("--workspaces", type=int, default=20)
+    # Writes per second per writer: unthrottled writers on two shared cores out-write the logical replication
+    # a shard move catches up with, and the move never gets to its short write block.
+    parser.add_argument("--rate", type=float, default=50.0)
     parser.add_argument("--keep", action="store_true", help="leave the added worker in the cluster")
     args = parser.parse_args()
     report: dict[str, Any] = {}
@@ -107,7 +112,7 @@ def main() -> None:
             ).fetchall()
         ]
         report["placements_before"] = placements(conn)
-    writers = Writers(workspaces, args.writers)
+    writers = Writers(workspaces, args.writers, pause=1.0 / args.rate)
     for thread in writers.threads:
         thread.start()
     time.sleep(3)
