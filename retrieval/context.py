@@ -24,6 +24,7 @@ from memories import selectors
 from memories.models import Memory
 from memories.scrubber import scrub_secrets
 from memories.selectors import MemoryScope
+from ops import tracing
 from retrieval import graph_context, rerank, search
 from retrieval.embeddings import embed_query
 
@@ -289,6 +290,21 @@ def _rank_tiers(
                 outcome.memories, outcome.scores, reranked.scores
             )
             outcome.reranker = reranked.trace()
+    with tracing.span("context.ordering"):
+        return _ordered_tiers(
+            workspace_id=workspace_id, limits=limits, outcomes=outcomes, ordering=ordering, reorders=reorders
+        )
+
+
+def _ordered_tiers(
+    *,
+    workspace_id: int,
+    limits: dict[str, int],
+    outcomes: list[search.SearchOutcome],
+    ordering: Ordering,
+    reorders: bool,
+) -> dict[str, Tier]:
+    """Each tier's candidates after temporal decay and MMR (when on), cut to the tier's limit."""
     stored = None
     if ordering.mmr_lambda < 1:
         # The vector search's neighbours came with their vectors; both tiers' other candidates' in one read.
@@ -449,9 +465,19 @@ def _graph_reads(
     try:
         with transaction.atomic(using="app"):
             if traverse:
-                result.expanded, result.total_candidates = _expand(
-                    workspace_id=workspace_id, scope=scope, baseline=baseline, request=request
-                )
+                with tracing.span(
+                    "context.graph_expansion", {"cairn.graph.depth": request.graph_depth}
+                ) as span:
+                    result.expanded, result.total_candidates = _expand(
+                        workspace_id=workspace_id, scope=scope, baseline=baseline, request=request
+                    )
+                    tracing.span_set(
+                        span,
+                        {
+                            "cairn.graph.candidates": result.total_candidates,
+                            "cairn.graph.expanded": len(result.expanded),
+                        },
+                    )
             stage = "facts"
             result.section = _facts(workspace_id=workspace_id, scope=scope, request=request)
             result.facts = result.section.facts
@@ -475,15 +501,25 @@ def _facts(*, workspace_id: int, scope: MemoryScope, request: ContextRequest) ->
     caller's end user may see (retrieval.graph_context). The query's vector (entities and communities by
     meaning) only when the ranking embedded it: a lexical request is never made to pay for an embedding."""
     ranking = route_query(request.query or "") if request.strategy == "auto" else request.strategy
-    return graph_context.graph_section(
-        workspace_id=workspace_id,
-        scope=scope,
-        query=request.query,
-        token_budget=request.token_budget,
-        edge_classes=request.fact_edge_classes,
-        direction=request.fact_direction,
-        embed=None if ranking == "lexical" else embed_query,
-    )
+    with tracing.span("context.facts") as span:
+        section = graph_context.graph_section(
+            workspace_id=workspace_id,
+            scope=scope,
+            query=request.query,
+            token_budget=request.token_budget,
+            edge_classes=request.fact_edge_classes,
+            direction=request.fact_direction,
+            embed=None if ranking == "lexical" else embed_query,
+        )
+        tracing.span_set(
+            span,
+            {
+                "cairn.facts": len(section.facts),
+                "cairn.communities": len(section.communities),
+                "cairn.facts.seed_source": section.seed_source,
+            },
+        )
+    return section
 
 
 def _fallback_reason(*, mode: str, blocked: bool, expansion_failed: bool) -> str:
@@ -524,7 +560,11 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
     )
     # The search embeds the query itself, once its lexical candidates have shown which speakers the query
     # names (hybrid embeds it without their names: search.query_without_speakers).
-    rules_found = _rules(workspace_id=workspace_id, scope=scope) if request.include_rules else Rules([], [])
+    with tracing.span("context.rules") as span:
+        rules_found = (
+            _rules(workspace_id=workspace_id, scope=scope) if request.include_rules else Rules([], [])
+        )
+        tracing.span_set(span, {"cairn.rules": len(rules_found.memories)})
     rules = rules_found.memories
     working, long_term = _baseline_tiers(
         workspace_id=workspace_id,
@@ -567,7 +607,8 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
     else:
         returned = list({m.id: m for m in working.memories + long_term.memories}.values())
 
-    conflicts = expansion.contradictions(workspace_id=workspace_id, memory_ids=[m.id for m in returned])
+    with tracing.span("context.conflicts"):
+        conflicts = expansion.contradictions(workspace_id=workspace_id, memory_ids=[m.id for m in returned])
     fallback_triggered = strategy.graph_requested and not apply
     fallback_reason = (
         _fallback_reason(mode=mode, blocked=blocked, expansion_failed=expansion_failed)
@@ -636,8 +677,21 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
     )
     rollout_services.retrieval_policy_evaluate(workspace_id=workspace_id)
 
-    # One payload per memory, shared by `memories` and its tier's list (read-only from here on).
-    payloads = {m.id: memory_json(m, graph_by_id.get(m.id)) for m in working.memories + long_term.memories}
+    with tracing.span("context.text"):
+        # One payload per memory, shared by `memories` and its tier's list (read-only from here on).
+        payloads = {
+            m.id: memory_json(m, graph_by_id.get(m.id)) for m in working.memories + long_term.memories
+        }
+        text = graph_context.with_section(
+            context_text(
+                rules=rules,
+                memories=returned,
+                conflicts=conflicts,
+                facts=known_facts,
+                redact=hygiene_settings.redact_credentials,
+            ),
+            graph.section.communities_text(redact=hygiene_settings.redact_credentials),
+        )
     return {
         "mode": request.mode,
         "query": request.query,
@@ -650,16 +704,7 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
         "conflicts": conflicts,
         "facts": known_facts,
         "communities": graph.section.communities,
-        "context": graph_context.with_section(
-            context_text(
-                rules=rules,
-                memories=returned,
-                conflicts=conflicts,
-                facts=known_facts,
-                redact=hygiene_settings.redact_credentials,
-            ),
-            graph.section.communities_text(redact=hygiene_settings.redact_credentials),
-        ),
+        "context": text,
         "trace": trace,
         "_graph_ids": set(graph_by_id),
         "_rules": rules_found,

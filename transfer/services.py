@@ -36,6 +36,7 @@ from config.schemas import (
     json_problem,
     text_problem,
 )
+from graphsvc.presence import graph_presence_forget
 from graphsvc.schemas import DecayIn, ExtractionSettingsIn, GraphSettingsIn
 from memories.sanitizer import injection_flags
 from memories.schemas import MemoryRecordIn, MemorySettingsPatchIn
@@ -408,6 +409,7 @@ def workspace_import(
                 )
             )
         transaction.on_commit(lambda: rollout_cache_clear(workspace_id), using="app")
+        transaction.on_commit(lambda: graph_presence_forget(workspace_id=workspace_id), using="app")
     return report
 
 
