@@ -6,12 +6,14 @@ Call inside tenancy.rls.workspace_context.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import logging
 import re
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
@@ -442,6 +444,19 @@ def context_text(
     return "\n\n".join(sections)
 
 
+@contextlib.contextmanager
+def _undone_on_error() -> Iterator[None]:
+    """A savepoint that a failure of the block rolls back to. On success it stays for the transaction's
+    commit to release with everything else: atomic()'s RELEASE SAVEPOINT would be a round trip of its own
+    on every call."""
+    savepoint = transaction.savepoint(using="app")
+    try:
+        yield
+    except BaseException:
+        transaction.savepoint_rollback(savepoint, using="app")
+        raise
+
+
 @dataclass
 class GraphReads:
     """What context/get reads from the graph: the expansion's memories and the Known facts."""
@@ -463,7 +478,7 @@ def _graph_reads(
     result = GraphReads([], 0, False, [])
     stage = "expansion"
     try:
-        with transaction.atomic(using="app"):
+        with _undone_on_error():
             if traverse:
                 with tracing.span(
                     "context.graph_expansion", {"cairn.graph.depth": request.graph_depth}
@@ -488,7 +503,7 @@ def _graph_reads(
         logger.exception("graph expansion failed")
         result.expanded, result.total_candidates, result.failed = [], 0, True
         try:
-            with transaction.atomic(using="app"):
+            with _undone_on_error():
                 result.section = _facts(workspace_id=workspace_id, scope=scope, request=request)
                 result.facts = result.section.facts
         except Exception:  # noqa: BLE001 - as above
