@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 from config.prepared import prepared_cursor
 
@@ -241,14 +242,24 @@ def expand(*, workspace_id: int, seed_memory_ids: list[uuid.UUID], depth: int, l
     return Expansion(memory_ids=list(reasons), reasons=reasons, total_candidates=rows[0][-1] if rows else 0)
 
 
-def contradictions(*, workspace_id: int, memory_ids: list[uuid.UUID]) -> list[dict[str, object]]:
-    """Active contradicts edges between returned memories, one per unordered pair (max confidence)."""
+def contradictions(
+    *, workspace_id: int, memory_ids: list[uuid.UUID], along: tuple[str, list[Any]] | None = None
+) -> list[dict[str, object]]:
+    """Active contradicts edges between returned memories, one per unordered pair (max confidence).
+
+    `along`: a data-modifying statement (SQL with positional values) sent in the same round trip, as a CTE of
+    this one; it runs once, to completion, even when there is nothing to look up."""
     if len(memory_ids) < 2:
+        if along is not None:
+            with prepared_cursor() as cursor:
+                cursor.execute(*along)
         return []
     keys = [str(memory_id) for memory_id in memory_ids]
+    head, head_params = (f"WITH along AS ({along[0]})", along[1]) if along is not None else ("", [])
     with prepared_cursor() as cursor:  # planning was most of its cost (0.4 of 0.5 ms)
         cursor.execute(
-            """
+            head
+            + """
             SELECT least(a.node_key, b.node_key), greatest(a.node_key, b.node_key), max(e.confidence),
                    (array_agg(e.metadata->>'explanation' ORDER BY e.confidence DESC)
                         FILTER (WHERE e.metadata->>'explanation' IS NOT NULL))[1],
@@ -264,7 +275,7 @@ def contradictions(*, workspace_id: int, memory_ids: list[uuid.UUID]) -> list[di
             GROUP BY 1, 2
             ORDER BY 3 DESC, 1, 2
             """,
-            [workspace_id, keys, keys],
+            [*head_params, workspace_id, keys, keys],
         )
         rows = cursor.fetchall()
     return [

@@ -622,8 +622,6 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
     else:
         returned = list({m.id: m for m in working.memories + long_term.memories}.values())
 
-    with tracing.span("context.conflicts"):
-        conflicts = expansion.contradictions(workspace_id=workspace_id, memory_ids=[m.id for m in returned])
     fallback_triggered = strategy.graph_requested and not apply
     fallback_reason = (
         _fallback_reason(mode=mode, blocked=blocked, expansion_failed=expansion_failed)
@@ -634,6 +632,34 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
     # error.
     metric_fallback = fallback_triggered or expansion_failed
     metric_reason = fallback_reason or ("graph_expansion_error" if expansion_failed else None)
+    # The retrieval's metric row is written by the conflicts lookup's statement (one round trip for both), so
+    # its duration is the retrieval's up to that lookup.
+    duration_ms = (time.perf_counter() - started) * 1000
+    metric = rollout_services.retrieval_metric_values(
+        workspace_id=workspace_id,
+        mode=mode,
+        requested_strategy=strategy.metric_strategy,
+        applied_strategy="hybrid_graph" if apply else "baseline",
+        shadow_executed=shadow_executed,
+        baseline_candidates=len(baseline),
+        graph_candidates=total_candidates,
+        graph_expanded_count=len(graph_by_id),
+        total_candidates=len(baseline) + len(graph_by_id),
+        fallback_triggered=metric_fallback,
+        fallback_reason=metric_reason,
+        project_id=scope.project_id,
+        user_id=scope.user_id,
+        semantic_model=settings.EMBEDDING_MODEL if strategy.ranking != "lexical" else None,
+        duration_ms=duration_ms,
+        endpoint=request.endpoint,
+    )
+    with tracing.span("context.conflicts"):
+        conflicts = expansion.contradictions(
+            workspace_id=workspace_id,
+            memory_ids=[m.id for m in returned],
+            along=rollout_services.retrieval_metric_statement(metric),
+        )
+    rollout_services.retrieval_metric_counted(metric)
     semantic_outcome = long_term.outcome or working.outcome
     trace = {
         "requestedStrategy": strategy.requested,
@@ -668,28 +694,8 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
         "retrievalPolicyReadyForDefaultOn": rollout.ready_for_default_on,
         "retrievalPolicyBlockerCodes": rollout.blocker_codes,
         **graph.section.trace(),
-        "durationMs": 0.0,
+        "durationMs": round(duration_ms, 2),
     }
-    duration_ms = (time.perf_counter() - started) * 1000
-    trace["durationMs"] = round(duration_ms, 2)
-    rollout_services.retrieval_metric_record(
-        workspace_id=workspace_id,
-        mode=mode,
-        requested_strategy=strategy.metric_strategy,
-        applied_strategy="hybrid_graph" if apply else "baseline",
-        shadow_executed=shadow_executed,
-        baseline_candidates=len(baseline),
-        graph_candidates=total_candidates,
-        graph_expanded_count=len(graph_by_id),
-        total_candidates=len(baseline) + len(graph_by_id),
-        fallback_triggered=metric_fallback,
-        fallback_reason=metric_reason,
-        project_id=scope.project_id,
-        user_id=scope.user_id,
-        semantic_model=settings.EMBEDDING_MODEL if strategy.ranking != "lexical" else None,
-        duration_ms=duration_ms,
-        endpoint=request.endpoint,
-    )
     rollout_services.retrieval_policy_evaluate(workspace_id=workspace_id)
 
     with tracing.span("context.text"):
