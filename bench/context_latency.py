@@ -314,6 +314,7 @@ class BackendSampler:
     def __init__(self, interval: float = 0.5) -> None:
         self.interval = interval
         self.last: dict[int, float] = {}
+        self.own = 0
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._loop, daemon=True)
 
@@ -325,6 +326,7 @@ class BackendSampler:
 
     def _loop(self) -> None:
         with superuser_connection() as conn:
+            self.own = conn.info.backend_pid  # the sampler's own backend is not the server's work
             while not self.stop.wait(self.interval):
                 self.last.update(bench_backend_cpu(conn))
 
@@ -332,6 +334,7 @@ class BackendSampler:
         self.stop.set()
         self.thread.join()
         self.last.update(bench_backend_cpu())
+        self.last.pop(self.own, None)
 
     def seconds(self) -> float:
         """CPU seconds the bench backends spent during the run: those that lived through it their
@@ -398,12 +401,14 @@ def run_for(
 
 
 def round_trips(workspace_id: int, api_key: str, *, depth: int, strategy: str, calls: int) -> dict[str, Any]:
-    """Statements and transactions per context/get through Django's whole HTTP stack in this process (the
-    test client; the same code the server runs), after a few warm-up calls. Round trips = statements +
-    BEGIN and COMMIT of each transaction (psycopg sends each as a command of its own)."""
+    """Round trips to PostgreSQL per context/get through Django's whole HTTP stack in this process (the
+    test client; the same code the server runs), after a few warm-up calls: every command sent, the BEGIN
+    and COMMIT of each transaction included (Django logs those with the statements; psycopg sends each as a
+    command of its own). `transactions` counts the transactions alone."""
     from django.db import connections
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
+    from psycopg.pq import TransactionStatus
 
     from retrieval.embeddings import get_embedder
 
@@ -413,12 +418,27 @@ def round_trips(workspace_id: int, api_key: str, *, depth: int, strategy: str, c
     client = Client(HTTP_AUTHORIZATION=f"Bearer {api_key}")
     workload = context_workload(depth, strategy)
     rng = random.Random(7)
-    statements: list[int] = []
+    connection = connections["app"]
+    ended = [0]
+
+    def counting(original: Any) -> Any:
+        def end(*args: Any, **kwargs: Any) -> Any:
+            # A transaction psycopg opened (it sent BEGIN before the first statement) ends with a command.
+            raw = connection.connection
+            if raw is not None and raw.info.transaction_status != TransactionStatus.IDLE:
+                ended[0] += 1
+            return original(*args, **kwargs)
+
+        return end
+
+    statements: list[int] = []  # BEGIN and COMMIT included
     transactions: list[int] = []
-    with superuser_connection() as stats:
+    commit, rollback = connection._commit, connection._rollback
+    connection._commit, connection._rollback = counting(commit), counting(rollback)  # type: ignore[method-assign]
+    try:
         for index in range(calls + 4):
-            before = _transactions(stats)
-            with CaptureQueriesContext(connections["app"]) as captured:
+            before = ended[0]
+            with CaptureQueriesContext(connection) as captured:
                 response = client.post(
                     f"{api_latency.API}/context/get",
                     data=json.dumps(workload.body(rng, None)),
@@ -427,27 +447,16 @@ def round_trips(workspace_id: int, api_key: str, *, depth: int, strategy: str, c
             assert response.status_code == 200, response.content[:300]
             if index >= 4:
                 statements.append(len(captured.captured_queries))
-                transactions.append(_transactions(stats) - before)
+                transactions.append(ended[0] - before)
+    finally:
+        connection._commit, connection._rollback = commit, rollback  # type: ignore[method-assign]
     connections.close_all()
     median_statements = sorted(statements)[len(statements) // 2]
     median_transactions = sorted(transactions)[len(transactions) // 2]
     return {
-        "statements": median_statements,
         "transactions": median_transactions,
-        "roundTrips": median_statements + 2 * median_transactions,
+        "roundTrips": median_statements,
     }
-
-
-def _transactions(conn: Any) -> int:
-    """Transactions the bench database has committed or rolled back so far. pg_stat_database's counters
-    are flushed by each backend after its transaction; a fresh snapshot is asked for every read."""
-    conn.execute("SELECT pg_stat_clear_snapshot()")
-    time.sleep(0.05)
-    row = conn.execute(
-        "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = %s",
-        [api_latency.BENCH_DATABASE],
-    ).fetchone()
-    return int(row[0])
 
 
 def warm_up(port: int, key: str, workers: int) -> None:
