@@ -14,6 +14,7 @@ One query, whatever the graph's size and the depth.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -196,11 +197,15 @@ def _expansion_sql(depth: int, *, best: str) -> str:
     return "WITH " + ",".join(ctes) + links
 
 
+@functools.lru_cache(maxsize=256)
 def readable_expansion_sql(*, depth: int, columns: str, condition: str) -> str:
     """The expansion statement that returns the best `%(limit)s` memories the caller may read, as `columns` (a
     list of `m.<column>`) followed by graph_hop, graph_ref, graph_edge_type, graph_confidence, graph_score,
     graph_seed and graph_total (the candidates the traversal reached, readable or not). `condition` is SQL on
-    memories m. Parameters: as expand()'s, plus the condition's."""
+    memories m. Parameters: as expand()'s, plus the condition's.
+
+    Built once per (depth, columns, condition) and process: the same few texts serve every call, and the same
+    string object is hashed once by the statement caches downstream."""
     best = _BEST_READABLE_SQL.format(
         columns=columns, condition=condition, best_columns=columns.replace("m.", "b.")
     )
