@@ -107,9 +107,9 @@ def tracing_configure(*, service_name: str, exporter: SpanExporter | None = None
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
         # Endpoint, headers, timeout and compression from OTEL_EXPORTER_OTLP_*.
-        provider.add_span_processor(BatchSpanProcessor(_ScrubbingExporter(OTLPSpanExporter())))
+        provider.add_span_processor(BatchSpanProcessor(_scrubbing(OTLPSpanExporter())))
     else:
-        provider.add_span_processor(SimpleSpanProcessor(_ScrubbingExporter(exporter)))
+        provider.add_span_processor(SimpleSpanProcessor(_scrubbing(exporter)))
     trace.set_tracer_provider(provider)
     _provider = provider
     _tracer = provider.get_tracer("cairn")
@@ -159,8 +159,8 @@ def tracing_shutdown() -> None:
     # The API keeps the first provider it was given; the next configure (a test) installs its own.
     from opentelemetry import trace
 
-    trace._TRACER_PROVIDER_SET_ONCE._done = False  # type: ignore[attr-defined]
-    trace._TRACER_PROVIDER = None  # type: ignore[attr-defined]
+    trace._TRACER_PROVIDER_SET_ONCE._done = False
+    trace._TRACER_PROVIDER = None
 
 
 # --- spans of our own -------------------------------------------------------------------------------------
@@ -416,20 +416,22 @@ def _scrubbed_event(event: Any) -> Any:
     return Event(event.name, kept, event.timestamp)
 
 
-class _ScrubbingExporter:
-    """Wraps the real exporter: every span is scrubbed on its way out."""
+def _scrubbing(inner: SpanExporter) -> SpanExporter:
+    """The real exporter, wrapped: every span is scrubbed on its way out. (The class is made here so that the
+    SDK is imported only when tracing is on.)"""
+    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-    def __init__(self, inner: SpanExporter) -> None:
-        self.inner = inner
+    class ScrubbingExporter(SpanExporter):
+        def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+            return inner.export([_scrubbed(s) for s in spans])
 
-    def export(self, spans: Sequence[ReadableSpan]) -> Any:
-        return self.inner.export([_scrubbed(s) for s in spans])
+        def shutdown(self) -> None:
+            inner.shutdown()
 
-    def shutdown(self) -> None:
-        self.inner.shutdown()
+        def force_flush(self, timeout_millis: int = 30000) -> bool:
+            return bool(inner.force_flush(timeout_millis))
 
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return bool(self.inner.force_flush(timeout_millis))
+    return ScrubbingExporter()
 
 
 def force_flush() -> None:
