@@ -151,6 +151,11 @@ def tracing_shutdown() -> None:
     HTTPXClientInstrumentor().uninstrument()
     RequestsInstrumentor().uninstrument()
     connection_created.disconnect(dispatch_uid="cairn.tracing.statements")
+    from django_q.signals import post_execute_in_worker, pre_enqueue, pre_execute
+
+    pre_enqueue.disconnect(dispatch_uid="cairn.tracing.job_queued")
+    pre_execute.disconnect(dispatch_uid="cairn.tracing.job_start")
+    post_execute_in_worker.disconnect(dispatch_uid="cairn.tracing.job_end")
     for connection in connections.all(initialized_only=True):
         connection.execute_wrappers[:] = [w for w in connection.execute_wrappers if w is not _statement_span]
     if _provider is not None:
@@ -268,11 +273,18 @@ def job_span_start(*, func: str, task: Mapping[str, Any]) -> None:
 
 
 def job_signals_connect() -> None:
-    """Every django-q2 task the workers of this process run gets its span (job_span_start/job_span_end)."""
-    from django_q.signals import post_execute_in_worker, pre_execute
+    """Every django-q2 task the workers of this process run gets its span (job_span_start/job_span_end), and
+    every task queued through django-q2's own async_task carries the queuing span's context (our job queues
+    stamp their messages themselves: job_message_stamp)."""
+    from django_q.signals import post_execute_in_worker, pre_enqueue, pre_execute
 
+    pre_enqueue.connect(_on_pre_enqueue, dispatch_uid="cairn.tracing.job_queued")
     pre_execute.connect(_on_pre_execute, dispatch_uid="cairn.tracing.job_start")
     post_execute_in_worker.connect(_on_post_execute, dispatch_uid="cairn.tracing.job_end")
+
+
+def _on_pre_enqueue(sender: Any, task: dict[str, Any], **kwargs: Any) -> None:
+    job_message_stamp(task)
 
 
 def _on_pre_execute(sender: Any, func: Any, task: Mapping[str, Any], **kwargs: Any) -> None:

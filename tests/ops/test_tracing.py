@@ -253,3 +253,15 @@ def test_it_answers_without_a_trace_id_when_off(alice_api):
     response = alice_api.post("context/get", {"query": "anything"})
     assert response.status_code == 200
     assert set(response.json()["meta"]) == {"version", "endpoint", "requestId", "timestamp"}
+
+
+def test_it_stamps_tasks_queued_through_async_task(spans):
+    from django_q.tasks import async_task
+
+    tracing.job_signals_connect()
+    OrmQ.objects.all().delete()
+    with tracing.span("request") as span:
+        async_task("pipeline.tasks.background_jobs_sweep")
+        expected = format(span.get_span_context().trace_id, "032x")
+    (message,) = [SignedPackage.loads(m.payload) for m in OrmQ.objects.all()]
+    assert message[tracing.TRACE_KEY].split("-")[1] == expected
