@@ -88,4 +88,3 @@ def test_it_records_the_metric_when_there_is_nothing_to_compare(alice_api, alice
     with workspace_context(alice_ws):
         assert RetrievalMetric.objects.filter(workspace_id=alice_ws).count() == before + 1
     assert json.dumps(data["trace"]["durationMs"])
-
