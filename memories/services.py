@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ from memories import hygiene, selectors
 from memories.models import ConsolidationRun, IdempotencyRecord, Memory, MemorySettings
 from memories.sanitizer import injection_flags
 from memories.scrubber import scrub_secrets
-from memories.selectors import MemoryScope, writable_q
+from memories.selectors import MemoryScope, like_escape, writable_q
 
 BULK_BATCH_SIZE = 500
 BULK_FORGET_MAX_PER_CALL = 10_000
@@ -218,23 +217,25 @@ def bulk_filters_q(filters: BulkFilters) -> Q:
     if filters.older_than_days:
         q &= Q(created_at__lt=timezone.now() - timedelta(days=filters.older_than_days))
     if filters.pattern:
-        q &= Q(content__regex=_glob_to_regex(filters.pattern))
+        q &= Q(content__like=glob_to_like(filters.pattern))
     if filters.project_id:
         q &= Q(project_id=filters.project_id)
     return q
 
 
-def _glob_to_regex(pattern: str) -> str:
-    """`*` → any text, `?` → one character, everything else literal; matched against the whole content."""
-    parts = []
+def glob_to_like(pattern: str) -> str:
+    """`*` → any text (a run of stars is one), `?` → one character, everything else literal; matched against
+    the whole content as a LIKE pattern (memories.lookups), whose cost is linear in the pattern's length."""
+    parts: list[str] = []
     for char in pattern:
         if char == "*":
-            parts.append(".*")
+            if not parts or parts[-1] != "%":
+                parts.append("%")
         elif char == "?":
-            parts.append(".")
+            parts.append("_")
         else:
-            parts.append(re.escape(char))
-    return "^" + "".join(parts) + "$"
+            parts.append(like_escape(char))
+    return "".join(parts)
 
 
 def memory_bulk_forget(
