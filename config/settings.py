@@ -530,16 +530,24 @@ GRAPH_LLM_BUDGET_RECHECK_SECONDS = env_int("GRAPH_LLM_BUDGET_RECHECK_SECONDS", 6
 INSTALLED_APPS.append("dashboard")
 MIDDLEWARE.append("dashboard.middleware.ContentSecurityPolicyMiddleware")
 
-# Sign-in throttling (django-axes): after SIGNIN_FAILURE_LIMIT wrong passwords for one account, or from one
-# address, sign-in is refused for SIGNIN_COOLOFF_MINUTES, even with the right password. Sign-up is limited per
+# Sign-in throttling (django-axes, limits in dashboard/signin.py): SIGNIN_FAILURE_LIMIT wrong passwords for
+# one account from one address pause that pair for SIGNIN_COOLOFF_MINUTES, even with the right password; an
+# account with SIGNIN_ACCOUNT_FAILURE_LIMIT failures in SIGNIN_ACCOUNT_WINDOW_MINUTES from anywhere gets one
+# wrong password per address and cool-off (a fresh address still signs in), and an address with
+# SIGNIN_ADDRESS_FAILURE_LIMIT failures in the cool-off is paused for every account. Sign-up is limited per
 # address (SIGNUP_PER_ADDRESS_PER_HOUR). The client address is REMOTE_ADDR unless TRUSTED_PROXY_COUNT says how
 # many proxies in front of Cairn append to X-Forwarded-For.
 INSTALLED_APPS.append("axes")
 MIDDLEWARE.append("axes.middleware.AxesMiddleware")
 AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
-AXES_FAILURE_LIMIT = env_int("SIGNIN_FAILURE_LIMIT", 5)
+SIGNIN_FAILURE_LIMIT = env_int("SIGNIN_FAILURE_LIMIT", 5)
+SIGNIN_ACCOUNT_FAILURE_LIMIT = env_int("SIGNIN_ACCOUNT_FAILURE_LIMIT", 20)
+SIGNIN_ACCOUNT_WINDOW_MINUTES = env_int("SIGNIN_ACCOUNT_WINDOW_MINUTES", 60)
+SIGNIN_ADDRESS_FAILURE_LIMIT = env_int("SIGNIN_ADDRESS_FAILURE_LIMIT", 20)
+AXES_FAILURE_LIMIT = "dashboard.signin.failure_limit"
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("SIGNIN_COOLOFF_MINUTES", 15))
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_ENABLE_ACCESS_FAILURE_LOG = True
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "dashboard/locked.html"
 AXES_USERNAME_FORM_FIELD = "username"

@@ -63,3 +63,19 @@ def test_it_turns_a_glob_into_a_like_pattern_with_star_runs_collapsed():
     assert glob_to_like("*" * 500) == "%"
     assert glob_to_like("a**b?*") == "a%b_%"
     assert glob_to_like("100%_\\*") == "100\\%\\_\\\\%"
+
+
+# --- sign-in ------------------------------------------------------------------------------------------------
+
+
+def test_it_keeps_the_owner_signing_in_while_strangers_guess_the_password(personas, settings):
+    settings.SIGNIN_FAILURE_LIMIT = 2
+
+    def sign_in(password: str, address: str) -> int:
+        client = Client(REMOTE_ADDR=address)
+        return client.post("/accounts/login/", {"username": "alice", "password": password}).status_code
+
+    for address in ("203.0.113.1", "203.0.113.2"):
+        sign_in("guess", address)
+        assert sign_in("guess", address) == 429
+    assert sign_in("pw-alice", "198.51.100.7") == 302
