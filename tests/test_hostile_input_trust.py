@@ -79,3 +79,94 @@ def test_it_keeps_the_owner_signing_in_while_strangers_guess_the_password(person
         sign_in("guess", address)
         assert sign_in("guess", address) == 429
     assert sign_in("pw-alice", "198.51.100.7") == 302
+
+
+# --- import files -------------------------------------------------------------------------------------------
+
+
+def test_it_answers_an_import_alike_whether_a_memory_id_is_taken_elsewhere_or_not(
+    personas, settings, tmp_path
+):
+    from tests.test_hostile_input_import import MEMORY
+    from tests.transfer.helpers import import_report
+
+    settings.EXPORT_IMPORT_DIR = str(tmp_path / "transfer")
+    private = {"tenantId": "private"}
+    alices = personas.alice_api.add("alice's secret plan", scope=private)
+    charlie_ws = tenancy_services.personal_workspace_ensure(user=personas.charlie).id
+    # A file claiming to come from charlie's own workspace, so that its ids would be kept if they were free.
+    header = {
+        "kind": "header",
+        "format": "cairn.workspace-export",
+        "version": 2,
+        "sourceWorkspaceId": charlie_ws,
+    }
+    probes = {"taken": alices["id"], "free": "22222222-2222-4222-8222-222222222222"}
+    reports = {}
+    for name, memory_id in probes.items():
+        record = {**MEMORY, "id": memory_id, "content": f"probe {name}"}
+        reports[name] = import_report(
+            personas.charlie_api, [header, record, {"kind": "trailer", "counts": {"memory": 1}}]
+        )
+        listed = personas.charlie_api.ok("memories/list", {})["memories"]
+        stored_id = next(memory["id"] for memory in listed if memory["content"] == f"probe {name}")
+        assert stored_id != memory_id  # derived from charlie's workspace, taken or not
+    assert reports["taken"] == reports["free"]
+    assert reports["taken"]["created"] == {"memory": 1}
+    kept = personas.alice_api.ok("memories/list", {"scope": private})["memories"]
+    assert [(memory["id"], memory["content"]) for memory in kept] == [(alices["id"], "alice's secret plan")]
+
+
+def _graph_file(*records: dict[str, Any]) -> list[dict[str, Any]]:
+    from tests.test_hostile_input_import import a_file
+
+    return a_file(*records)
+
+
+NODE = {"kind": "node", "id": 1, "nodeType": "person", "nodeKey": "ada", "label": "Ada"}
+EDGE = {
+    "kind": "edge",
+    "id": 10,
+    "edgeKey": "f:1:2:entity:uses",
+    "fromNodeId": 1,
+    "toNodeId": 2,
+    "edgeType": "uses",
+    "edgeClass": "entity",
+    "origin": "llm_entity",
+}
+
+
+def test_it_refuses_an_import_with_a_node_or_edge_id_twice(alice_api, settings, tmp_path):
+    from tests.test_hostile_input_import import refused
+
+    settings.EXPORT_IMPORT_DIR = str(tmp_path / "transfer")
+    twice_node = _graph_file(NODE, {**NODE, "nodeKey": "grace", "label": "Grace"})
+    error = refused(alice_api, twice_node)
+    assert error["details"] == {"line": 3, "field": "id"} and "node id 1 appears twice" in error["message"]
+    other = {**NODE, "id": 2, "nodeKey": "postgres", "label": "Postgres"}
+    twice_edge = _graph_file(
+        NODE, other, EDGE, {**EDGE, "edgeKey": "f:1:2:entity:likes", "edgeType": "likes"}
+    )
+    error = refused(alice_api, twice_edge)
+    assert error["details"] == {"line": 5, "field": "id"} and "edge id 10 appears twice" in error["message"]
+
+
+def test_it_refuses_embeddings_of_a_model_the_server_does_not_allow(alice_api, settings, tmp_path):
+    from tests.test_hostile_input_import import MEMORY, refused
+
+    settings.EXPORT_IMPORT_DIR = str(tmp_path / "transfer")
+    embedding = {
+        "kind": "embedding",
+        "memoryId": MEMORY["id"],
+        "model": "openai/some-model-the-operator-never-allowed",
+        "dimension": 3,
+        "vector": [0.1, 0.2, 0.3],
+        "contentSha256": "0" * 64,
+    }
+    error = refused(alice_api, _graph_file(MEMORY, embedding))
+    assert (
+        error["details"] == {"line": 3, "field": "model"} and "EMBEDDING_MODELS_ALLOWED" in error["message"]
+    )
+    node = {**NODE, "embedding": [0.1, 0.2], "embeddingModel": "openai/other"}
+    error = refused(alice_api, _graph_file(node))
+    assert error["details"] == {"line": 2, "field": "embeddingModel"}

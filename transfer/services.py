@@ -1,7 +1,8 @@
 """Workspace import: one transaction in the target workspace, ids remapped, existing rows skipped.
 
-Running the same file twice changes nothing the second time: memories keep their id when imported back into
-the workspace they came from and otherwise get an id derived from (target workspace, source id); graph rows
+Running the same file twice changes nothing the second time: a memory imported back into the workspace it came
+from keeps its id while it is still there (and is skipped), any other gets an id derived from (target
+workspace, source id), so no answer depends on whether an id is taken in another workspace; graph rows
 are found again by their natural keys. Any bad line aborts the whole import (nothing half-imported). Every
 reference in the file must point at a record of the same file, so a file cannot reach rows of another
 workspace; row-level security backs that up.
@@ -38,7 +39,7 @@ from config.schemas import (
 )
 from graphsvc.schemas import DecayIn, ExtractionSettingsIn, GraphSettingsIn
 from memories.sanitizer import injection_flags
-from memories.schemas import MemoryRecordIn, MemorySettingsPatchIn
+from memories.schemas import MemoryRecordIn, MemorySettingsPatchIn, embedding_models_allowed
 from pipeline import jobs
 from rollout.services import rollout_cache_clear, rollout_state_get
 from tenancy.rls import workspace_context
@@ -313,6 +314,21 @@ def _vector(record: dict[str, Any], key: str, line: int, dimension: int | None =
 
 def _json(value: Any) -> str | None:
     return None if value is None else json.dumps(value, allow_nan=False)
+
+
+def _allowed_model(record: dict[str, Any], key: str, line: int, *, optional: bool = False) -> str | None:
+    """An embedding model this server allows (EMBEDDING_MODELS_ALLOWED), as memories/add requires: a file
+    cannot store vectors of a model no request could name."""
+    model = _str(record, key, line, max_len=160, optional=optional)
+    allowed = embedding_models_allowed()
+    if model is not None and model not in allowed:
+        raise ImportFileError(
+            line,
+            f"'{key}' {model[:80]!r} is not an embedding model this server allows "
+            f"(EMBEDDING_MODELS_ALLOWED: {', '.join(allowed)}); export without --embeddings, or allow it.",
+            field=key,
+        )
+    return model
 
 
 def _memory_ref(state: _State, record: dict[str, Any], key: str, line: int) -> uuid.UUID:
@@ -590,7 +606,16 @@ def _import_memory(cursor: Any, state: _State, record: dict[str, Any], line: int
     source = str(memory.id)
     if source in state.memories:
         raise ImportFileError(line, f"memory {source} appears twice.", field="id")
-    new_id = memory.id if state.same_workspace else uuid.uuid5(_NAMESPACE, f"{state.workspace_id}:{source}")
+    new_id = uuid.uuid5(_NAMESPACE, f"{state.workspace_id}:{source}")
+    if state.same_workspace:
+        # Back in the workspace it came from, a memory still there keeps its id (the second run skips it).
+        # Whether an id is taken anywhere else must never show: the id a memory gets, the answer and the
+        # error cannot depend on it, so every other memory gets the id derived from this workspace.
+        cursor.execute(
+            "SELECT 1 FROM memories WHERE id = %s AND workspace_id = %s", [memory.id, state.workspace_id]
+        )
+        if cursor.fetchone() is not None:
+            new_id = memory.id
     cursor.execute(
         """
         INSERT INTO memories (id, workspace_id, content, type, layer, scope, project_id, user_id, tags, paths,
@@ -624,18 +649,13 @@ def _import_memory(cursor: Any, state: _State, record: dict[str, Any], line: int
     )
     created = cursor.rowcount == 1
     if not created:
-        # The id exists: fine if it is this workspace's (a second run), never if it is another's (RLS hides
-        # it).
+        # Taken: by this workspace (a second run), or — for a derived id, only by a hash collision — by no
+        # row this workspace can see.
         cursor.execute(
             "SELECT 1 FROM memories WHERE id = %s AND workspace_id = %s", [new_id, state.workspace_id]
         )
         if cursor.fetchone() is None:
-            raise ImportFileError(
-                line,
-                f"memory {source} belongs to another workspace; import into the workspace "
-                "it was exported from, or into a new one.",
-                field="id",
-            )
+            raise ImportFileError(line, f"memory {source} could not be given an id; nothing was changed.")
     else:
         if memory.supersededBy is not None:
             state.memory_supersessions.append((new_id, str(memory.supersededBy)))
@@ -652,6 +672,7 @@ def _import_embedding(cursor: Any, state: _State, record: dict[str, Any], line: 
     vector = _vector(record, "vector", line, dimension)
     if vector is None:
         raise ImportFileError(line, "'vector' is required.", field="vector")
+    model = _allowed_model(record, "model", line)
     cursor.execute(
         """
         INSERT INTO memory_embeddings (workspace_id, memory_id, model, dimension, embedding, content_sha256,
@@ -661,7 +682,7 @@ def _import_embedding(cursor: Any, state: _State, record: dict[str, Any], line: 
         ON CONFLICT (memory_id, model) DO NOTHING
         """,
         [
-            _str(record, "model", line, max_len=160),
+            model,
             dimension,
             vector,
             _str(record, "contentSha256", line, max_len=64),
@@ -678,6 +699,7 @@ def _import_embedding(cursor: Any, state: _State, record: dict[str, Any], line: 
 
 def _import_community(cursor: Any, state: _State, record: dict[str, Any], line: int) -> bool:
     source = _int(record, "id", line)
+    _unique(state.communities, source, "community", line)
     members = record.get("memberNodeIds") or []
     if (
         not isinstance(members, list)
@@ -688,7 +710,7 @@ def _import_community(cursor: Any, state: _State, record: dict[str, Any], line: 
     name = _str(record, "name", line, max_len=300)
     # The members' mean vector, with the model it was computed in: one without the other matches nothing.
     centroid = _vector(record, "centroid", line)
-    centroid_model = _str(record, "centroidModel", line, max_len=160, optional=True)
+    centroid_model = _allowed_model(record, "centroidModel", line, optional=True)
     if (centroid is None) != (centroid_model is None):
         raise ImportFileError(line, "'centroid' and 'centroidModel' go together.", field="centroidModel")
     cursor.execute(
@@ -719,8 +741,15 @@ def _import_community(cursor: Any, state: _State, record: dict[str, Any], line: 
     return True
 
 
+def _unique(seen: dict[int, int], source: int, what: str, line: int) -> None:
+    # A second line with the same id would silently re-point every later reference to it.
+    if source in seen:
+        raise ImportFileError(line, f"{what} id {source} appears twice.", field="id")
+
+
 def _import_node(cursor: Any, state: _State, record: dict[str, Any], line: int) -> bool:
     source = _int(record, "id", line)
+    _unique(state.nodes, source, "node", line)
     node_type = _str(record, "nodeType", line, max_len=32)
     key = _str(record, "nodeKey", line, max_len=600)
     if node_type == "memory":
@@ -755,7 +784,7 @@ def _import_node(cursor: Any, state: _State, record: dict[str, Any], line: int) 
             _json(metadata),
             _str(record, "summary", line, max_len=100_000, optional=True),
             _vector(record, "embedding", line),
-            _str(record, "embeddingModel", line, max_len=160, optional=True),
+            _allowed_model(record, "embeddingModel", line, optional=True),
             _time(record, "firstSeenAt", line),
             _time(record, "lastSeenAt", line),
             mention_count,
@@ -795,6 +824,7 @@ def _import_alias(cursor: Any, state: _State, record: dict[str, Any], line: int)
 
 def _import_edge(cursor: Any, state: _State, record: dict[str, Any], line: int) -> bool:
     source = _int(record, "id", line)
+    _unique(state.edges, source, "edge", line)
     from_node, to_node = (
         _node_ref(state, record, "fromNodeId", line),
         _node_ref(state, record, "toNodeId", line),
