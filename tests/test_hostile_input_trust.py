@@ -8,13 +8,17 @@ The rest of the hostile suite is tests/test_hostile_input.py and tests/test_host
 
 from __future__ import annotations
 
+import json
+import socket
 from typing import Any
 
+import pytest
 from django.test import Client
 
 from memories.services import glob_to_like
 from tenancy import services as tenancy_services
-from tests.conftest import SdkClient
+from tests.conftest import API, SdkClient
+from tests.helpers.serving import served
 
 
 def bulk_preview(api: SdkClient, pattern: str) -> dict[str, Any]:
@@ -170,3 +174,68 @@ def test_it_refuses_embeddings_of_a_model_the_server_does_not_allow(alice_api, s
     node = {**NODE, "embedding": [0.1, 0.2], "embeddingModel": "openai/other"}
     error = refused(alice_api, _graph_file(node))
     assert error["details"] == {"line": 2, "field": "embeddingModel"}
+
+
+# --- numbers as strings and booleans ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "path, body, field",
+    [
+        ("context/get", {"query": "deploy", "graphDepth": "1"}, "graphDepth"),
+        ("context/get", {"query": "deploy", "graphDepth": True}, "graphDepth"),
+        ("context/get", {"query": "deploy", "graphDepth": 1.0}, "graphDepth"),
+        ("memories/search", {"query": "deploy", "limit": "5"}, "limit"),
+        ("memories/list", {"limit": False}, "limit"),
+        ("memories/add", {"content": "x", "importance": "0.5"}, "importance"),
+        ("keys/list", {"includeInactive": "true"}, "includeInactive"),
+        ("keys/list", {"includeInactive": 1}, "includeInactive"),
+        (
+            "memories/bulk-forget",
+            {"filters": {"olderThanDays": "30"}, "dryRun": True},
+            "filters.olderThanDays",
+        ),
+    ],
+)
+def test_it_refuses_numbers_and_booleans_sent_as_another_json_type(alice_api, path, body, field):
+    error = alice_api.error(path, body, status=400, code="INVALID_REQUEST")
+    assert error["details"]["issues"][0]["field"] == field
+    assert alice_api.ok("context/get", {"query": "deploy", "graphDepth": 1})["context"] is not None
+    assert alice_api.ok("memories/list", {"limit": 5})["memories"] == []
+
+
+# --- oversized headers --------------------------------------------------------------------------------------
+
+
+def _raw_answer(port: int, authorization: str) -> tuple[int, dict[str, str], bytes]:
+    body = b'{"query": "deploy"}'
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(
+            (
+                f"POST {API}/memories/search HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                f"Authorization: {authorization}\r\n"
+                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+            ).encode()
+            + body
+        )
+        raw = b""
+        while chunk := sock.recv(65536):
+            raw += chunk
+    head, _, payload = raw.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+    return int(lines[0].split()[1]), headers, payload
+
+
+@pytest.mark.django_db(transaction=True, databases="__all__")
+def test_it_answers_an_authorization_header_over_8_kb_with_the_envelope(tmp_path):
+    with served(tmp_path / "serve.log") as server:
+        status, headers, payload = _raw_answer(server.port, "Bearer mem_" + "a" * 9_000)
+        assert status == 431 and headers["content-type"] == "application/json", payload[:200]
+        envelope = json.loads(payload)
+        assert envelope["ok"] is False and envelope["data"] is None
+        assert envelope["error"]["code"] == "HEADERS_TOO_LARGE" and envelope["error"]["status"] == 431
+        assert "Authorization: Bearer mem_" in envelope["error"]["message"]
+        # Under gunicorn's limit, a long key is Django's to refuse: 401 in the envelope too.
+        status, headers, payload = _raw_answer(server.port, "Bearer mem_" + "a" * 7_000)
+        assert status == 401 and json.loads(payload)["error"]["status"] == 401
