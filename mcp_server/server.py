@@ -24,7 +24,7 @@ from asgiref.sync import sync_to_async
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import close_old_connections
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -118,6 +118,41 @@ def tool_error_text(error: ApiError) -> str:
     if error.details:
         text += "\n" + json.dumps(error.details, cls=DjangoJSONEncoder)
     return text
+
+
+INTERNAL_ERROR = ApiError(500, "INTERNAL_ERROR", "Something went wrong on our side.")
+
+
+def tool_error_result(error: ApiError) -> CallToolResult:
+    """A failed call as the tool's own result (isError), its text starting with the API's code. Raising
+    ToolError instead would put the SDK's "Error executing tool <name>: " in front of it."""
+    return CallToolResult(content=[TextContent(text=tool_error_text(error))], is_error=True)
+
+
+class CairnMCPServer(MCPServer):
+    """MCPServer whose own refusals (arguments that fail a tool's input schema, an unknown tool, a crash
+    outside a tool's body) also begin with a code, as the tools' errors do."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except UnexpectedToolError:
+            logger.exception("MCP tool %s raised outside its body", name)
+            return tool_error_result(INTERNAL_ERROR)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ValidationError):
+                return tool_error_result(api_error_from_validation(cause.errors()))
+            if name not in {tool.name for tool in await self.list_tools()}:
+                return tool_error_result(
+                    ApiError(
+                        404, "TOOL_NOT_FOUND", f"There is no tool named {name[:80]!r}; list_tools names them."
+                    )
+                )
+            message = str(exc).removeprefix(f"Error executing tool {name}: ")
+            return tool_error_result(ApiError(400, "INVALID_REQUEST", message))
 
 
 # --- the tools' synchronous bodies (run on the database thread) ---------------------------------------------
@@ -364,7 +399,7 @@ def _drop_none(**fields: Any) -> dict[str, Any]:
 
 
 def build_server(settings: McpSettings) -> MCPServer:
-    server = MCPServer("cairn", instructions=INSTRUCTIONS, version="0.1.0")
+    server = CairnMCPServer("cairn", instructions=INSTRUCTIONS, version="0.1.0")
 
     def merged_scope(scope: ScopeArg | None) -> dict[str, Any]:
         given = scope.model_dump(exclude_none=True) if scope is not None else {}
@@ -383,7 +418,7 @@ def build_server(settings: McpSettings) -> MCPServer:
         if role is None:
             raise RuntimeError(f"MCP tool body {body.__name__} declared no role")
 
-        def call() -> dict[str, Any]:
+        def call() -> dict[str, Any] | CallToolResult:
             close_old_connections()
             try:
                 caller = caller_for_key(key)
@@ -394,17 +429,19 @@ def build_server(settings: McpSettings) -> MCPServer:
                 with sdk_call_limits(role=role):
                     return body(caller=caller, payload=payload, role=role)
             except ApiError as exc:
-                raise ToolError(tool_error_text(exc)) from None
+                return tool_error_result(exc)
             except Exception as exc:
                 if is_statement_timeout(exc):
                     with sdk_call_limits(role=role):
-                        raise ToolError(tool_error_text(statement_timeout_error())) from None
+                        return tool_error_result(statement_timeout_error())
                 logger.exception("MCP tool %s failed", body.__name__)
-                raise ToolError("INTERNAL_ERROR: Something went wrong on our side.") from None
+                return tool_error_result(INTERNAL_ERROR)
             finally:
                 close_old_connections()
 
         data = await sync_to_async(call, thread_sensitive=True)()
+        if isinstance(data, CallToolResult):
+            return data
         return CallToolResult(content=[TextContent(text=TOOL_TEXT[tool](data))], structured_content=data)
 
     @server.tool(

@@ -143,7 +143,7 @@ def test_it_shows_an_end_user_only_what_their_or_shared_memories_support(persona
     )
     u2 = call(key, [("graph_entities", {"query": "eve"}), ("graph_communities", {})], user="u2")
     assert text(u1[0]) == "No entity matched." and u1[0].structured_content["entities"] == []
-    assert error(u1[1]).startswith("Error executing tool graph_facts: ENTITY_NOT_FOUND")
+    assert error(u1[1]).startswith("ENTITY_NOT_FOUND: ")
     assert u1[2].structured_content["entities"] == 4 and "audits" not in text(u1[2])
     # A community with a member u1 may not see shows neither its summary nor that member.
     audit = next(c for c in u1[3].structured_content["communities"] if c["members"] == ["Kubernetes"])
