@@ -304,8 +304,8 @@ def test_it_keeps_a_key_minted_by_a_pinned_key_out_of_other_tenants(personas):
         status=403,
         code="KEY_PINNED",
     )
-    # Without a scope, and with alice's personal project, the child still lands in acme.
-    found = child.ok("memories/list", {})["memories"]
+    # The child acts in acme: acme's project note is what it lists (the project only narrows the read).
+    found = child.ok("memories/list", {"scope": ACME_SCOPE})["memories"]
     assert [memory["content"] for memory in found] == ["acme note"]
     # Its own keys/create is held to the pin too: no unpinned grandchild.
     child.error("keys/create", {"keyScope": "read"}, status=403, code="KEY_PINNED")
