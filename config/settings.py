@@ -552,7 +552,11 @@ AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "dashboard/locked.html"
 AXES_USERNAME_FORM_FIELD = "username"
 TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0)
-AXES_IPWARE_PROXY_COUNT = TRUSTED_PROXY_COUNT or None
+# N proxies leave N addresses in X-Forwarded-For, the client's the N-th from the right; ipware's proxy_count
+# counts the proxies between those addresses (it reads entry -(count + 1)), one fewer. Counting all N made a
+# single proxy's "client" header unreadable: every sign-in had no address, so one account's failures from
+# anywhere paused it everywhere.
+AXES_IPWARE_PROXY_COUNT = TRUSTED_PROXY_COUNT - 1 if TRUSTED_PROXY_COUNT else None
 AXES_IPWARE_META_PRECEDENCE_ORDER = (
     ("HTTP_X_FORWARDED_FOR", "REMOTE_ADDR") if TRUSTED_PROXY_COUNT else ("REMOTE_ADDR",)
 )

@@ -96,3 +96,18 @@ def test_it_limits_sign_ups_per_address(settings):
     )
     assert other.status_code == 302
     assert make_user("unrelated")  # the limit is on the sign-up form only
+
+
+def test_it_reads_the_address_one_proxy_appended(personas, limit, settings):
+    # What TRUSTED_PROXY_COUNT=1 sets: the client is the last X-Forwarded-For entry, REMOTE_ADDR the proxy.
+    settings.AXES_IPWARE_PROXY_COUNT = 0
+    settings.AXES_IPWARE_META_PRECEDENCE_ORDER = ("HTTP_X_FORWARDED_FOR", "REMOTE_ADDR")
+
+    def behind_proxy(password: str, client: str) -> int:
+        proxied = Client(REMOTE_ADDR="10.1.1.1", HTTP_X_FORWARDED_FOR=client)
+        return proxied.post("/accounts/login/", {"username": "alice", "password": password}).status_code
+
+    for _ in range(limit):
+        behind_proxy("wrong", "203.0.113.50")
+    assert behind_proxy("pw-alice", "203.0.113.50") == 429
+    assert behind_proxy("pw-alice", "198.51.100.50") == 302
