@@ -129,13 +129,54 @@ def tool_error_result(error: ApiError) -> CallToolResult:
     return CallToolResult(content=[TextContent(text=tool_error_text(error))], is_error=True)
 
 
+_JSON_TYPE_OF = {"integer": "an integer", "number": "a number", "boolean": "true or false"}
+
+
+def _json_type_problem(schema: Mapping[str, Any], value: Any) -> str | None:
+    """What `value` should have been, when the schema wants an integer, a number or a boolean and the value
+    is another JSON type ("1", true or 1.0 for an integer): the SDK's lax validation would coerce it, the
+    API's routes refuse it. None when the value is of a type the schema allows, or the schema names none of
+    those."""
+    options = schema.get("anyOf") or [schema]
+    wanted = {str(option.get("type")) for option in options if isinstance(option, Mapping)}
+    scalar = wanted & set(_JSON_TYPE_OF)
+    if not scalar:
+        return None
+    if value is None and "null" in wanted:
+        return None
+    if isinstance(value, bool):
+        fits = "boolean" in wanted
+    elif isinstance(value, int):
+        fits = bool(wanted & {"integer", "number"})
+    elif isinstance(value, float):
+        fits = "number" in wanted
+    else:
+        fits = bool(wanted - {"null"} - scalar)  # a string or object, where the schema allows another type
+    return None if fits else " or ".join(_JSON_TYPE_OF[kind] for kind in sorted(scalar))
+
+
 class CairnMCPServer(MCPServer):
     """MCPServer whose own refusals (arguments that fail a tool's input schema, an unknown tool, a crash
-    outside a tool's body) also begin with a code, as the tools' errors do."""
+    outside a tool's body) also begin with a code, as the tools' errors do, and whose integer, number and
+    boolean arguments are taken only as those JSON types, as the API's request bodies are."""
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> Any:
+        tool = next((tool for tool in await self.list_tools() if tool.name == name), None)
+        properties = (tool.input_schema.get("properties") or {}) if tool is not None else {}
+        for field_name, value in (arguments or {}).items():
+            schema = properties.get(field_name)
+            problem = _json_type_problem(schema, value) if isinstance(schema, Mapping) else None
+            if problem is not None:
+                return tool_error_result(
+                    ApiError(
+                        400,
+                        "INVALID_REQUEST",
+                        f"{field_name} must be {problem}, as that JSON type (not {type(value).__name__}).",
+                        details={"issues": [{"field": field_name, "message": f"must be {problem}"}]},
+                    )
+                )
         try:
             return await super().call_tool(name, arguments, context)
         except UnexpectedToolError:

@@ -265,6 +265,27 @@ def test_it_begins_every_mcp_error_with_its_code(personas):
     assert "graph_depth" in texts[1]
 
 
+@pytest.mark.django_db(transaction=True, databases="__all__")
+def test_it_refuses_mcp_numbers_and_booleans_sent_as_another_json_type(personas):
+    from tests.mcp_server.test_mcp_graph_tools import call
+
+    bad = [
+        ("get_context", {"graph_depth": "1"}),
+        ("get_context", {"graph_depth": True}),
+        ("get_context", {"include_rules": "true"}),
+        ("search_memories", {"query": "x", "limit": 5.0}),
+        ("graph_facts", {"query": "x", "max_hops": "2"}),
+    ]
+    results = call(personas.alice_api.key, [*bad, ("get_context", {"graph_depth": 1, "include_rules": True})])
+    for (tool, arguments), result in zip(bad, results, strict=False):
+        field = next(iter(arguments.keys() - {"query"}))
+        assert result.is_error and result.content[0].text.startswith(f"INVALID_REQUEST: {field} must be"), (
+            tool,
+            result.content[0].text,
+        )
+    assert not results[-1].is_error, results[-1].content
+
+
 # --- the LLM data fence -------------------------------------------------------------------------------------
 
 LOOKALIKE_TAGS = {
