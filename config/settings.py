@@ -610,12 +610,16 @@ GRAPH_SPREADING_TIMEOUT_MS = env_int("GRAPH_SPREADING_TIMEOUT_MS", 500)
 # not retrieved (they stay stored and listed by graph/entities detail).
 GRAPH_DECAY_RATE = env_float("GRAPH_DECAY_RATE", 0.01, minimum=0.0, maximum=10.0)
 GRAPH_CONFIDENCE_FLOOR = env_float("GRAPH_CONFIDENCE_FLOOR", 0.1, minimum=0.0, maximum=1.0)
+# A current fact under the floor for this many days is invalidated (kept as history, as a replaced fact is);
+# before that, extracting it again brings it back at full confidence.
+GRAPH_DECAYED_FACT_GRACE_DAYS = env_int("GRAPH_DECAYED_FACT_GRACE_DAYS", 30, minimum=0)
 # Communities: a full run after this many new facts, or when the last one is older than the hours below.
 GRAPH_COMMUNITY_REFRESH_WRITES = env_int("GRAPH_COMMUNITY_REFRESH_WRITES", 100)
 GRAPH_COMMUNITY_REFRESH_HOURS = env_int("GRAPH_COMMUNITY_REFRESH_HOURS", 24)
 GRAPH_COMMUNITY_ALGORITHM = os.environ.get("GRAPH_COMMUNITY_ALGORITHM", "plp").strip().lower() or "plp"
 GRAPH_COMMUNITY_SUMMARY_CONCURRENCY = env_int("GRAPH_COMMUNITY_SUMMARY_CONCURRENCY", 4)
-# Eviction: invalidated facts and unconnected entities unseen for this many days are deleted.
+# Eviction: invalidated facts this old are deleted; entities with no current fact unseen this long are
+# archived (kept, out of lists and counts, back on their next mention).
 GRAPH_EVICTION_RETENTION_DAYS = env_int("GRAPH_EVICTION_RETENTION_DAYS", 90)
 # Cap on entities per workspace (0 = none); a workspace setting overrides it.
 GRAPH_MAX_ENTITIES = env_int("GRAPH_MAX_ENTITIES", 0, minimum=0)

@@ -170,12 +170,12 @@ def extraction_status(*, workspace_id: int) -> dict[str, Any]:
 
 
 def _entity_json(row: tuple[Any, ...]) -> dict[str, Any]:
-    from graphsvc.facts import clean_fact_text
+    from memories.prompt_text import prompt_line
 
     node_id, label, node_type, summary, mentions, community, last_seen, confidence = row
     return {
         "id": str(node_id),
-        "name": clean_fact_text(label),
+        "name": prompt_line(label),
         "type": node_type,
         "summary": summary,
         "aliases": None,
@@ -231,7 +231,7 @@ def entities_list(
             return {"entities": [_entity_json(r) for r in rows], "nextCursor": None}
         cursor.execute(
             ENTITY_SELECT + " WHERE n.workspace_id = %(ws)s AND n.node_type = ANY(%(types)s)"
-            " AND (%(after)s::bigint IS NULL OR n.id < %(after)s)"
+            " AND n.archived_at IS NULL AND (%(after)s::bigint IS NULL OR n.id < %(after)s)"
             + visible
             + " ORDER BY n.id DESC LIMIT %(limit)s",
             {
@@ -266,6 +266,7 @@ def entities_search_ids(
             SELECT n.id FROM text t
             JOIN graph_nodes n
               ON n.workspace_id = %(ws)s AND n.id = t.node_id AND n.node_type = ANY(%(types)s)
+             AND n.archived_at IS NULL
             ORDER BY t.score DESC, n.mention_count DESC, n.id LIMIT %(limit)s
             """,
             {
@@ -282,8 +283,8 @@ def entities_search_ids(
 
 def entity_merges(*, workspace_id: int, node_id: int, limit: int = 20) -> list[dict[str, Any]]:
     """The merges and splits an entity took part in, newest first."""
-    from graphsvc.facts import clean_fact_text
     from graphsvc.models import GraphEntityMerge
+    from memories.prompt_text import prompt_line
 
     rows = (
         GraphEntityMerge.objects.filter(workspace_id=workspace_id)
@@ -297,7 +298,7 @@ def entity_merges(*, workspace_id: int, node_id: int, limit: int = 20) -> list[d
             "kind": row["kind"],
             "survivorId": str(row["survivor_id"]),
             "mergedId": str(row["merged_id"]),
-            "mergedName": clean_fact_text(row["merged_name"]),
+            "mergedName": prompt_line(row["merged_name"]),
             "createdAt": row["created_at"],
             "undoneAt": row["undone_at"],
         }
@@ -330,7 +331,8 @@ def entity_merge_into(*, workspace_id: int, merge_id: int, node_id: int) -> bool
 
 def entity_detail(*, workspace_id: int, node_id: int, audience: Audience = EVERYONE) -> dict[str, Any]:
     from config.schemas import finite
-    from graphsvc.facts import clean_fact_text, fact_visible_sql, reading_for
+    from graphsvc.facts import fact_visible_sql, reading_for
+    from memories.prompt_text import prompt_line
 
     reading = reading_for(workspace_id=workspace_id, audience=audience)
     visible_fact = f" AND {fact_visible_sql('e')}" if audience.restricted else ""
@@ -358,10 +360,10 @@ def entity_detail(*, workspace_id: int, node_id: int, audience: Audience = EVERY
         data["facts"] = [
             {
                 "id": str(edge_id),
-                "source": clean_fact_text(s),
+                "source": prompt_line(s),
                 "relation": rel,
-                "target": clean_fact_text(t),
-                "fact": clean_fact_text(f),
+                "target": prompt_line(t),
+                "fact": prompt_line(f),
                 "confidence": round(finite(c), 4),
                 "retrievable": bool(current) and float(c) >= floor,
                 "validFrom": vf,
@@ -463,7 +465,8 @@ def entity_graph_stats(*, workspace_id: int, audience: Audience = EVERYONE) -> d
         aliases, active, invalidated, below, communities = cursor.fetchone()
         cursor.execute(
             "SELECT n.node_type, count(*) FROM graph_nodes n WHERE n.workspace_id = %(ws)s "
-            f"AND n.node_type = ANY(%(types)s){entity} GROUP BY n.node_type ORDER BY n.node_type",
+            f"AND n.node_type = ANY(%(types)s) AND n.archived_at IS NULL{entity} "
+            "GROUP BY n.node_type ORDER BY n.node_type",
             params,
         )
         by_type = dict(cursor.fetchall())
