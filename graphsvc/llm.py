@@ -171,17 +171,21 @@ def _escape_fence_tags(text: str) -> str:
         return _FENCE_TAG.sub(_escape_fence_tag, text)
 
 
-def external(text: str, *, limit: int | None = None) -> str:
-    """Memory text is data, never instructions: fence it, and keep a forged fence tag from ending the fence.
-
-    Secrets are scrubbed first (memories.scrubber), then the text is cut to `limit`: cutting first could leave
-    half a key that no pattern recognises any more. Fence tags in the text are escaped last, so that nothing
-    after it can rebuild one.
-    """
+def scrubbed(text: str, *, limit: int | None = None) -> str:
+    """Memory text as every model outside the server receives it (LLM prompts inside a fence, the reranker's
+    documents as they are). Secrets are scrubbed first (memories.scrubber), then the text is cut to `limit`:
+    cutting first could leave half a key that no pattern recognises any more. Fence tags in the text are
+    escaped last, so that nothing after it can rebuild one."""
     text = scrub_secrets(text)
     if limit is not None:
         text = text[:limit]
-    return FENCE_OPEN + _escape_fence_tags(text) + FENCE_CLOSE
+    return _escape_fence_tags(text)
+
+
+def external(text: str, *, limit: int | None = None) -> str:
+    """Memory text is data, never instructions: fence it (scrubbed), and keep a forged fence tag from ending
+    the fence."""
+    return FENCE_OPEN + scrubbed(text, limit=limit) + FENCE_CLOSE
 
 
 def tokens_used_today(*, workspace_id: int) -> int:

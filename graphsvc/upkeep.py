@@ -26,6 +26,7 @@ from graphsvc import llm, vectors
 from graphsvc.facts import reading_for
 from graphsvc.models import ENTITY_TYPES, GraphSettings
 from graphsvc.names import clean_text
+from memories.repair import injection_flags_rescan
 from tenancy.rls import workspace_context
 
 logger = logging.getLogger("cairn.graph.upkeep")
@@ -40,6 +41,8 @@ LOAD_WORK_MEM = "128MB"
 MAX_SUMMARY_FACTS = 20
 MAX_SUMMARY_PROMPT_BYTES = 8192
 RETRIEVAL_DECAY = 0.95
+# Memories whose injection flags an older detector found, scanned again per workspace per hourly run.
+INJECTION_RESCAN_PER_RUN = 5_000
 ACTIVE_FACT = "origin = 'llm_entity' AND expired_at IS NULL AND valid_to IS NULL"
 
 SUMMARY_SYSTEM = (
@@ -748,12 +751,24 @@ def communities_refresh(
 
 
 def graph_upkeep_all() -> int:
-    """The scheduled task: every workspace with an entity graph."""
+    """The scheduled task: every workspace with an entity graph (and the injection flag rescan everywhere)."""
     from tenancy.models import Workspace
 
     done = 0
     for workspace_id in Workspace.objects.order_by("id").values_list("id", flat=True).iterator():
         with workspace_context(workspace_id), connections["app"].cursor() as cursor:
+            # Every workspace, graph or not: memories an older injection detector scanned are scanned again,
+            # a bounded batch an hour (the flags mark them untrusted in every text, and keep them out of
+            # extraction). stored_rows_repair does all of them at once.
+            try:
+                with transaction.atomic(using="app"):
+                    rescanned = injection_flags_rescan(
+                        cursor, workspace_id=workspace_id, limit=INJECTION_RESCAN_PER_RUN
+                    )
+                if rescanned:
+                    logger.info("workspace %s: %s memories flagged anew", workspace_id, rescanned)
+            except Exception:  # noqa: BLE001 - as below: one workspace's failure must not stop the others
+                logger.exception("injection flag rescan failed for workspace %s", workspace_id)
             cursor.execute(
                 "SELECT 1 FROM graph_nodes WHERE workspace_id = %s AND node_type = ANY(%s) LIMIT 1",
                 [workspace_id, list(ENTITY_TYPES)],

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from memories.prompt_text import UNTRUSTED_MARKER, prompt_line, prompt_list
+from memories.prompt_text import UNTRUSTED_MARKER, prompt_bracketed, prompt_line, prompt_list
 
 LINE_CHARS = 160
 SUMMARY_CHARS = 300
@@ -52,7 +52,7 @@ def context_text(data: dict[str, Any]) -> str:
     if rules:
         parts.append("Rule ids, in order: " + prompt_list(r["id"] for r in rules))
     if memories:
-        lines = [f"- {_name(m['id'])} [{_name(m.get('layer'))}] {_why(m)}" for m in memories]
+        lines = [f"- {_name(m['id'])} {prompt_bracketed([m.get('layer')])} {_why(m)}" for m in memories]
         parts.append("Memory ids, in the order listed (why each is here):\n" + "\n".join(lines))
     communities = data.get("communities") or []
     if communities:
@@ -79,7 +79,8 @@ def search_text(data: dict[str, Any]) -> str:
     trace = data.get("trace") or {}
     head = f"{len(memories)} memories ({_name(trace.get('appliedStrategy', 'search'))}), best first:"
     lines = [
-        f"- {_name(m['id'])} [{_name(m.get('type'))}, {_name(m.get('layer'))}] {_marked(m)}"
+        f"- {_name(m['id'])} {prompt_bracketed([m.get('type'), m.get('layer')], limit=NAME_CHARS)} "
+        f"{_marked(m)}"
         f"{_line(m.get('content'))}"
         + (f" tags: {prompt_list(m['tags'], limit=LINE_CHARS)}" if m.get("tags") else "")
         for m in memories
@@ -93,11 +94,12 @@ def facts_text(data: dict[str, Any]) -> str:
     head = f"{len(facts)} facts; seed entities: {seeds}."
     if data.get("timedOut"):
         head += " Spreading activation ran out of time: no facts."
+    # In parentheses, not square brackets: a name that starts with "untrusted" must not read as the marker.
     lines = [
-        f"- {_line(f['fact'])} [{_name(f['source'])} -{_line(f['relation'], 80)}-> {_name(f['target'])}; "
+        f"- {_line(f['fact'])} ({_name(f['source'])} -{_line(f['relation'], 80)}-> {_name(f['target'])}; "
         f"confidence {f['confidence']:.2f}; hop {f['hop']}"
         + (f"; until {_name(f['validTo'])}" if f.get("validTo") else "")
-        + "]"
+        + ")"
         for f in facts
     ]
     return "\n".join([head, *lines])
@@ -125,7 +127,8 @@ def _entity_line(entity: dict[str, Any]) -> str:
     sure = f", confidence {confidence:.2f}" if isinstance(confidence, int | float) else ""
     summary = f": {_line(entity['summary'], SUMMARY_CHARS)}" if entity.get("summary") else ""
     return (
-        f"- {_name(entity['name'])} [{_name(entity['type'])}] id {_name(entity['id'])}, "
+        f"- {_name(entity['name'])} {prompt_bracketed([entity['type']], limit=NAME_CHARS)} "
+        f"id {_name(entity['id'])}, "
         f"{entity['mentionCount']} mentions{sure}"
         f"{summary}"
     )

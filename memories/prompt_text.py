@@ -60,3 +60,9 @@ def _unmarked(line: str) -> str:
 def prompt_list(values: Any, *, limit: int | None = None) -> str:
     """Stored values (tags, paths, aliases) as one comma-separated line, each through prompt_line."""
     return ", ".join(prompt_line(v, limit=limit) for v in values or [])
+
+
+def prompt_bracketed(values: Any, *, limit: int | None = None) -> str:
+    """Stored values as one bracketed list ("[a, b]"): the bracket is ours, so a value that starts with
+    "untrusted" cannot make it read as the marker."""
+    return prompt_line("[" + prompt_list(values, limit=limit) + "]")

@@ -381,8 +381,9 @@ def context_text(
             if len(text) > CONTEXT_LINE_CHARS:
                 text = text[: CONTEXT_LINE_CHARS - 3] + "..."
             where = f"@{line(memory.project_id)}" if memory.project_id else "global"
-            tags = f" [{prompt_text.prompt_list(memory.tags)}]" if memory.tags else ""
-            lines.append(f"- {marked(memory)}[{line(memory.type)}] {text} ({where}){tags}")
+            tags = f" {prompt_text.prompt_bracketed(memory.tags)}" if memory.tags else ""
+            kind = prompt_text.prompt_bracketed([memory.type])
+            lines.append(f"- {marked(memory)}{kind} {text} ({where}){tags}")
         sections.append("## Relevant Memories\n" + "\n".join(lines))
     if conflicts:
         sections.append(

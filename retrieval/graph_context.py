@@ -83,7 +83,7 @@ def _community_line(community: dict[str, Any], *, redact: bool) -> str:
     text = prompt_line(scrub_secrets(summary) if redact else summary)
     if len(text) > MAX_SUMMARY_CHARS:
         text = text[: MAX_SUMMARY_CHARS - 3] + "..."
-    return f"- [community {community['id']}: {prompt_line(community['name'])}] {text}"
+    return f"- [community {prompt_line(community['id'])}: {prompt_line(community['name'])}] {text}"
 
 
 def graph_budget(token_budget: int | None) -> int:
