@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import sys
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,6 @@ def _load_dotenv(path: Path) -> None:
 
 
 _load_dotenv(BASE_DIR / ".env")
-TESTING = "pytest" in sys.modules or (len(sys.argv) > 1 and sys.argv[1] == "test")
 
 
 def env_bool(name: str, default: bool) -> bool:
@@ -78,7 +76,7 @@ def env_list(name: str, default: list[str]) -> list[str]:
 
 DEBUG = env_bool("DEBUG", False)
 # A checkout on the embedded database is a development setup: generated secret, localhost hosts.
-DEVELOPMENT = DEBUG or TESTING or not os.environ.get("DATABASE_URL", "").strip()
+DEVELOPMENT = DEBUG or not os.environ.get("DATABASE_URL", "").strip()
 
 
 def _secret_key() -> str:
@@ -249,13 +247,13 @@ SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
-if not DEBUG and not TESTING:
-    SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", True)
-    CSRF_COOKIE_SECURE = env_bool("SECURE_COOKIES", True)
+# The same in tests as in production (tests/ops/test_deploy_settings.py runs `check --deploy` on them).
+SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", not DEBUG)
+CSRF_COOKIE_SECURE = env_bool("SECURE_COOKIES", not DEBUG)
 # HTTPS in production: on by default when DEBUG is off and an external database is configured (a deployment,
 # not `make run`). Behind a proxy that ends TLS, set SECURE_PROXY_SSL_HEADER=X-Forwarded-Proto so Django knows
 # a request came over HTTPS (only when the proxy always sets or strips that header).
-_PRODUCTION = not DEBUG and not TESTING and bool(os.environ.get("DATABASE_URL", "").strip())
+_PRODUCTION = not DEVELOPMENT
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", _PRODUCTION)
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31_536_000 if _PRODUCTION else 0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)

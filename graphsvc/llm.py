@@ -223,15 +223,6 @@ def daily_token_budget(*, workspace_id: int) -> int | None:
     return budget
 
 
-def budget_check(*, workspace_id: int) -> None:
-    budget = daily_token_budget(workspace_id=workspace_id)
-    if budget is None:
-        return
-    used = tokens_used_today(workspace_id=workspace_id)
-    if used >= budget:
-        raise LlmBudgetExhausted(f"{used} of {budget} tokens used today (UTC); extraction resumes tomorrow")
-
-
 def budget_reserve(*, workspace_id: int, budget: int | None, tokens: int, purpose: str, model: str) -> int:
     """Reserve a call's most possible tokens before it is made, atomically per workspace: the check and the
     reservation happen under one lock, so parallel jobs are admitted only while today's spend (reservations

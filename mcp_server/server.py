@@ -109,10 +109,6 @@ def _resolve(caller: SdkCaller, scope: ScopeIn, *, role: str) -> tuple[int, Memo
     return authorize(caller, scope, role=role), memory_scope(scope)
 
 
-def _json_ready(data: Any) -> Any:
-    return json.loads(json.dumps(data, cls=DjangoJSONEncoder))
-
-
 def tool_error_text(error: ApiError) -> str:
     text = f"{error.code}: {error.message}"
     if error.details:
