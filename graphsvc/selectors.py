@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import connections
 from django.db.models import Q
 
+from config.errors import ApiError
 from config.prepared import prepared_cursor
 from graphsvc.facts import EVERYONE, Audience
 
@@ -194,6 +196,24 @@ ENTITY_SELECT = """
     LEFT JOIN graph_community_members m ON m.workspace_id = n.workspace_id AND m.node_id = n.id
     LEFT JOIN graph_communities c ON c.id = m.community_id
 """
+
+
+# An id as the graph routes return it: ASCII digits within bigint.
+ID_TEXT = re.compile(r"[0-9]{1,19}")
+BIGINT_MAX = 2**63 - 1
+
+
+def entities_cursor_id(cursor: str | None) -> int | None:
+    """The entity id a graph/entities page cursor names (None: the first page); 400 INVALID_CURSOR for
+    anything but a nextCursor. ASCII digits within bigint: str.isdigit() also accepts '¹' and '٣', which int()
+    or Postgres then refuse."""
+    if cursor is None:
+        return None
+    if not ID_TEXT.fullmatch(cursor) or int(cursor) > BIGINT_MAX:
+        raise ApiError(
+            400, "INVALID_CURSOR", "cursor must be the nextCursor of a previous graph/entities page."
+        )
+    return int(cursor)
 
 
 def entities_list(
