@@ -362,6 +362,7 @@ def tool_arguments(
         if name == "scope" or name in excluded:
             continue
         shown = _inlined(document["properties"][name], defs)
+        default: Any
         if info.is_required():
             default = inspect.Parameter.empty
         else:
