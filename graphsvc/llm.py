@@ -216,17 +216,21 @@ def _escape_folded(text: str) -> str:
     return "".join(parts)
 
 
-def external(text: str, *, limit: int | None = None) -> str:
-    """Memory text is data, never instructions: fence it, and keep a forged fence tag from ending the fence.
-
-    Secrets are scrubbed first (memories.scrubber), then the text is cut to `limit`: cutting first could leave
-    half a key that no pattern recognises any more. Fence tags in the text are escaped last, so that nothing
-    after it can rebuild one.
-    """
+def scrubbed(text: str, *, limit: int | None = None) -> str:
+    """Memory text as every model outside the server receives it (LLM prompts inside a fence, the reranker's
+    documents as they are). Secrets are scrubbed first (memories.scrubber), then the text is cut to `limit`:
+    cutting first could leave half a key that no pattern recognises any more. Fence tags in the text are
+    escaped last, so that nothing after it can rebuild one."""
     text = scrub_secrets(text)
     if limit is not None:
         text = text[:limit]
-    return FENCE_OPEN + _escape_fence_tags(text) + FENCE_CLOSE
+    return _escape_fence_tags(text)
+
+
+def external(text: str, *, limit: int | None = None) -> str:
+    """Memory text is data, never instructions: fence it (scrubbed), and keep a forged fence tag from ending
+    the fence."""
+    return FENCE_OPEN + scrubbed(text, limit=limit) + FENCE_CLOSE
 
 
 def tokens_used_today(*, workspace_id: int) -> int:
@@ -262,15 +266,6 @@ def daily_token_budget(*, workspace_id: int) -> int | None:
     if ceiling:
         budget = ceiling if budget is None else min(budget, ceiling)
     return budget
-
-
-def budget_check(*, workspace_id: int) -> None:
-    budget = daily_token_budget(workspace_id=workspace_id)
-    if budget is None:
-        return
-    used = tokens_used_today(workspace_id=workspace_id)
-    if used >= budget:
-        raise LlmBudgetExhausted(f"{used} of {budget} tokens used today (UTC); extraction resumes tomorrow")
 
 
 def budget_reserve(*, workspace_id: int, budget: int | None, tokens: int, purpose: str, model: str) -> int:

@@ -18,7 +18,7 @@ from django.utils import timezone
 from config.errors import ApiError
 from memories import hygiene, selectors
 from memories.models import ConsolidationRun, IdempotencyRecord, Memory, MemorySettings
-from memories.sanitizer import injection_flags
+from memories.sanitizer import DETECTOR_VERSION, memory_injection_flags
 from memories.scrubber import scrub_secrets
 from memories.selectors import MemoryScope, like_escape, writable_q
 
@@ -75,7 +75,10 @@ def memory_add(
         metadata=metadata,
         embedding_model=embedding_model,
         expires_at=working_expiry() if layer == Memory.Layer.WORKING else None,
-        injection_flags=injection_flags(content),
+        injection_flags=memory_injection_flags(
+            content=content, tags=tags, paths=paths, category=category, metadata=metadata
+        ),
+        injection_scan_version=DETECTOR_VERSION,
         importance=importance,
         created_at=now,
         updated_at=now,
@@ -154,10 +157,17 @@ def memory_edit(
         memory.layer = Memory.Layer.RULE
     if "layer" in changes or changes.get("type") == Memory.Type.RULE:
         memory.expires_at = working_expiry() if memory.layer == Memory.Layer.WORKING else None
-    if "content" in changes:
-        if scrub_at_rest:
-            memory.content = scrub_secrets(memory.content)
-        memory.injection_flags = injection_flags(memory.content)
+    if "content" in changes and scrub_at_rest:
+        memory.content = scrub_secrets(memory.content)
+    if changes.keys() & {"content", "tags", "paths", "category", "metadata"}:
+        memory.injection_flags = memory_injection_flags(
+            content=memory.content,
+            tags=memory.tags,
+            paths=memory.paths,
+            category=memory.category,
+            metadata=memory.metadata,
+        )
+        memory.injection_scan_version = DETECTOR_VERSION
     if "content" in changes or "type" in changes or "metadata" in changes:
         memory.importance = hygiene.importance_score(
             content=memory.content, memory_type=memory.type, role=hygiene.memory_role(memory.metadata)

@@ -7,10 +7,6 @@ from django.contrib.auth.models import User
 from tenancy.models import ApiKey, Invitation, Membership, RepoOwnerMapping, UserSettings, Workspace
 
 
-def api_key_by_hash(*, key_hash: str) -> ApiKey | None:
-    return ApiKey.objects.select_related("user").filter(key_hash=key_hash).first()
-
-
 def personal_workspace_get(*, user: User) -> Workspace | None:
     return Workspace.objects.filter(kind=Workspace.Kind.PERSONAL, personal_owner=user).first()
 

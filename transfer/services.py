@@ -38,7 +38,7 @@ from config.schemas import (
     text_problem,
 )
 from graphsvc.schemas import DecayIn, ExtractionSettingsIn, GraphSettingsIn
-from memories.sanitizer import injection_flags
+from memories.sanitizer import DETECTOR_VERSION, memory_injection_flags, text_injection_flags
 from memories.schemas import MemoryRecordIn, MemorySettingsPatchIn, embedding_models_allowed
 from pipeline import jobs
 from rollout.services import rollout_cache_clear, rollout_state_get
@@ -619,9 +619,9 @@ def _import_memory(cursor: Any, state: _State, record: dict[str, Any], line: int
     cursor.execute(
         """
         INSERT INTO memories (id, workspace_id, content, type, layer, scope, project_id, user_id, tags, paths,
-                              category, metadata, embedding_model, injection_flags, expires_at, created_at,
-                              updated_at, deleted_at, importance)
-        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s)
+                              category, metadata, embedding_model, injection_flags, injection_scan_version,
+                              expires_at, created_at, updated_at, deleted_at, importance)
+        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s, %s)
         ON CONFLICT (id) DO NOTHING
         """,
         [
@@ -639,7 +639,14 @@ def _import_memory(cursor: Any, state: _State, record: dict[str, Any], line: int
             _json(memory.metadata),
             memory.embeddingModel,
             # Found again here, as memories/add finds them: a file's flags are not trusted either way.
-            injection_flags(memory.content),
+            memory_injection_flags(
+                content=memory.content,
+                tags=memory.tags,
+                paths=memory.paths,
+                category=memory.category,
+                metadata=memory.metadata,
+            ),
+            DETECTOR_VERSION,
             memory.expiresAt,
             memory.createdAt,
             memory.updatedAt or memory.createdAt,
@@ -697,6 +704,40 @@ def _import_embedding(cursor: Any, state: _State, record: dict[str, Any], line: 
 # --- the graph ----------------------------------------------------------------------------------------------
 
 
+def _graph_text(
+    state: _State, record: dict[str, Any], key: str, line: int, *, max_len: int = 100_000
+) -> str | None:
+    """An optional text of the graph (a fact sentence, a summary, evidence) as the file gives it, or None
+    when it trips the prompt-injection detector: graph text is pasted into prompts unmarked, and what the
+    server extracts never comes from a flagged memory, so a file's must not either. The row is kept without
+    the text (upkeep writes summaries again) and the report says so."""
+    text = _str(record, key, line, max_len=max_len, optional=True)
+    flags = text_injection_flags(text)
+    if not flags:
+        return text
+    state.report.adjusted.append(
+        {
+            "line": line,
+            "field": key,
+            "code": "PROMPT_INJECTION_DROPPED",
+            "message": f"'{key}' was not imported: it reads as a prompt injection ({', '.join(flags)}).",
+        }
+    )
+    return None
+
+
+def _graph_name(record: dict[str, Any], key: str, line: int, *, max_len: int) -> str:
+    """A name of the graph (an entity's label, a community's name): refused when it trips the
+    prompt-injection detector, since a row cannot be kept without its name."""
+    name = _str(record, key, line, max_len=max_len)
+    flags = text_injection_flags(name)
+    if flags:
+        raise ImportFileError(
+            line, f"'{key}' reads as a prompt injection ({', '.join(flags)}); rename it.", field=key
+        )
+    return name
+
+
 def _import_community(cursor: Any, state: _State, record: dict[str, Any], line: int) -> bool:
     source = _int(record, "id", line)
     _unique(state.communities, source, "community", line)
@@ -707,7 +748,7 @@ def _import_community(cursor: Any, state: _State, record: dict[str, Any], line: 
         or len(members) > 100_000
     ):
         raise ImportFileError(line, "'memberNodeIds' must be a list of node ids.", field="memberNodeIds")
-    name = _str(record, "name", line, max_len=300)
+    name = _graph_name(record, "name", line, max_len=300)
     # The members' mean vector, with the model it was computed in: one without the other matches nothing.
     centroid = _vector(record, "centroid", line)
     centroid_model = _allowed_model(record, "centroidModel", line, optional=True)
@@ -723,7 +764,7 @@ def _import_community(cursor: Any, state: _State, record: dict[str, Any], line: 
         [
             state.workspace_id,
             name,
-            _str(record, "summary", line, max_len=100_000, optional=True) or "",
+            _graph_text(state, record, "summary", line) or "",
             _str(record, "fingerprint", line, max_len=64),
             centroid,
             centroid_model,
@@ -780,9 +821,9 @@ def _import_node(cursor: Any, state: _State, record: dict[str, Any], line: int) 
             state.workspace_id,
             node_type,
             key,
-            _str(record, "label", line, max_len=300),
+            _graph_name(record, "label", line, max_len=300),
             _json(metadata),
-            _str(record, "summary", line, max_len=100_000, optional=True),
+            _graph_text(state, record, "summary", line),
             _vector(record, "embedding", line),
             _allowed_model(record, "embeddingModel", line, optional=True),
             _time(record, "firstSeenAt", line),
@@ -810,14 +851,15 @@ def _import_node(cursor: Any, state: _State, record: dict[str, Any], line: int) 
 
 
 def _import_alias(cursor: Any, state: _State, record: dict[str, Any], line: int) -> bool:
+    node_id = _node_ref(state, record, "nodeId", line)
+    _str(record, "alias", line, max_len=600)  # present and a string, or the file is refused
+    alias = _graph_text(state, record, "alias", line, max_len=600)
+    if alias is None:
+        return False  # an alias is only its text: none is kept
     cursor.execute(
         "INSERT INTO graph_entity_aliases (workspace_id, node_id, alias, created_at) "
         "VALUES (%s, %s, %s, now()) ON CONFLICT DO NOTHING",
-        [
-            state.workspace_id,
-            _node_ref(state, record, "nodeId", line),
-            _str(record, "alias", line, max_len=600),
-        ],
+        [state.workspace_id, node_id, alias],
     )
     return bool(cursor.rowcount == 1)
 
@@ -869,9 +911,9 @@ def _import_edge(cursor: Any, state: _State, record: dict[str, Any], line: int) 
             _choice(record, "edgeClass", line, _EDGE_CLASSES),
             weight,
             confidence,
-            _str(record, "fact", line, max_len=100_000, optional=True),
+            _graph_text(state, record, "fact", line),
             evidence_id,
-            _str(record, "evidenceText", line, max_len=100_000, optional=True),
+            _graph_text(state, record, "evidenceText", line),
             _choice(record, "origin", line, _ORIGINS),
             _time(record, "validFrom", line),
             _time(record, "validTo", line),
@@ -914,7 +956,7 @@ def _import_fact_evidence(cursor: Any, state: _State, record: dict[str, Any], li
         """,
         [
             edge_id,
-            _str(record, "evidenceText", line, max_len=100_000, optional=True),
+            _graph_text(state, record, "evidenceText", line),
             _time(record, "createdAt", line),
             state.workspace_id,
             memory_id,

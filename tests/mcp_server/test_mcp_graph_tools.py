@@ -168,7 +168,9 @@ def test_it_refuses_what_the_api_refuses_with_its_codes(personas, team):
     assert "ENTITY_NOT_FOUND" in error(missing) and "Closest: Alice Martin" in error(missing)
     assert '"closest": ["Alice Martin"]' in error(missing)
     assert "INVALID_REQUEST" in error(too_deep) and "maxHops" in error(too_deep)
-    assert "send query or entity" in error(neither)
+    assert "INVALID_REQUEST" in error(neither) and "send query (words naming entities) or entity" in error(
+        neither
+    )
     assert "user" in error(misspelt)
     assert "direction" in error(wrong_direction)
 

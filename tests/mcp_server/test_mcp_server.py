@@ -192,3 +192,37 @@ def test_it_serves_streamable_http_with_the_key_of_each_request():
         asyncio.run(scenario())
     with workspace_context(alice_ws):
         assert list(Memory.objects.values_list("content", flat=True)) == ["served over streamable HTTP"]
+
+
+def test_it_derives_every_tools_arguments_from_its_routes_request_schema():
+    """One source: each tool's arguments are its route's request fields (snake_case), with the field's own
+    type, limits, default and description; graph/communities's admin-only refresh is the one left out."""
+    import asyncio as _asyncio
+
+    from mcp_server.server import TOOL_SCHEMAS, McpSettings, build_server
+
+    tools = {tool.name: tool for tool in _asyncio.run(build_server(McpSettings(api_key=None)).list_tools())}
+    assert set(tools) == set(TOOL_SCHEMAS)
+    for name, (schema, excluded) in TOOL_SCHEMAS.items():
+        route = schema.model_json_schema()
+        shown = tools[name].input_schema["properties"]
+        expected = {
+            "".join(f"_{c.lower()}" if c.isupper() else c for c in field)
+            for field in route["properties"]
+            if field not in excluded
+        }
+        assert set(shown) == expected, name
+        for field, spec in route["properties"].items():
+            if field in excluded or field == "scope":
+                continue
+            arg = shown["".join(f"_{c.lower()}" if c.isupper() else c for c in field)]
+            assert arg["description"] == spec["description"], (name, field)
+            for limit in ("maximum", "minimum", "maxLength", "enum", "maxItems"):
+                if limit in spec:
+                    assert arg[limit] == spec[limit], (name, field, limit)
+            if "default" in spec and not isinstance(spec["default"], list | dict):
+                assert arg["default"] == spec["default"], (name, field)
+    assert "strategy" in tools["graph_facts"].input_schema["properties"]
+    assert tools["graph_communities"].input_schema["properties"]["limit"]["default"] == 50
+    assert "refresh" not in tools["graph_communities"].input_schema["properties"]
+    assert "importance_weight" in tools["get_context"].input_schema["properties"]
