@@ -30,6 +30,7 @@ from config.prepared import prepared_cursor
 from graphsvc import vectors
 from graphsvc.models import ENTITY_TYPES, GraphSettings
 from graphsvc.names import normalise_name, normalise_relation
+from memories.prompt_text import prompt_line
 
 # The query's embedding (None when it cannot be computed). The graph stores vectors but does not compute them:
 # the caller passes the embedder of the retrieval layer, so entities are found by meaning when no word
@@ -246,11 +247,6 @@ def boosted(decayed: float, retrieval_count: int) -> float:
     return min(1.0, decayed * (1.0 + 0.2 * math.log1p(max(retrieval_count, 0))))
 
 
-def clean_fact_text(text: str | None) -> str:
-    """One line, no angle brackets: graph text is pasted into prompts and must not open or close a section."""
-    return " ".join((text or "").replace("<", " ").replace(">", " ").split())
-
-
 # --- seeds --------------------------------------------------------------------------------------------------
 
 
@@ -441,7 +437,7 @@ def entity_closest(*, workspace_id: int, name: str, audience: Audience = EVERYON
                 "viewer": audience.user_id,
             },
         )
-        return list(dict.fromkeys(clean_fact_text(row[0]) for row in cursor.fetchall()))
+        return list(dict.fromkeys(prompt_line(row[0]) for row in cursor.fetchall()))
 
 
 def entity_not_found(*, workspace_id: int, name: str, audience: Audience = EVERYONE) -> ApiError:
@@ -455,7 +451,7 @@ def entity_not_found(*, workspace_id: int, name: str, audience: Audience = EVERY
     return ApiError(
         404,
         "ENTITY_NOT_FOUND",
-        f"No entity named {clean_fact_text(name)[:200]!r} in this workspace.{hint}",
+        f"No entity named {prompt_line(name)[:200]!r} in this workspace.{hint}",
         details={"closest": closest},
     )
 
@@ -1231,10 +1227,10 @@ def spreading_details(
 
 def _public(fact: dict[str, Any]) -> dict[str, Any]:
     return {
-        "source": clean_fact_text(fact["source"]),
+        "source": prompt_line(fact["source"]),
         "relation": fact["relation"],
-        "target": clean_fact_text(fact["target"]),
-        "fact": clean_fact_text(fact["fact"]),
+        "target": prompt_line(fact["target"]),
+        "fact": prompt_line(fact["fact"]),
         "edgeClass": fact["edgeClass"],
         "confidence": round(fact["confidence"], 4),
         "score": fact["score"],
@@ -1398,7 +1394,7 @@ def facts_recall(
     return {
         "facts": [_public(f) for f in kept],
         "seeds": [
-            {"id": str(s.node_id), "name": clean_fact_text(s.name), "score": round(s.score, 4)} for s in seeds
+            {"id": str(s.node_id), "name": prompt_line(s.name), "score": round(s.score, 4)} for s in seeds
         ],
         "seedSource": seed_source,
         "strategy": chosen,

@@ -79,10 +79,6 @@ def job_kind_register(kind: str, run: Run, *, sweep: Sweep | None = None) -> Non
     _KINDS[kind] = JobKind(run=run, sweep=sweep)
 
 
-def job_kinds() -> tuple[str, ...]:
-    return tuple(sorted(_KINDS))
-
-
 # --- create -------------------------------------------------------------------------------------------------
 
 

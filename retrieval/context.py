@@ -22,7 +22,7 @@ from django.db import transaction
 
 from config.prepared import prepared_cursor
 from graphsvc import expansion
-from memories import selectors
+from memories import prompt_text, selectors
 from memories.models import Memory
 from memories.scrubber import scrub_secrets
 from memories.selectors import MemoryScope
@@ -39,11 +39,10 @@ WORKING_TIER_MAX = 3
 CONTEXT_LINE_CHARS = 80
 # Texts up to this long have their scrubbed line remembered (4,096 of them: at most ~16 MB per process).
 CLEAN_CACHE_MAX_CHARS = 4000
-# Put in front of the context line of a rule or memory with prompt-injection flags (Memory.injection_flags):
-# its text is data to weigh, never instructions to follow, and an agent's system prompt can say so about
-# lines that carry this marker (docs/hygiene.md). Memory text cannot forge it: lines lose their square-bracket
-# pairs that spell it (_one_line).
-UNTRUSTED_MARKER = "[UNTRUSTED: possible prompt injection]"
+# Put in front of the context line of a rule or memory with prompt-injection flags (memories.prompt_text).
+UNTRUSTED_MARKER = prompt_text.UNTRUSTED_MARKER
+# A conflict's explanation in the context text, at most this long.
+CONFLICT_EXPLANATION_CHARS = 160
 
 
 @dataclass(frozen=True)
@@ -352,39 +351,11 @@ def memory_json(memory: Memory, graph: dict[str, Any] | None = None) -> dict[str
     return payload
 
 
-def _one_line(text: str) -> str:
-    """One line, no angle brackets: memory text must not open or close a prompt section it is pasted into;
-    nor may it show the untrusted marker of flagged memories on a line that has none."""
-    line = " ".join(text.replace("<", " ").replace(">", " ").split())
-    if "UNTRUSTED" in line.upper():
-        line = _unmark(line)
-    return line
-
-
-def _unmark(line: str) -> str:
-    """The line with every "[untrusted" (any case, any spacing after the bracket) turned into "(untrusted":
-    a forged marker then no longer reads as one. Plain string code: the text is untrusted."""
-    out: list[str] = []
-    start = 0
-    lowered = line.lower()
-    while True:
-        at = lowered.find("[", start)
-        if at < 0:
-            out.append(line[start:])
-            return "".join(out)
-        word_at = at + 1
-        while word_at < len(line) and line[word_at] == " ":
-            word_at += 1
-        out.append(line[start:at])
-        out.append("(" if lowered.startswith("untrusted", word_at) else "[")
-        start = at + 1
-
-
 @functools.lru_cache(maxsize=4096)
 def _clean_line(text: str) -> str:
     """Scrubbed and on one line. Remembered per text: the same rules and memories come back call after call,
     and the secret patterns cost ~0.1 ms per text (100 rules: most of a context's Python time)."""
-    return _one_line(scrub_secrets(text))
+    return prompt_text.prompt_line(scrub_secrets(text))
 
 
 def context_text(
@@ -398,14 +369,18 @@ def context_text(
     """The ready-to-paste text. With `redact` (the workspace's redact_credentials) secrets become typed
     placeholders before the line is cut, so a key is never half-shown."""
 
+    line = prompt_text.prompt_line
+
     def clean(text: str) -> str:
         if not redact:
-            return _one_line(text)
-        return _clean_line(text) if len(text) <= CLEAN_CACHE_MAX_CHARS else _one_line(scrub_secrets(text))
+            return line(text)
+        return _clean_line(text) if len(text) <= CLEAN_CACHE_MAX_CHARS else line(scrub_secrets(text))
 
     def marked(memory: Memory) -> str:
         return UNTRUSTED_MARKER + " " if memory.injection_flags else ""
 
+    # Every stored value goes through prompt_text.prompt_line (clean is it after the secret scrub): nothing a
+    # caller wrote can start a line, open or close a tag, or forge the untrusted marker.
     sections: list[str] = []
     project_rules = [r for r in rules if r.scope == Memory.Scope.PROJECT]
     global_rules = [r for r in rules if r.scope != Memory.Scope.PROJECT]
@@ -423,22 +398,28 @@ def context_text(
             text = clean(memory.content)
             if len(text) > CONTEXT_LINE_CHARS:
                 text = text[: CONTEXT_LINE_CHARS - 3] + "..."
-            where = f"@{memory.project_id}" if memory.project_id else "global"
-            tags = f" [{', '.join(memory.tags)}]" if memory.tags else ""
-            lines.append(f"- {marked(memory)}[{memory.type}] {text} ({where}){tags}")
+            where = f"@{line(memory.project_id)}" if memory.project_id else "global"
+            tags = f" {prompt_text.prompt_bracketed(memory.tags)}" if memory.tags else ""
+            kind = prompt_text.prompt_bracketed([memory.type])
+            lines.append(f"- {marked(memory)}{kind} {text} ({where}){tags}")
         sections.append("## Relevant Memories\n" + "\n".join(lines))
     if conflicts:
         sections.append(
             "## Conflicts\n"
             + "\n".join(
-                f"- {c['memoryAId']} <-> {c['memoryBId']} (confidence {c['confidence']:.2f})"
+                f"- {line(c['memoryAId'])} <-> {line(c['memoryBId'])} (confidence {c['confidence']:.2f})"
+                + (
+                    f": {line(c['explanation'], limit=CONFLICT_EXPLANATION_CHARS)}"
+                    if c.get("explanation")
+                    else ""
+                )
                 for c in conflicts
             )
         )
     if facts:
-        # Names and facts are already one line without angle brackets (graphsvc.facts.clean_fact_text).
         sections.append(
-            "## Known facts\n"
+            graph_context.FACTS_HEADER
+            + "\n"
             + "\n".join(f"- {clean(f['fact'])} (confidence {f['confidence']:.2f})" for f in facts)
         )
     return "\n\n".join(sections)

@@ -27,7 +27,8 @@ from django.conf import settings
 from graphsvc import facts as graph_facts
 from graphsvc import presence as graph_presence
 from graphsvc import selectors as graph_selectors
-from graphsvc.facts import QueryEmbedder, audience_for, clean_fact_text, query_terms
+from graphsvc.facts import QueryEmbedder, audience_for, query_terms
+from memories.prompt_text import prompt_line
 from memories.scrubber import scrub_secrets
 from memories.selectors import MemoryScope
 
@@ -80,10 +81,10 @@ class GraphSection:
 
 def _community_line(community: dict[str, Any], *, redact: bool) -> str:
     summary = community["summary"]
-    text = clean_fact_text(scrub_secrets(summary) if redact else summary)
+    text = prompt_line(scrub_secrets(summary) if redact else summary)
     if len(text) > MAX_SUMMARY_CHARS:
         text = text[: MAX_SUMMARY_CHARS - 3] + "..."
-    return f"- [community {community['id']}: {clean_fact_text(community['name'])}] {text}"
+    return f"- [community {prompt_line(community['id'])}: {prompt_line(community['name'])}] {text}"
 
 
 def graph_budget(token_budget: int | None) -> int:
@@ -215,8 +216,8 @@ def _words(text: str) -> list[str]:
 def _public(community: dict[str, Any]) -> dict[str, Any]:
     return {
         "id": str(community["id"]),
-        "name": clean_fact_text(community["name"]),
-        "summary": clean_fact_text(community["summary"]),
+        "name": prompt_line(community["name"]),
+        "summary": prompt_line(community["summary"]),
         "size": community["size"],
         "memberIds": community["memberIds"],
         "score": community["score"],

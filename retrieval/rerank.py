@@ -19,6 +19,7 @@ from typing import Any
 
 from django.conf import settings
 
+from graphsvc.llm import scrubbed
 from memories.models import Memory
 from ops import tracing
 from retrieval.embeddings import NO_KEY
@@ -72,8 +73,10 @@ def rerank_scores(*, query: str, memories: list[Memory], max_candidates: int | N
         with tracing.llm_span("rerank", model=settings.RERANK_MODEL, count=len(unique)):
             response = litellm.rerank(
                 model=settings.RERANK_MODEL,
-                query=query[:MAX_QUERY_CHARS],
-                documents=[memory.content[:MAX_DOCUMENT_CHARS] for memory in unique],
+                # Scrubbed as every LLM prompt is (graphsvc.llm.scrubbed): the reranker is a service outside
+                # the server, and a key in a memory must not leave it, however the model treats the text.
+                query=scrubbed(query, limit=MAX_QUERY_CHARS),
+                documents=[scrubbed(memory.content, limit=MAX_DOCUMENT_CHARS) for memory in unique],
                 top_n=len(unique),
                 api_base=settings.RERANK_API_BASE or None,
                 # Always the operator's key, never litellm's fallback to the environment's ("" counts as
