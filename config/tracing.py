@@ -51,18 +51,18 @@ _URL_KEYS = frozenset({"http.url", "url.full", "http.target"})
 _PATH_KEYS = ("http.target", "url.path")
 
 
-def tracing_wanted(environ: Mapping[str, str] | None = None) -> bool:
+def tracing_wanted(environment: Mapping[str, str] | None = None) -> bool:
     """Whether the environment asks for traces: an OTLP endpoint is set, and neither OTEL_SDK_DISABLED nor
     OTEL_TRACES_EXPORTER=none turns them off. Only OTLP over HTTP is built in: another protocol or exporter is
     a configuration error, said at start rather than found missing later."""
-    env = os.environ if environ is None else environ
+    environ = os.environ if environment is None else environment
     endpoint = (
-        env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
-        or env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
+        environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
+        or environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
     )
-    if not endpoint or env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+    if not endpoint or environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
         return False
-    exporter = env.get("OTEL_TRACES_EXPORTER", "otlp").strip().lower() or "otlp"
+    exporter = environ.get("OTEL_TRACES_EXPORTER", "otlp").strip().lower() or "otlp"
     if exporter == "none":
         return False
     if exporter != "otlp":
@@ -71,8 +71,8 @@ def tracing_wanted(environ: Mapping[str, str] | None = None) -> bool:
             "HTTP only (set it to otlp, or leave it unset)."
         )
     protocol = (
-        env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "").strip()
-        or env.get("OTEL_EXPORTER_OTLP_PROTOCOL", "").strip()
+        environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "").strip()
+        or environ.get("OTEL_EXPORTER_OTLP_PROTOCOL", "").strip()
         or "http/protobuf"
     )
     if protocol != "http/protobuf":
