@@ -91,7 +91,7 @@ def base_url(live_server) -> str:
 @pytest.fixture
 def controlled_proxy(live_server) -> Iterator[ControlledProxy]:
     proxy = ControlledProxy(upstream=live_server.url)
-    proxy.url = proxy.start()  # type: ignore[attr-defined]
+    proxy.url = proxy.start()
     yield proxy
     proxy.stop()
 

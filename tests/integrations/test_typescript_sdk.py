@@ -23,7 +23,7 @@ def test_it_passes_its_node_suite_against_the_live_server(base_url, alice, bob, 
             "CAIRN_BASE_URL": base_url,
             "CAIRN_API_KEY": alice.key,
             "CAIRN_TEST_OTHER_KEY": bob.key,
-            "CAIRN_TEST_FLAKY_URL": controlled_proxy.url,  # type: ignore[attr-defined]
+            "CAIRN_TEST_FLAKY_URL": controlled_proxy.url,
         },
         expect=11,
     )

@@ -27,7 +27,7 @@ import asyncio
 import contextlib
 import hashlib
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from langgraph.store.base import (
@@ -56,7 +56,7 @@ CONTENT_MAX = 8000
 SEARCH_CANDIDATES = 50  # memories/search's maximum page
 LIST_PAGE = 100
 LIST_NAMESPACES_SCAN = 10_000  # memories read at most to answer one list_namespaces
-_OPERATORS = {
+_OPERATORS: dict[str, Callable[[Any, Any], bool]] = {
     "$eq": lambda a, b: a == b,
     "$ne": lambda a, b: a != b,
     "$gt": lambda a, b: a is not None and a > b,
