@@ -157,6 +157,11 @@ const WRITES = new Set([
 // Calls with no scope: the keys of your own user, whichever workspace.
 const UNSCOPED = new Set(["health", "keys/list", "keys/revoke"]);
 
+interface Answer {
+  response: Response;
+  text: string;
+}
+
 interface Call {
   method: "GET" | "POST" | "PATCH";
   path: string;
@@ -274,13 +279,13 @@ export class Cairn {
 
   /** Send with retries; the parsed envelope's data, or a typed error. */
   async request(call: Call, options: RequestOptions = {}): Promise<unknown> {
-    const response = await this.send(call, options);
-    const { envelope, text } = await readEnvelope(response);
-    return dataOrThrow(call.path, response, envelope, text);
+    const { response, text } = await this.send(call, options);
+    return dataOrThrow(call.path, response, parseEnvelope(text), text);
   }
 
-  /** Send with retries and return the final Response (success or not, body unread unless it was an error). */
-  async send(call: Call, options: RequestOptions = {}): Promise<Response> {
+  /** Send with retries; the final answer (success or not) with its body read. The body is read inside the
+   * attempt, so the timeout and the caller's signal also cover an answer that stalls halfway. */
+  async send(call: Call, options: RequestOptions = {}): Promise<Answer> {
     const url = new URL(`${this.baseUrl}/${call.path}`);
     for (const [name, value] of Object.entries(call.query ?? {})) {
       if (value !== undefined && value !== null) url.searchParams.set(name, String(value));
@@ -313,10 +318,10 @@ export class Cairn {
       let delay: number | null;
       try {
         const response = await this.fetcher(url, { method: call.method, headers, body, signal: controller.signal });
-        if (response.ok) return response;
-        delay = await this.retryDelay(response, attempt, maxRetries);
-        if (delay === null) return response;
-        await response.body?.cancel().catch(() => undefined);
+        const text = await response.text();
+        if (response.ok) return { response, text };
+        delay = this.retryDelay(response, text, attempt, maxRetries);
+        if (delay === null) return { response, text };
       } catch (error) {
         if (signal?.aborted) throw abortError(signal);
         if (error instanceof CairnError) throw error;
@@ -338,13 +343,12 @@ export class Cairn {
     return ceiling / 2 + Math.random() * (ceiling / 2);
   }
 
-  /** Ms to wait before trying again, or null when this answer is final. Reads (a clone of) the body for hints. */
-  private async retryDelay(response: Response, attempt: number, maxRetries: number): Promise<number | null> {
+  /** Ms to wait before trying again, or null when this answer is final. */
+  private retryDelay(response: Response, text: string, attempt: number, maxRetries: number): number | null {
     const status = response.status;
     if (attempt >= maxRetries || !(status === 429 || status === 408 || status >= 500)) return null;
     if (status !== 429 && status !== 503) return this.backoff(attempt);
-    const { envelope } = await readEnvelope(response.clone());
-    const hinted = retryAfterSeconds(response, envelope);
+    const hinted = retryAfterSeconds(response, parseEnvelope(text));
     if (hinted === null) return this.backoff(attempt);
     const ms = hinted * 1000;
     return ms > this.retry.maxRetryAfter ? null : ms;
@@ -366,20 +370,14 @@ function resolveBaseUrl(raw: string | undefined): string {
   return url.endsWith(API_PREFIX) ? url : url + API_PREFIX;
 }
 
-async function readEnvelope(response: Response): Promise<{ envelope: Envelope | null; text: string }> {
-  let text = "";
-  try {
-    text = await response.text();
-  } catch {
-    return { envelope: null, text };
-  }
+function parseEnvelope(text: string): Envelope | null {
   try {
     const body = JSON.parse(text) as unknown;
-    if (body && typeof body === "object" && "ok" in body && "meta" in body) return { envelope: body as Envelope, text };
+    if (body && typeof body === "object" && "ok" in body && "meta" in body) return body as Envelope;
   } catch {
-    // not JSON: a proxy's page, reported below with its status
+    // not JSON: a proxy's page, reported with its status
   }
-  return { envelope: null, text };
+  return null;
 }
 
 function headersOf(response: Response): Record<string, string> {
@@ -633,18 +631,16 @@ export class Workspace {
   async downloadExport(request: string | api.ExportDownloadIn, options?: RequestOptions): Promise<ExportRecord[]> {
     const body = this.clientScoped(idRequest(request));
     const call: Call = { method: "POST", path: "workspace/export/download", body, accept: `${NDJSON}, application/json` };
-    const response = await this.client.send(call, options);
+    const { response, text } = await this.client.send(call, options);
     const type = (response.headers.get("Content-Type") ?? "").split(";")[0]!.trim();
     if (!response.ok || type !== NDJSON) {
-      const { envelope, text } = await readEnvelope(response);
-      dataOrThrow(call.path, response, envelope, text);
+      dataOrThrow(call.path, response, parseEnvelope(text), text);
       throw new APIError({
         status: response.status,
         code: "INVALID_RESPONSE",
         message: `Expected ${NDJSON} from ${call.path}, got ${type || "no Content-Type"}.`,
       });
     }
-    const text = await response.text();
     const lines = text.split("\n").filter((line) => line.trim());
     const records = lines.map((line) => JSON.parse(line) as ExportRecord);
     if (!text.endsWith("\n") || records.at(-1)?.kind !== "trailer") {
