@@ -221,7 +221,8 @@ export class Cairn {
     const platformFetch = (globalThis as { fetch?: typeof fetch }).fetch;
     const chosen = options.fetch ?? platformFetch;
     if (!chosen) throw new ConfigurationError("No fetch on this platform: pass new Cairn({ fetch }).");
-    this.fetcher = chosen;
+    // Called as a method of this client, a browser's fetch throws "Illegal invocation": keep it unbound.
+    this.fetcher = (input, init) => chosen(input, init);
     this.memories = new Memories(this);
     this.context = new Context(this);
     this.graph = new Graph(this);
@@ -293,7 +294,6 @@ export class Cairn {
     const headers: Record<string, string> = {
       Authorization: `Bearer ${this.apiKey}`,
       Accept: call.accept ?? "application/json",
-      "X-Cairn-Client": `cairn-sdk-typescript/${VERSION}`,
       ...this.extraHeaders,
     };
     if (call.body !== undefined) headers["Content-Type"] = "application/json";
