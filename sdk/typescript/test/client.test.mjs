@@ -159,7 +159,7 @@ test("a server that is not there is an APIConnectionError after the retries", as
   await assert.rejects(cairn.health(), APIConnectionError);
 });
 
-test("the workspace export comes back as records and a job is followed to its end", async () => {
+test("a workspace export comes back as records and imports into another tenant, through jobs", async () => {
   const cairn = new Cairn({ scope: { tenantId: "ts-export" } });
   await cairn.memories.add({ content: "Exported through the TypeScript SDK" });
   const records = await cairn.workspace.export({}, { pollInterval: 100 });
@@ -168,6 +168,11 @@ test("the workspace export comes back as records and a job is followed to its en
   assert.ok(records.some((record) => record.kind === "memory" && JSON.stringify(record).includes("TypeScript SDK")));
   const jobs = await cairn.jobs.list({ kind: "workspace_export" });
   assert.equal(jobs.jobs[0].status, "succeeded");
+
+  const report = await cairn.workspace.import(records, { scope: { tenantId: "ts-import" } }, { pollInterval: 100 });
+  assert.ok(report.created.memory >= 1, JSON.stringify(report));
+  const copied = await cairn.memories.search({ query: "Exported through", strategy: "lexical", scope: { tenantId: "ts-import" } });
+  assert.equal(copied.memories[0].content, "Exported through the TypeScript SDK");
 });
 
 test("keys are created, listed and revoked", async () => {
