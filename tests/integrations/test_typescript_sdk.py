@@ -46,7 +46,7 @@ def test_it_has_types_generated_from_the_served_openapi_document(tmp_path: Path)
     ).stdout
     committed = (PACKAGE / "src" / "openapi.ts").read_text()
     assert generated == committed, (
-        "sdk/typescript/src/openapi.ts is out of date with the server's API: from sdk/typescript, run "
-        "`npm run generate -- http://127.0.0.1:8000/api/sdk/v1/openapi.json > src/openapi.ts` against "
-        "`make run`, then `npm run build` (type errors there show the calls to update)"
+        "sdk/typescript/src/openapi.ts is out of date with the server's API: run `make sdk-types` (or, "
+        "against a running server, `npm run generate -- http://127.0.0.1:8000/api/sdk/v1/openapi.json > "
+        "src/openapi.ts` in sdk/typescript, then `npm run build`: type errors name the calls to update)"
     )
