@@ -98,6 +98,19 @@ test("it answers the envelope's code as a typed error", async () => {
   await assert.rejects(stranger.memories.list(), AuthenticationError);
 });
 
+test("graph reads answer, GET operations carry the scope in the query string", async () => {
+  const cairn = new Cairn({ scope: { tenantId: "ts-graph" } });
+  assert.equal((await cairn.graph.stats()).entities, 0);
+  const settings = await cairn.graph.settings();
+  assert.ok(["bfs", "spreading"].includes(settings.recallStrategy));
+  const updated = await cairn.graph.updateSettings({ decayRate: 0.05 });
+  assert.equal(updated.decayRate, 0.05);
+  assert.equal((await cairn.graph.settings()).decayRate, 0.05);
+  assert.notEqual((await cairn.withScope(undefined).graph.settings()).decayRate, 0.05, "another workspace");
+  assert.ok((await cairn.graph.rollout({ windowHours: 24 })).rollout);
+  assert.deepEqual((await cairn.graph.facts({ query: "anything" })).facts, []);
+});
+
 test("another account's memory is not found", async () => {
   const alice = new Cairn();
   const bob = new Cairn({ apiKey: process.env.CAIRN_TEST_OTHER_KEY });
