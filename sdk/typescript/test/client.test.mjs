@@ -12,6 +12,7 @@ import {
   CairnError,
   ConfigurationError,
   NotFoundError,
+  PermissionDeniedError,
   RateLimitError,
   ServerError,
 } from "cairn-sdk";
@@ -193,6 +194,12 @@ test("keys are created, listed and revoked", async () => {
   const created = await admin.keys.create({ name: "ts-reader", keyScope: "read" });
   const reader = new Cairn({ apiKey: created.secret });
   assert.ok(Array.isArray((await reader.memories.list()).memories));
+  await assert.rejects(reader.memories.add({ content: "A read key cannot write" }), (error) => {
+    assert.ok(error instanceof PermissionDeniedError);
+    assert.equal(error.status, 403);
+    assert.ok(error.code);
+    return true;
+  });
   assert.ok((await admin.keys.list()).keys.some((key) => key.id === created.key.id));
   await admin.keys.revoke(created.key.id);
   await assert.rejects(reader.memories.list(), AuthenticationError);
