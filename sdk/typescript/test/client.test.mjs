@@ -2,6 +2,7 @@
 // CAIRN_BASE_URL and CAIRN_API_KEY (alice's admin key), CAIRN_TEST_OTHER_KEY (bob, another account) and
 // CAIRN_TEST_FLAKY_URL (a proxy in front of the server that fails on purpose when told to).
 import assert from "node:assert/strict";
+import { readdir, readFile } from "node:fs/promises";
 import { test } from "node:test";
 import {
   APIConnectionError,
@@ -166,6 +167,15 @@ test("a call stops at its timeout, and at its AbortSignal", async () => {
   setTimeout(() => controller.abort("user left"), 100);
   await assert.rejects(cairn.memories.list({}, { signal: controller.signal, timeout: 10_000 }), APIUserAbortError);
   await planProxy([]);
+});
+
+test("the built package uses web APIs only, as browsers and edge runtimes have them", async () => {
+  const dist = new URL("../dist/", import.meta.url);
+  for (const name of (await readdir(dist)).filter((file) => file.endsWith(".js"))) {
+    const code = await readFile(new URL(name, dist), "utf8");
+    assert.doesNotMatch(code, /from\s+["']node:|require\(|\bBuffer\b|\bprocess\.env\b|__dirname/, name);
+    for (const imported of code.matchAll(/from\s+["']([^"']+)["']/g)) assert.match(imported[1], /^\.\//, name);
+  }
 });
 
 test("a server that is not there is an APIConnectionError after the retries", async () => {
