@@ -26,6 +26,7 @@ urlpatterns = [
     path(W + "graph/edges/<int:edge_id>/", explorer.explorer_edge, name="dashboard-explorer-edge"),
     path(W + "graph/pair/", explorer.explorer_pair, name="dashboard-explorer-pair"),
     path(W + "graph/node/", explorer.explorer_node, name="dashboard-explorer-node"),
+    path(W + "graph/path/", explorer.explorer_path, name="dashboard-explorer-path"),
     path(W + "changes/", changes.changes, name="dashboard-changes"),
     path(W + "trace/", changes.trace, name="dashboard-trace"),
     path(W + "rollout/", rollout.rollout, name="dashboard-rollout"),

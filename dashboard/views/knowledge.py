@@ -73,6 +73,7 @@ def entity_detail(request: SignedInRequest, workspace: Workspace, role: str, nod
         facts = selectors.fact_list(
             workspace_id=workspace.id, node=entity, include_invalid=include_invalid, limit=FACT_LIMIT
         )
+        selectors.facts_mark(workspace_id=workspace.id, facts=facts)
         merges = graph_selectors.entity_merges(workspace_id=workspace.id, node_id=entity.id, limit=LIST_LIMIT)
         others = [
             e
@@ -108,12 +109,18 @@ def facts(request: SignedInRequest, workspace: Workspace, role: str) -> HttpResp
         rows = selectors.fact_list(
             workspace_id=workspace.id, query=query, include_invalid=include_invalid, limit=FACT_LIMIT
         )
+        selectors.facts_mark(workspace_id=workspace.id, facts=rows)
     return page(
         request,
         "dashboard/facts.html",
         workspace,
         role,
-        {"facts": rows, "q": query, "include_invalid": include_invalid, "llm_configured": _llm_configured()},
+        {
+            "facts": rows,
+            "q": query,
+            "include_invalid": include_invalid,
+            "llm_configured": _llm_configured(),
+        },
         section="facts",
     )
 

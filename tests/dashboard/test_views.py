@@ -186,7 +186,11 @@ def test_it_traces_context_get(bob_web, personas):
         f"/w/{ws}/trace/?q=deploy+production&user_id=priya&project_id={ACME_PROJECT}&strategy=lexical"
     )
     html = r.content.decode()
-    assert r.status_code == 200 and memory["id"] in html and "baseline rank 1" in html
+    assert r.status_code == 200 and memory["id"] in html and "the ranking, place 1" in html
+    row = html.split(f'data-memory-id="{memory["id"]}"', 1)[1].split("</tr>", 1)[0]
+    # Text and type, not ids: the memory's words and its type in their own column.
+    assert "We deploy to production on Tuesdays." in row and '<td data-label="Type">note</td>' in row
+    assert "long-term" in row
     assert 'id="trace-data"' in html
     bad = bob_web.get(f"/w/{ws}/trace/?q=deploy&limit=999").content.decode()
     assert 'role="alert"' in bad and "limit" in bad
