@@ -22,6 +22,7 @@ from django.db.models import F, Q
 from django.db.models.functions import Now
 
 from config.schemas import finite
+from dashboard.selectors import conflict_states
 from graphsvc.models import ENTITY_TYPES, GraphEdge, GraphNode
 
 # How a memory link is drawn: its role → the edge type people see. The `self` link is the memory node itself,
@@ -314,6 +315,7 @@ def _nodes(*, workspace_id: int, node_ids: list[int]) -> dict[int, dict[str, Any
             "hidden": 0,
             "superseded": False,
             "contradicted": False,
+            "state": None,
         }
         for row in rows
     }
@@ -348,6 +350,17 @@ def _nodes(*, workspace_id: int, node_ids: list[int]) -> dict[int, dict[str, Any
             {"ws": workspace_id, "ids": [k for k in keys if k]},
         ):
             nodes[keys[memory_id]]["superseded"] = True
+        # Which side holds, for the few memories in a contradiction or a replacement.
+        flagged = {
+            memory_id: node_id
+            for memory_id, node_id in keys.items()
+            if memory_id and (nodes[node_id]["superseded"] or nodes[node_id]["contradicted"])
+        }
+        if flagged:
+            for memory_id, state in conflict_states(
+                workspace_id=workspace_id, memory_ids=list(flagged)
+            ).items():
+                nodes[flagged[memory_id]]["state"] = state
     return nodes
 
 

@@ -79,7 +79,7 @@ def hub_summary(*, workspace_id: int, node: GraphNode) -> dict[str, Any]:
         .annotate(rank=rank)
         .order_by("rank", "-importance", "-created_at", "-id")[:HUB_RULES]
     )
-    groups = []
+    groups: list[dict[str, Any]] = []
     for memory_type in [*TYPE_ORDER, *sorted(set(counts) - set(TYPE_ORDER))]:
         if not counts.get(memory_type):
             continue
@@ -634,6 +634,13 @@ def community_list(*, workspace_id: int, limit: int, member_limit: int) -> list[
     for community_id, label in firsts:
         labels.setdefault(community_id, []).append(label)
     return [
-        {"community": community, "size": sizes.get(community.id, 0), "members": labels.get(community.id, [])}
+        {
+            "community": community,
+            # Stored names end in a fingerprint that keeps them unique ("Ada, api, Lena [3fa8c2d10]"): people
+            # read the member names.
+            "name": community.name.rsplit(" [", 1)[0] or community.name,
+            "size": sizes.get(community.id, 0),
+            "members": labels.get(community.id, []),
+        }
         for community in communities
     ]

@@ -46,6 +46,7 @@ urlpatterns = [
     path(W + "entities/<int:node_id>/split/", knowledge.entity_split, name="dashboard-entity-split"),
     path(W + "facts/", knowledge.facts, name="dashboard-facts"),
     path(W + "communities/", knowledge.communities, name="dashboard-communities"),
+    path(W + "communities/refresh/", knowledge.communities_refresh, name="dashboard-communities-refresh"),
     path(W + "members/", members.members, name="dashboard-members"),
     path(W + "members/<int:user_id>/role/", members.member_role, name="dashboard-member-role"),
     path(W + "members/<int:user_id>/remove/", members.member_remove, name="dashboard-member-remove"),

@@ -69,6 +69,7 @@ def explorer(request: SignedInRequest, workspace: Workspace, role: str) -> HttpR
         "edgeUrl": f"/w/{workspace.id}/graph/edges/",
         "pairUrl": f"/w/{workspace.id}/graph/pair/",
         "nodeUrl": f"/w/{workspace.id}/graph/node/",
+        "pathUrl": f"/w/{workspace.id}/graph/path/",
         "defaultNodes": settings.DASHBOARD_EXPLORER_DEFAULT_NODES,
         "maxNodes": settings.DASHBOARD_EXPLORER_MAX_NODES,
     }

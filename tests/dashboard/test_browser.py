@@ -228,7 +228,7 @@ def test_it_shows_the_403_and_sign_in_pages(browser, world, problems):  # noqa: 
             world.ws,
         )
         page.wait_for_selector("#error-403")
-        assert "This needs the admin role in Acme; you are write here." in page.text_content("#error-403")
+        assert "This needs the admin role in Acme; you are member here." in page.text_content("#error-403")
         assert sideways_overflow(page) <= 0
         screenshot(page, f"forbidden-{size}")
         page.context.close()
