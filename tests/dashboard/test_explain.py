@@ -31,7 +31,9 @@ def read_only(monkeypatch: pytest.MonkeyPatch) -> None:
 def memory(ws: int, content: str, *, type_: str = "note", days_ago: int = 0) -> tuple[Memory, GraphNode]:
     at = timezone.now() - timedelta(days=days_ago)
     with workspace_context(ws):
-        row = Memory.objects.create(workspace_id=ws, content=content, type=type_, created_at=at, updated_at=at)
+        row = Memory.objects.create(
+            workspace_id=ws, content=content, type=type_, created_at=at, updated_at=at
+        )
         node = GraphNode.objects.create(
             workspace_id=ws, node_type="memory", node_key=str(row.id), label=content[:60]
         )
@@ -190,7 +192,9 @@ def test_it_keeps_paths_inside_the_workspace_and_needs_the_read_role(
     assert charlie_web.get(url).status_code == 404
     # charlie's own workspace does not reach acme's nodes either.
     globex = Workspace.objects.get(slug="globex")
-    assert charlie_web.get(f"/w/{globex.id}/graph/path/?a={graph.ada.id}&b={graph.python.id}").status_code == 404
+    assert (
+        charlie_web.get(f"/w/{globex.id}/graph/path/?a={graph.ada.id}&b={graph.python.id}").status_code == 404
+    )
     from dashboard.views import explorer
 
     assert explorer.explorer_path.cairn_role == "read"
@@ -275,7 +279,9 @@ def test_it_names_communities_by_their_members_and_refreshes_them(
     assert alice_web.post(refresh).status_code == 302  # a refresh already queued is reused
     with workspace_context(ws):
         assert BackgroundJob.objects.filter(workspace_id=ws, kind="graph_communities_refresh").count() == 1
-    assert 'id="communities-job" data-status="queued"' in alice_web.get(f"/w/{ws}/communities/").content.decode()
+    assert (
+        'id="communities-job" data-status="queued"' in alice_web.get(f"/w/{ws}/communities/").content.decode()
+    )
 
 
 def test_it_pre_selects_no_entity_to_merge(alice_web, personas, graph):
