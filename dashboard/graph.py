@@ -636,10 +636,15 @@ def graph_ego(
         )
         neighbours.update(n for _, n, _ in own)
     elif _link_roles(filters):
+        # Rules first, then decisions and facts, each newest first: what a person asks of a repo or a topic
+        # before its notes.
         page = _rows(
-            "SELECT memory_id, count(*) OVER () FROM memory_node_links"
-            " WHERE workspace_id = %(ws)s AND node_id = %(focus)s AND role = ANY(%(roles)s)"
-            " ORDER BY id DESC OFFSET %(offset)s LIMIT %(page)s",
+            "SELECT l.memory_id, count(*) OVER () FROM memory_node_links l"
+            " JOIN memories m ON m.workspace_id = l.workspace_id AND m.id = l.memory_id"
+            " WHERE l.workspace_id = %(ws)s AND m.workspace_id = %(ws)s AND l.node_id = %(focus)s"
+            " AND l.role = ANY(%(roles)s)"
+            " ORDER BY CASE m.type WHEN 'rule' THEN 0 WHEN 'decision' THEN 1 WHEN 'fact' THEN 2 ELSE 3 END,"
+            " l.id DESC OFFSET %(offset)s LIMIT %(page)s",
             {**params, "roles": _link_roles(filters), "offset": offset, "page": EGO_MEMORIES},
         )
         neighbours.update(_memory_nodes(workspace_id, [row[0] for row in page]).values())

@@ -61,7 +61,7 @@ HUB_PER_TYPE = 5
 TYPE_ORDER = ("rule", "decision", "fact", "skill", "note")
 
 
-def hub_summary(*, workspace_id: int, node: GraphNode) -> dict[str, Any]:
+def hub_summary(*, workspace_id: int, node: GraphNode, per_type: int = HUB_PER_TYPE) -> dict[str, Any]:
     """A non-memory node's summary: its rules and decisions (rules first, the most important first), the
     topics, people and entities its memories mention most (with counts), open conflicts among them with the
     side that holds marked, and its memories grouped by type."""
@@ -87,7 +87,7 @@ def hub_summary(*, workspace_id: int, node: GraphNode) -> dict[str, Any]:
             {
                 "type": memory_type,
                 "count": counts[memory_type],
-                "memories": list(live.filter(type=memory_type).order_by("-created_at", "-id")[:HUB_PER_TYPE]),
+                "memories": list(live.filter(type=memory_type).order_by("-created_at", "-id")[:per_type]),
             }
         )
 
@@ -529,8 +529,9 @@ def fact_timeline(*, workspace_id: int, limit: int) -> list[dict[str, Any]]:
 
 
 def fact_states(*, workspace_id: int, facts: list[GraphEdge]) -> dict[int, str]:
-    """Per fact edge whose subject holds more than one still-valid value of the same relation ("deploys on
-    Friday" and "deploys on Tuesday"): CURRENT for the one that became true last, OUTDATED for the others."""
+    """Per still-valid fact whose subject has held more than one value of the same relation ("deploys on
+    Friday", later "deploys on Tuesday"): CURRENT for the value that became true last, OUTDATED for other
+    values still stated. Ended facts get no mark: the page says when they ended."""
     keys = {(f.from_node_id, f.edge_type) for f in facts}
     if not keys:
         return {}
@@ -538,13 +539,20 @@ def fact_states(*, workspace_id: int, facts: list[GraphEdge]) -> dict[int, str]:
         GraphEdge.objects.filter(
             workspace_id=workspace_id,
             origin=GraphEdge.Origin.LLM_ENTITY,
-            expired_at__isnull=True,
-            valid_to__isnull=True,
             from_node_id__in={k[0] for k in keys},
             edge_type__in={k[1] for k in keys},
         )
         .order_by("id")
-        .values_list("id", "from_node_id", "edge_type", "to_node_id", "valid_from", "created_at")[:5000]
+        .values_list(
+            "id",
+            "from_node_id",
+            "edge_type",
+            "to_node_id",
+            "valid_from",
+            "created_at",
+            "valid_to",
+            "expired_at",
+        )[:5000]
     )
     groups: dict[tuple[int, str], list[tuple[Any, ...]]] = {}
     for row in rivals:
@@ -552,10 +560,11 @@ def fact_states(*, workspace_id: int, facts: list[GraphEdge]) -> dict[int, str]:
             groups.setdefault((row[1], row[2]), []).append(row)
     states: dict[int, str] = {}
     for rows in groups.values():
-        if len({row[3] for row in rows}) < 2:
+        live = [row for row in rows if row[6] is None and row[7] is None]
+        if not live or len({row[3] for row in rows}) < 2:
             continue  # one value, however many times it was said
-        latest = max(rows, key=lambda row: (row[4] or row[5], row[5], row[0]))
-        for row in rows:
+        latest = max(live, key=lambda row: (row[4] or row[5], row[5], row[0]))
+        for row in live:
             states[row[0]] = CURRENT if row[3] == latest[3] else OUTDATED
     return states
 

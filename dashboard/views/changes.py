@@ -76,6 +76,8 @@ def _timeline(*, workspace_id: int, groups: list[dict[str, Any]], now: datetime)
                     "width": round(width, 1),
                     "current": end is None,
                     "state": state,
+                    # The mark beside the words: only where the subject has held other values.
+                    "mark": states.get(fact.id) if end is None else None,
                     "label": label if len(label) <= LABEL_CHARS else label[: LABEL_CHARS - 1] + "…",
                     "full_label": label,
                     "start": start,

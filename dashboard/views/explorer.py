@@ -270,7 +270,9 @@ def explorer_node(request: SignedInRequest, workspace: Workspace, role: str) -> 
             found = selectors.node_memories(workspace_id=workspace.id, node=node, limit=1)
             memory = found[0] if found else None
         else:
-            hub = selectors.hub_summary(workspace_id=workspace.id, node=node)
+            hub = selectors.hub_summary(
+                workspace_id=workspace.id, node=node, per_type=settings.DASHBOARD_LINKED_MEMORIES
+            )
         evidence_id = graph.uuid_or_none(request.GET.get("evidence", "")[:64])
         evidence = (
             selectors.memory_get(workspace_id=workspace.id, memory_id=evidence_id)

@@ -398,8 +398,9 @@
     return positions;
   }
 
-  // A hub's 1-hop view: the hub in the middle, what its memories are about on a ring around it (most
-  // connected first), and its memories in labelled boxes by type (rules first), the best-connected first.
+  // A hub's 1-hop view: the hub on top, everything around it in labelled boxes — its memories by type (rules
+  // first), then what they are about by kind (topics, categories, people…) — each box most connected first.
+  const KIND_ORDER = ["repo", "topic", "category", "user", "person", "project", "tool", "concept", "memory_type"];
   function hubGroups(payload) {
     const focusId = payload.focus.id;
     const degree = new Map();
@@ -407,47 +408,45 @@
       degree.set(e.source, (degree.get(e.source) || 0) + 1);
       degree.set(e.target, (degree.get(e.target) || 0) + 1);
     });
-    const byType = new Map();
-    const others = [];
+    const boxes = new Map();
     payload.nodes.forEach((n) => {
       if (n.id === focusId) return;
-      if (n.type === "memory") {
-        const t = n.memoryType || "memory";
-        if (!byType.has(t)) byType.set(t, []);
-        byType.get(t).push(n);
-      } else {
-        others.push(n);
-      }
+      const key = n.type === "memory" ? "m:" + (n.memoryType || "memory") : "k:" + n.type;
+      if (!boxes.has(key)) boxes.set(key, []);
+      boxes.get(key).push(n);
     });
-    const rank = (t) => (TYPE_ORDER.indexOf(t) < 0 ? TYPE_ORDER.length : TYPE_ORDER.indexOf(t));
-    const types = Array.from(byType.keys()).sort((x, y) => rank(x) - rank(y) || x.localeCompare(y));
-    const score = (n) => -(degree.get(n.id) || 0);
-    others.sort((x, y) => score(x) - score(y) || (x.label || "").localeCompare(y.label || ""));
+    const rank = (key) => {
+      const [family, name] = key.split(":");
+      if (family === "m") return TYPE_ORDER.indexOf(name) < 0 ? TYPE_ORDER.length : TYPE_ORDER.indexOf(name);
+      return 10 + (KIND_ORDER.indexOf(name) < 0 ? KIND_ORDER.length : KIND_ORDER.indexOf(name));
+    };
+    const keys = Array.from(boxes.keys()).sort((x, y) => rank(x) - rank(y) || x.localeCompare(y));
+    const score = (n) => -((degree.get(n.id) || 0) + (n.memories || 0));
     const positions = {};
-    positions["n" + focusId] = { x: 0, y: 0 };
-    const ring = 110 + 9 * others.length;
-    others.forEach((n, i) => {
-      const angle = -Math.PI / 2 + (2 * Math.PI * i) / Math.max(others.length, 1);
-      positions["n" + n.id] = { x: ring * Math.cos(angle), y: ring * Math.sin(angle) };
-    });
     const groups = [];
-    const SPACING = 46;
-    let blockX = -ring, blockY = ring + 90, rowHeight = 0;
-    const rowWidth = Math.max(2 * ring, 900);
-    types.forEach((t) => {
-      const members = byType.get(t).sort((x, y) => score(x) - score(y) || (x.label || "").localeCompare(y.label || ""));
-      const columns = Math.max(2, Math.ceil(Math.sqrt(members.length * 1.6)));
-      const width = columns * SPACING * 2.2, height = Math.ceil(members.length / columns) * SPACING;
-      if (blockX + width > -ring + rowWidth && blockX > -ring) { blockX = -ring; blockY += rowHeight + 80; rowHeight = 0; }
+    const CELL_W = 120, CELL_H = 52, GAP = 70, ROW_MAX = 1500;
+    let x = 0, y = 120, rowHeight = 0, widest = 0;
+    const placed = [];
+    keys.forEach((key) => {
+      const members = boxes.get(key).sort((a, b) => score(a) - score(b) || (a.label || "").localeCompare(b.label || ""));
+      const columns = Math.max(1, Math.min(8, Math.ceil(Math.sqrt(members.length * 1.5))));
+      const width = columns * CELL_W, height = Math.ceil(members.length / columns) * CELL_H;
+      if (x > 0 && x + width > ROW_MAX) { x = 0; y += rowHeight + GAP; rowHeight = 0; }
       members.forEach((n, i) => {
-        positions["n" + n.id] = { x: blockX + (i % columns) * SPACING * 2.2, y: blockY + Math.floor(i / columns) * SPACING };
+        positions["n" + n.id] = { x: x + (i % columns) * CELL_W, y: y + Math.floor(i / columns) * CELL_H };
       });
-      groups.push({ group: "nodes", classes: "group", data: { id: "g-" + t, group: true, type: "group",
-        label: (t === "memory" ? "memories" : t + (members.length === 1 ? "" : "s")) + " · " + members.length,
-        fullLabel: t, fs: 16, memories: 0, degree: 0, size: 0 }, members: members.map((n) => "n" + n.id) });
-      blockX += width + 60;
+      const [family, name] = key.split(":");
+      const plural = name === "memory" ? "memories" : name === "category" ? "categories" : name + "s";
+      const title = (members.length === 1 ? name : plural).replace("_", " ");
+      groups.push({ group: "nodes", classes: "group", data: { id: "g-" + key.replace(":", "-"), group: true,
+        type: "group", label: title + " · " + members.length, fullLabel: title, fs: 16, memories: 0, degree: 0,
+        size: 0, family }, members: members.map((n) => "n" + n.id) });
+      placed.push([x, width]);
+      x += width + GAP;
+      widest = Math.max(widest, x);
       rowHeight = Math.max(rowHeight, height);
     });
+    positions["n" + focusId] = { x: Math.max(widest - GAP - CELL_W, 0) / 2, y: 0 };
     return { positions, groups };
   }
 
