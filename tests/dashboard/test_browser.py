@@ -314,10 +314,9 @@ def test_it_steps_back_through_drill_downs(browser, world, problems):  # noqa: F
     page.goto(f"/w/{world.ws}/graph/")
     wait_for_graph(page)
     overview = page.url
-    pick_node(page, "deploy (topic")
-    page.keyboard.press("Enter")
+    # The overview folds all but its busiest topics into bundles: the topic is found by name.
+    find_and_open(page, "deploy", "topic")
     wait_until(page, "location.search.includes('graph_node_key=deploy')")
-    wait_for_graph(page)
     assert page.text_content("#graph-status").startswith("deploy")
     pick_node(page, "api (repo")
     page.keyboard.press("Enter")
