@@ -188,24 +188,6 @@ def span_set(target: Span | None, attributes: Mapping[str, AttributeValue]) -> N
         target.set_attributes(attributes)
 
 
-def traced(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Decorator form of `span` (the function's arguments are never recorded)."""
-
-    def wrap(function: Callable[..., Any]) -> Callable[..., Any]:
-        import functools
-
-        @functools.wraps(function)
-        def call(*args: Any, **kwargs: Any) -> Any:
-            if not ENABLED:
-                return function(*args, **kwargs)
-            with span(name):
-                return function(*args, **kwargs)
-
-        return call
-
-    return wrap
-
-
 def trace_id() -> str | None:
     """The current trace's id (32 hex digits), None when tracing is off or nothing is being traced."""
     if not ENABLED:
@@ -444,8 +426,3 @@ def _scrubbing(inner: SpanExporter) -> SpanExporter:
             return bool(inner.force_flush(timeout_millis))
 
     return ScrubbingExporter()
-
-
-def force_flush() -> None:
-    if _provider is not None:
-        _provider.force_flush()
