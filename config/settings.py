@@ -126,6 +126,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "ops.middleware.RequestLogMiddleware",
+    # gzip for HTML and JSON, after everything below has written the body (see the class for BREACH).
+    "config.middleware.CompressionMiddleware",
     "config.middleware.ApiEnvelopeMiddleware",
     # A page request whose query string or form holds a NUL is 400 before any view runs.
     "config.middleware.NulRefusalMiddleware",

@@ -26,6 +26,7 @@ from django.db import connections
 from pydantic import BaseModel, Field
 
 from graphsvc import llm, vectors
+from graphsvc import presence as graph_presence
 from graphsvc.models import ENTITY_TYPES
 from graphsvc.names import (
     clean_text,
@@ -346,6 +347,7 @@ def entity_resolve(
         )
         node_id = cursor.fetchone()[0]
         _add_aliases(cursor, workspace_id=ctx.workspace_id, node_id=node_id, aliases=aliases)
+        graph_presence.graph_presence_forget(workspace_id=ctx.workspace_id)
         return ResolvedEntity(node_id=node_id, outcome="created")
 
 

@@ -25,7 +25,7 @@ from django.db import connections
 from pydantic import BaseModel, ValidationError
 
 from memories.scrubber import scrub_secrets
-from ops import metrics
+from ops import metrics, tracing
 from tenancy.rls import workspace_context
 
 logger = logging.getLogger("cairn.llm")
@@ -434,24 +434,31 @@ def llm_structured(
         )
         started = time.monotonic()
         try:
-            response = litellm.completion(
-                model=model,
-                messages=messages,
-                max_tokens=settings.GRAPH_LLM_MAX_OUTPUT_TOKENS,
-                temperature=0,
-                response_format={
-                    "type": "json_schema",
-                    "json_schema": {"name": schema_name, "schema": strict_json_schema(asked), "strict": True},
-                },
-                # Always the operator's key, never litellm's fallback to keys in the environment: an unset key
-                # is sent as a placeholder a provider refuses (litellm treats an empty one as absent).
-                api_base=settings.GRAPH_LLM_API_BASE or None,
-                api_key=settings.GRAPH_LLM_API_KEY or NO_KEY,
-                timeout=settings.GRAPH_LLM_TIMEOUT_SECONDS,
-                num_retries=0,
-                max_retries=0,
-                drop_params=True,
-            )
+            with tracing.llm_span("chat", model=model) as span:
+                tracing.span_set(span, {"cairn.llm.purpose": purpose})
+                response = litellm.completion(
+                    model=model,
+                    messages=messages,
+                    max_tokens=settings.GRAPH_LLM_MAX_OUTPUT_TOKENS,
+                    temperature=0,
+                    response_format={
+                        "type": "json_schema",
+                        "json_schema": {
+                            "name": schema_name,
+                            "schema": strict_json_schema(asked),
+                            "strict": True,
+                        },
+                    },
+                    # Always the operator's key, never litellm's fallback to keys in the environment: an unset
+                    # key is sent as a placeholder a provider refuses (litellm treats an empty one as absent).
+                    api_base=settings.GRAPH_LLM_API_BASE or None,
+                    api_key=settings.GRAPH_LLM_API_KEY or NO_KEY,
+                    timeout=settings.GRAPH_LLM_TIMEOUT_SECONDS,
+                    num_retries=0,
+                    max_retries=0,
+                    drop_params=True,
+                )
+                tracing.llm_usage(span, response)
         except Exception as exc:  # noqa: BLE001 - every provider failure is classified, recorded and reported
             code, retryable, retry_after = _classify_exception(exc)
             duration_ms = int((time.monotonic() - started) * 1000)

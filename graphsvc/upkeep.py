@@ -23,6 +23,7 @@ from django.utils import timezone
 from pydantic import BaseModel
 
 from graphsvc import llm, vectors
+from graphsvc import presence as graph_presence
 from graphsvc.facts import reading_for
 from graphsvc.models import ENTITY_TYPES, GraphSettings
 from graphsvc.names import clean_text
@@ -731,6 +732,7 @@ def communities_summarize(*, workspace_id: int, progress: Progress | None = None
                     "WHERE workspace_id = %s AND id = %s",
                     [summary, workspace_id, cid],
                 )
+    graph_presence.graph_presence_forget(workspace_id=workspace_id)
     return sum(1 for _, summary in results if summary)
 
 

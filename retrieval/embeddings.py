@@ -28,6 +28,7 @@ import numpy as np
 from django.conf import settings
 
 from memories.schemas import embedding_models_allowed
+from ops import tracing
 from retrieval.onnx_embedding import QUANTISED_MIN_COSINE
 
 logger = logging.getLogger("cairn.embeddings")
@@ -209,15 +210,17 @@ class LiteLLMEmbedder:
         for start in range(0, len(texts), self.batch_size):
             chunk = texts[start : start + self.batch_size]
             try:
-                response = litellm.embedding(
-                    model=self.model,
-                    input=chunk,
-                    api_base=self.api_base,
-                    api_key=self.api_key,
-                    timeout=self.timeout,
-                    num_retries=0,
-                    max_retries=0,
-                )
+                with tracing.llm_span("embeddings", model=self.model, count=len(chunk)) as span:
+                    response = litellm.embedding(
+                        model=self.model,
+                        input=chunk,
+                        api_base=self.api_base,
+                        api_key=self.api_key,
+                        timeout=self.timeout,
+                        num_retries=0,
+                        max_retries=0,
+                    )
+                    tracing.llm_usage(span, response)
             except Exception as exc:  # noqa: BLE001 - every provider error means "try again later"
                 # The provider's words stay in the server log; what reaches a workspace is the class only.
                 logger.warning("embedding call to %s failed: %s", self.model, str(exc)[:1000])

@@ -25,6 +25,7 @@ from typing import Any
 from django.conf import settings
 
 from graphsvc import facts as graph_facts
+from graphsvc import presence as graph_presence
 from graphsvc import selectors as graph_selectors
 from graphsvc.facts import QueryEmbedder, audience_for, query_terms
 from memories.prompt_text import prompt_line
@@ -110,6 +111,11 @@ def graph_section(
     section = GraphSection(budget_tokens=budget)
     if not query or budget <= 0 or settings.GRAPH_CONTEXT_MAX_FACTS <= 0:
         return section
+    # A workspace without an entity graph (no entity terms or vectors, no summarised community) has nothing
+    # to recall: one cached check instead of the recall statement on every call.
+    presence = graph_presence.graph_presence_cached(workspace_id=workspace_id)
+    if not presence.any:
+        return section
     # Recall reads graph_settings inside its seed lookup (no separate settings read to cache here), and
     # probes whether the workspace has entity vectors and summarised communities: a workspace without them
     # costs this one statement, as before communities reached the context.
@@ -127,7 +133,7 @@ def graph_section(
     )
     section.recalled, section.seed_source = len(recalled["facts"]), recalled["seedSource"]
     candidates: list[dict[str, Any]] = []
-    if probes.get("communities", True):
+    if presence.communities and probes.get("communities", True):
         vector = embed(query) if embed is not None else None
         seed_ids = [int(seed["id"]) for seed in recalled["seeds"]]
         if seed_ids or vector is not None:

@@ -37,6 +37,7 @@ from config.schemas import (
     json_problem,
     text_problem,
 )
+from graphsvc.presence import graph_presence_forget
 from graphsvc.schemas import DecayIn, ExtractionSettingsIn, GraphSettingsIn
 from memories.sanitizer import DETECTOR_VERSION, memory_injection_flags, text_injection_flags
 from memories.schemas import MemoryRecordIn, MemorySettingsPatchIn, embedding_models_allowed
@@ -424,6 +425,7 @@ def workspace_import(
                 )
             )
         transaction.on_commit(lambda: rollout_cache_clear(workspace_id), using="app")
+        transaction.on_commit(lambda: graph_presence_forget(workspace_id=workspace_id), using="app")
     return report
 
 
