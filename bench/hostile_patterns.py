@@ -125,9 +125,8 @@ def main() -> None:
                 if regex_s is not None
                 else f"cut off at {args.regex_timeout_ms} ms"
             )
-            print(
-                f"{label:22} LIKE {(like_s or 0) * 1000:8.2f} ms ({row['likeRatio']:.1f}x)   old regex {regex_text}"
-            )
+            like_text = f"{(like_s or 0) * 1000:8.2f} ms ({row['likeRatio']:.1f}x)"
+            print(f"{label:22} LIKE {like_text}   old regex {regex_text}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2))
     print(f"written to {args.out}")
