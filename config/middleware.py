@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import re
 import time
 from collections.abc import Callable
@@ -10,6 +11,7 @@ from collections.abc import Callable
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, HttpResponseBase
 from django.middleware.gzip import GZipMiddleware
+from whitenoise.middleware import WhiteNoiseMiddleware
 
 from config.errors import ApiError, error_response, request_id
 
@@ -149,6 +151,18 @@ class NulRefusalMiddleware:
                 content_type="text/plain; charset=utf-8",
             )
         return self.get_response(request)
+
+
+class StaticFilesMiddleware(WhiteNoiseMiddleware):
+    """WhiteNoise without its warning about a STATIC_ROOT that collectstatic never made: with
+    WHITENOISE_USE_FINDERS (the default) the files come from the app and vendor folders, and a fresh checkout
+    has no staticfiles/, so `make run` would print a UserWarning about nothing wrong. A missing root is still
+    reported when the finders are off: then it is the only place files come from."""
+
+    def add_files(self, root: str, prefix: str | None = None) -> None:
+        if self.use_finders and not os.path.isdir(root):
+            return
+        super().add_files(root, prefix=prefix)
 
 
 class CompressionMiddleware(GZipMiddleware):
