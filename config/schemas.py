@@ -19,11 +19,9 @@ from pydantic import (
     ConfigDict,
     Field,
     PlainSerializer,
-    SerializerFunctionWrapHandler,
     Strict,
     StringConstraints,
     WithJsonSchema,
-    model_serializer,
 )
 
 T = TypeVar("T")
@@ -282,19 +280,13 @@ class MetaOut(BaseModel):
         description="Request id, also in the X-Request-Id header; quote it in support requests."
     )
     timestamp: str = Field(description="Server time of the answer, ISO 8601 UTC.")
+    # Absent rather than null: an answer from a server that does not trace looks as it always did.
     traceId: str | None = Field(
         None,
+        exclude_if=lambda value: value is None,
         description="The OpenTelemetry trace id of this request (32 hex digits); only while the server "
         "exports traces (docs/operations.md, Tracing), absent otherwise.",
     )
-
-    @model_serializer(mode="wrap")
-    def _without_absent_trace(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # Absent rather than null: an answer from a server that does not trace looks as it always did.
-        data: dict[str, Any] = handler(self)
-        if data.get("traceId") is None:
-            data.pop("traceId", None)
-        return data
 
 
 class Envelope(BaseModel, Generic[T]):
