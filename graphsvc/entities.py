@@ -27,6 +27,7 @@ from django.utils import timezone
 from pydantic import BaseModel, Field
 
 from graphsvc import llm, vectors
+from graphsvc import presence as graph_presence
 from graphsvc.models import ENTITY_TYPES
 from graphsvc.names import (
     clean_text,
@@ -230,7 +231,7 @@ def _touch(
     cursor.execute(
         """
         UPDATE graph_nodes SET label = %s, summary = %s, last_seen_at = now(), updated_at = now(),
-            mention_count = mention_count + 1, confidence = %s,
+            archived_at = NULL, mention_count = mention_count + 1, confidence = %s,
             embedding = coalesce(%s::vector, embedding), embedding_model = coalesce(%s, embedding_model)
         WHERE workspace_id = %s AND id = %s
         """,
@@ -328,7 +329,7 @@ def entity_resolve(
                                      created_at, updated_at)
             VALUES (%s, %s, %s, %s, %s, %s::vector, %s, now(), now(), 1, %s, now(), now())
             ON CONFLICT (workspace_id, node_type, node_key) DO UPDATE
-                SET label = EXCLUDED.label, last_seen_at = EXCLUDED.last_seen_at,
+                SET label = EXCLUDED.label, last_seen_at = EXCLUDED.last_seen_at, archived_at = NULL,
                     mention_count = graph_nodes.mention_count + 1,
                     confidence = coalesce(graph_nodes.confidence, %s)
                         + (1 - coalesce(graph_nodes.confidence, %s)) * %s,
@@ -351,6 +352,7 @@ def entity_resolve(
         )
         node_id = cursor.fetchone()[0]
         _add_aliases(cursor, workspace_id=ctx.workspace_id, node_id=node_id, aliases=aliases)
+        graph_presence.graph_presence_forget(workspace_id=ctx.workspace_id)
         return ResolvedEntity(node_id=node_id, outcome="created")
 
 

@@ -16,8 +16,8 @@ from django.db import connections
 from django.db.migrations.executor import MigrationExecutor
 
 BEFORE = [
-    ("memories", "0010_stored_rows_repair"),
-    ("graphsvc", "0017_entity_merges_confidence_centroids"),
+    ("memories", "0011_injection_scan_version"),
+    ("graphsvc", "0018_entity_archive"),
     ("rollout", "0002_rollout_rls"),
     ("pipeline", "0001_background_jobs"),
 ]

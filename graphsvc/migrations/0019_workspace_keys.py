@@ -177,8 +177,8 @@ def _node_fk(model_name: str, name: str, related_name: str = "+") -> migrations.
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("graphsvc", "0017_entity_merges_confidence_centroids"),
-        ("memories", "0011_workspace_keys"),
+        ("graphsvc", "0018_entity_archive"),
+        ("memories", "0012_workspace_keys"),
     ]
 
     operations = [
