@@ -122,6 +122,7 @@ INSTALLED_APPS = [
     "rollout",
     "retrieval",
     "pipeline",
+    "conversations",
     "transfer",
     "mcp_server",
 ]
@@ -286,6 +287,18 @@ MEMORY_ADMISSION_FAST_PATH_MARGIN = env_float("MEMORY_ADMISSION_FAST_PATH_MARGIN
 MEMORY_ADMISSION_DUPLICATE_COSINE = env_float("MEMORY_ADMISSION_DUPLICATE_COSINE", 0.95, maximum=1.0)
 MEMORY_IMPORTANCE_LLM = env_bool("MEMORY_IMPORTANCE_LLM", False)
 MEMORY_CONSOLIDATION_ENABLED = env_bool("MEMORY_CONSOLIDATION_ENABLED", True)
+# Sessions (sessions/*) and promoting a session into a skill file (skills/files/promote), for workspaces that
+# did not choose (memories/settings sessionsEnabled, proceduralEnabled).
+MEMORY_SESSION_ENABLED = env_bool("MEMORY_SESSION_ENABLED", True)
+MEMORY_PROCEDURAL_ENABLED = env_bool("MEMORY_PROCEDURAL_ENABLED", True)
+# A session's summary (sessions/end) and a promoted procedure read at most this much of its transcript when a
+# model writes them (the newest part); the extractive summary picks at most SESSION_SUMMARY_MAX_TURNS turns.
+SESSION_LLM_INPUT_CHARS = env_int("SESSION_LLM_INPUT_CHARS", 12_000)
+SESSION_SUMMARY_MAX_TURNS = env_int("SESSION_SUMMARY_MAX_TURNS", 5)
+# A snapshot's transcript holds at most this many characters (the rest is counted, not written).
+SESSION_SNAPSHOT_MAX_CHARS = env_int("SESSION_SNAPSHOT_MAX_CHARS", 400_000)
+# Skill files context/get returns with includeSkillFiles (those matching its query; all without one).
+CONTEXT_SKILL_FILES_LIMIT = env_int("CONTEXT_SKILL_FILES_LIMIT", 20)
 MEMORY_CONSOLIDATION_MAX_INPUT = env_int("MEMORY_CONSOLIDATION_MAX_INPUT", 5000)
 
 # --- Jobs ---------------------------------------------------------------------------------------------------

@@ -97,6 +97,18 @@ class PipelineOut(DictOut):
     steps: dict[str, PipelineStepOut] = Field(description="Per step: embed, similarity.")
 
 
+class ConversationOut(DictOut):
+    sessionId: str = Field(description="The session the memory belongs to.")
+    kind: str | None = Field(
+        description="message, tool_call, tool_result, event or checkpoint for a turn; summary for the "
+        "session's summary."
+    )
+    turnIndex: int | None = Field(description="Its place in the session, from 0; null for a summary.")
+    role: str | None = Field(description="user, assistant, system or tool.")
+    speaker: str | None = Field(description="Who said it (a person's or agent's name), when given.")
+    saidAt: ApiDateTime | None = Field(description="When it was said (may be long before it was stored).")
+
+
 class MemoryOut(DictOut):
     id: str = Field(description="Memory id.")
     content: str = Field(description="The memory text as stored.")
@@ -127,9 +139,32 @@ class MemoryOut(DictOut):
         description="The newer memory that replaced this one in memories/consolidate; superseded memories "
         "are left out of search, list and context unless includeSuperseded is true.",
     )
+    conversation: ConversationOut | None = Field(
+        None,
+        description="Set on a conversation turn (sessions/checkpoint, sessions/turns) and on a session's "
+        "summary: its session, kind, turn index, role, speaker and when it was said; null otherwise.",
+    )
     pipeline: PipelineOut | None = Field(
         None, description="Background processing (embedding, similarity edges)."
     )
+
+
+class SkillFileOut(Schema):
+    """A skill file as skills/files/* and context/get answer it."""
+
+    id: str
+    path: str
+    content: str
+    scope: Literal["global", "project"]
+    projectId: str | None
+    userId: str | None
+    procedureKey: str | None = Field(description="Set on a file promoted from a session.")
+    sourceSessionId: str | None
+    sourceSnapshotId: str | None
+    usageCount: int = Field(description="How many context/get answers returned it.")
+    lastUsedAt: ApiDateTime | None
+    createdAt: ApiDateTime
+    updatedAt: ApiDateTime
 
 
 class AddIn(StrictIn):
@@ -410,6 +445,13 @@ class MemorySettingsOut(Schema):
         description="MMR diversity of memories/search and context/get when a request gives none: 1 ranks "
         "by relevance only (off), lower values trade relevance for variety (default 0.7)."
     )
+    sessionsEnabled: bool = Field(
+        True, description="sessions/* answer; false: 403 MEMORY_SESSION_DISABLED (default true)."
+    )
+    proceduralEnabled: bool = Field(
+        True,
+        description="skills/files/promote answers; false: 403 MEMORY_PROCEDURAL_DISABLED (default true).",
+    )
 
 
 class MemorySettingsPatchIn(StrictIn):
@@ -427,6 +469,12 @@ class MemorySettingsPatchIn(StrictIn):
     )
     mmrLambda: float | None = Field(
         None, ge=0, le=1, description="0–1, 1 turns MMR off; null restores the server default."
+    )
+    sessionsEnabled: bool | None = Field(
+        None, description="Turn sessions on or off; null restores the server default."
+    )
+    proceduralEnabled: bool | None = Field(
+        None, description="Turn skill-file promotion on or off; null restores the server default."
     )
     scope: ScopeIn = scope_field()
 

@@ -21,7 +21,10 @@ MAX_TIME_TEXT = 40
 
 
 def memory_time(memory: Memory) -> datetime:
-    """metadata.sessionTime (ISO 8601; without a time zone, UTC) when present and valid, else createdAt."""
+    """When a conversation turn was said (its saidAt), else metadata.sessionTime (ISO 8601; without a time
+    zone, UTC) when present and valid, else createdAt."""
+    if memory.said_at is not None:
+        return memory.said_at
     metadata = memory.metadata
     if isinstance(metadata, dict):
         raw = metadata.get(SESSION_TIME_KEY)
