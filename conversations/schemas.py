@@ -6,9 +6,18 @@ import re
 from typing import Annotated, Any, Literal
 
 from ninja import Schema
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, StringConstraints, field_validator, model_validator
 
-from config.schemas import ApiDateTime, AwareInstant, ScopeIn, ScopeQuery, StrictIn, Trimmed, scope_field
+from config.schemas import (
+    ApiDateTime,
+    AwareInstant,
+    ScopeIn,
+    ScopeQuery,
+    StrictIn,
+    Trimmed,
+    scope_field,
+    text_problem,
+)
 from memories.schemas import METADATA_DESCRIPTION, MemoryOut, SkillFileOut, metadata_problem
 
 TurnRole = Literal["user", "assistant", "system", "tool"]
@@ -207,9 +216,24 @@ def _check_path(value: str) -> str:
 SkillPath = Annotated[str, Trimmed(400)]
 
 
+def _file_text(value: str) -> str:
+    problem = text_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
+    if not value.strip():
+        raise ValueError("must not be blank")
+    return value
+
+
+# A file's text is kept byte for byte (a trailing newline is part of it), unlike the trimmed fields.
+FileText = Annotated[
+    str, StringConstraints(min_length=1, max_length=MAX_SKILL_FILE_CHARS), AfterValidator(_file_text)
+]
+
+
 class SkillUpsertIn(StrictIn):
     path: SkillPath = Field(description="Where the file lives, e.g. skills/deploy/SKILL.md (1–400).")
-    content: Annotated[str, Trimmed(MAX_SKILL_FILE_CHARS)] = Field(description="Its text, 1–120000 chars.")
+    content: FileText = Field(description="Its text, 1–120000 characters, stored as sent.")
     scope: ScopeIn = scope_field()
 
     _path = field_validator("path")(_check_path)

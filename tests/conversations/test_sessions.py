@@ -6,14 +6,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pytest
 from django.test import Client
 
 from memories.models import Memory, MemorySession
 from tenancy import services
 from tenancy.rls import workspace_context
 from tests.conftest import API, SdkClient
-from tests.helpers.fake_openai import FakeProvider
 from tests.memories.helpers import ACME_SCOPE, run_jobs
 
 
@@ -189,33 +187,6 @@ def test_it_ends_an_empty_session_without_a_summary(alice_api):
     ended = alice_api.ok("sessions/end", {"sessionId": session_id, "status": "compacted"})
     assert ended["summary"] is None and ended["session"]["status"] == "compacted"
     assert ended["snapshot"]["messageCount"] == 0
-
-
-@pytest.fixture
-def summary_model(settings):
-    """The summary model behind the local fake OpenAI server; `answers` scripts what it says."""
-    provider = FakeProvider()
-    answers: dict[str, Any] = {
-        "summary": {"summary": "Dana and Lee agreed to move billing to the new queue."}
-    }
-
-    def answer(body: dict[str, Any]) -> str:
-        system = body["messages"][0]["content"]
-        if "summarise a recorded conversation" in system:
-            return json.dumps(answers["summary"])
-        if "reusable procedure" in system:
-            return json.dumps(answers.get("steps", {"steps": []}))
-        return json.dumps({"entities": [], "facts": []})
-
-    provider.chat_answer = answer
-    url = provider.start()
-    settings.GRAPH_LLM_MODEL = "openai/cairn-test-model"
-    settings.GRAPH_LLM_API_BASE = url
-    settings.GRAPH_LLM_API_KEY = "test-key"
-    settings.GRAPH_LLM_MAX_RETRIES = 0
-    settings.GRAPH_LLM_TIMEOUT_SECONDS = 5
-    yield provider, answers
-    provider.stop()
 
 
 def test_it_summarises_with_the_model_when_one_is_configured(alice_api, summary_model):
