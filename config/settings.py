@@ -413,22 +413,24 @@ SEARCH_BM25_POSTINGS_PER_TERM = env_int("SEARCH_BM25_POSTINGS_PER_TERM", 2000, m
 SEARCH_QUERY_VECTOR_CACHE_SIZE = env_int("SEARCH_QUERY_VECTOR_CACHE_SIZE", 512, minimum=0)
 # hybrid = this × scaled BM25 + (1 − this) × scaled cosine.
 SEARCH_HYBRID_LEXICAL_WEIGHT = env_float("SEARCH_HYBRID_LEXICAL_WEIGHT", 0.5, minimum=0.0, maximum=1.0)
-# hybrid lifts a memory by w[d-1] × the best score of the memories d turns away in its session
-# (metadata.sessionId), comma-separated, one weight per distance, at most 5; "0" = off.
+# Conversation settings: they apply to conversation turns only (memories written by sessions/checkpoint or
+# sessions/turns), never to other memories. Measured effect: docs/search-ranking.md, bench/results/.
+# hybrid lifts a turn by w[d-1] × the best score of the turns d places away in its session, comma-separated,
+# one weight per distance, at most 5; "0" = off.
 SEARCH_SESSION_NEIGHBOUR_WEIGHTS = tuple(
     min(1.0, max(0.0, float(part)))
     for part in os.environ.get("SEARCH_SESSION_NEIGHBOUR_WEIGHTS", "0.4,0.1").split(",")[:5]
     if part.strip()
 )
-# Multi-hop recall: hybrid multiplies the score of a memory ending with "?" by (1 − damping), and adds the
-# boost to memories whose metadata.speaker the query names (0 turns either off).
+# hybrid multiplies the score of a turn ending with "?" by (1 − damping), and adds the boost to turns whose
+# speaker the query names (0 turns either off).
 SEARCH_QUESTION_DAMPING = env_float("SEARCH_QUESTION_DAMPING", 0.4, minimum=0.0, maximum=1.0)
 SEARCH_SPEAKER_BOOST = env_float("SEARCH_SPEAKER_BOOST", 0.4, minimum=0.0, maximum=1.0)
 # hybrid embeds the query without the names of the speakers it names (the boost above and BM25 match the
 # name).
 SEARCH_EMBED_WITHOUT_SPEAKERS = env_bool("SEARCH_EMBED_WITHOUT_SPEAKERS", True)
-# The turn right after a memory ending with "?" (its likely answer) is lifted by this instead of the first
-# SEARCH_SESSION_NEIGHBOUR_WEIGHTS entry, when larger (0 = no special case).
+# The turn right after a turn ending with "?", said by someone else (its likely answer), is lifted by this
+# instead of the first SEARCH_SESSION_NEIGHBOUR_WEIGHTS entry, when larger (0 = no special case).
 SEARCH_REPLY_LIFT = env_float("SEARCH_REPLY_LIFT", 0.8, minimum=0.0, maximum=1.0)
 # Temporal decay and diversity of memories/search and context/get, for workspaces whose memories/settings set
 # none (halfLifeDays, mmrLambda): a memory's recency share of its score halves every SEARCH_HALF_LIFE_DAYS

@@ -66,9 +66,9 @@ class SessionOut(Schema):
 
 
 class SessionStartOut(Schema):
-    sessionId: str
-    message: str
-    session: SessionOut
+    sessionId: str = Field(description="The new session's id.")
+    message: str = Field(description="What happened.")
+    session: SessionOut = Field(description="The session.")
 
 
 class TurnIn(StrictIn):
@@ -109,23 +109,23 @@ class CheckpointIn(TurnIn):
 
 class TurnEventOut(Schema):
     id: str = Field(description="The turn's memory id.")
-    sessionId: str
-    kind: str
-    role: str | None
-    speaker: str | None
-    turnIndex: int
-    saidAt: ApiDateTime | None
-    tokenCount: int | None = None
-    isMeaningful: bool = True
+    sessionId: str = Field(description="Its session.")
+    kind: str = Field(description="message, tool_call, tool_result, event or checkpoint.")
+    role: str | None = Field(description="user, assistant, system or tool.")
+    speaker: str | None = Field(description="Who said it.")
+    turnIndex: int = Field(description="Its place in the session, from 0.")
+    saidAt: ApiDateTime | None = Field(description="When it was said.")
+    tokenCount: int | None = Field(None, description="Its size in tokens, as sent.")
+    isMeaningful: bool = Field(True, description="false for filler.")
     replayed: bool = Field(False, description="true when this turn was already stored (a retry).")
-    memory: MemoryOut
+    memory: MemoryOut = Field(description="The turn's memory.")
 
 
 class CheckpointOut(Schema):
-    sessionId: str
+    sessionId: str = Field(description="The session.")
     eventId: str = Field(description="The turn's memory id.")
-    message: str
-    event: TurnEventOut
+    message: str = Field(description="What happened.")
+    event: TurnEventOut = Field(description="The turn.")
 
 
 class TurnsIn(StrictIn):
@@ -144,11 +144,11 @@ class TurnsIn(StrictIn):
 
 
 class TurnsOut(Schema):
-    sessionId: str
+    sessionId: str = Field(description="The session.")
     count: int = Field(description="Turns in the batch.")
     created: int = Field(description="Turns newly stored (the rest were already there: retries).")
-    message: str
-    events: list[TurnEventOut]
+    message: str = Field(description="What happened.")
+    events: list[TurnEventOut] = Field(description="The turns, in the order sent.")
 
 
 class SessionEndIn(StrictIn):
@@ -159,7 +159,7 @@ class SessionEndIn(StrictIn):
 
 class SummaryOut(Schema):
     memoryId: str = Field(description="The memory holding the summary (conversation.kind summary).")
-    content: str
+    content: str = Field(description="The summary.")
     method: Literal["llm", "extractive"] = Field(
         description="llm when the summary model wrote it; extractive otherwise (no model, or it failed)."
     )
@@ -169,21 +169,21 @@ class SummaryOut(Schema):
 
 
 class SnapshotOut(Schema):
-    id: str
-    sessionId: str
+    id: str = Field(description="Snapshot id.")
+    sessionId: str = Field(description="Its session.")
     slug: str = Field(description="A readable name: the title's words and the snapshot's time.")
     sourceTrigger: Literal["session_end", "snapshot_request"] = Field(description="What took it.")
     transcriptMd: str = Field(description="The transcript as Markdown, turns in order.")
-    messageCount: int
-    createdAt: ApiDateTime
+    messageCount: int = Field(description="Turns it holds.")
+    createdAt: ApiDateTime = Field(description="When it was taken.")
 
 
 class SessionEndOut(Schema):
-    sessionId: str
-    message: str
-    session: SessionOut
+    sessionId: str = Field(description="The session.")
+    message: str = Field(description="What happened.")
+    session: SessionOut = Field(description="The session, ended.")
     summary: SummaryOut | None = Field(description="null when the session has no turn.")
-    snapshot: SnapshotOut
+    snapshot: SnapshotOut = Field(description="Its transcript as it ended.")
 
 
 class SnapshotQuery(ScopeQuery):
@@ -191,9 +191,9 @@ class SnapshotQuery(ScopeQuery):
 
 
 class SessionSnapshotOut(Schema):
-    sessionId: str
-    message: str
-    snapshot: SnapshotOut
+    sessionId: str = Field(description="The session.")
+    message: str = Field(description="What happened.")
+    snapshot: SnapshotOut = Field(description="The snapshot.")
 
 
 # A skill file's path: relative, slash-separated, no empty, "." or ".." segment, no control characters or
@@ -240,9 +240,9 @@ class SkillUpsertIn(StrictIn):
 
 
 class SkillUpsertOut(Schema):
-    skillFile: SkillFileOut
-    created: bool
-    message: str
+    skillFile: SkillFileOut = Field(description="The file as stored.")
+    created: bool = Field(description="true when new, false when replaced.")
+    message: str = Field(description="What happened.")
 
 
 class SkillListIn(StrictIn):
@@ -251,8 +251,8 @@ class SkillListIn(StrictIn):
 
 
 class SkillListOut(Schema):
-    skillFiles: list[SkillFileOut]
-    count: int
+    skillFiles: list[SkillFileOut] = Field(description="The files, newest change first.")
+    count: int = Field(description="How many.")
 
 
 class SkillDeleteIn(StrictIn):
@@ -263,9 +263,9 @@ class SkillDeleteIn(StrictIn):
 
 
 class SkillDeleteOut(Schema):
-    path: str
-    deleted: bool
-    message: str
+    path: str = Field(description="The deleted file's path.")
+    deleted: bool = Field(description="Always true.")
+    message: str = Field(description="What happened.")
 
 
 class SkillPromoteIn(StrictIn):
@@ -285,17 +285,17 @@ class SkillPromoteIn(StrictIn):
 
 
 class PromoteSourceOut(Schema):
-    sessionId: str
-    snapshotId: str
-    snapshotSlug: str
-    snapshotCreatedAt: ApiDateTime
+    sessionId: str = Field(description="The session.")
+    snapshotId: str = Field(description="The snapshot promoted.")
+    snapshotSlug: str = Field(description="The snapshot's slug.")
+    snapshotCreatedAt: ApiDateTime = Field(description="When the snapshot was taken.")
 
 
 class SkillPromoteOut(Schema):
-    skillFile: SkillFileOut
-    created: bool
-    source: PromoteSourceOut
+    skillFile: SkillFileOut = Field(description="The procedure file.")
+    created: bool = Field(description="true when new, false when replaced.")
+    source: PromoteSourceOut = Field(description="What it was promoted from.")
     method: Literal["llm", "outline"] = Field(
         description="llm when the model extracted the steps; outline (deterministic) otherwise."
     )
-    message: str
+    message: str = Field(description="What happened.")

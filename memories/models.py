@@ -92,6 +92,12 @@ class Memory(models.Model):
                 name="memories_ws_session_turns",
                 condition=Q(session_id__isnull=False, deleted_at__isnull=True),
             ),
+            # Turns by when they were said: a question's time window finds the turns said in it.
+            models.Index(
+                fields=["workspace", "-said_at"],
+                name="memories_ws_said_at",
+                condition=Q(said_at__isnull=False, deleted_at__isnull=True),
+            ),
         ]
 
     @property

@@ -152,19 +152,19 @@ class MemoryOut(DictOut):
 class SkillFileOut(Schema):
     """A skill file as skills/files/* and context/get answer it."""
 
-    id: str
-    path: str
-    content: str
-    scope: Literal["global", "project"]
-    projectId: str | None
-    userId: str | None
+    id: str = Field(description="Skill file id.")
+    path: str = Field(description="Its relative path, e.g. skills/deploy/SKILL.md.")
+    content: str = Field(description="Its text, as written.")
+    scope: Literal["global", "project"] = Field(description="project when written with a projectId.")
+    projectId: str | None = Field(description="The project it belongs to.")
+    userId: str | None = Field(description="The end user it belongs to.")
     procedureKey: str | None = Field(description="Set on a file promoted from a session.")
-    sourceSessionId: str | None
-    sourceSnapshotId: str | None
+    sourceSessionId: str | None = Field(description="The session it was promoted from.")
+    sourceSnapshotId: str | None = Field(description="The snapshot of that session it was promoted from.")
     usageCount: int = Field(description="How many context/get answers returned it.")
-    lastUsedAt: ApiDateTime | None
-    createdAt: ApiDateTime
-    updatedAt: ApiDateTime
+    lastUsedAt: ApiDateTime | None = Field(description="When a context/get last returned it.")
+    createdAt: ApiDateTime = Field(description="When it was first written.")
+    updatedAt: ApiDateTime = Field(description="Its last change.")
 
 
 class AddIn(StrictIn):

@@ -153,6 +153,14 @@ class Migration(migrations.Migration):
             model_name='skillfile',
             constraint=models.UniqueConstraint(fields=('workspace', 'user_id', 'project_id', 'path'), name='skill_files_owner_path', nulls_distinct=False),
         ),
+        migrations.AddIndex(
+            model_name="memory",
+            index=models.Index(
+                condition=models.Q(("deleted_at__isnull", True), ("said_at__isnull", False)),
+                fields=["workspace", "-said_at"],
+                name="memories_ws_said_at",
+            ),
+        ),
         # Neighbours are now a session's turns in turn order (memories_ws_session_turns), not memories sharing
         # a metadata key.
         migrations.RunSQL(
