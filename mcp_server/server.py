@@ -31,6 +31,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from config.errors import ApiError
 from config.schemas import ScopeIn, StrictIn, Trimmed, scope_field
 from config.validation import api_error_from_validation
+from conversations import answers as conversation_answers
+from conversations.schemas import (
+    CheckpointIn,
+    SessionEndIn,
+    SessionStartIn,
+    SkillListIn,
+    SkillPromoteIn,
+    SkillUpsertIn,
+)
 from graphsvc import selectors as graph_selectors
 from graphsvc.facts import audience_for, entity_lookup, entity_not_found, facts_recall
 from graphsvc.schemas import (
@@ -310,6 +319,74 @@ def graph_stats_sync(*, caller: SdkCaller, payload: dict[str, Any], role: str) -
     return StatsOut.model_validate(data).model_dump(mode="json")
 
 
+# Sessions and skill files: the same answers as sessions/* and skills/files/* (conversations.answers).
+
+
+@declare(WRITE)
+def start_session_sync(*, caller: SdkCaller, payload: dict[str, Any], role: str) -> dict[str, Any]:
+    body = _validated(SessionStartIn, payload)
+    workspace_id, scope = _resolve(caller, body.scope, role=role)
+    with workspace_context(workspace_id):
+        return conversation_answers.session_start_answer(workspace_id=workspace_id, scope=scope, body=body)[1]
+
+
+@declare(WRITE)
+def record_turn_sync(*, caller: SdkCaller, payload: dict[str, Any], role: str) -> dict[str, Any]:
+    body = _validated(CheckpointIn, payload)
+    workspace_id, scope = _resolve(caller, body.scope, role=role)
+    with workspace_context(workspace_id):
+        return conversation_answers.session_checkpoint_answer(
+            workspace_id=workspace_id, scope=scope, body=body
+        )[1]
+
+
+@declare(WRITE)
+def end_session_sync(*, caller: SdkCaller, payload: dict[str, Any], role: str) -> dict[str, Any]:
+    body = _validated(SessionEndIn, payload)
+    workspace_id, scope = _resolve(caller, body.scope, role=role)
+    with workspace_context(workspace_id):
+        return conversation_answers.session_end_answer(workspace_id=workspace_id, scope=scope, body=body)[1]
+
+
+class SnapshotArgs(StrictIn):
+    sessionId: Annotated[str, Trimmed(64)] = Field(description="The session.")
+    scope: ScopeIn = scope_field()
+
+
+@declare(READ)
+def session_transcript_sync(*, caller: SdkCaller, payload: dict[str, Any], role: str) -> dict[str, Any]:
+    body = _validated(SnapshotArgs, payload)
+    workspace_id, scope = _resolve(caller, body.scope, role=role)
+    with workspace_context(workspace_id):
+        return conversation_answers.session_snapshot_answer(
+            workspace_id=workspace_id, scope=scope, session_id=body.sessionId
+        )[1]
+
+
+@declare(WRITE)
+def save_skill_file_sync(*, caller: SdkCaller, payload: dict[str, Any], role: str) -> dict[str, Any]:
+    body = _validated(SkillUpsertIn, payload)
+    workspace_id, scope = _resolve(caller, body.scope, role=role)
+    with workspace_context(workspace_id):
+        return conversation_answers.skill_upsert_answer(workspace_id=workspace_id, scope=scope, body=body)[1]
+
+
+@declare(READ)
+def list_skill_files_sync(*, caller: SdkCaller, payload: dict[str, Any], role: str) -> dict[str, Any]:
+    body = _validated(SkillListIn, payload)
+    workspace_id, scope = _resolve(caller, body.scope, role=role)
+    with workspace_context(workspace_id):
+        return conversation_answers.skill_list_answer(workspace_id=workspace_id, scope=scope, body=body)[1]
+
+
+@declare(WRITE)
+def promote_session_sync(*, caller: SdkCaller, payload: dict[str, Any], role: str) -> dict[str, Any]:
+    body = _validated(SkillPromoteIn, payload)
+    workspace_id, scope = _resolve(caller, body.scope, role=role)
+    with workspace_context(workspace_id):
+        return conversation_answers.skill_promote_answer(workspace_id=workspace_id, scope=scope, body=body)[1]
+
+
 # Every tool and the body it runs: the body declares the role the tool needs (tests check each tool has one).
 TOOL_BODIES: dict[str, Callable[..., dict[str, Any]]] = {
     "get_context": get_context_sync,
@@ -321,6 +398,13 @@ TOOL_BODIES: dict[str, Callable[..., dict[str, Any]]] = {
     "graph_entities": graph_entities_sync,
     "graph_communities": graph_communities_sync,
     "graph_stats": graph_stats_sync,
+    "start_session": start_session_sync,
+    "record_turn": record_turn_sync,
+    "end_session": end_session_sync,
+    "session_transcript": session_transcript_sync,
+    "save_skill_file": save_skill_file_sync,
+    "list_skill_files": list_skill_files_sync,
+    "promote_session": promote_session_sync,
 }
 # How each tool's JSON reads as text for a model (mcp_server.answers); the JSON is the structured content.
 TOOL_TEXT: dict[str, Callable[[dict[str, Any]], str]] = {
@@ -333,6 +417,13 @@ TOOL_TEXT: dict[str, Callable[[dict[str, Any]], str]] = {
     "graph_entities": answers.entities_text,
     "graph_communities": answers.communities_text,
     "graph_stats": answers.stats_text,
+    "start_session": answers.session_started_text,
+    "record_turn": answers.turn_text,
+    "end_session": answers.session_ended_text,
+    "session_transcript": answers.transcript_text,
+    "save_skill_file": answers.skill_file_text,
+    "list_skill_files": answers.skill_files_text,
+    "promote_session": answers.skill_file_text,
 }
 
 
@@ -603,5 +694,105 @@ def build_server(settings: McpSettings) -> MCPServer:
     )
     async def graph_stats(ctx: Context, scope: ScopeParam = None) -> CallToolResult:
         return await run(ctx, "graph_stats", {"scope": merged_scope(scope)})
+
+    @server.tool(
+        description="Start recording a conversation or a task as a session; record its turns with "
+        "record_turn."
+    )
+    async def start_session(
+        ctx: Context,
+        title: Annotated[str | None, Field(description="What it is about, ≤ 240 chars.")] = None,
+        client: Annotated[str | None, Field(description="Who records it (agent name), ≤ 120 chars.")] = None,
+        scope: ScopeParam = None,
+    ) -> CallToolResult:
+        payload = _drop_none(title=title, client=client)
+        return await run(ctx, "start_session", {**payload, "scope": merged_scope(scope)})
+
+    @server.tool(
+        description="Record one turn of a session: it becomes a memory that search and get_context find, "
+        "with who said it and when."
+    )
+    async def record_turn(
+        ctx: Context,
+        session_id: Annotated[str, Field(description="The session, from start_session.")],
+        content: Annotated[str, Field(description="What was said or done, 1–16000 chars.")],
+        role: Annotated[
+            Literal["user", "assistant", "system", "tool"] | None, Field(description="Default user.")
+        ] = None,
+        kind: Annotated[
+            Literal["message", "tool_call", "tool_result", "event", "checkpoint"] | None,
+            Field(description="Default message."),
+        ] = None,
+        speaker: Annotated[str | None, Field(description="Who said it, by name.")] = None,
+        said_at: Annotated[datetime | None, Field(description="When it was said (default now).")] = None,
+        scope: ScopeParam = None,
+    ) -> CallToolResult:
+        payload = _drop_none(
+            sessionId=session_id,
+            content=content,
+            role=role,
+            kind=kind,
+            speaker=speaker,
+            saidAt=said_at.isoformat() if said_at else None,
+        )
+        return await run(ctx, "record_turn", {**payload, "scope": merged_scope(scope)})
+
+    @server.tool(
+        description="End a session: its summary is stored as a memory, its transcript as a snapshot."
+    )
+    async def end_session(
+        ctx: Context,
+        session_id: Annotated[str, Field(description="The session to end.")],
+        status: Annotated[Literal["closed", "compacted"] | None, Field(description="Default closed.")] = None,
+        scope: ScopeParam = None,
+    ) -> CallToolResult:
+        payload = _drop_none(sessionId=session_id, status=status)
+        return await run(ctx, "end_session", {**payload, "scope": merged_scope(scope)})
+
+    @server.tool(description="A session's transcript as Markdown, turns in order.")
+    async def session_transcript(
+        ctx: Context,
+        session_id: Annotated[str, Field(description="The session.")],
+        scope: ScopeParam = None,
+    ) -> CallToolResult:
+        return await run(ctx, "session_transcript", {"sessionId": session_id, "scope": merged_scope(scope)})
+
+    @server.tool(
+        description="Write a skill file (instructions loaded by path); replaces the file at that path."
+    )
+    async def save_skill_file(
+        ctx: Context,
+        path: Annotated[str, Field(description="Relative path, e.g. skills/deploy/SKILL.md.")],
+        content: Annotated[str, Field(description="The file's text, ≤ 120000 chars.")],
+        scope: ScopeParam = None,
+    ) -> CallToolResult:
+        return await run(
+            ctx, "save_skill_file", {"path": path, "content": content, "scope": merged_scope(scope)}
+        )
+
+    @server.tool(description="The skill files of this scope, newest change first.")
+    async def list_skill_files(
+        ctx: Context,
+        limit: Annotated[int | None, Field(description="1–100 (default 50).")] = None,
+        scope: ScopeParam = None,
+    ) -> CallToolResult:
+        return await run(ctx, "list_skill_files", {**_drop_none(limit=limit), "scope": merged_scope(scope)})
+
+    @server.tool(
+        description="Turn a session into a reusable procedure skill file (its steps, in order) at `path`."
+    )
+    async def promote_session(
+        ctx: Context,
+        session_id: Annotated[str, Field(description="The session to learn the procedure from.")],
+        path: Annotated[str, Field(description="Where the file goes, e.g. skills/release/SKILL.md.")],
+        title: Annotated[str, Field(description="The procedure's title.")],
+        procedure_key: Annotated[str, Field(description="A stable name for it, e.g. release-backend.")],
+        max_steps: Annotated[int | None, Field(description="3–20 (default 8).")] = None,
+        scope: ScopeParam = None,
+    ) -> CallToolResult:
+        payload = _drop_none(
+            sessionId=session_id, path=path, title=title, procedureKey=procedure_key, maxSteps=max_steps
+        )
+        return await run(ctx, "promote_session", {**payload, "scope": merged_scope(scope)})
 
     return server
