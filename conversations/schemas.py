@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import uuid
 from typing import Annotated, Any, Literal
 
 from ninja import Schema
@@ -299,3 +300,58 @@ class SkillPromoteOut(Schema):
         description="llm when the model extracted the steps; outline (deterministic) otherwise."
     )
     message: str = Field(description="What happened.")
+
+
+# --- export file records ------------------------------------------------------------------------------------
+
+
+class SessionRecordIn(StrictIn):
+    """A session line of a workspace export file (its turns are memory lines that name it)."""
+
+    id: uuid.UUID = Field(description="The session's id in the workspace it was exported from.")
+    scope: Literal["global", "project"] = Field(description="project exactly when projectId is set.")
+    projectId: Annotated[str, Trimmed(240)] | None = Field(None, description="As scope.projectId.")
+    userId: Annotated[str, Trimmed(120)] | None = Field(None, description="As scope.userId.")
+    client: Annotated[str, Trimmed(120)] | None = Field(None, description="As sessions/start.")
+    title: Annotated[str, Trimmed(240)] | None = Field(None, description="As sessions/start.")
+    status: SessionStatus = Field(description="active, closed or compacted.")
+    metadata: dict[str, Any] | None = Field(None, description=METADATA_DESCRIPTION)
+    turnCount: int = Field(0, ge=0, le=MAX_TURN_INDEX, description="Turns recorded.")
+    tokenCount: int = Field(0, ge=0, le=2**62, description="Tokens recorded.")
+    nextTurnIndex: int = Field(0, ge=0, le=MAX_TURN_INDEX + 1, description="The next turn's index.")
+    summaryMemoryId: uuid.UUID | None = Field(None, description="The memory line holding its summary.")
+    startedAt: AwareInstant = Field(description="When it was started.")
+    lastActivityAt: AwareInstant = Field(description="Its last activity.")
+    endedAt: AwareInstant | None = Field(None, description="When it was ended.")
+
+    _check_metadata = field_validator("metadata")(_metadata)
+
+    @model_validator(mode="after")
+    def _scope_matches_project(self) -> SessionRecordIn:
+        if (self.scope == "project") != (self.projectId is not None):
+            raise ValueError("scope must be project exactly when projectId is set")
+        return self
+
+
+class SkillFileRecordIn(StrictIn):
+    """A skill file line of a workspace export file."""
+
+    scope: Literal["global", "project"] = Field(description="project exactly when projectId is set.")
+    projectId: Annotated[str, Trimmed(240)] | None = Field(None, description="As scope.projectId.")
+    userId: Annotated[str, Trimmed(120)] | None = Field(None, description="As scope.userId.")
+    path: SkillPath = Field(description="As skills/files/upsert.")
+    content: FileText = Field(description="As skills/files/upsert.")
+    procedureKey: Annotated[str, Trimmed(120)] | None = Field(None, description="As promote.")
+    sourceSessionId: uuid.UUID | None = Field(None, description="The session it was promoted from.")
+    usageCount: int = Field(0, ge=0, le=2**31 - 1, description="context/get answers that returned it.")
+    lastUsedAt: AwareInstant | None = Field(None, description="When one last did.")
+    createdAt: AwareInstant = Field(description="When it was first written.")
+    updatedAt: AwareInstant = Field(description="Its last change.")
+
+    _path = field_validator("path")(_check_path)
+
+    @model_validator(mode="after")
+    def _scope_matches_project(self) -> SkillFileRecordIn:
+        if (self.scope == "project") != (self.projectId is not None):
+            raise ValueError("scope must be project exactly when projectId is set")
+        return self

@@ -280,12 +280,41 @@ class EditOut(Schema):
     memory: MemoryOut = Field(description="The memory after the change.")
 
 
+class ConversationRecordIn(StrictIn):
+    """A turn's (or a session summary's) place in its session, as an export file carries it."""
+
+    sessionId: uuid.UUID = Field(description="The session's id in the workspace it was exported from.")
+    kind: Literal["message", "tool_call", "tool_result", "event", "checkpoint", "summary"] = Field(
+        description="As sessions/checkpoint; summary for a session's summary."
+    )
+    turnIndex: int | None = Field(None, ge=0, le=10_000_000, description="Null exactly for a summary.")
+    role: Literal["user", "assistant", "system", "tool"] | None = Field(None, description="As checkpoint.")
+    speaker: Annotated[str, Trimmed(120)] | None = Field(None, description="As checkpoint.")
+    saidAt: AwareInstant | None = Field(None, description="When it was said.")
+
+    @model_validator(mode="after")
+    def _summary_has_no_index(self) -> ConversationRecordIn:
+        if (self.kind == "summary") != (self.turnIndex is None):
+            raise ValueError("turnIndex must be null exactly for kind summary")
+        return self
+
+
+# A turn may be twice as long as a memory memories/add takes (sessions/checkpoint's limit).
+TURN_MAX_CHARS = 16_000
+
+
 class MemoryRecordIn(StrictIn):
     """A memory line of a workspace export file, checked by the same field rules as memories/add and
-    memories/edit, plus the fields only an export carries (its id, times, end user, importance)."""
+    memories/edit, plus the fields only an export carries (its id, times, end user, importance, its place
+    in a conversation)."""
 
     id: uuid.UUID = Field(description="The memory's id in the workspace it was exported from.")
-    content: Content = Field(description="As memories/add.")
+    content: Annotated[str, Trimmed(TURN_MAX_CHARS)] = Field(
+        description="As memories/add (a conversation turn: up to 16000 characters)."
+    )
+    conversation: ConversationRecordIn | None = Field(
+        None, description="Set on a conversation turn and a session's summary."
+    )
     type: MemoryType = Field(description="As memories/add.")
     layer: MemoryLayer = Field(description="As memories/add.")
     scope: Literal["global", "project"] = Field(description="project exactly when projectId is set.")
@@ -317,6 +346,8 @@ class MemoryRecordIn(StrictIn):
     def _scope_matches_project(self) -> MemoryRecordIn:
         if (self.scope == "project") != (self.projectId is not None):
             raise ValueError("scope must be project exactly when projectId is set")
+        if self.conversation is None and len(self.content) > 8000:
+            raise ValueError("content is longer than 8000 characters and the memory is no conversation turn")
         return self
 
 
