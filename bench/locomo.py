@@ -1030,6 +1030,12 @@ CONVERSATION_GRID: dict[str, dict[str, Any]] = {
     "no-reply-lift": {"SEARCH_REPLY_LIFT": 0.0},
     "no-question-damping": {"SEARCH_QUESTION_DAMPING": 0.0},
     "no-speaker-boost": {"SEARCH_SPEAKER_BOOST": 0.0},
+    # The shipped weights of the two rules that matter most against a weaker and a stronger value, so the
+    # folds also choose weights.
+    "neighbour-0.2,0.05": {"SEARCH_SESSION_NEIGHBOUR_WEIGHTS": (0.2, 0.05)},
+    "neighbour-0.6,0.2": {"SEARCH_SESSION_NEIGHBOUR_WEIGHTS": (0.6, 0.2)},
+    "speaker-boost-0.2": {"SEARCH_SPEAKER_BOOST": 0.2},
+    "speaker-boost-0.6": {"SEARCH_SPEAKER_BOOST": 0.6},
     "no-conversation-rules": {
         "SEARCH_SESSION_NEIGHBOUR_WEIGHTS": (0.0,),
         "SEARCH_REPLY_LIFT": 0.0,
@@ -1359,7 +1365,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="cross-validate the conversation settings over the conversations (leave one out)",
     )
+    parser.add_argument(
+        "--folds-only", action="store_true", help="with --folds: skip the strategies' own run (faster)"
+    )
     args = parser.parse_args(argv)
+    if args.folds_only and not args.folds:
+        parser.error("--folds-only needs --folds")
     if args.admission and args.ingest == "sessions":
         parser.error("--admission applies to memories/add: use it with --ingest metadata")
     args.strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
@@ -1434,7 +1445,7 @@ def benchmark(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict[str, 
         },
     )
     ask_started = time.perf_counter()
-    for conversation in conversations:
+    for conversation in conversations if not args.folds_only else ():
         prepare_graph(run, conversation, workspaces[conversation.sample_id])
         ask_conversation(run, conversation, workspaces[conversation.sample_id])
     ask_seconds = time.perf_counter() - ask_started
