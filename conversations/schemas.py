@@ -191,6 +191,13 @@ class SnapshotQuery(ScopeQuery):
     pass
 
 
+class SessionSnapshotIn(StrictIn):
+    """The MCP tool's request for a session's transcript (the route takes the session in its path)."""
+
+    sessionId: Annotated[str, Trimmed(64)] = Field(description="The session.")
+    scope: ScopeIn = scope_field()
+
+
 class SessionSnapshotOut(Schema):
     sessionId: str = Field(description="The session.")
     message: str = Field(description="What happened.")

@@ -276,8 +276,8 @@ class ContextOut(DictOut):
     conflicts: list[ConflictOut] = Field(description="Contradictions among the returned memories.")
     skillFiles: list[SkillFileOut] = Field(
         default_factory=list,
-        description="Skill files matching the query, best first (empty with includeSkillFiles false); each as "
-        "skills/files/list answers it. Returning one counts as a use (usageCount, lastUsedAt).",
+        description="Skill files matching the query, best first (empty with includeSkillFiles false); each "
+        "as skills/files/list answers it. Returning one counts as a use (usageCount, lastUsedAt).",
     )
     facts: list[FactOut] = Field(
         description="Facts from the entity graph about what the query names, best first, as many as fit the "
