@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 
 from django.conf import settings
 from ninja import Schema
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from config.schemas import (
@@ -309,11 +309,12 @@ class MemoryRecordIn(StrictIn):
     in a conversation)."""
 
     id: uuid.UUID = Field(description="The memory's id in the workspace it was exported from.")
-    content: Annotated[str, Trimmed(TURN_MAX_CHARS)] = Field(
-        description="As memories/add (a conversation turn: up to 16000 characters)."
-    )
+    # Before content: content's limit depends on it.
     conversation: ConversationRecordIn | None = Field(
         None, description="Set on a conversation turn and a session's summary."
+    )
+    content: Annotated[str, Trimmed(TURN_MAX_CHARS)] = Field(
+        description="As memories/add (a conversation turn: up to 16000 characters)."
     )
     type: MemoryType = Field(description="As memories/add.")
     layer: MemoryLayer = Field(description="As memories/add.")
@@ -346,9 +347,14 @@ class MemoryRecordIn(StrictIn):
     def _scope_matches_project(self) -> MemoryRecordIn:
         if (self.scope == "project") != (self.projectId is not None):
             raise ValueError("scope must be project exactly when projectId is set")
-        if self.conversation is None and len(self.content) > 8000:
-            raise ValueError("content is longer than 8000 characters and the memory is no conversation turn")
         return self
+
+    @field_validator("content")
+    @classmethod
+    def _memory_content_limit(cls, value: str, info: ValidationInfo) -> str:
+        if info.data.get("conversation") is None and len(value) > 8000:
+            raise ValueError("should have at most 8000 characters (a memory that is no conversation turn)")
+        return value
 
 
 class ForgetIn(StrictIn):
