@@ -8,15 +8,22 @@ What it does, in order (bench/README.md explains the numbers):
   1. creates the database cairn_locomo on the embedded PostgreSQL if missing and migrates it (the developer's,
      test and bench databases are never opened);
   2. one SDK-tenant workspace per conversation (tenantId locomo-<sample_id> under the user `locomo`); each
-     dialog turn becomes one memory, written with the real write flow (pipeline.services.memory_add_flow),
-     dated at its session's time and carrying {"dia_id": …} in metadata; then the real embed + similarity
+     LoCoMo session becomes a Cairn session (sessions/start through the SDK API) and its dialog turns are
+     uploaded with sessions/turns, as a chat client would: each turn with its speaker, its index in the
+     session, the time it was said (the session's date) and {"dia_id": …} in metadata. --ingest metadata
+     writes plain memories instead (the real write flow, dated at the session's time, the conversation only
+     in metadata keys), which the product's conversation rules ignore. Then the real embed + similarity
      jobs run in-process (jobs_run_pending, the product's default model or --model). A workspace that already
-     holds all its turns is reused (and re-embedded if its vectors are of another model);
+     holds all its turns the same way is reused (and re-embedded if its vectors are of another model);
   3. asks every question through the SDK API (django.test.Client, a real key): memories/search with limit 20
      for lexical / semantic / hybrid, and context/get (hybrid, graph expansion, the workspace's rollout in
      canary) for hybrid_graph — skipped with a note while context/get or graph/rollout is not there;
   4. optionally computes bench-only variants of the ranking (not product behaviour, see VARIANTS);
-  5. prints tables and writes everything as JSON to --out.
+  5. with --folds, cross-validates the conversation settings (CONVERSATION_GRID): each conversation's hybrid
+     recall under every grid point, the point chosen on the other conversations and scored on the held-out
+     one, every way round, next to the in-sample numbers (the default point, and the best point chosen on all
+     of them);
+  6. prints tables and writes everything as JSON to --out.
 The data is read from --data at run time (default: the LoCoMo dev split, kept outside the repository) and is
 never copied into the repository.
 """
@@ -66,6 +73,9 @@ KS = (1, 5, 10, 20)
 # own: tenantId locomo-adm-<id>).
 EXTRA_BODY: dict[str, Any] = {}
 ADMISSION = False
+# How turns are written: "sessions" (the sessions API: turns with speakers and times) or "metadata" (plain
+# memories with the conversation in metadata keys).
+INGEST = "sessions"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 HEADLINE = (1, 2, 3, 4)
 API_STRATEGIES = ("lexical", "semantic", "hybrid", "hybrid_graph")
@@ -121,7 +131,8 @@ class Conversation:
 
     @property
     def tenant_id(self) -> str:
-        return (TENANT_PREFIX + "adm-" if ADMISSION else TENANT_PREFIX) + self.sample_id
+        prefix = TENANT_PREFIX + "adm-" if ADMISSION else TENANT_PREFIX
+        return prefix + ("" if INGEST == "sessions" else "meta-") + self.sample_id
 
 
 def session_time(text: str) -> datetime:
@@ -451,12 +462,80 @@ def pipeline_state(workspace_id: int) -> dict[str, int]:
     return {"vectors": vectors, "similarToEdges": similar, "unfinishedJobs": unfinished}
 
 
-def ingest(workspace_id: int, conversation: Conversation, reingest: bool) -> dict[str, Any]:
+def write_sessions(api: SdkApi, conversation: Conversation, label: str) -> None:
+    """Each LoCoMo session as a Cairn session: sessions/start, then its turns in one sessions/turns call
+    (500 at most per call), each with its speaker, index, time and dia_id. Sessions are left open: ending one
+    adds its summary, a memory that is no dialog turn (--end-sessions ends them)."""
+    by_session: dict[int, list[Turn]] = {}
+    for turn in conversation.turns:
+        by_session.setdefault(turn.session, []).append(turn)
+    scope = {"tenantId": conversation.tenant_id}
+    written = 0
+    for number, turns in sorted(by_session.items()):
+        status, envelope = api.post(
+            "sessions/start", {"title": f"session_{number}", "client": "bench/locomo.py", "scope": scope}
+        )
+        if status != 201:
+            raise RuntimeError(f"sessions/start failed: {envelope_error(status, envelope)}")
+        session_id = envelope["data"]["sessionId"]
+        for start in range(0, len(turns), 500):
+            batch = [
+                {
+                    "content": turn.content,
+                    "speaker": turn.speaker or None,
+                    "saidAt": turn.time.isoformat(),
+                    "turnIndex": turn.index,
+                    "metadata": {"dia_id": turn.dia_id},
+                }
+                for turn in turns[start : start + 500]
+            ]
+            status, envelope = api.post(
+                "sessions/turns", {"sessionId": session_id, "turns": batch, "scope": scope}
+            )
+            if status not in (200, 201):
+                raise RuntimeError(f"sessions/turns failed: {envelope_error(status, envelope)}")
+        if END_SESSIONS:
+            status, envelope = api.post("sessions/end", {"sessionId": session_id, "scope": scope})
+            if status != 200:
+                raise RuntimeError(f"sessions/end failed: {envelope_error(status, envelope)}")
+        written += len(turns)
+        progress(f"ingest {label}: wrote {written}/{len(conversation.turns)} turns")
+
+
+END_SESSIONS = False
+
+
+def stored_as_wanted(workspace_id: int, total: int) -> bool:
+    """Whether the workspace holds the conversation's turns as this run writes them: all of them, as turns
+    (sessions) or as plain memories (metadata)."""
+    from memories.models import Memory
+    from tenancy.rls import workspace_context
+
+    with workspace_context(workspace_id):
+        live = Memory.objects.filter(workspace_id=workspace_id, deleted_at__isnull=True)
+        turns = live.filter(turn_index__isnull=False).count()
+        others = live.filter(turn_index__isnull=True).count()
+    if INGEST == "sessions":
+        return turns == total and others == (len_sessions_ended(workspace_id) if END_SESSIONS else 0)
+    return turns == 0 and others == total
+
+
+def len_sessions_ended(workspace_id: int) -> int:
+    from memories.models import MemorySession
+    from tenancy.rls import workspace_context
+
+    with workspace_context(workspace_id):
+        return MemorySession.objects.filter(
+            workspace_id=workspace_id, summary_memory_id__isnull=False
+        ).count()
+
+
+def ingest(workspace_id: int, conversation: Conversation, reingest: bool, api: SdkApi) -> dict[str, Any]:
     started = time.perf_counter()
     label = conversation.sample_id
     total = len(conversation.turns)
     existing = live_memory_count(workspace_id)
-    write = reingest or existing != total
+    write = reingest or not stored_as_wanted(workspace_id, total)
     if write:
         if existing:
             progress(f"ingest {label}: removing {existing} memories of an earlier run")
@@ -469,15 +548,18 @@ def ingest(workspace_id: int, conversation: Conversation, reingest: bool) -> dic
                 services.memory_settings_update(
                     workspace_id=workspace_id, changes={"admission_enabled": True}
                 )
-        for start in range(0, total, WRITE_CHUNK):
+        if INGEST == "sessions":
+            write_sessions(api, conversation, label)
+        for start in range(0, total, WRITE_CHUNK) if INGEST == "metadata" else ():
             write_turns(workspace_id, conversation.turns[start : start + WRITE_CHUNK])
             if ADMISSION:  # novelty compares with embedded memories: embed each chunk before the next
                 run_pipeline(workspace_id, label, total)
             progress(f"ingest {label}: wrote {min(start + WRITE_CHUNK, total)}/{total} turns")
     else:
-        add_missing_session_ids(workspace_id)
-        add_missing_speakers(workspace_id, conversation.turns)
-        add_missing_session_times(workspace_id, conversation.turns)
+        if INGEST == "metadata":
+            add_missing_session_ids(workspace_id)
+            add_missing_speakers(workspace_id, conversation.turns)
+            add_missing_session_times(workspace_id, conversation.turns)
         if pipeline_state(workspace_id)["vectors"] != total:
             # Written under another model (--model changed): the product's own re-embedding path.
             from django.core.management import call_command
@@ -496,6 +578,7 @@ def ingest(workspace_id: int, conversation: Conversation, reingest: bool) -> dic
     return {
         "sampleId": label,
         "tenantId": conversation.tenant_id,
+        "via": INGEST,
         "workspaceId": workspace_id,
         "turns": total,
         "ingested": write,
@@ -921,6 +1004,150 @@ def prepare_graph(run: Run, conversation: Conversation, workspace_id: int) -> No
     result.extra.setdefault("canaryVia", how)
 
 
+# --- Cross-validation of the conversation settings (--folds) -----------------------------------------------
+
+# Grid points: the server's conversation settings (docs/search-ranking.md) as each point sets them; every
+# other setting stays as the server has it. "default" is the shipped configuration.
+CONVERSATION_GRID: dict[str, dict[str, Any]] = {
+    "default": {},
+    "no-neighbour-lift": {"SEARCH_SESSION_NEIGHBOUR_WEIGHTS": (0.0,)},
+    "no-reply-lift": {"SEARCH_REPLY_LIFT": 0.0},
+    "no-question-damping": {"SEARCH_QUESTION_DAMPING": 0.0},
+    "no-speaker-boost": {"SEARCH_SPEAKER_BOOST": 0.0},
+    # The shipped weights of the two rules that matter most against a weaker and a stronger value, so the
+    # folds also choose weights.
+    "neighbour-0.2,0.05": {"SEARCH_SESSION_NEIGHBOUR_WEIGHTS": (0.2, 0.05)},
+    "neighbour-0.6,0.2": {"SEARCH_SESSION_NEIGHBOUR_WEIGHTS": (0.6, 0.2)},
+    "speaker-boost-0.2": {"SEARCH_SPEAKER_BOOST": 0.2},
+    "speaker-boost-0.6": {"SEARCH_SPEAKER_BOOST": 0.6},
+    "no-conversation-rules": {
+        "SEARCH_SESSION_NEIGHBOUR_WEIGHTS": (0.0,),
+        "SEARCH_REPLY_LIFT": 0.0,
+        "SEARCH_QUESTION_DAMPING": 0.0,
+        "SEARCH_SPEAKER_BOOST": 0.0,
+    },
+}
+FOLD_K = 10  # the recall the folds choose by and report
+
+
+def fold_recalls(
+    conversations: list[Conversation], workspaces: dict[str, int]
+) -> dict[str, dict[str, list[float]]]:
+    """recalls[point][sample_id]: hybrid R@FOLD_K of each headline question (categories 1-4) of the
+    conversation under the grid point, ranked by the function memories/search runs (in-process: the grid
+    asks every question once per point)."""
+    from django.test import override_settings
+
+    from memories.selectors import MemoryScope
+    from retrieval import search
+    from tenancy.rls import workspace_context
+
+    recalls: dict[str, dict[str, list[float]]] = {}
+    for point, overrides in CONVERSATION_GRID.items():
+        recalls[point] = {}
+        with override_settings(**overrides):
+            for conversation in conversations:
+                workspace_id = workspaces[conversation.sample_id]
+                rows: list[float] = []
+                with workspace_context(workspace_id):
+                    options = search.ranking_options(
+                        workspace_id=workspace_id,
+                        importance_weight=None,
+                        half_life_days=None,
+                        mmr_lambda=None,
+                    )
+                    for question in conversation.questions:
+                        if question.category not in HEADLINE:
+                            continue
+                        outcome = search.memory_search(
+                            workspace_id=workspace_id,
+                            scope=MemoryScope(),
+                            query=question.text,
+                            limit=SEARCH_LIMIT,
+                            strategy="hybrid",
+                            importance_weight=options.importance_weight,
+                            half_life_days=options.half_life_days,
+                            mmr_lambda=options.mmr_lambda,
+                        )
+                        ranked = memory_dia_ids(outcome.memories)
+                        rows.append(question_scores(ranked, question.evidence)[f"recall@{FOLD_K}"])
+                recalls[point][conversation.sample_id] = rows
+                progress(f"folds {point}: {conversation.sample_id} done")
+    progress_done()
+    return recalls
+
+
+def _mean(rows: list[float]) -> float:
+    return sum(rows) / len(rows) if rows else 0.0
+
+
+def cross_validated(recalls: dict[str, dict[str, list[float]]]) -> dict[str, Any]:
+    """Leave one conversation out: the grid point with the best recall over the other conversations'
+    questions is chosen and scored on the held-out one's; the cross-validated number is the mean over all
+    held-out questions. In-sample: the default point, and the point chosen on every conversation at once."""
+    samples = sorted(next(iter(recalls.values())))
+
+    def pooled(point: str, chosen_from: list[str]) -> float:
+        return _mean([r for sample in chosen_from for r in recalls[point][sample]])
+
+    folds = []
+    held_out_rows: list[float] = []
+    default_rows: list[float] = []
+    for held_out in samples:
+        others = [sample for sample in samples if sample != held_out]
+        best = max(recalls, key=lambda point: (pooled(point, others), point == "default"))
+        held_out_rows += recalls[best][held_out]
+        default_rows += recalls["default"][held_out]
+        folds.append(
+            {
+                "heldOut": held_out,
+                "chosen": best,
+                "chosenOnOthers": round(pooled(best, others), 4),
+                "heldOutRecall": round(_mean(recalls[best][held_out]), 4),
+                "defaultHeldOutRecall": round(_mean(recalls["default"][held_out]), 4),
+                "questions": len(recalls[best][held_out]),
+            }
+        )
+    in_sample = {point: round(pooled(point, samples), 4) for point in recalls}
+    best_all = max(recalls, key=lambda point: (in_sample[point], point == "default"))
+    return {
+        "metric": f"hybrid recall@{FOLD_K}, categories 1-4",
+        "grid": {
+            point: {k: list(v) if isinstance(v, tuple) else v for k, v in o.items()}
+            for point, o in CONVERSATION_GRID.items()
+        },
+        "inSample": in_sample,
+        "inSampleBest": {"point": best_all, "recall": in_sample[best_all]},
+        "crossValidated": round(_mean(held_out_rows), 4),
+        "folds": folds,
+        "questions": len(held_out_rows),
+    }
+
+
+def print_folds(folds: dict[str, Any]) -> None:
+    print(f"\nconversation settings, {folds['metric']} (n = {folds['questions']})")
+    print_table(
+        ["grid point", "in-sample"],
+        [[point, fmt(value)] for point, value in folds["inSample"].items()],
+    )
+    print_table(
+        ["held out", "chosen on the others", "held-out recall", "default on it"],
+        [
+            [
+                f["heldOut"],
+                f"{f['chosen']} ({fmt(f['chosenOnOthers'])})",
+                fmt(f["heldOutRecall"]),
+                fmt(f["defaultHeldOutRecall"]),
+            ]
+            for f in folds["folds"]
+        ],
+    )
+    print(
+        f"in-sample best: {folds['inSampleBest']['point']} {fmt(folds['inSampleBest']['recall'])}; "
+        f"cross-validated (leave one conversation out): {fmt(folds['crossValidated'])}"
+    )
+
+
 def same_length_hybrid_recall(details: list[dict[str, Any]]) -> float | None:
     """Categories 1-4: recall of hybrid's ranking cut at the length of each question's hybrid_graph list — the
     baseline's own answer to "what if the list were that long" (only when every list fits in hybrid's 20)."""
@@ -1108,7 +1335,28 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="ingest with admission control on, into workspaces of their own (locomo-adm-*)",
     )
+    parser.add_argument(
+        "--ingest",
+        choices=("sessions", "metadata"),
+        default="sessions",
+        help="write turns through the sessions API (default) or as plain memories with metadata keys",
+    )
+    parser.add_argument(
+        "--end-sessions", action="store_true", help="end every session after its turns (adds its summary)"
+    )
+    parser.add_argument(
+        "--folds",
+        action="store_true",
+        help="cross-validate the conversation settings over the conversations (leave one out)",
+    )
+    parser.add_argument(
+        "--folds-only", action="store_true", help="with --folds: skip the strategies' own run (faster)"
+    )
     args = parser.parse_args(argv)
+    if args.folds_only and not args.folds:
+        parser.error("--folds-only needs --folds")
+    if args.admission and args.ingest == "sessions":
+        parser.error("--admission applies to memories/add: use it with --ingest metadata")
     args.strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
     unknown = sorted(set(args.strategies) - set(DEFAULT_STRATEGIES))
     if unknown or not args.strategies:
@@ -1146,9 +1394,11 @@ def warm_embedder() -> None:
 
 
 def benchmark(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    global ADMISSION
+    global ADMISSION, INGEST, END_SESSIONS
     started_at = datetime.now(UTC)
     ADMISSION = args.admission
+    INGEST = args.ingest
+    END_SESSIONS = args.end_sessions
     if args.importance_weight is not None:
         EXTRA_BODY["importanceWeight"] = args.importance_weight
     if args.half_life_days is not None:
@@ -1163,13 +1413,14 @@ def benchmark(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict[str, 
     warm_embedder()
 
     ingest_started = time.perf_counter()
+    api = SdkApi(key)
     workspaces = {c.sample_id: tenant_workspace_id(user, c) for c in conversations}
-    ingested = [ingest(workspaces[c.sample_id], c, args.reingest) for c in conversations]
+    ingested = [ingest(workspaces[c.sample_id], c, args.reingest, api) for c in conversations]
     ingest_seconds = time.perf_counter() - ingest_started
 
     graph = GraphOptions(args.graph_depth, args.graph_baseline, args.graph_limit)
     run = Run(
-        SdkApi(key),
+        api,
         args.strategies,
         graph,
         {
@@ -1178,10 +1429,15 @@ def benchmark(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict[str, 
         },
     )
     ask_started = time.perf_counter()
-    for conversation in conversations:
+    for conversation in conversations if not args.folds_only else ():
         prepare_graph(run, conversation, workspaces[conversation.sample_id])
         ask_conversation(run, conversation, workspaces[conversation.sample_id])
     ask_seconds = time.perf_counter() - ask_started
+    folds = None
+    if args.folds:
+        folds_started = time.perf_counter()
+        folds = cross_validated(fold_recalls(conversations, workspaces))
+        folds["seconds"] = round(time.perf_counter() - folds_started, 1)
     if "hybrid_graph" in run.results:
         graph_summary(run.results["hybrid_graph"], graph, run.details)
 
@@ -1222,6 +1478,8 @@ def benchmark(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict[str, 
             "halfLifeDays": args.half_life_days,
             "mmrLambda": args.mmr_lambda,
             "admission": args.admission,
+            "ingest": args.ingest,
+            "endSessions": args.end_sessions,
             # Server settings that change the ranking, as this process read them (env overrides).
             "server": {
                 name: getattr(django_settings, name)
@@ -1232,6 +1490,11 @@ def benchmark(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict[str, 
                     "SEARCH_TIME_WINDOW_BOOST",
                     "SEARCH_TIME_WINDOW_CANDIDATES",
                     "RERANK_MODEL",
+                    "SEARCH_SESSION_NEIGHBOUR_WEIGHTS",
+                    "SEARCH_REPLY_LIFT",
+                    "SEARCH_QUESTION_DAMPING",
+                    "SEARCH_SPEAKER_BOOST",
+                    "SEARCH_EMBED_WITHOUT_SPEAKERS",
                 )
             },
         },
@@ -1241,6 +1504,7 @@ def benchmark(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict[str, 
         "variantSeconds": round(run.variant_seconds, 1),
         "questions": question_counts(conversations),
         "strategies": {name: result.report() for name, result in run.results.items()},
+        "folds": folds,
         "notes": notes,
     }, run.details
 
@@ -1259,6 +1523,8 @@ def main(argv: list[str] | None = None) -> int:
         print("\ninterrupted", file=sys.stderr)
         return 130
     print_report(report)
+    if report.get("folds"):
+        print_folds(report["folds"])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     details_path = args.out.with_suffix(".questions.jsonl")

@@ -176,6 +176,8 @@ def health(request: HttpRequest) -> dict[str, Any]:
 
 
 def _register_routers() -> None:
+    from conversations.api import router as sessions_router
+    from conversations.api import skills_router
     from graphsvc.api import router as graphsvc_router
     from memories.api import router as memories_router
     from pipeline.api import router as pipeline_router
@@ -191,6 +193,8 @@ def _register_routers() -> None:
     api.add_router("/", graphsvc_router)
     api.add_router("/", transfer_router)
     api.add_router("/", pipeline_router)
+    api.add_router("/", sessions_router)
+    api.add_router("/", skills_router)
     api.add_router("/", tenancy_router)
 
 

@@ -120,6 +120,7 @@ INSTALLED_APPS = [
     "rollout",
     "retrieval",
     "pipeline",
+    "conversations",
     "transfer",
     "mcp_server",
 ]
@@ -286,6 +287,18 @@ MEMORY_ADMISSION_FAST_PATH_MARGIN = env_float("MEMORY_ADMISSION_FAST_PATH_MARGIN
 MEMORY_ADMISSION_DUPLICATE_COSINE = env_float("MEMORY_ADMISSION_DUPLICATE_COSINE", 0.95, maximum=1.0)
 MEMORY_IMPORTANCE_LLM = env_bool("MEMORY_IMPORTANCE_LLM", False)
 MEMORY_CONSOLIDATION_ENABLED = env_bool("MEMORY_CONSOLIDATION_ENABLED", True)
+# Sessions (sessions/*) and promoting a session into a skill file (skills/files/promote), for workspaces that
+# did not choose (memories/settings sessionsEnabled, proceduralEnabled).
+MEMORY_SESSION_ENABLED = env_bool("MEMORY_SESSION_ENABLED", True)
+MEMORY_PROCEDURAL_ENABLED = env_bool("MEMORY_PROCEDURAL_ENABLED", True)
+# A session's summary (sessions/end) and a promoted procedure read at most this much of its transcript when a
+# model writes them (the newest part); the extractive summary picks at most SESSION_SUMMARY_MAX_TURNS turns.
+SESSION_LLM_INPUT_CHARS = env_int("SESSION_LLM_INPUT_CHARS", 12_000)
+SESSION_SUMMARY_MAX_TURNS = env_int("SESSION_SUMMARY_MAX_TURNS", 5)
+# A snapshot's transcript holds at most this many characters (the rest is counted, not written).
+SESSION_SNAPSHOT_MAX_CHARS = env_int("SESSION_SNAPSHOT_MAX_CHARS", 400_000)
+# Skill files context/get returns with includeSkillFiles (those matching its query; all without one).
+CONTEXT_SKILL_FILES_LIMIT = env_int("CONTEXT_SKILL_FILES_LIMIT", 20)
 MEMORY_CONSOLIDATION_MAX_INPUT = env_int("MEMORY_CONSOLIDATION_MAX_INPUT", 5000)
 
 # --- Jobs ---------------------------------------------------------------------------------------------------
@@ -400,22 +413,24 @@ SEARCH_BM25_POSTINGS_PER_TERM = env_int("SEARCH_BM25_POSTINGS_PER_TERM", 2000, m
 SEARCH_QUERY_VECTOR_CACHE_SIZE = env_int("SEARCH_QUERY_VECTOR_CACHE_SIZE", 512, minimum=0)
 # hybrid = this × scaled BM25 + (1 − this) × scaled cosine.
 SEARCH_HYBRID_LEXICAL_WEIGHT = env_float("SEARCH_HYBRID_LEXICAL_WEIGHT", 0.5, minimum=0.0, maximum=1.0)
-# hybrid lifts a memory by w[d-1] × the best score of the memories d turns away in its session
-# (metadata.sessionId), comma-separated, one weight per distance, at most 5; "0" = off.
+# Conversation settings: they apply to conversation turns only (memories written by sessions/checkpoint or
+# sessions/turns), never to other memories. Measured effect: docs/search-ranking.md, bench/results/.
+# hybrid lifts a turn by w[d-1] × the best score of the turns d places away in its session, comma-separated,
+# one weight per distance, at most 5; "0" = off.
 SEARCH_SESSION_NEIGHBOUR_WEIGHTS = tuple(
     min(1.0, max(0.0, float(part)))
     for part in os.environ.get("SEARCH_SESSION_NEIGHBOUR_WEIGHTS", "0.4,0.1").split(",")[:5]
     if part.strip()
 )
-# Multi-hop recall: hybrid multiplies the score of a memory ending with "?" by (1 − damping), and adds the
-# boost to memories whose metadata.speaker the query names (0 turns either off).
+# hybrid multiplies the score of a turn ending with "?" by (1 − damping), and adds the boost to turns whose
+# speaker the query names (0 turns either off).
 SEARCH_QUESTION_DAMPING = env_float("SEARCH_QUESTION_DAMPING", 0.4, minimum=0.0, maximum=1.0)
 SEARCH_SPEAKER_BOOST = env_float("SEARCH_SPEAKER_BOOST", 0.4, minimum=0.0, maximum=1.0)
 # hybrid embeds the query without the names of the speakers it names (the boost above and BM25 match the
 # name).
 SEARCH_EMBED_WITHOUT_SPEAKERS = env_bool("SEARCH_EMBED_WITHOUT_SPEAKERS", True)
-# The turn right after a memory ending with "?" (its likely answer) is lifted by this instead of the first
-# SEARCH_SESSION_NEIGHBOUR_WEIGHTS entry, when larger (0 = no special case).
+# The turn right after a turn ending with "?", said by someone else (its likely answer), is lifted by this
+# instead of the first SEARCH_SESSION_NEIGHBOUR_WEIGHTS entry, when larger (0 = no special case).
 SEARCH_REPLY_LIFT = env_float("SEARCH_REPLY_LIFT", 0.8, minimum=0.0, maximum=1.0)
 # Temporal decay and diversity of memories/search and context/get, for workspaces whose memories/settings set
 # none (halfLifeDays, mmrLambda): a memory's recency share of its score halves every SEARCH_HALF_LIFE_DAYS

@@ -66,6 +66,8 @@ PURPOSE_TASKS = {
     "pairwise": "extraction",
     "semantic": "extraction",
     "community_summary": "summary",
+    "session_summary": "summary",
+    "procedure": "summary",
     "importance": "scoring",
     "admission": "scoring",
 }

@@ -180,3 +180,37 @@ def stats_text(data: dict[str, Any]) -> str:
         f"{data.get('belowFloorFacts', 0)} faded; {data.get('communities', 0)} communities. "
         f"Top relations: {relations or 'none'}."
     )
+
+
+def session_started_text(data: dict[str, Any]) -> str:
+    return f"Session started: id {data.get('sessionId')}. Record its turns with record_turn."
+
+
+def turn_text(data: dict[str, Any]) -> str:
+    event = data.get("event") or {}
+    where = f"turn {event.get('turnIndex')} of session {data.get('sessionId')}"
+    return f"{_line(data.get('message'))} {where}, id {data.get('eventId')}"
+
+
+def session_ended_text(data: dict[str, Any]) -> str:
+    summary = data.get("summary") or {}
+    text = f"{_line(data.get('message'))} id {data.get('sessionId')}"
+    if summary:
+        text += f"\nSummary ({summary.get('method')}): {_line(summary.get('content'), 2000)}"
+    return text
+
+
+def transcript_text(data: dict[str, Any]) -> str:
+    snapshot = data.get("snapshot") or {}
+    return str(snapshot.get("transcriptMd") or "")
+
+
+def skill_file_text(data: dict[str, Any]) -> str:
+    skill_file = data.get("skillFile") or {}
+    return f"{_line(data.get('message'))} {skill_file.get('path')}\n\n{skill_file.get('content', '')}"
+
+
+def skill_files_text(data: dict[str, Any]) -> str:
+    files = data.get("skillFiles") or []
+    lines = [f"- {f['path']} ({len(f.get('content') or '')} chars)" for f in files]
+    return "\n".join([f"{len(files)} skill files:", *lines]) if lines else "No skill file."

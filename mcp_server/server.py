@@ -31,6 +31,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSche
 from config.errors import ApiError
 from config.schemas import ScopeIn
 from config.validation import api_error_from_validation
+from conversations import answers as conversation_answers
+from conversations.schemas import (
+    CheckpointIn,
+    SessionEndIn,
+    SessionSnapshotIn,
+    SessionStartIn,
+    SkillListIn,
+    SkillPromoteIn,
+    SkillUpsertIn,
+)
 from graphsvc import selectors as graph_selectors
 from graphsvc.facts import audience_for, entity_lookup, entity_not_found, facts_recall
 from graphsvc.schemas import (
@@ -344,6 +354,69 @@ def graph_stats_sync(*, caller: SdkCaller, payload: dict[str, Any], role: str) -
     return StatsOut.model_validate(data).model_dump(mode="json")
 
 
+# Sessions and skill files: the same answers as sessions/* and skills/files/* (conversations.answers).
+
+
+@declare(WRITE)
+def start_session_sync(*, caller: SdkCaller, payload: dict[str, Any], role: str) -> dict[str, Any]:
+    body = _validated(SessionStartIn, payload)
+    workspace_id, scope = _resolve(caller, body.scope, role=role)
+    with workspace_context(workspace_id):
+        return conversation_answers.session_start_answer(workspace_id=workspace_id, scope=scope, body=body)[1]
+
+
+@declare(WRITE)
+def record_turn_sync(*, caller: SdkCaller, payload: dict[str, Any], role: str) -> dict[str, Any]:
+    body = _validated(CheckpointIn, payload)
+    workspace_id, scope = _resolve(caller, body.scope, role=role)
+    with workspace_context(workspace_id):
+        return conversation_answers.session_checkpoint_answer(
+            workspace_id=workspace_id, scope=scope, body=body
+        )[1]
+
+
+@declare(WRITE)
+def end_session_sync(*, caller: SdkCaller, payload: dict[str, Any], role: str) -> dict[str, Any]:
+    body = _validated(SessionEndIn, payload)
+    workspace_id, scope = _resolve(caller, body.scope, role=role)
+    with workspace_context(workspace_id):
+        return conversation_answers.session_end_answer(workspace_id=workspace_id, scope=scope, body=body)[1]
+
+
+@declare(READ)
+def session_transcript_sync(*, caller: SdkCaller, payload: dict[str, Any], role: str) -> dict[str, Any]:
+    body = _validated(SessionSnapshotIn, payload)
+    workspace_id, scope = _resolve(caller, body.scope, role=role)
+    with workspace_context(workspace_id):
+        return conversation_answers.session_snapshot_answer(
+            workspace_id=workspace_id, scope=scope, session_id=body.sessionId
+        )[1]
+
+
+@declare(WRITE)
+def save_skill_file_sync(*, caller: SdkCaller, payload: dict[str, Any], role: str) -> dict[str, Any]:
+    body = _validated(SkillUpsertIn, payload)
+    workspace_id, scope = _resolve(caller, body.scope, role=role)
+    with workspace_context(workspace_id):
+        return conversation_answers.skill_upsert_answer(workspace_id=workspace_id, scope=scope, body=body)[1]
+
+
+@declare(READ)
+def list_skill_files_sync(*, caller: SdkCaller, payload: dict[str, Any], role: str) -> dict[str, Any]:
+    body = _validated(SkillListIn, payload)
+    workspace_id, scope = _resolve(caller, body.scope, role=role)
+    with workspace_context(workspace_id):
+        return conversation_answers.skill_list_answer(workspace_id=workspace_id, scope=scope, body=body)[1]
+
+
+@declare(WRITE)
+def promote_session_sync(*, caller: SdkCaller, payload: dict[str, Any], role: str) -> dict[str, Any]:
+    body = _validated(SkillPromoteIn, payload)
+    workspace_id, scope = _resolve(caller, body.scope, role=role)
+    with workspace_context(workspace_id):
+        return conversation_answers.skill_promote_answer(workspace_id=workspace_id, scope=scope, body=body)[1]
+
+
 # Every tool and the body it runs: the body declares the role the tool needs (tests check each tool has one).
 TOOL_BODIES: dict[str, Callable[..., dict[str, Any]]] = {
     "get_context": get_context_sync,
@@ -355,6 +428,13 @@ TOOL_BODIES: dict[str, Callable[..., dict[str, Any]]] = {
     "graph_entities": graph_entities_sync,
     "graph_communities": graph_communities_sync,
     "graph_stats": graph_stats_sync,
+    "start_session": start_session_sync,
+    "record_turn": record_turn_sync,
+    "end_session": end_session_sync,
+    "session_transcript": session_transcript_sync,
+    "save_skill_file": save_skill_file_sync,
+    "list_skill_files": list_skill_files_sync,
+    "promote_session": promote_session_sync,
 }
 # How each tool's JSON reads as text for a model (mcp_server.answers); the JSON is the structured content.
 TOOL_TEXT: dict[str, Callable[[dict[str, Any]], str]] = {
@@ -367,6 +447,13 @@ TOOL_TEXT: dict[str, Callable[[dict[str, Any]], str]] = {
     "graph_entities": answers.entities_text,
     "graph_communities": answers.communities_text,
     "graph_stats": answers.stats_text,
+    "start_session": answers.session_started_text,
+    "record_turn": answers.turn_text,
+    "end_session": answers.session_ended_text,
+    "session_transcript": answers.transcript_text,
+    "save_skill_file": answers.skill_file_text,
+    "list_skill_files": answers.skill_files_text,
+    "promote_session": answers.skill_file_text,
 }
 
 
@@ -383,6 +470,13 @@ TOOL_SCHEMAS: dict[str, tuple[type[BaseModel], frozenset[str]]] = {
     "graph_entities": (EntitiesIn, frozenset()),
     "graph_communities": (CommunitiesIn, frozenset({"refresh"})),
     "graph_stats": (ScopedIn, frozenset()),
+    "start_session": (SessionStartIn, frozenset()),
+    "record_turn": (CheckpointIn, frozenset()),
+    "end_session": (SessionEndIn, frozenset()),
+    "session_transcript": (SessionSnapshotIn, frozenset()),
+    "save_skill_file": (SkillUpsertIn, frozenset()),
+    "list_skill_files": (SkillListIn, frozenset()),
+    "promote_session": (SkillPromoteIn, frozenset()),
 }
 TOOL_DESCRIPTIONS = {
     "get_context": "The rules, memories and known facts to put in front of your next step: all active rules, "
@@ -397,6 +491,15 @@ TOOL_DESCRIPTIONS = {
     "and merges, or list the newest; `type` keeps one type (person, tool, project …).",
     "graph_communities": "Communities of related entities, largest first, with their summaries.",
     "graph_stats": "What the entity graph holds: entities by type, facts, communities, top relations.",
+    "start_session": "Start recording a conversation or a task as a session; record its turns with "
+    "record_turn.",
+    "record_turn": "Record one turn of a session: it becomes a memory that search and get_context find, with "
+    "who said it (role, speaker) and when (said_at).",
+    "end_session": "End a session: its summary is stored as a memory, its transcript as a snapshot.",
+    "session_transcript": "A session's transcript as Markdown, turns in order.",
+    "save_skill_file": "Write a skill file (instructions loaded by path); replaces the file at that path.",
+    "list_skill_files": "The skill files of this scope, newest change first.",
+    "promote_session": "Turn a session into a reusable procedure skill file (its steps, in order) at `path`.",
 }
 
 

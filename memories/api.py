@@ -314,8 +314,17 @@ _SETTINGS_FIELDS = {
     "importanceWeight": "importance_weight",
     "halfLifeDays": "half_life_days",
     "mmrLambda": "mmr_lambda",
+    "sessionsEnabled": "sessions_enabled",
+    "proceduralEnabled": "procedural_enabled",
 }
-_NULLABLE_SETTINGS = {"admissionThreshold", "importanceWeight", "halfLifeDays", "mmrLambda"}
+_NULLABLE_SETTINGS = {
+    "admissionThreshold",
+    "importanceWeight",
+    "halfLifeDays",
+    "mmrLambda",
+    "sessionsEnabled",
+    "proceduralEnabled",
+}
 
 
 @router.patch(
@@ -324,7 +333,8 @@ _NULLABLE_SETTINGS = {"admissionThreshold", "importanceWeight", "halfLifeDays", 
     summary="Change the workspace's memory hygiene settings (only the fields sent)",
     description="redactCredentials, scrubAtRest and admissionEnabled are true/false; admissionThreshold, "
     "importanceWeight and mmrLambda are 0–1 and halfLifeDays 0–3650, or null to go back to the server "
-    "default. halfLifeDays 0 turns temporal decay off; mmrLambda 1 turns MMR diversity off.",
+    "default. halfLifeDays 0 turns temporal decay off; mmrLambda 1 turns MMR diversity off. sessionsEnabled "
+    "and proceduralEnabled switch sessions/* and skills/files/promote on or off (null: the server default).",
 )
 @requires(ADMIN)
 def memories_settings_patch(request: HttpRequest, payload: MemorySettingsPatchIn) -> dict[str, Any]:

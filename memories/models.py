@@ -55,6 +55,16 @@ class Memory(WorkspaceRow):
     # Set by consolidation: the newer memory of the same upsert key that replaces this one. Superseded
     # memories stay stored but leave retrieval unless a read asks for them (MemoryScope.include_superseded).
     superseded_by = models.UUIDField(null=True, blank=True)
+    # A conversation turn (sessions/checkpoint, sessions/turns) or a session's summary: the session it belongs
+    # to. A turn also has its index in the session, its role, who said it and when (which may be long before
+    # it was stored). Every other memory leaves these null, and ranking's conversation rules (neighbour and
+    # reply lifts, speaker boost, question damping) apply only to turns.
+    session_id = models.UUIDField(null=True, blank=True)
+    turn_kind = models.CharField(max_length=16, null=True, blank=True)
+    turn_index = models.IntegerField(null=True, blank=True)
+    turn_role = models.CharField(max_length=16, null=True, blank=True)
+    speaker = models.CharField(max_length=120, null=True, blank=True)
+    said_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
     deleted_at = models.DateTimeField(null=True, blank=True)
@@ -79,7 +89,24 @@ class Memory(WorkspaceRow):
                 name="memories_ws_deleted",
                 condition=Q(deleted_at__isnull=False),
             ),
+            # A session's turns in order: the transcript, and the neighbours the ranking lifts.
+            models.Index(
+                fields=["workspace", "session_id", "turn_index"],
+                name="memories_ws_session_turns",
+                condition=Q(session_id__isnull=False, deleted_at__isnull=True),
+            ),
+            # Turns by when they were said: a question's time window finds the turns said in it.
+            models.Index(
+                fields=["workspace", "-said_at"],
+                name="memories_ws_said_at",
+                condition=Q(said_at__isnull=False, deleted_at__isnull=True),
+            ),
         ]
+
+    @property
+    def is_turn(self) -> bool:
+        """A conversation turn: linked to its session and placed in it (a session summary is not a turn)."""
+        return self.session_id is not None and self.turn_index is not None
 
 
 class IdempotencyRecord(WorkspaceRow):
@@ -188,6 +215,10 @@ class MemorySettings(WorkspaceRow):
     # (SEARCH_HALF_LIFE_DAYS, SEARCH_MMR_LAMBDA). 0 days turns decay off, λ 1 turns MMR off.
     half_life_days = models.FloatField(null=True, blank=True)
     mmr_lambda = models.FloatField(null=True, blank=True)
+    # Sessions (sessions/*) and skill-file promotion (skills/files/promote); null = the server defaults
+    # (MEMORY_SESSION_ENABLED, MEMORY_PROCEDURAL_ENABLED).
+    sessions_enabled = models.BooleanField(null=True, blank=True)
+    procedural_enabled = models.BooleanField(null=True, blank=True)
     updated_at = models.DateTimeField()
 
     class Meta:
@@ -231,3 +262,91 @@ class ConsolidationRun(WorkspaceRow):
     class Meta:
         db_table = "consolidation_runs"
         indexes = [models.Index(fields=["workspace", "-created_at"], name="consolidation_runs_recent")]
+
+
+class MemorySession(WorkspaceRow):
+    """A conversation or an agent's working session (sessions/start … sessions/end). Its turns are memories
+    (Memory.session_id); its owner is the userId / projectId it was started with."""
+
+    class Status(models.TextChoices):
+        ACTIVE = "active"
+        CLOSED = "closed"
+        COMPACTED = "compacted"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, db_index=False, related_name="+")
+    scope = models.CharField(max_length=8, default=Memory.Scope.GLOBAL)
+    project_id = models.CharField(max_length=240, null=True, blank=True)
+    user_id = models.CharField(max_length=120, null=True, blank=True)
+    client = models.CharField(max_length=120, null=True, blank=True)
+    title = models.CharField(max_length=240, null=True, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
+    metadata = models.JSONField(null=True, blank=True)
+    turn_count = models.IntegerField(default=0)
+    token_count = models.BigIntegerField(default=0)
+    # The index the next turn gets when its caller gives none (one past the highest stored).
+    next_turn_index = models.IntegerField(default=0)
+    summary_memory_id = models.UUIDField(null=True, blank=True)
+    started_at = models.DateTimeField()
+    last_activity_at = models.DateTimeField()
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "memory_sessions"
+        indexes = [models.Index(fields=["workspace", "-last_activity_at"], name="memory_sessions_recent")]
+
+
+class SessionSnapshot(WorkspaceRow):
+    """A session's Markdown transcript as it stood at one moment (sessions/{id}/snapshot, sessions/end): what
+    skills/files/promote turns into a procedure."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, db_index=False, related_name="+")
+    # The database's foreign key is (workspace_id, session_id) -> memory_sessions (tenancy.citus_sql).
+    session = models.ForeignKey(
+        MemorySession, on_delete=models.CASCADE, db_index=False, db_constraint=False, related_name="+"
+    )
+    slug = models.CharField(max_length=160)
+    source_trigger = models.CharField(max_length=32)
+    transcript_md = models.TextField()
+    message_count = models.IntegerField()
+    # The session's turn count and last activity when it was taken: a later snapshot request with both
+    # unchanged answers this one instead of writing another.
+    last_activity_at = models.DateTimeField()
+    created_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "session_snapshots"
+        indexes = [
+            models.Index(fields=["workspace", "session", "-created_at"], name="session_snapshots_recent")
+        ]
+
+
+class SkillFile(WorkspaceRow):
+    """A file of instructions an agent loads (a procedure, a playbook), addressed by its path within its
+    owner's userId / projectId. context/get returns the ones matching its query."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, db_index=False, related_name="+")
+    scope = models.CharField(max_length=8, default=Memory.Scope.GLOBAL)
+    project_id = models.CharField(max_length=240, null=True, blank=True)
+    user_id = models.CharField(max_length=120, null=True, blank=True)
+    path = models.CharField(max_length=400)
+    content = models.TextField()
+    procedure_key = models.CharField(max_length=120, null=True, blank=True)
+    source_session_id = models.UUIDField(null=True, blank=True)
+    source_snapshot_id = models.UUIDField(null=True, blank=True)
+    usage_count = models.IntegerField(default=0)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "skill_files"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workspace", "user_id", "project_id", "path"],
+                name="skill_files_owner_path",
+                nulls_distinct=False,
+            )
+        ]

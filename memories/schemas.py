@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 
 from django.conf import settings
 from ninja import Schema
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from config.schemas import (
@@ -97,6 +97,18 @@ class PipelineOut(DictOut):
     steps: dict[str, PipelineStepOut] = Field(description="Per step: embed, similarity.")
 
 
+class ConversationOut(DictOut):
+    sessionId: str = Field(description="The session the memory belongs to.")
+    kind: str | None = Field(
+        description="message, tool_call, tool_result, event or checkpoint for a turn; summary for the "
+        "session's summary."
+    )
+    turnIndex: int | None = Field(description="Its place in the session, from 0; null for a summary.")
+    role: str | None = Field(description="user, assistant, system or tool.")
+    speaker: str | None = Field(description="Who said it (a person's or agent's name), when given.")
+    saidAt: ApiDateTime | None = Field(description="When it was said (may be long before it was stored).")
+
+
 class MemoryOut(DictOut):
     id: str = Field(description="Memory id.")
     content: str = Field(description="The memory text as stored.")
@@ -127,9 +139,32 @@ class MemoryOut(DictOut):
         description="The newer memory that replaced this one in memories/consolidate; superseded memories "
         "are left out of search, list and context unless includeSuperseded is true.",
     )
+    conversation: ConversationOut | None = Field(
+        None,
+        description="Set on a conversation turn (sessions/checkpoint, sessions/turns) and on a session's "
+        "summary: its session, kind, turn index, role, speaker and when it was said; null otherwise.",
+    )
     pipeline: PipelineOut | None = Field(
         None, description="Background processing (embedding, similarity edges)."
     )
+
+
+class SkillFileOut(Schema):
+    """A skill file as skills/files/* and context/get answer it."""
+
+    id: str = Field(description="Skill file id.")
+    path: str = Field(description="Its relative path, e.g. skills/deploy/SKILL.md.")
+    content: str = Field(description="Its text, as written.")
+    scope: Literal["global", "project"] = Field(description="project when written with a projectId.")
+    projectId: str | None = Field(description="The project it belongs to.")
+    userId: str | None = Field(description="The end user it belongs to.")
+    procedureKey: str | None = Field(description="Set on a file promoted from a session.")
+    sourceSessionId: str | None = Field(description="The session it was promoted from.")
+    sourceSnapshotId: str | None = Field(description="The snapshot of that session it was promoted from.")
+    usageCount: int = Field(description="How many context/get answers returned it.")
+    lastUsedAt: ApiDateTime | None = Field(description="When a context/get last returned it.")
+    createdAt: ApiDateTime = Field(description="When it was first written.")
+    updatedAt: ApiDateTime = Field(description="Its last change.")
 
 
 class AddIn(StrictIn):
@@ -245,12 +280,42 @@ class EditOut(Schema):
     memory: MemoryOut = Field(description="The memory after the change.")
 
 
+class ConversationRecordIn(StrictIn):
+    """A turn's (or a session summary's) place in its session, as an export file carries it."""
+
+    sessionId: uuid.UUID = Field(description="The session's id in the workspace it was exported from.")
+    kind: Literal["message", "tool_call", "tool_result", "event", "checkpoint", "summary"] = Field(
+        description="As sessions/checkpoint; summary for a session's summary."
+    )
+    turnIndex: int | None = Field(None, ge=0, le=10_000_000, description="Null exactly for a summary.")
+    role: Literal["user", "assistant", "system", "tool"] | None = Field(None, description="As checkpoint.")
+    speaker: Annotated[str, Trimmed(120)] | None = Field(None, description="As checkpoint.")
+    saidAt: AwareInstant | None = Field(None, description="When it was said.")
+
+    @model_validator(mode="after")
+    def _summary_has_no_index(self) -> ConversationRecordIn:
+        if (self.kind == "summary") != (self.turnIndex is None):
+            raise ValueError("turnIndex must be null exactly for kind summary")
+        return self
+
+
+# A turn may be twice as long as a memory memories/add takes (sessions/checkpoint's limit).
+TURN_MAX_CHARS = 16_000
+
+
 class MemoryRecordIn(StrictIn):
     """A memory line of a workspace export file, checked by the same field rules as memories/add and
-    memories/edit, plus the fields only an export carries (its id, times, end user, importance)."""
+    memories/edit, plus the fields only an export carries (its id, times, end user, importance, its place
+    in a conversation)."""
 
     id: uuid.UUID = Field(description="The memory's id in the workspace it was exported from.")
-    content: Content = Field(description="As memories/add.")
+    # Before content: content's limit depends on it.
+    conversation: ConversationRecordIn | None = Field(
+        None, description="Set on a conversation turn and a session's summary."
+    )
+    content: Annotated[str, Trimmed(TURN_MAX_CHARS)] = Field(
+        description="As memories/add (a conversation turn: up to 16000 characters)."
+    )
     type: MemoryType = Field(description="As memories/add.")
     layer: MemoryLayer = Field(description="As memories/add.")
     scope: Literal["global", "project"] = Field(description="project exactly when projectId is set.")
@@ -283,6 +348,13 @@ class MemoryRecordIn(StrictIn):
         if (self.scope == "project") != (self.projectId is not None):
             raise ValueError("scope must be project exactly when projectId is set")
         return self
+
+    @field_validator("content")
+    @classmethod
+    def _memory_content_limit(cls, value: str, info: ValidationInfo) -> str:
+        if info.data.get("conversation") is None and len(value) > 8000:
+            raise ValueError("should have at most 8000 characters (a memory that is no conversation turn)")
+        return value
 
 
 class ForgetIn(StrictIn):
@@ -410,6 +482,13 @@ class MemorySettingsOut(Schema):
         description="MMR diversity of memories/search and context/get when a request gives none: 1 ranks "
         "by relevance only (off), lower values trade relevance for variety (default 0.7)."
     )
+    sessionsEnabled: bool = Field(
+        True, description="sessions/* answer; false: 403 MEMORY_SESSION_DISABLED (default true)."
+    )
+    proceduralEnabled: bool = Field(
+        True,
+        description="skills/files/promote answers; false: 403 MEMORY_PROCEDURAL_DISABLED (default true).",
+    )
 
 
 class MemorySettingsPatchIn(StrictIn):
@@ -427,6 +506,12 @@ class MemorySettingsPatchIn(StrictIn):
     )
     mmrLambda: float | None = Field(
         None, ge=0, le=1, description="0–1, 1 turns MMR off; null restores the server default."
+    )
+    sessionsEnabled: bool | None = Field(
+        None, description="Turn sessions on or off; null restores the server default."
+    )
+    proceduralEnabled: bool | None = Field(
+        None, description="Turn skill-file promotion on or off; null restores the server default."
     )
     scope: ScopeIn = scope_field()
 

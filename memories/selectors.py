@@ -9,6 +9,7 @@ import functools
 import json
 import logging
 import math
+import re
 import time
 import uuid
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from typing import Any, Protocol, cast
 
 from django.conf import settings
 from django.db import connections
-from django.db.models import Q, QuerySet, signals
+from django.db.models import F, Q, QuerySet, signals
 from django.db.models.base import ModelState
 from django.db.models.fields.related_descriptors import ForeignKeyDeferredAttribute
 from django.db.models.query_utils import DeferredAttribute
@@ -26,7 +27,7 @@ from django.utils import timezone
 from config.errors import ApiError
 from config.prepared import prepared_cursor
 from config.schemas import JSON_MAX_DEPTH, ScopeIn
-from memories.models import Memory, PipelineJob
+from memories.models import Memory, PipelineJob, SkillFile
 
 logger = logging.getLogger("cairn.memories")
 
@@ -473,7 +474,22 @@ def memory_payload(memory: Memory, *, pipeline: dict[str, Any] | None = None) ->
         "injectionFlags": list(memory.injection_flags or []),
         "importance": round(importance, 4),
         "supersededBy": str(memory.superseded_by) if memory.superseded_by else None,
+        "conversation": conversation_payload(memory),
         "pipeline": pipeline,
+    }
+
+
+def conversation_payload(memory: Memory) -> dict[str, Any] | None:
+    """A turn's (or a session summary's) place in its session; None for every other memory."""
+    if memory.session_id is None:
+        return None
+    return {
+        "sessionId": str(memory.session_id),
+        "kind": memory.turn_kind,
+        "turnIndex": memory.turn_index,
+        "role": memory.turn_role,
+        "speaker": memory.speaker,
+        "saidAt": memory.said_at,
     }
 
 
@@ -592,20 +608,17 @@ _SESSION_NEIGHBOURS_SQL = """
 SELECT n.*, a.id AS anchor_id
 FROM memories a
 CROSS JOIN LATERAL (
-    (SELECT {MEMORY_COLUMNS}, row_number() OVER (ORDER BY m.created_at DESC, m.id DESC) AS distance
+    (SELECT {MEMORY_COLUMNS}, row_number() OVER (ORDER BY m.turn_index DESC) AS distance
      FROM memories m
-     WHERE {readable} AND m.metadata ? 'sessionId'
-       AND m.metadata ->> 'sessionId' = a.metadata ->> 'sessionId'
-       AND (m.created_at, m.id) < (a.created_at, a.id) {extra}
-     ORDER BY m.created_at DESC, m.id DESC LIMIT %(span)s)
+     WHERE {readable} AND m.session_id = a.session_id AND m.turn_index < a.turn_index {extra}
+     ORDER BY m.turn_index DESC LIMIT %(span)s)
     UNION ALL
-    (SELECT {MEMORY_COLUMNS}, row_number() OVER (ORDER BY m.created_at, m.id) AS distance FROM memories m
-     WHERE {readable} AND m.metadata ? 'sessionId'
-       AND m.metadata ->> 'sessionId' = a.metadata ->> 'sessionId'
-       AND (m.created_at, m.id) > (a.created_at, a.id) {extra}
-     ORDER BY m.created_at, m.id LIMIT %(span)s)
+    (SELECT {MEMORY_COLUMNS}, row_number() OVER (ORDER BY m.turn_index) AS distance FROM memories m
+     WHERE {readable} AND m.session_id = a.session_id AND m.turn_index > a.turn_index {extra}
+     ORDER BY m.turn_index LIMIT %(span)s)
 ) n
-WHERE a.workspace_id = %(workspace_id)s AND a.id = ANY(%(ids)s) AND a.metadata ? 'sessionId'
+WHERE a.workspace_id = %(workspace_id)s AND a.id = ANY(%(ids)s) AND a.session_id IS NOT NULL
+  AND a.turn_index IS NOT NULL
 """.replace("{MEMORY_COLUMNS}", MEMORY_COLUMNS)
 
 
@@ -626,9 +639,9 @@ def session_neighbours(
     layer: str | None,
     span: int = 1,
 ) -> list[tuple[uuid.UUID, Memory, int]]:
-    """(memory id, neighbour, distance) for the `span` readable memories before and the `span` after each
-    given memory in its session (same metadata.sessionId, created_at order; distance 1 = right next to it).
-    One query; each lookup is a short range scan of memories_ws_session."""
+    """(memory id, neighbour, distance) for the `span` readable turns before and the `span` after each given
+    turn in its session (same session, turn order; distance 1 = right next to it). Memories that are not
+    turns have no neighbours. One query; each lookup is a short range scan of memories_ws_session_turns."""
     if not memory_ids or span < 1:
         return []
     params: dict[str, Any] = {"workspace_id": workspace_id, "ids": list(memory_ids), "span": span}
@@ -653,6 +666,8 @@ class HygieneSettings:
     importance_weight: float
     half_life_days: float  # 0: no temporal decay
     mmr_lambda: float  # 1: no MMR diversity
+    sessions_enabled: bool = True
+    procedural_enabled: bool = True
 
 
 def memory_settings_get(*, workspace_id: int) -> HygieneSettings:
@@ -678,6 +693,16 @@ def memory_settings_get(*, workspace_id: int) -> HygieneSettings:
             row.half_life_days if row and row.half_life_days is not None else settings.SEARCH_HALF_LIFE_DAYS
         ),
         mmr_lambda=row.mmr_lambda if row and row.mmr_lambda is not None else settings.SEARCH_MMR_LAMBDA,
+        sessions_enabled=(
+            row.sessions_enabled
+            if row and row.sessions_enabled is not None
+            else settings.MEMORY_SESSION_ENABLED
+        ),
+        procedural_enabled=(
+            row.procedural_enabled
+            if row and row.procedural_enabled is not None
+            else settings.MEMORY_PROCEDURAL_ENABLED
+        ),
     )
 
 
@@ -721,6 +746,8 @@ def memory_settings_payload(*, workspace_id: int) -> dict[str, Any]:
         "importanceWeight": effective.importance_weight,
         "halfLifeDays": effective.half_life_days,
         "mmrLambda": effective.mmr_lambda,
+        "sessionsEnabled": effective.sessions_enabled,
+        "proceduralEnabled": effective.procedural_enabled,
     }
 
 
@@ -737,3 +764,125 @@ def admission_status(*, workspace_id: int) -> dict[str, Any]:
         "rejected": sum(r["count"] for r in rows if not r["admitted"]),
         "byReason": {r["reason"]: r["count"] for r in sorted(rows, key=lambda r: r["reason"])},
     }
+
+
+# --- sessions and skill files: whose they are ---------------------------------------------------------------
+
+
+def owner_readable_q(scope: MemoryScope) -> Q:
+    """The read rule of memories for rows that carry the same owner columns (sessions, skill files): shared +
+    this user's; global + this project's."""
+    users = Q(user_id__isnull=True)
+    if scope.user_id:
+        users |= Q(user_id=scope.user_id)
+    projects = Q(scope=Memory.Scope.GLOBAL)
+    if scope.project_id:
+        projects |= Q(scope=Memory.Scope.PROJECT, project_id=scope.project_id)
+    return users & projects
+
+
+def owner_exact_q(scope: MemoryScope) -> Q:
+    """Exactly the scope's owner (its userId and projectId, or their absence): what a write may touch."""
+    if scope.workspace_wide:
+        raise ValueError("a workspace-wide scope is for reads only")
+    users = Q(user_id=scope.user_id) if scope.user_id else Q(user_id__isnull=True)
+    projects = Q(project_id=scope.project_id) if scope.project_id else Q(project_id__isnull=True)
+    return users & projects
+
+
+def skill_file_payload(row: SkillFile) -> dict[str, Any]:
+    return {
+        "id": str(row.id),
+        "path": row.path,
+        "content": row.content,
+        "scope": row.scope,
+        "projectId": row.project_id,
+        "userId": row.user_id,
+        "procedureKey": row.procedure_key,
+        "sourceSessionId": str(row.source_session_id) if row.source_session_id else None,
+        "sourceSnapshotId": str(row.source_snapshot_id) if row.source_snapshot_id else None,
+        "usageCount": row.usage_count,
+        "lastUsedAt": row.last_used_at,
+        "createdAt": row.created_at,
+        "updatedAt": row.updated_at,
+    }
+
+
+_SKILL_WORD = re.compile(r"[^\W_]{3,}")
+# Words too common to say which file a query is about.
+_SKILL_STOP_WORDS = frozenset(
+    [
+        "the",
+        "and",
+        "for",
+        "with",
+        "that",
+        "this",
+        "what",
+        "when",
+        "where",
+        "which",
+        "how",
+        "why",
+        "who",
+        "are",
+        "was",
+        "were",
+        "has",
+        "have",
+        "had",
+        "not",
+        "but",
+        "you",
+        "your",
+        "our",
+        "can",
+        "does",
+        "did",
+        "into",
+        "from",
+        "about",
+        "after",
+        "before",
+        "then",
+        "than",
+        "them",
+        "they",
+        "there",
+        "their",
+        "its",
+        "it's",
+        "use",
+        "using",
+    ]
+)
+# Skill files a context/get query is matched against (a workspace holds few; the newest are looked at).
+SKILL_FILES_SCANNED = 500
+
+
+def skill_files_for_context(
+    *, workspace_id: int, scope: MemoryScope, query: str | None, limit: int
+) -> list[SkillFile]:
+    """The skill files context/get returns: those whose path or text holds a word of the query (the path's
+    words count double), best first; without a query, the most recently changed. Marked used."""
+    rows = list(
+        SkillFile.objects.filter(owner_readable_q(scope), workspace_id=workspace_id).order_by(
+            "-updated_at", "-id"
+        )[:SKILL_FILES_SCANNED]
+    )
+    if query:
+        words = {w for w in _SKILL_WORD.findall(query.casefold()) if w not in _SKILL_STOP_WORDS}
+        scored = []
+        for position, row in enumerate(rows):
+            in_path = words & set(_SKILL_WORD.findall(row.path.casefold()))
+            in_text = words & set(_SKILL_WORD.findall(row.content.casefold()))
+            score = 2 * len(in_path) + len(in_text)
+            if score:
+                scored.append((-score, position, row))
+        rows = [row for _, _, row in sorted(scored, key=lambda item: item[:2])]
+    chosen = rows[:limit]
+    if chosen:
+        SkillFile.objects.filter(workspace_id=workspace_id, id__in=[row.id for row in chosen]).update(
+            usage_count=F("usage_count") + 1, last_used_at=timezone.now()
+        )
+    return chosen

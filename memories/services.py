@@ -7,7 +7,7 @@ import json
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -50,17 +50,17 @@ def memory_add(
     embedding_model: str | None = None,
     importance: float | None = None,
     scrub_at_rest: bool = False,
+    turn: TurnFields | None = None,
 ) -> Memory:
     """`importance` None: Zeph's write-time heuristic. `scrub_at_rest`: store the content with secrets
-    replaced."""
+    replaced. `turn`: the memory is a conversation turn (or a session's summary) of that session."""
     now = timezone.now()
     layer = layer or default_layer(type)
     if scrub_at_rest:
         content = scrub_secrets(content)
     if importance is None:
-        importance = hygiene.importance_score(
-            content=content, memory_type=type, role=hygiene.memory_role(metadata)
-        )
+        role = turn.role if turn is not None and turn.role else hygiene.memory_role(metadata)
+        importance = hygiene.importance_score(content=content, memory_type=type, role=role)
     memory = Memory.objects.create(
         workspace_id=workspace_id,
         content=content,
@@ -80,10 +80,28 @@ def memory_add(
         ),
         injection_scan_version=DETECTOR_VERSION,
         importance=importance,
+        session_id=turn.session_id if turn else None,
+        turn_kind=turn.kind if turn else None,
+        turn_index=turn.index if turn else None,
+        turn_role=turn.role if turn else None,
+        speaker=turn.speaker if turn else None,
+        said_at=turn.said_at if turn else None,
         created_at=now,
         updated_at=now,
     )
     return memory
+
+
+@dataclass(frozen=True)
+class TurnFields:
+    """What makes a memory part of a session: a turn has an index; a session's summary has none."""
+
+    session_id: uuid.UUID
+    kind: str
+    index: int | None = None
+    role: str | None = None
+    speaker: str | None = None
+    said_at: datetime | None = None
 
 
 def working_memory_compact(*, workspace_id: int, user_id: str | None) -> list[uuid.UUID]:
@@ -371,6 +389,8 @@ _SETTINGS_FIELDS = (
     "importance_weight",
     "half_life_days",
     "mmr_lambda",
+    "sessions_enabled",
+    "procedural_enabled",
 )
 
 

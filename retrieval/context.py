@@ -50,6 +50,7 @@ class ContextRequest:
     query: str | None = None
     limit: int = 5
     include_rules: bool = True
+    include_skill_files: bool = False
     mode: str = "all"  # all | working | long_term | rules_only
     strategy: str | None = None  # lexical | semantic | hybrid | auto (aliases mapped by the caller)
     graph_depth: int = 1
@@ -704,6 +705,7 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
         "workingMemories": [payloads[m.id] for m in working.memories],
         "longTermMemories": [payloads[m.id] for m in long_term.memories],
         "conflicts": conflicts,
+        "skillFiles": _skill_files(workspace_id=workspace_id, scope=scope, request=request),
         "facts": known_facts,
         "communities": graph.section.communities,
         "context": text,
@@ -716,6 +718,15 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
             "longTermIds": [str(m.id) for m in long_term.memories],
         },
     }
+
+
+def _skill_files(*, workspace_id: int, scope: MemoryScope, request: ContextRequest) -> list[dict[str, Any]]:
+    if not request.include_skill_files or request.mode == "rules_only":
+        return []
+    rows = selectors.skill_files_for_context(
+        workspace_id=workspace_id, scope=scope, query=request.query, limit=settings.CONTEXT_SKILL_FILES_LIMIT
+    )
+    return [selectors.skill_file_payload(row) for row in rows]
 
 
 def _time_window_trace(outcome: search.SearchOutcome | None, baseline: list[Memory]) -> dict[str, Any] | None:
@@ -824,12 +835,14 @@ def _expand(
 
 def context_request_from(payload: ContextIn, *, endpoint: str) -> ContextRequest:
     """The ContextRequest a context/get body asks for, whichever way it came in (SDK route, graph/trace, MCP
-    tool); `endpoint` names the way in for the retrieval metrics."""
+    tool); `endpoint` names the way in for the retrieval metrics. graph/trace answers no skill files (nor
+    counts them as used)."""
     strategy = search.STRATEGY_ALIASES.get(payload.strategy, payload.strategy) if payload.strategy else None
     return ContextRequest(
         query=payload.query,
         limit=payload.limit,
         include_rules=payload.includeRules,
+        include_skill_files=payload.includeSkillFiles and endpoint != "graph/trace",
         mode=payload.mode,
         strategy=strategy,
         graph_depth=payload.graphDepth,

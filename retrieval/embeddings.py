@@ -37,8 +37,9 @@ LOCAL_PREFIX = "local/"
 ONNX_INT8_MODEL = "local/all-MiniLM-L6-v2-int8-onnx"
 LOCAL_MODELS = {"local/all-MiniLM-L6-v2": 384, "local/all-MiniLM-L6-v2-int8": 384, ONNX_INT8_MODEL: 384}
 TORCH_INT8_MODEL = "local/all-MiniLM-L6-v2-int8"
-# Floor for the cosine between a probe text's int8 and float32 vectors, checked once at load. Measured on the
-# LoCoMo turns: mean 0.987, lowest 0.968; a kernel or weight change that drifts further must not go unnoticed.
+# Floor for the cosine between a probe text's int8 and float32 vectors, checked once at load. Measured on
+# conversation turns: mean 0.987, lowest 0.968; a kernel or weight change that drifts further must not go
+# unnoticed.
 QUANTISED_PROBES = [
     "Use connection pooling for Postgres in the payments service",
     'Priya said, "The Thursday standup ran long, so we moved the release review to Friday morning."',

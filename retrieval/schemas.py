@@ -9,7 +9,7 @@ from pydantic import Field
 
 from config.schemas import ApiDateTime, ScopeIn, StrictIn, Trimmed, scope_field
 from graphsvc.schemas import Direction, EdgeClass, FactOut
-from memories.schemas import DictOut, MemoryLayer, MemoryOut, MemoryType
+from memories.schemas import DictOut, MemoryLayer, MemoryOut, MemoryType, SkillFileOut
 
 SearchStrategy = Literal["lexical", "semantic", "hybrid", "baseline", "hybrid_graph"]
 
@@ -112,6 +112,11 @@ class ContextIn(StrictIn):
         5, ge=1, le=50, description="Memories in the baseline, 1–50 (default 5); working tier ≤ 3."
     )
     includeRules: bool = Field(True, description="Include every active rule in scope (project rules first).")
+    includeSkillFiles: bool = Field(
+        True,
+        description="Include the skill files (skills/files/*) whose path or text holds a word of the query "
+        "(all without a query), at most CONTEXT_SKILL_FILES_LIMIT (20).",
+    )
     mode: ContextMode = Field("all", description="all, working, long_term or rules_only.")
     strategy: ContextStrategy | None = Field(
         None,
@@ -269,6 +274,11 @@ class ContextOut(DictOut):
     workingMemories: list[ContextMemoryOut] = Field(description="Working tier (≤ 3 plus graph additions).")
     longTermMemories: list[ContextMemoryOut] = Field(description="Long-term tier.")
     conflicts: list[ConflictOut] = Field(description="Contradictions among the returned memories.")
+    skillFiles: list[SkillFileOut] = Field(
+        default_factory=list,
+        description="Skill files matching the query, best first (empty with includeSkillFiles false); each "
+        "as skills/files/list answers it. Returning one counts as a use (usageCount, lastUsedAt).",
+    )
     facts: list[FactOut] = Field(
         description="Facts from the entity graph about what the query names, best first, as many as fit the "
         "graph's share of the token budget (at most GRAPH_CONTEXT_MAX_FACTS; empty without a query)."

@@ -1,5 +1,6 @@
 """memories/search ranking: lexical (BM25 over Postgres lexemes), semantic (pgvector kNN in scope) and hybrid
-(score fusion of the two, then a lift from session neighbours). Search keeps answering when embeddings are
+(score fusion of the two, then the conversation rules: lifts from a turn's session neighbours, speakers and
+questions, which apply to conversation turns only). Search keeps answering when embeddings are
 down: it falls back to lexical and says why (the trace's fallbackReason)."""
 
 from __future__ import annotations
@@ -71,9 +72,9 @@ def normalise_strategy(strategy: str | None) -> str:
     return STRATEGY_ALIASES.get(name, name)
 
 
-# Hybrid ranks far ahead of lexical on held-out LoCoMo conversations (R@10 0.77 against 0.62), so it is what a
-# caller gets without asking; a workspace without vectors of the current model answers lexically and says so
-# (fallbackReason vectors_unavailable) without embedding the query.
+# Hybrid ranks well ahead of lexical on LoCoMo (bench/results/locomo-*.json, in-sample and cross-validated),
+# so it is what a caller gets without asking; a workspace without vectors of the current model answers
+# lexically and says so (fallbackReason vectors_unavailable) without embedding the query.
 DEFAULT_STRATEGY = "hybrid"
 # How many of the ranked candidates decay and MMR choose the results from, per result wanted.
 REORDER_POOL_FACTOR = 4
@@ -810,16 +811,17 @@ def session_neighbour_lift(
 
     A conversation turn often only makes sense with its neighbours ("Yes, since 2016" answers the turn
     before), so the turn next to a strong match is a good candidate even when it shares no words with the
-    query; the neighbours of the candidates join the ranking this way. Sessions are memories with the same
-    metadata.sessionId, in created_at order. LoCoMo dev R@10: 0.67 without, 0.74 with (0.4,), 0.75 with
-    (0.4, 0.1) (bench/README.md). The turn right after a question is lifted by `reply_weight` instead
-    (SEARCH_REPLY_LIFT) when that is larger."""
+    query; the neighbours of the candidates join the ranking this way. Only conversation turns have
+    neighbours: the turns of the same session (sessions/checkpoint, sessions/turns), in turn order; any other
+    memory is neither lifted nor lifts. The turn right after a question, said by someone else, is lifted by
+    `reply_weight` instead (SEARCH_REPLY_LIFT) when that is larger. Measured effect: docs/search-ranking.md
+    (conversation settings)."""
     weights = settings.SEARCH_SESSION_NEIGHBOUR_WEIGHTS if weights is None else weights
     if not fused or not any(w > 0 for w in weights):
         return fused
     # Only memories with a session have neighbours (the query's own condition): without any, no round trip,
     # and `fused` is already in the order _ordered would give it.
-    anchors = [m.id for m, _ in fused if isinstance(m.metadata, dict) and "sessionId" in m.metadata]
+    anchors = [m.id for m, _ in fused if m.is_turn]
     if not anchors:
         return fused
     scores = {memory.id: score for memory, score in fused}
@@ -856,43 +858,54 @@ def session_neighbour_lift(
 def reply_lift_weight(
     anchor: Memory, neighbour: Memory, *, distance: int, weights: tuple[float, ...], reply: float
 ) -> float:
-    """The lift `neighbour` gets from `anchor`: weights[distance - 1], or `reply` (when larger) for the turn
-    right after a question, which is where its answer is. LoCoMo dev R@10 0.777 → 0.787 with 0.8
-    (bench/README.md)."""
+    """The lift `neighbour` gets from `anchor` (two turns of one session): weights[distance - 1], or `reply`
+    (when larger) for the turn right after a question by another speaker (or role), which is where its answer
+    is."""
     weight = weights[distance - 1]
     if (
         distance == 1
         and reply > weight
         and is_question(anchor.content)
-        and ((neighbour.created_at, str(neighbour.id)) > (anchor.created_at, str(anchor.id)))
+        and (neighbour.turn_index or 0) > (anchor.turn_index or 0)
+        and not _same_voice(anchor, neighbour)
     ):
         return reply
     return weight
+
+
+def _same_voice(first: Memory, second: Memory) -> bool:
+    """Whether two turns were said by the same party: the same speaker when both name one, else the same
+    role when both have one; unknown counts as different (a reply is the likelier reading)."""
+    if first.speaker and second.speaker:
+        return first.speaker.casefold() == second.speaker.casefold()
+    if first.turn_role and second.turn_role and not (first.speaker or second.speaker):
+        return first.turn_role == second.turn_role
+    return False
 
 
 _TRAILING_QUOTES = "\"'\u201d\u2019) \t\r\n"
 
 
 def is_question(content: str) -> bool:
-    """A memory whose text ends with a question mark (closing quotes aside): a turn that asks rather than
-    tells."""
+    """A text that ends with a question mark (closing quotes aside): a turn that asks rather than tells."""
     return content.rstrip(_TRAILING_QUOTES).endswith("?")
 
 
 def question_damping(
     fused: list[tuple[Memory, float]], *, weight: float | None = None
 ) -> list[tuple[Memory, float]]:
-    """Multiply by (1 − weight) the score of memories that end with a question mark.
+    """Multiply by (1 − weight) the score of conversation turns that end with a question mark.
 
-    A question repeats the words of the question asked about it ("What other hobbies do you have?" matches
-    "What hobbies does Evan have?" best of all) but holds no answer. Damping it after the session-neighbour
-    lift keeps what it is good for: it has already lifted the reply next to it. LoCoMo dev R@10: 0.752 → 0.753
-    alone, multi-hop 0.446 → 0.470 (bench/README.md). `fused` comes in the order the fusion steps give
-    (_ordered), and goes out as it came when no score changes."""
+    A turn that asks repeats the words of the question asked about it ("What other hobbies do you have?"
+    matches "What hobbies does Dana have?" best of all) but holds no answer. Damping it after the
+    session-neighbour lift keeps what it is good for: it has already lifted the reply next to it. Only turns:
+    a rule, decision or note that ends in "?" (an open question the team wrote down) ranks as it would without
+    this rule. `fused` comes in the order the fusion steps give (_ordered), and goes out as it came when no
+    score changes."""
     weight = settings.SEARCH_QUESTION_DAMPING if weight is None else weight
     if weight <= 0 or not fused:
         return fused
-    questions = {m.id for m, _ in fused if is_question(m.content)}
+    questions = {m.id for m, _ in fused if m.is_turn and is_question(m.content)}
     if not questions:
         return fused  # no score changes: `fused` is already in the order _ordered gives
     scores = {m.id: score * (1 - weight) if m.id in questions else score for m, score in fused}
@@ -905,14 +918,12 @@ _NAME_WORD = re.compile(r"\w+")
 def speaker_boost(
     fused: list[tuple[Memory, float]], *, query: str, weight: float | None = None
 ) -> list[tuple[Memory, float]]:
-    """Add `weight` to the score of memories whose metadata.speaker the query names (every word of it, any
+    """Add `weight` to the score of conversation turns whose speaker the query names (every word of it, any
     case).
 
-    "What does Melanie do to relax?" is about what Melanie said, not about what others said to her: a chat
-    agent that records who said what (metadata.speaker) gets those memories first. Scores are fused ones (0–1
-    per side), so the weight is on that scale. LoCoMo dev R@10 with question damping: 0.753 → 0.777, multi-hop
-    0.470 → 0.522 (weight 0.3); with the name out of the query vector (query_without_speakers) 0.4 gives
-    0.817 / 0.570 where 0.3 gave 0.811 / 0.555."""
+    "What does Dana do to relax?" is about what Dana said, not about what others said to her: turns
+    recorded with their speaker (sessions/checkpoint `speaker`) get those first. Scores are fused ones (0–1
+    per side), so the weight is on that scale."""
     weight = settings.SEARCH_SPEAKER_BOOST if weight is None else weight
     if weight <= 0 or not fused:
         return fused
@@ -932,13 +943,14 @@ def speaker_boost(
 
 
 def _speaker_words(memory: Memory) -> list[str]:
-    metadata = memory.metadata if isinstance(memory.metadata, dict) else {}
-    speaker = metadata.get("speaker")
-    return _NAME_WORD.findall(speaker.casefold()) if isinstance(speaker, str) else []
+    """The words of a turn's speaker; none for a memory that is not a turn."""
+    if not memory.is_turn or not memory.speaker:
+        return []
+    return _NAME_WORD.findall(memory.speaker.casefold())
 
 
 def named_speakers(query: str, memories: list[Memory]) -> list[str]:
-    """The metadata.speaker values of `memories` that the query names (every word of the name, any case: the
+    """The speakers of the turns among `memories` that the query names (every word of the name, any case: the
     rule speaker_boost applies), longest first. Only speakers of the given memories are seen: hybrid asks the
     lexical candidates, which hold the speaker's own turns whenever the name is one of the query's words."""
     words = set(_NAME_WORD.findall(query.casefold()))
@@ -953,11 +965,10 @@ def named_speakers(query: str, memories: list[Memory]) -> list[str]:
 def query_without_speakers(query: str, *, speakers: list[str]) -> str:
     """The query with the named speakers' names (and a possessive 's) taken out, for the vector search.
 
-    With a small sentence model, "What does Melanie do to destress?" sits close to every short "Melanie said,
+    With a small sentence model, "What does Dana do to unwind?" sits close to every short "Dana said,
     ..." turn because of the name alone, and a generic "Thanks, see you!" of hers outranks the turn about
-    pottery that answers it. The name is matched where it is exact instead: speaker_boost (metadata.speaker)
-    and BM25 (the lexical side keeps the whole query). LoCoMo dev R@10 0.787 → 0.811, multi-hop 0.526 → 0.555
-    (bench/README.md). The query is kept whole when nothing would be left."""
+    pottery that answers it. The name is matched where it is exact instead: speaker_boost (a turn's speaker)
+    and BM25 (the lexical side keeps the whole query). The query is kept whole when nothing would be left."""
     text = query
     for name in speakers:
         pattern = r"\b" + r"\s+".join(re.escape(word) for word in name.split()) + r"(?:['\u2019]s)?\b"

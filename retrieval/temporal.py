@@ -1,8 +1,9 @@
 """Time in retrieval: when a memory happened, for temporal decay and time windows.
 
-A memory happened at its `metadata.sessionTime` when it carries one (what a chat agent records when it stores
-the turns of a conversation held earlier, or an import of old notes: the server sets createdAt to the moment
-of the write), else at its createdAt."""
+A conversation turn happened when it was said (its saidAt, which sessions/checkpoint and sessions/turns take
+from the caller: a conversation held earlier is uploaded later). Any other memory happened at its
+`metadata.sessionTime` when it carries one (an import of old notes: the server sets createdAt to the moment of
+the write), else at its createdAt."""
 
 from __future__ import annotations
 
@@ -21,7 +22,10 @@ MAX_TIME_TEXT = 40
 
 
 def memory_time(memory: Memory) -> datetime:
-    """metadata.sessionTime (ISO 8601; without a time zone, UTC) when present and valid, else createdAt."""
+    """When a conversation turn was said (its saidAt), else metadata.sessionTime (ISO 8601; without a time
+    zone, UTC) when present and valid, else createdAt."""
+    if memory.said_at is not None:
+        return memory.said_at
     metadata = memory.metadata
     if isinstance(metadata, dict):
         raw = metadata.get(SESSION_TIME_KEY)
@@ -402,13 +406,22 @@ def anchored(window: TimeWindow, moment: datetime) -> TimeWindow:
     return TimeWindow(moment, None, window.expression, window.anchor_query, window.boundary)
 
 
-# The memories written in a window, newest first. On createdAt (memories_ws_recent serves it): a memory whose
-# time is a metadata.sessionTime is boosted when the ranking finds it, but joins the candidates this way only
-# when it was also written in the window.
+# The memories of a window, newest first: those written in it (on createdAt, memories_ws_recent serves it)
+# that are not turns, and the conversation turns said in it (on saidAt, memories_ws_said_at), whenever they
+# were stored. A memory whose time is a metadata.sessionTime is boosted when the ranking finds it, but joins
+# the candidates this way only when it was also written in the window.
 _IN_WINDOW_SQL = """
-SELECT {columns} FROM memories m
-WHERE {readable} AND m.created_at >= %(window_start)s AND m.created_at < %(window_end)s {extra}
-ORDER BY m.created_at DESC, m.id DESC
+SELECT * FROM (
+    (SELECT {columns} FROM memories m
+     WHERE {readable} AND m.created_at >= %(window_start)s AND m.created_at < %(window_end)s
+       AND m.said_at IS NULL {extra}
+     ORDER BY m.created_at DESC, m.id DESC LIMIT %(window_limit)s)
+    UNION ALL
+    (SELECT {columns} FROM memories m
+     WHERE {readable} AND m.said_at >= %(window_start)s AND m.said_at < %(window_end)s {extra}
+     ORDER BY m.said_at DESC, m.id DESC LIMIT %(window_limit)s)
+) w
+ORDER BY coalesce(w.said_at, w.created_at) DESC, w.id DESC
 LIMIT %(window_limit)s
 """
 

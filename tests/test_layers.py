@@ -2,7 +2,8 @@
 
 The layers, lowest first (the order of INSTALLED_APPS):
 
-    0 config   1 ops   2 tenancy   3 memories   4 graphsvc   5 rollout   6 retrieval   7 pipeline   8 transfer
+    0 config   1 ops   2 tenancy   3 memories   4 graphsvc   5 rollout   6 retrieval
+    7 pipeline, conversations   8 transfer
     9 the surface
 
 The surface is where requests, commands and tools come in:
@@ -51,6 +52,7 @@ LAYERS = {
     "rollout": 5,
     "retrieval": 6,
     "pipeline": 7,
+    "conversations": 7,
     "transfer": 8,
     "mcp_server": 9,
     "dashboard": 9,

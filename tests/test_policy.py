@@ -18,7 +18,7 @@ from mcp_server.server import TOOL_BODIES, McpSettings, build_server
 from tenancy import policy
 
 PROJECT_APPS = {"config", "ops", "tenancy", "memories", "graphsvc", "rollout", "retrieval", "pipeline",
-                "transfer", "mcp_server", "dashboard"}  # fmt: skip
+                "conversations", "transfer", "mcp_server", "dashboard"}  # fmt: skip
 
 
 def served_operations() -> set[tuple[str, str]]:

@@ -116,6 +116,8 @@ ROUTES: list[tuple[str, str, str, Any]] = [
     ("POST", "graph/backfill", policy.ADMIN, lambda o: scoped({})),
     ("POST", "graph/rollout", policy.ADMIN, lambda o: scoped({"mode": "shadow"})),
     ("PATCH", "graph/rollout", policy.ADMIN, lambda o: scoped({"autopilotEnabled": True})),
+    ("POST", "sessions/start", policy.WRITE, lambda o: scoped({"title": "matrix session"})),
+    ("POST", "skills/files/upsert", policy.WRITE, lambda o: scoped({"path": "skills/m.md", "content": "m"})),
     ("POST", "workspace/export", policy.ADMIN, lambda o: scoped({})),
     ("POST", "workspace/import", policy.ADMIN, lambda o: b'{"kind": "header"}\n'),
 ]

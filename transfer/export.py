@@ -98,6 +98,21 @@ def workspace_export_count(*, workspace_id: int) -> int:
         return int(cursor.fetchone()[0])
 
 
+def _conversation(row: dict[str, Any]) -> dict[str, Any] | None:
+    """A turn's (or a session summary's) place in its session; None for any other memory. Snapshots are not
+    exported: a session's transcript is taken again from its turns."""
+    if row["session_id"] is None:
+        return None
+    return {
+        "sessionId": str(row["session_id"]),
+        "kind": row["turn_kind"],
+        "turnIndex": row["turn_index"],
+        "role": row["turn_role"],
+        "speaker": row["speaker"],
+        "saidAt": _iso(row["said_at"]),
+    }
+
+
 def workspace_export_records(*, workspace_id: int, include_embeddings: bool) -> Iterator[dict[str, Any]]:
     """Every record of the workspace, header and trailer included, from one REPEATABLE READ snapshot."""
     counts: dict[str, int] = {}
@@ -173,7 +188,8 @@ def workspace_export_records(*, workspace_id: int, include_embeddings: bool) -> 
             for row in _rows(
                 """SELECT id, content, type, layer, scope, project_id, user_id, tags, paths, category,
                           metadata, embedding_model, injection_flags, expires_at, created_at, updated_at,
-                          deleted_at, importance, superseded_by
+                          deleted_at, importance, superseded_by, session_id, turn_kind, turn_index, turn_role,
+                          speaker, said_at
                    FROM memories WHERE workspace_id = %s ORDER BY created_at, id""",
                 ws,
             ):
@@ -199,6 +215,60 @@ def workspace_export_records(*, workspace_id: int, include_embeddings: bool) -> 
                         "deletedAt": _iso(row["deleted_at"]),
                         "importance": _finite(row["importance"], what="importance", row_id=row["id"]),
                         "supersededBy": str(row["superseded_by"]) if row["superseded_by"] else None,
+                        "conversation": _conversation(row),
+                    },
+                )
+            for row in _rows(
+                """SELECT id, scope, project_id, user_id, client, title, status, metadata, turn_count,
+                          token_count, next_turn_index, summary_memory_id, started_at, last_activity_at,
+                          ended_at
+                   FROM memory_sessions WHERE workspace_id = %s ORDER BY started_at, id""",
+                ws,
+            ):
+                yield emit(
+                    "session",
+                    {
+                        "id": str(row["id"]),
+                        "scope": row["scope"],
+                        "projectId": row["project_id"],
+                        "userId": row["user_id"],
+                        "client": row["client"],
+                        "title": row["title"],
+                        "status": row["status"],
+                        "metadata": _memory_metadata(row["metadata"], memory_id=row["id"]),
+                        "turnCount": row["turn_count"],
+                        "tokenCount": row["token_count"],
+                        "nextTurnIndex": row["next_turn_index"],
+                        "summaryMemoryId": str(row["summary_memory_id"])
+                        if row["summary_memory_id"]
+                        else None,
+                        "startedAt": _iso(row["started_at"]),
+                        "lastActivityAt": _iso(row["last_activity_at"]),
+                        "endedAt": _iso(row["ended_at"]),
+                    },
+                )
+            for row in _rows(
+                """SELECT scope, project_id, user_id, path, content, procedure_key, source_session_id,
+                          usage_count, last_used_at, created_at, updated_at
+                   FROM skill_files WHERE workspace_id = %s ORDER BY created_at, id""",
+                ws,
+            ):
+                yield emit(
+                    "skill_file",
+                    {
+                        "scope": row["scope"],
+                        "projectId": row["project_id"],
+                        "userId": row["user_id"],
+                        "path": row["path"],
+                        "content": row["content"],
+                        "procedureKey": row["procedure_key"],
+                        "sourceSessionId": str(row["source_session_id"])
+                        if row["source_session_id"]
+                        else None,
+                        "usageCount": row["usage_count"],
+                        "lastUsedAt": _iso(row["last_used_at"]),
+                        "createdAt": _iso(row["created_at"]),
+                        "updatedAt": _iso(row["updated_at"]),
                     },
                 )
             if include_embeddings:

@@ -37,6 +37,7 @@ from config.schemas import (
     json_problem,
     text_problem,
 )
+from conversations.schemas import SessionRecordIn, SkillFileRecordIn
 from graphsvc.presence import graph_presence_forget
 from graphsvc.schemas import DecayIn, ExtractionSettingsIn, GraphSettingsIn
 from memories.sanitizer import DETECTOR_VERSION, memory_injection_flags, text_injection_flags
@@ -56,6 +57,8 @@ _KINDS = {
     "graph_settings",
     "memory_settings",
     "memory",
+    "session",
+    "skill_file",
     "embedding",
     "community",
     "node",
@@ -105,6 +108,7 @@ class _State:
     same_workspace: bool
     report: ImportReport
     memories: dict[str, uuid.UUID] = field(default_factory=dict)
+    sessions: dict[uuid.UUID, uuid.UUID] = field(default_factory=dict)  # source session id → its id here
     created_memories: dict[uuid.UUID, str | None] = field(default_factory=dict)  # new id → embedding model
     embedded: set[uuid.UUID] = field(default_factory=set)
     nodes: dict[int, int] = field(default_factory=dict)
@@ -621,12 +625,15 @@ def _import_memory(cursor: Any, state: _State, record: dict[str, Any], line: int
         )
         if cursor.fetchone() is not None:
             new_id = memory.id
+    conversation = memory.conversation
     cursor.execute(
         """
         INSERT INTO memories (id, workspace_id, content, type, layer, scope, project_id, user_id, tags, paths,
                               category, metadata, embedding_model, injection_flags, injection_scan_version,
-                              expires_at, created_at, updated_at, deleted_at, importance)
-        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s, %s)
+                              expires_at, created_at, updated_at, deleted_at, importance, session_id,
+                              turn_kind, turn_index, turn_role, speaker, said_at)
+        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,
+                %s, %s, %s, %s)
         ON CONFLICT (id, workspace_id) DO NOTHING
         """,
         [
@@ -657,6 +664,12 @@ def _import_memory(cursor: Any, state: _State, record: dict[str, Any], line: int
             memory.updatedAt or memory.createdAt,
             memory.deletedAt,
             memory.importance,
+            _session_id(state, conversation.sessionId) if conversation else None,
+            conversation.kind if conversation else None,
+            conversation.turnIndex if conversation else None,
+            conversation.role if conversation else None,
+            conversation.speaker if conversation else None,
+            conversation.saidAt if conversation else None,
         ],
     )
     created = cursor.rowcount == 1
@@ -676,6 +689,108 @@ def _import_memory(cursor: Any, state: _State, record: dict[str, Any], line: int
             state.embedded.add(new_id)  # a forgotten memory needs no embedding
     state.memories[source] = new_id
     return created
+
+
+def _session_id(state: _State, source: uuid.UUID) -> uuid.UUID:
+    """A session's id in the importing workspace, as a memory id is mapped: back in its own workspace, a
+    session still there keeps its id; every other gets the id derived from this workspace, whether the source
+    id is taken elsewhere or not (that must never show). The same for its turns, which may come before its
+    line, and for the line itself."""
+    cached = state.sessions.get(source)
+    if cached is not None:
+        return cached
+    new_id = uuid.uuid5(_NAMESPACE, f"{state.workspace_id}:session:{source}")
+    if state.same_workspace:
+        with connections["app"].cursor() as cursor:
+            cursor.execute(
+                "SELECT 1 FROM memory_sessions WHERE id = %s AND workspace_id = %s",
+                [source, state.workspace_id],
+            )
+            if cursor.fetchone() is not None:
+                new_id = source
+    state.sessions[source] = new_id
+    return new_id
+
+
+def _import_session(cursor: Any, state: _State, record: dict[str, Any], line: int) -> bool:
+    session = _validated(SessionRecordIn, {k: v for k, v in record.items() if k != "kind"}, line)
+    summary = None
+    if session.summaryMemoryId is not None:
+        summary = state.memories.get(str(session.summaryMemoryId))
+        if summary is None:
+            raise ImportFileError(
+                line,
+                f"summaryMemoryId {session.summaryMemoryId} is no memory line of the file.",
+                field="summaryMemoryId",
+            )
+    new_id = _session_id(state, session.id)
+    cursor.execute(
+        """
+        INSERT INTO memory_sessions (id, workspace_id, scope, project_id, user_id, client, title, status,
+                                     metadata, turn_count, token_count, next_turn_index, summary_memory_id,
+                                     started_at, last_activity_at, ended_at)
+        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s)
+        ON CONFLICT (id) DO NOTHING
+        """,
+        [
+            new_id,
+            state.workspace_id,
+            session.scope,
+            session.projectId,
+            session.userId,
+            session.client,
+            session.title,
+            session.status,
+            _json(session.metadata),
+            session.turnCount,
+            session.tokenCount,
+            session.nextTurnIndex,
+            summary,
+            session.startedAt,
+            session.lastActivityAt,
+            session.endedAt,
+        ],
+    )
+    created = cursor.rowcount == 1
+    if not created:
+        # Taken: by this workspace (a second run), or — for a derived id, only by a hash collision — by no
+        # row this workspace can see.
+        cursor.execute(
+            "SELECT 1 FROM memory_sessions WHERE id = %s AND workspace_id = %s", [new_id, state.workspace_id]
+        )
+        if cursor.fetchone() is None:
+            raise ImportFileError(
+                line, f"session {session.id} could not be given an id; nothing was changed."
+            )
+    return created
+
+
+def _import_skill_file(cursor: Any, state: _State, record: dict[str, Any], line: int) -> bool:
+    skill = _validated(SkillFileRecordIn, {k: v for k, v in record.items() if k != "kind"}, line)
+    cursor.execute(
+        """
+        INSERT INTO skill_files (id, workspace_id, scope, project_id, user_id, path, content, procedure_key,
+                                 source_session_id, usage_count, last_used_at, created_at, updated_at)
+        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+        ON CONFLICT ON CONSTRAINT skill_files_owner_path DO NOTHING
+        """,
+        [
+            uuid.uuid4(),
+            state.workspace_id,
+            skill.scope,
+            skill.projectId,
+            skill.userId,
+            skill.path,
+            skill.content,
+            skill.procedureKey,
+            _session_id(state, skill.sourceSessionId) if skill.sourceSessionId else None,
+            skill.usageCount,
+            skill.lastUsedAt,
+            skill.createdAt,
+            skill.updatedAt,
+        ],
+    )
+    return bool(cursor.rowcount == 1)
 
 
 def _import_embedding(cursor: Any, state: _State, record: dict[str, Any], line: int) -> bool:
@@ -993,6 +1108,8 @@ _IMPORTERS: dict[str, Callable[[Any, _State, dict[str, Any], int], bool]] = {
     "graph_settings": _import_graph_settings,
     "memory_settings": _import_memory_settings,
     "memory": _import_memory,
+    "session": _import_session,
+    "skill_file": _import_skill_file,
     "embedding": _import_embedding,
     "community": _import_community,
     "node": _import_node,

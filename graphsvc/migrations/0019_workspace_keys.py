@@ -178,7 +178,7 @@ def _node_fk(model_name: str, name: str, related_name: str = "+") -> migrations.
 class Migration(migrations.Migration):
     dependencies = [
         ("graphsvc", "0018_entity_archive"),
-        ("memories", "0012_workspace_keys"),
+        ("memories", "0013_workspace_keys"),
     ]
 
     operations = [

@@ -29,7 +29,7 @@ END $$
 class Migration(migrations.Migration):
     dependencies = [
         ("pipeline", "0001_background_jobs"),
-        ("memories", "0012_workspace_keys"),
+        ("memories", "0013_workspace_keys"),
         ("graphsvc", "0019_workspace_keys"),
         ("rollout", "0003_workspace_keys"),
     ]

@@ -16,7 +16,7 @@ from django.db import connections
 from django.db.migrations.executor import MigrationExecutor
 
 BEFORE = [
-    ("memories", "0011_injection_scan_version"),
+    ("memories", "0012_conversations"),
     ("graphsvc", "0018_entity_archive"),
     ("rollout", "0002_rollout_rls"),
     ("pipeline", "0001_background_jobs"),

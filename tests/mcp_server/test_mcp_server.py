@@ -32,6 +32,13 @@ TOOLS = {
     "graph_entities",
     "graph_communities",
     "graph_stats",
+    "start_session",
+    "record_turn",
+    "end_session",
+    "session_transcript",
+    "save_skill_file",
+    "list_skill_files",
+    "promote_session",
 }
 
 # The server is another process: what the test writes must be committed, and what it writes must be seen here.

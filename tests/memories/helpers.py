@@ -70,3 +70,14 @@ def add_org_global(personas: Any, content: str, **fields: Any) -> dict[str, Any]
         return personas.bob_api.add(content, **fields)
     finally:
         services.active_org_set(user=personas.bob, org=None)
+
+
+def session_start(api: Any, **body: Any) -> str:
+    """A new session (sessions/start) of `api`'s caller; its id."""
+    return api.ok("sessions/start", body, status=201)["sessionId"]
+
+
+def turn(api: Any, session_id: str, content: str, **fields: Any) -> dict[str, Any]:
+    """One turn recorded with sessions/checkpoint; the turn's memory as the API answers it."""
+    body = {"sessionId": session_id, "content": content, **fields}
+    return api.ok("sessions/checkpoint", body, status=201)["event"]["memory"]

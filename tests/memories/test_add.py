@@ -34,6 +34,7 @@ MEMORY_FIELDS = {
     "injectionFlags",
     "importance",
     "supersededBy",
+    "conversation",
     "pipeline",
 }
 

@@ -18,6 +18,8 @@ DEFAULTS = {
     "importanceWeight": 0.15,
     "halfLifeDays": 30.0,
     "mmrLambda": 0.7,
+    "sessionsEnabled": True,
+    "proceduralEnabled": True,
 }
 
 

@@ -1,6 +1,8 @@
-"""Hybrid ranking for multi-hop questions: questions are damped after they have lifted their replies, and
-the memories of a speaker the query names come first. Real PostgreSQL, the real write flow and the real
-local embedding model; each end-to-end test builds a tiny workspace where the change decides the order."""
+"""Hybrid ranking of conversation turns: turns that ask are damped after they have lifted their replies, and
+the turns of a speaker the query names come first. These rules key on a turn's session link, index and
+speaker (sessions/checkpoint); memories that are not turns are never touched by them, whatever their text or
+metadata. Real PostgreSQL, the real write flow and the real local embedding model; each end-to-end test
+builds a tiny workspace where the change decides the order."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from memories.selectors import MemoryScope
 from pipeline import services as pipeline
 from retrieval import search
 from tenancy.rls import workspace_context
-from tests.memories.helpers import ids, memory_row, personal_workspace_id
+from tests.memories.helpers import ids, memory_row, personal_workspace_id, session_start, turn
 
 
 def _embedded(personas) -> int:
@@ -36,21 +38,30 @@ def test_it_recognises_a_question_behind_closing_quotes():
     assert not search.is_question("Painting, since 2019.")
 
 
-def test_it_damps_only_questions_and_reorders(personas):
+def test_it_damps_only_turns_that_ask_and_reorders(personas):
     workspace_id = personal_workspace_id(personas.alice)
-    asked = memory_row(workspace_id, personas.alice_api.add("What hobbies do you have?")["id"])
-    told = memory_row(workspace_id, personas.alice_api.add("I paint and hike on weekends")["id"])
+    api = personas.alice_api
+    chat = session_start(api)
+    asked = memory_row(workspace_id, turn(api, chat, "What hobbies do you have?")["id"])
+    told = memory_row(workspace_id, turn(api, chat, "I paint and hike on weekends")["id"])
     damped = search.question_damping([(asked, 1.0), (told, 0.7)], weight=0.4)
     assert [(m.id, round(s, 4)) for m, s in damped] == [(told.id, 0.7), (asked.id, 0.6)]
     assert search.question_damping([(asked, 1.0), (told, 0.7)], weight=0.0)[0][0].id == asked.id
+    # A memory that is not a turn keeps its score, even with a conversation's metadata keys.
+    note = memory_row(workspace_id, api.add("Should we shard the orders table?")["id"])
+    keyed = memory_row(
+        workspace_id, api.add("Why is p99 up?", metadata={"sessionId": "s1", "speaker": "Dana"})["id"]
+    )
+    fused = [(note, 1.0), (keyed, 0.9), (told, 0.7)]
+    assert search.question_damping(fused, weight=0.4) == fused
 
 
 def test_it_puts_the_reply_before_the_question_that_echoes_the_query(personas, local_embedder, settings):
     api = personas.alice_api
-    question = api.add("Sam asked: what hobbies do you enjoy these days?", metadata={"sessionId": "chat-1"})
-    reply = api.add(
-        "Evan replied: watercolour painting and long mountain hikes", metadata={"sessionId": "chat-1"}
-    )
+    chat = session_start(api)
+    # Told apart by their roles (no speaker named: the speaker boost stays out of this test).
+    question = turn(api, chat, "Sam asked: what hobbies do you enjoy these days?")
+    reply = turn(api, chat, "Evan replied: watercolour painting and long mountain hikes", role="assistant")
     for n in range(6):
         api.add(f"Invoice {n} for the quarterly office supplies was paid")
     _embedded(personas)
@@ -70,12 +81,14 @@ def test_it_puts_the_reply_before_the_question_that_echoes_the_query(personas, l
 def test_it_boosts_the_speakers_the_query_names(personas):
     workspace_id = personal_workspace_id(personas.alice)
     api = personas.alice_api
+    chat = session_start(api)
     about = memory_row(
-        workspace_id, api.add("Caroline: Melanie paints so well", metadata={"speaker": "Caroline"})["id"]
+        workspace_id, turn(api, chat, "Caroline: Melanie paints so well", speaker="Caroline")["id"]
     )
-    own = memory_row(workspace_id, api.add("I paint sunsets", metadata={"speaker": "Melanie"})["id"])
-    full = memory_row(workspace_id, api.add("I paint too", metadata={"speaker": "Mary Ann"})["id"])
-    odd = memory_row(workspace_id, api.add("no name", metadata={"speaker": ["Melanie"]})["id"])
+    own = memory_row(workspace_id, turn(api, chat, "I paint sunsets", speaker="Melanie")["id"])
+    full = memory_row(workspace_id, turn(api, chat, "I paint too", speaker="Mary Ann")["id"])
+    # Not a turn: a speaker in its metadata is the caller's own data, not the conversation contract.
+    odd = memory_row(workspace_id, api.add("no name", metadata={"speaker": "Melanie"})["id"])
     fused = [(about, 1.0), (own, 0.8), (full, 0.75), (odd, 0.7)]
 
     boosted = search.speaker_boost(fused, query="What does MELANIE paint?", weight=0.3)
@@ -93,10 +106,16 @@ def test_it_boosts_the_speakers_the_query_names(personas):
 
 def test_it_ranks_what_the_named_person_said_first(personas, local_embedder, settings):
     api = personas.alice_api
-    about = api.add("Say hi to Melanie for me", metadata={"speaker": "Caroline"})
-    own = api.add("Painting landscapes is what I do on Sundays", metadata={"speaker": "Melanie"})
+    chat = session_start(api)
+    about = turn(api, chat, "Say hi to Melanie for me", speaker="Caroline")
+    own = turn(api, chat, "Painting landscapes is what I do on Sundays", speaker="Melanie")
     for n in range(6):
-        api.add(f"Invoice {n} for the quarterly office supplies was paid", metadata={"speaker": "Melanie"})
+        turn(
+            api,
+            session_start(api),
+            f"Invoice {n} for the quarterly office supplies was paid",
+            speaker="Melanie",
+        )
     _embedded(personas)
     query = "What does Melanie paint?"
     # The boost alone decides here: with the name out of the query vector, "paint" would already win.
@@ -115,12 +134,21 @@ def test_it_ranks_what_the_named_person_said_first(personas, local_embedder, set
 def test_it_lifts_the_turn_after_a_question_more(personas):
     api = personas.alice_api
     workspace_id = personal_workspace_id(personas.alice)
+    first, second = session_start(api), session_start(api)
     before, asked, reply, later = (
-        api.add(text, metadata={"sessionId": "s1"})
-        for text in ("Nice weather", "What do you do on Sundays?", "I paint landscapes", "See you")
+        turn(api, first, text, speaker=speaker)
+        for text, speaker in (
+            ("Nice weather", "Sam"),
+            ("What do you do on Sundays?", "Sam"),
+            ("I paint landscapes", "Evan"),
+            ("See you", "Sam"),
+        )
     )
-    statement = api.add("I paint on Sundays", metadata={"sessionId": "s2"})
-    after_statement = api.add("Cool", metadata={"sessionId": "s2"})
+    statement = turn(api, second, "I paint on Sundays", speaker="Evan")
+    after_statement = turn(api, second, "Cool", speaker="Sam")
+    third = session_start(api)
+    own_question = turn(api, third, "Anyone up for a hike?", speaker="Sam")
+    own_follow_up = turn(api, third, "I am going either way.", speaker="Sam")
 
     def lift(memory_id: str, reply_weight: float) -> dict[str, float]:
         with workspace_context(workspace_id):
@@ -139,8 +167,12 @@ def test_it_lifts_the_turn_after_a_question_more(personas):
     # The reply after the question gets 0.8; the turn before it only the plain 0.4.
     assert lift(asked["id"], 0.8) == {asked["id"]: 1.0, reply["id"]: 0.8, before["id"]: 0.4, later["id"]: 0.1}
     assert lift(asked["id"], 0.0)[reply["id"]] == 0.4
-    # A statement's next turn is a plain neighbour.
+    # A statement's next turn is a plain neighbour, and so is the asker's own next turn: not a reply.
     assert lift(statement["id"], 0.8) == {statement["id"]: 1.0, after_statement["id"]: 0.4}
+    assert lift(own_question["id"], 0.8) == {own_question["id"]: 1.0, own_follow_up["id"]: 0.4}
+    # A memory that is not a turn has no neighbours, whatever its metadata says.
+    keyed = api.add("What do you do on Sundays?", metadata={"sessionId": "s1"})
+    assert lift(keyed["id"], 0.8) == {keyed["id"]: 1.0}
 
 
 # --- the query vector without the speakers' names -----------------------------------------------------------
@@ -149,22 +181,26 @@ def test_it_lifts_the_turn_after_a_question_more(personas):
 def test_it_finds_the_speakers_a_query_names_among_the_candidates(personas):
     workspace_id = personal_workspace_id(personas.alice)
     api = personas.alice_api
+    chat = session_start(api)
     memories = [
-        memory_row(workspace_id, api.add(text, metadata=metadata)["id"])
-        for text, metadata in (
-            ("hi", {"speaker": "Melanie"}),
-            ("hey", {"speaker": "Mary Ann"}),
-            ("yo", {"speaker": "Caroline"}),
-            ("again", {"speaker": "melanie"}),
-            ("none", {}),
-            ("odd", {"speaker": 7}),
+        memory_row(workspace_id, turn(api, chat, text, speaker=speaker)["id"])
+        for text, speaker in (
+            ("hi", "Melanie"),
+            ("hey", "Mary Ann"),
+            ("yo", "Caroline"),
+            ("again", "melanie"),
         )
+    ]
+    memories += [
+        memory_row(workspace_id, api.add(text, metadata=metadata)["id"])
+        for text, metadata in (("none", {}), ("keyed", {"speaker": "Caroline"}))
     ]
     assert search.named_speakers("What do Melanie's and Mary Ann's kids like?", memories) == [
         "mary ann",
         "melanie",
     ]
     assert search.named_speakers("What does Ann like?", memories) == []
+    assert search.named_speakers("What does Caroline like?", memories[4:]) == []
 
 
 def test_it_takes_the_named_speakers_out_of_the_query_text():
@@ -185,23 +221,29 @@ def _speaker_workspace(personas) -> tuple[dict, dict]:
     # sits closer to the question than the turn that answers it; the name also gives the short turn the
     # better BM25.
     api = personas.alice_api
-    said = {"speaker": "Melanie"}
-    generic = api.add('Melanie said, "Haha, yes!"', metadata=said)
-    answer = api.add(
+    # One session per turn: neighbour lifts stay out of what these tests pin.
+    generic = turn(api, session_start(api), 'Melanie said, "Haha, yes!"', speaker="Melanie")
+    answer = turn(
+        api,
+        session_start(api),
         'Melanie said, "I go running along the river; it clears my head after a long week at work."',
-        metadata=said,
+        speaker="Melanie",
     )
-    api.add(
+    turn(
+        api,
+        session_start(api),
         'Melanie said, "The quarterly report for the regional office supplies contract went out to the '
         "finance team on Monday morning, with the vendor list, the delivery schedule, the warehouse "
         "inventory counts, the audit notes from March, the new pricing tables and the signed purchase "
         'orders attached."',
-        metadata=said,
+        speaker="Melanie",
     )
     for n in range(5):
-        api.add(
+        turn(
+            api,
+            session_start(api),
             f'Caroline said, "Invoice {n} for the quarterly office supplies was paid."',
-            metadata={"speaker": "Caroline"},
+            speaker="Caroline",
         )
     _embedded(personas)
     return generic, answer

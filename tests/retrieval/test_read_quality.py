@@ -10,7 +10,7 @@ from pipeline import services as pipeline
 from retrieval import embeddings, search
 from retrieval import lexical as lexical_search
 from tenancy.rls import workspace_context
-from tests.memories.helpers import ids, memory_row, personal_workspace_id
+from tests.memories.helpers import ids, memory_row, personal_workspace_id, session_start, turn
 
 
 def lexical(api, query, **fields):
@@ -25,8 +25,10 @@ def postings(workspace_id: int, memory_id: str) -> dict[str, float]:
 
 
 def session_turns(api, session: str, lines: list[str], **fields) -> list[dict]:
-    """One conversation: memories added in order (created_at follows) with the same metadata.sessionId."""
-    return [api.add(line, metadata={"sessionId": session}, **fields) for line in lines]
+    """One conversation (`session` names it for the reader): a new session and its turns in order, recorded
+    through sessions/checkpoint."""
+    session_id = session_start(api, title=session, **fields)
+    return [turn(api, session_id, line, **fields) for line in lines]
 
 
 # --- BM25 ---------------------------------------------------------------------------------------------------
@@ -179,9 +181,8 @@ def test_it_lifts_two_matches_next_to_each_other(personas):
 def test_it_lifts_only_neighbours_the_caller_may_read(personas):
     api = personas.alice_api
     workspace_id = personal_workspace_id(personas.alice)
-    before = api.add("shared turn before", metadata={"sessionId": "s1"})
-    private = api.add("u2's turn", metadata={"sessionId": "s1"}, scope={"userId": "u2"})
-    match = api.add("shared match", metadata={"sessionId": "s1"})
+    before, forgotten, match = session_turns(api, "s1", ["turn before", "forgotten turn", "match"])
+    api.ok("memories/forget", {"id": forgotten["id"]})
     with workspace_context(workspace_id):
         lifted = search.session_neighbour_lift(
             [(memory_row(workspace_id, match["id"]), 1.0)],
@@ -192,9 +193,9 @@ def test_it_lifts_only_neighbours_the_caller_may_read(personas):
             exclude_rules=False,
             weights=(0.4,),
         )
-    # u2's memory is skipped: the nearest readable turn is the neighbour.
+    # The forgotten turn is skipped: the nearest readable turn is the neighbour.
     assert [str(m.id) for m, _ in lifted] == [match["id"], before["id"]]
-    assert private["id"] not in {str(m.id) for m, _ in lifted}
+    assert forgotten["id"] not in {str(m.id) for m, _ in lifted}
 
 
 def test_it_finds_the_reply_next_to_the_question_in_hybrid_search(personas, local_embedder):

@@ -23,6 +23,7 @@ from retrieval import lexical, search, vectors
 from tenancy.rls import workspace_context
 
 DIMENSION = 8
+SESSION = uuid.UUID("5e55105e-0000-4000-8000-000000000001")  # every case is a turn of it
 WORD = "heliotrope"  # in every memory: BM25 and substring searches find every readable one
 
 # (name, user_id, project_id, extra fields). Names say what each memory is.
@@ -80,7 +81,8 @@ def world(alice_ws: int) -> dict[str, Memory]:
                 user_id=user_id,
                 project_id=project_id,
                 scope="project" if project_id else "global",
-                metadata={"sessionId": "s1"},
+                session_id=SESSION,
+                turn_index=index,
                 created_at=at,
                 updated_at=at,
                 **fields,

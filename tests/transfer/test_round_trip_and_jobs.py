@@ -256,3 +256,45 @@ def test_it_refuses_a_community_centroid_without_its_model(personas):
     assert job["status"] == "failed"
     error = job["error"]
     assert error["code"] == "IMPORT_FILE_INVALID" and error["details"]["field"] == "centroidModel"
+
+
+def test_it_carries_sessions_their_turns_and_skill_files(personas):
+    api = personas.alice_api
+    session_id = api.ok("sessions/start", {"title": "Carried"}, status=201)["sessionId"]
+    for content, speaker in (("Who rotates the keys?", "Dana"), ("Lee does, every quarter.", "Lee")):
+        api.ok(
+            "sessions/checkpoint",
+            {
+                "sessionId": session_id,
+                "content": content,
+                "speaker": speaker,
+                "saidAt": "2024-02-01T10:00:00Z",
+            },
+            status=201,
+        )
+    api.ok("sessions/end", {"sessionId": session_id})
+    api.ok("skills/files/upsert", {"path": "skills/keys.md", "content": "# Keys\n"}, status=201)
+    lines = export_lines(api)
+    kinds = [line["kind"] for line in lines]
+    assert kinds.count("session") == 1 and kinds.count("skill_file") == 1
+    turns = [line for line in lines if line["kind"] == "memory" and line["conversation"]]
+    assert sorted((t["conversation"]["kind"], t["conversation"]["turnIndex"]) for t in turns) == sorted(
+        [("message", 0), ("message", 1), ("summary", None)]
+    )
+
+    report = import_report(api, lines, query="?tenantId=copy")
+    assert report["created"]["session"] == 1 and report["created"]["skill_file"] == 1
+    # The copy is a session like the first: its transcript holds both turns, in order, with their speakers.
+    copied = api.ok("memories/search", {"query": "rotates keys", "strategy": "lexical", "scope": TENANT})
+    conversation = copied["memories"][0]["conversation"]
+    assert conversation["sessionId"] != session_id and conversation["speaker"] in {"Dana", "Lee"}
+    snapshot = api.client.get(
+        f"/api/sdk/v1/sessions/{conversation['sessionId']}/snapshot?tenantId=copy",
+        HTTP_AUTHORIZATION=f"Bearer {api.key}",
+    ).json()["data"]["snapshot"]
+    assert snapshot["messageCount"] == 2
+    assert snapshot["transcriptMd"].index("Who rotates") < snapshot["transcriptMd"].index("every quarter")
+    assert api.ok("skills/files/list", {"scope": TENANT})["count"] == 1
+    # Twice changes nothing.
+    again = import_report(api, lines, query="?tenantId=copy")
+    assert again["created"].get("session", 0) == 0 and again["skipped"]["session"] == 1

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import IO, Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import httpx
 from pydantic import BaseModel, ValidationError
@@ -131,7 +131,12 @@ def prepare(
         headers["Accept"] = f"{NDJSON}, application/json"  # JSON still carries the errors
     if idempotency_key is not None:
         headers["Idempotency-Key"] = idempotency_key
-    return PreparedRequest(operation, operation.method, operation.path, headers, body, params)
+    path = operation.path
+    if "{" in path and params is not None:
+        # A path parameter ({session_id}) is one of the request model's fields: it leaves the query string.
+        for name in [name for name in params if "{" + name + "}" in path]:
+            path = path.replace("{" + name + "}", quote(str(params.pop(name)), safe=""))
+    return PreparedRequest(operation, operation.method, path, headers, body, params)
 
 
 def new_idempotency_key() -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, cast
@@ -64,6 +64,8 @@ class AsyncCairn:
         self.workspace = AsyncWorkspace(self)
         self.keys = AsyncKeys(self)
         self.jobs = AsyncJobs(self)
+        self.sessions = AsyncSessions(self)
+        self.skills = AsyncSkills(self)
 
     def with_scope(self, scope: ScopeArg = None, **fields: str | None) -> AsyncCairn:
         """A client sharing this one's connection pool, with another default scope (e.g. per end user)."""
@@ -78,6 +80,8 @@ class AsyncCairn:
         clone.workspace = AsyncWorkspace(clone)
         clone.keys = AsyncKeys(clone)
         clone.jobs = AsyncJobs(clone)
+        clone.sessions = AsyncSessions(clone)
+        clone.skills = AsyncSkills(clone)
         return clone
 
     async def close(self) -> None:
@@ -945,3 +949,129 @@ class AsyncJobs:
             if _core.job_finished(job):
                 return job
             await self._client._sleep(poll.next_delay(job))
+
+
+class AsyncSessions:
+    """Conversations recorded turn by turn: each turn is a memory of the session (search, context and the
+    graph see it) with its role, speaker, index and the time it was said."""
+
+    def __init__(self, client: AsyncCairn) -> None:
+        self._client = client
+
+    async def start(
+        self,
+        *,
+        title: str | None = None,
+        client: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        scope: ScopeArg = None,
+    ) -> m.SessionStartResult:
+        body = m.SessionStartRequest(
+            **drop_none(title=title, client=client, metadata=metadata, scope=_core.coerce_scope(scope))
+        )
+        return cast(m.SessionStartResult, await self._client.request("sessions.start", body))
+
+    async def checkpoint(
+        self,
+        session_id: str,
+        content: str,
+        *,
+        role: m.TurnRole | None = None,
+        kind: m.TurnKind | None = None,
+        speaker: str | None = None,
+        said_at: datetime | None = None,
+        turn_index: int | None = None,
+        token_count: int | None = None,
+        is_meaningful: bool | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        scope: ScopeArg = None,
+    ) -> m.CheckpointResult:
+        """Record one turn. Sending a turn_index again with the same content is a safe retry."""
+        body = m.CheckpointRequest(
+            **drop_none(
+                session_id=session_id,
+                content=content,
+                role=role,
+                kind=kind,
+                speaker=speaker,
+                said_at=said_at,
+                turn_index=turn_index,
+                token_count=token_count,
+                is_meaningful=is_meaningful,
+                metadata=metadata,
+                scope=_core.coerce_scope(scope),
+            )
+        )
+        return cast(m.CheckpointResult, await self._client.request("sessions.checkpoint", body))
+
+    async def add_turns(
+        self, session_id: str, turns: Sequence[m.Turn | Mapping[str, Any]], *, scope: ScopeArg = None
+    ) -> m.TurnsResult:
+        """Record up to 500 turns at once, in order (a chat client uploading a conversation)."""
+        body = m.TurnsRequest(
+            **drop_none(
+                session_id=session_id,
+                turns=[t if isinstance(t, m.Turn) else m.Turn(**t) for t in turns],
+                scope=_core.coerce_scope(scope),
+            )
+        )
+        return cast(m.TurnsResult, await self._client.request("sessions.turns", body))
+
+    async def end(
+        self, session_id: str, *, status: Literal["closed", "compacted"] | None = None, scope: ScopeArg = None
+    ) -> m.SessionEndResult:
+        """End the session: its summary becomes a memory, its transcript a snapshot."""
+        body = m.SessionEndRequest(
+            **drop_none(session_id=session_id, status=status, scope=_core.coerce_scope(scope))
+        )
+        return cast(m.SessionEndResult, await self._client.request("sessions.end", body))
+
+    async def snapshot(self, session_id: str, *, scope: ScopeArg = None) -> m.SnapshotResult:
+        """The session's transcript as Markdown, turns in order."""
+        scope_fields = (_core.coerce_scope(scope) or self._client.scope or m.Scope()).model_dump()
+        body = m.SnapshotQuery(session_id=session_id, **drop_none(**scope_fields))
+        return cast(m.SnapshotResult, await self._client.request("sessions.snapshot", body))
+
+
+class AsyncSkills:
+    """Skill files: instructions an agent loads, by path; context/get returns the ones matching its query."""
+
+    def __init__(self, client: AsyncCairn) -> None:
+        self._client = client
+
+    async def upsert(self, path: str, content: str, *, scope: ScopeArg = None) -> m.SkillUpsertResult:
+        body = m.SkillUpsertRequest(**drop_none(path=path, content=content, scope=_core.coerce_scope(scope)))
+        return cast(m.SkillUpsertResult, await self._client.request("skills.upsert", body))
+
+    async def list(self, *, limit: int | None = None, scope: ScopeArg = None) -> m.SkillListResult:
+        body = m.SkillListRequest(**drop_none(limit=limit, scope=_core.coerce_scope(scope)))
+        return cast(m.SkillListResult, await self._client.request("skills.list", body))
+
+    async def delete(self, path: str, *, scope: ScopeArg = None) -> m.SkillDeleteResult:
+        body = m.SkillDeleteRequest(**drop_none(path=path, scope=_core.coerce_scope(scope)))
+        return cast(m.SkillDeleteResult, await self._client.request("skills.delete", body))
+
+    async def promote(
+        self,
+        session_id: str,
+        *,
+        path: str,
+        title: str,
+        procedure_key: str,
+        snapshot_id: str | None = None,
+        max_steps: int | None = None,
+        scope: ScopeArg = None,
+    ) -> m.SkillPromoteResult:
+        """A procedure file from a session's snapshot (its transcript as it stands when none is named)."""
+        body = m.SkillPromoteRequest(
+            **drop_none(
+                session_id=session_id,
+                snapshot_id=snapshot_id,
+                path=path,
+                title=title,
+                procedure_key=procedure_key,
+                max_steps=max_steps,
+                scope=_core.coerce_scope(scope),
+            )
+        )
+        return cast(m.SkillPromoteResult, await self._client.request("skills.promote", body))

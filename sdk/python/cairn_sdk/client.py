@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack
 from datetime import datetime
 from pathlib import Path
@@ -68,6 +68,8 @@ class Cairn:
         self.workspace = Workspace(self)
         self.keys = Keys(self)
         self.jobs = Jobs(self)
+        self.sessions = Sessions(self)
+        self.skills = Skills(self)
 
     def with_scope(self, scope: ScopeArg = None, **fields: str | None) -> Cairn:
         """A client sharing this one's connection pool, with another default scope (e.g. per end user)."""
@@ -78,6 +80,8 @@ class Cairn:
         clone.workspace = Workspace(clone)
         clone.keys = Keys(clone)
         clone.jobs = Jobs(clone)
+        clone.sessions = Sessions(clone)
+        clone.skills = Skills(clone)
         return clone
 
     def close(self) -> None:
@@ -960,3 +964,129 @@ class Jobs:
             if _core.job_finished(job):
                 return job
             self._client._sleep(poll.next_delay(job))
+
+
+class Sessions:
+    """Conversations recorded turn by turn: each turn is a memory of the session (search, context and the
+    graph see it) with its role, speaker, index and the time it was said."""
+
+    def __init__(self, client: Cairn) -> None:
+        self._client = client
+
+    def start(
+        self,
+        *,
+        title: str | None = None,
+        client: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        scope: ScopeArg = None,
+    ) -> m.SessionStartResult:
+        body = m.SessionStartRequest(
+            **drop_none(title=title, client=client, metadata=metadata, scope=_core.coerce_scope(scope))
+        )
+        return cast(m.SessionStartResult, self._client.request("sessions.start", body))
+
+    def checkpoint(
+        self,
+        session_id: str,
+        content: str,
+        *,
+        role: m.TurnRole | None = None,
+        kind: m.TurnKind | None = None,
+        speaker: str | None = None,
+        said_at: datetime | None = None,
+        turn_index: int | None = None,
+        token_count: int | None = None,
+        is_meaningful: bool | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        scope: ScopeArg = None,
+    ) -> m.CheckpointResult:
+        """Record one turn. Sending a turn_index again with the same content is a safe retry."""
+        body = m.CheckpointRequest(
+            **drop_none(
+                session_id=session_id,
+                content=content,
+                role=role,
+                kind=kind,
+                speaker=speaker,
+                said_at=said_at,
+                turn_index=turn_index,
+                token_count=token_count,
+                is_meaningful=is_meaningful,
+                metadata=metadata,
+                scope=_core.coerce_scope(scope),
+            )
+        )
+        return cast(m.CheckpointResult, self._client.request("sessions.checkpoint", body))
+
+    def add_turns(
+        self, session_id: str, turns: Sequence[m.Turn | Mapping[str, Any]], *, scope: ScopeArg = None
+    ) -> m.TurnsResult:
+        """Record up to 500 turns at once, in order (a chat client uploading a conversation)."""
+        body = m.TurnsRequest(
+            **drop_none(
+                session_id=session_id,
+                turns=[t if isinstance(t, m.Turn) else m.Turn(**t) for t in turns],
+                scope=_core.coerce_scope(scope),
+            )
+        )
+        return cast(m.TurnsResult, self._client.request("sessions.turns", body))
+
+    def end(
+        self, session_id: str, *, status: Literal["closed", "compacted"] | None = None, scope: ScopeArg = None
+    ) -> m.SessionEndResult:
+        """End the session: its summary becomes a memory, its transcript a snapshot."""
+        body = m.SessionEndRequest(
+            **drop_none(session_id=session_id, status=status, scope=_core.coerce_scope(scope))
+        )
+        return cast(m.SessionEndResult, self._client.request("sessions.end", body))
+
+    def snapshot(self, session_id: str, *, scope: ScopeArg = None) -> m.SnapshotResult:
+        """The session's transcript as Markdown, turns in order."""
+        scope_fields = (_core.coerce_scope(scope) or self._client.scope or m.Scope()).model_dump()
+        body = m.SnapshotQuery(session_id=session_id, **drop_none(**scope_fields))
+        return cast(m.SnapshotResult, self._client.request("sessions.snapshot", body))
+
+
+class Skills:
+    """Skill files: instructions an agent loads, by path; context/get returns the ones matching its query."""
+
+    def __init__(self, client: Cairn) -> None:
+        self._client = client
+
+    def upsert(self, path: str, content: str, *, scope: ScopeArg = None) -> m.SkillUpsertResult:
+        body = m.SkillUpsertRequest(**drop_none(path=path, content=content, scope=_core.coerce_scope(scope)))
+        return cast(m.SkillUpsertResult, self._client.request("skills.upsert", body))
+
+    def list(self, *, limit: int | None = None, scope: ScopeArg = None) -> m.SkillListResult:
+        body = m.SkillListRequest(**drop_none(limit=limit, scope=_core.coerce_scope(scope)))
+        return cast(m.SkillListResult, self._client.request("skills.list", body))
+
+    def delete(self, path: str, *, scope: ScopeArg = None) -> m.SkillDeleteResult:
+        body = m.SkillDeleteRequest(**drop_none(path=path, scope=_core.coerce_scope(scope)))
+        return cast(m.SkillDeleteResult, self._client.request("skills.delete", body))
+
+    def promote(
+        self,
+        session_id: str,
+        *,
+        path: str,
+        title: str,
+        procedure_key: str,
+        snapshot_id: str | None = None,
+        max_steps: int | None = None,
+        scope: ScopeArg = None,
+    ) -> m.SkillPromoteResult:
+        """A procedure file from a session's snapshot (its transcript as it stands when none is named)."""
+        body = m.SkillPromoteRequest(
+            **drop_none(
+                session_id=session_id,
+                snapshot_id=snapshot_id,
+                path=path,
+                title=title,
+                procedure_key=procedure_key,
+                max_steps=max_steps,
+                scope=_core.coerce_scope(scope),
+            )
+        )
+        return cast(m.SkillPromoteResult, self._client.request("skills.promote", body))

@@ -78,7 +78,8 @@ def _check_request(
             problems.append(f"request body: server takes {sorted(content) or 'none'}, SDK sends {NDJSON}")
     sdk = _model_shape(operation.request)
     if operation.query_params:
-        parameters = [p for p in spec.get("parameters", []) if p.get("in") == "query"]
+        # Path parameters travel in the request model too (cairn_sdk._core.prepare puts them in the path).
+        parameters = [p for p in spec.get("parameters", []) if p.get("in") in ("query", "path")]
         server = {
             "kind": "object",
             "nullable": False,

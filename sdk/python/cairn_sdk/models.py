@@ -95,6 +95,17 @@ class Pipeline(ResponseModel):
     steps: dict[str, PipelineStep]
 
 
+class Conversation(ResponseModel):
+    """A turn's (or a session summary's) place in its session."""
+
+    session_id: str
+    kind: str | None
+    turn_index: int | None
+    role: str | None
+    speaker: str | None
+    said_at: datetime | None
+
+
 class Memory(ResponseModel):
     id: str
     content: str
@@ -112,6 +123,7 @@ class Memory(ResponseModel):
     injection_flags: list[str]
     importance: float = 0.5
     superseded_by: str | None = None
+    conversation: Conversation | None = None
     pipeline: Pipeline | None = None
 
 
@@ -290,6 +302,7 @@ class ContextRequest(RequestModel):
     query: str | None = None
     limit: int | None = None
     include_rules: bool | None = None
+    include_skill_files: bool | None = None
     mode: ContextMode | None = None
     strategy: ContextStrategy | None = None
     graph_depth: int | None = None
@@ -391,6 +404,7 @@ class ContextResult(ResponseModel):
     working_memories: list[ContextMemory]
     long_term_memories: list[ContextMemory]
     conflicts: list[Conflict]
+    skill_files: list[SkillFile] = Field(default_factory=list)
     facts: list[Fact]
     communities: list[CommunityRecall] = Field(default_factory=list)
     context: str
@@ -572,6 +586,8 @@ class MemorySettings(ResponseModel):
     importance_weight: float
     half_life_days: float  # temporal decay of search and context (0: off)
     mmr_lambda: float  # MMR diversity of search and context (1: off)
+    sessions_enabled: bool = True
+    procedural_enabled: bool = True
 
 
 class MemorySettingsQuery(RequestModel):
@@ -593,6 +609,8 @@ class MemorySettingsRequest(RequestModel):
     importance_weight: float | None = None
     half_life_days: float | None = None
     mmr_lambda: float | None = None
+    sessions_enabled: bool | None = None
+    procedural_enabled: bool | None = None
     scope: Scope | None = None
 
 
@@ -1185,3 +1203,216 @@ class JobAccepted(ResponseModel):
 
     job_id: str
     job: Job
+
+
+# --- sessions and skill files -------------------------------------------------------------------------------
+
+TurnRole = Literal["user", "assistant", "system", "tool"]
+TurnKind = Literal["message", "tool_call", "tool_result", "event", "checkpoint"]
+
+
+class SkillFile(ResponseModel):
+    id: str
+    path: str
+    content: str
+    scope: str
+    project_id: str | None
+    user_id: str | None
+    procedure_key: str | None
+    source_session_id: str | None
+    source_snapshot_id: str | None
+    usage_count: int
+    last_used_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class SessionStartRequest(RequestModel):
+    title: str | None = None
+    client: str | None = None
+    metadata: dict[str, Any] | None = None
+    scope: Scope | None = None
+
+
+class Session(ResponseModel):
+    id: str
+    scope: str
+    project_id: str | None
+    user_id: str | None
+    client: str | None
+    status: str
+    title: str | None
+    turn_count: int
+    token_count: int
+    summary_memory_id: str | None
+    started_at: datetime
+    last_activity_at: datetime
+    ended_at: datetime | None
+    metadata: dict[str, Any] | None
+
+
+class SessionStartResult(ResponseModel):
+    session_id: str
+    message: str
+    session: Session
+
+
+class Turn(RequestModel):
+    """One turn of a conversation: what was said, by whom (role, speaker) and when (said_at, may be past)."""
+
+    content: str
+    role: TurnRole | None = None
+    kind: TurnKind | None = None
+    speaker: str | None = None
+    said_at: datetime | None = None
+    turn_index: int | None = None
+    token_count: int | None = None
+    is_meaningful: bool | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class CheckpointRequest(Turn):
+    session_id: str
+    scope: Scope | None = None
+
+
+class TurnEvent(ResponseModel):
+    id: str
+    session_id: str
+    kind: str
+    role: str | None
+    speaker: str | None
+    turn_index: int
+    said_at: datetime | None
+    token_count: int | None = None
+    is_meaningful: bool = True
+    replayed: bool = False
+    memory: Memory
+
+
+class CheckpointResult(ResponseModel):
+    session_id: str
+    event_id: str
+    message: str
+    event: TurnEvent
+
+
+class TurnsRequest(RequestModel):
+    session_id: str
+    turns: list[Turn]
+    scope: Scope | None = None
+
+
+class TurnsResult(ResponseModel):
+    session_id: str
+    count: int
+    created: int
+    message: str
+    events: list[TurnEvent]
+
+
+class SessionEndRequest(RequestModel):
+    session_id: str
+    status: Literal["closed", "compacted"] | None = None
+    scope: Scope | None = None
+
+
+class SessionSummary(ResponseModel):
+    memory_id: str
+    content: str
+    method: str
+    fallback_reason: str | None = None
+
+
+class Snapshot(ResponseModel):
+    id: str
+    session_id: str
+    slug: str
+    source_trigger: str
+    transcript_md: str
+    message_count: int
+    created_at: datetime
+
+
+class SessionEndResult(ResponseModel):
+    session_id: str
+    message: str
+    session: Session
+    summary: SessionSummary | None
+    snapshot: Snapshot
+
+
+class SnapshotQuery(RequestModel):
+    """sessions/{session_id}/snapshot: the session in the path, the scope flat in the query string."""
+
+    session_id: str = Field(alias="session_id")
+    tenant_id: str | None = None
+    user_id: str | None = None
+    project_id: str | None = None
+
+
+class SnapshotResult(ResponseModel):
+    session_id: str
+    message: str
+    snapshot: Snapshot
+
+
+class SkillUpsertRequest(RequestModel):
+    path: str
+    content: str
+    scope: Scope | None = None
+
+
+class SkillUpsertResult(ResponseModel):
+    skill_file: SkillFile
+    created: bool
+    message: str
+
+
+class SkillListRequest(RequestModel):
+    limit: int | None = None
+    scope: Scope | None = None
+
+
+class SkillListResult(ResponseModel):
+    skill_files: list[SkillFile]
+    count: int
+
+
+class SkillDeleteRequest(RequestModel):
+    path: str
+    scope: Scope | None = None
+
+
+class SkillDeleteResult(ResponseModel):
+    path: str
+    deleted: bool
+    message: str
+
+
+class SkillPromoteRequest(RequestModel):
+    session_id: str
+    snapshot_id: str | None = None
+    path: str
+    title: str
+    procedure_key: str
+    max_steps: int | None = None
+    scope: Scope | None = None
+
+
+class PromoteSource(ResponseModel):
+    session_id: str
+    snapshot_id: str
+    snapshot_slug: str
+    snapshot_created_at: datetime
+
+
+class SkillPromoteResult(ResponseModel):
+    skill_file: SkillFile
+    created: bool
+    source: PromoteSource
+    method: str
+    message: str
+
+
+ContextResult.model_rebuild()

@@ -137,6 +137,42 @@ export type BulkForgetPreview = {
   contentPreview: string;
 };
 
+export type CheckpointIn = {
+  /** What was said, 1–16000 characters. */
+  content: string;
+  /** user, assistant, system or tool (default user). */
+  role?: "user" | "assistant" | "system" | "tool";
+  /** message (default), tool_call, tool_result, event or checkpoint. */
+  kind?: "message" | "tool_call" | "tool_result" | "event" | "checkpoint";
+  /** Who said it, by name (≤ 120): a question naming the speaker ranks their turns first. */
+  speaker?: string | null;
+  /** When it was said, with a time zone (default: now); may be in the past. */
+  saidAt?: string | null;
+  /** Its place in the session from 0 (default: after the last one). Sending the same index and content again returns the stored turn (safe retries); another content is 409. */
+  turnIndex?: number | null;
+  /** Its size in tokens, if known. */
+  tokenCount?: number | null;
+  /** false for filler (greetings, acknowledgements): kept in the transcript, ranked with the lowest importance. */
+  isMeaningful?: boolean;
+  /** Any JSON object up to MEMORY_METADATA_MAX_BYTES (16 KB) and 20 levels deep; finite numbers only (no NaN or Infinity), integers within 64 bits, no NUL or lone surrogates in keys or values. */
+  metadata?: Record<string, unknown> | null;
+  /** The session, from sessions/start. */
+  sessionId: string;
+  /** Where the call applies: {tenantId?, userId?, projectId?}. Omit for your default workspace. */
+  scope?: ScopeIn;
+};
+
+export type CheckpointOut = {
+  /** The session. */
+  sessionId: string;
+  /** The turn's memory id. */
+  eventId: string;
+  /** What happened. */
+  message: string;
+  /** The turn. */
+  event: TurnEventOut;
+};
+
 export type ClearIn = {
   /** Must be "delete entity graph": clearing cannot be undone. */
   confirm: string;
@@ -276,6 +312,8 @@ export type ContextIn = {
   limit?: number;
   /** Include every active rule in scope (project rules first). */
   includeRules?: boolean;
+  /** Include the skill files (skills/files/*) whose path or text holds a word of the query (all without a query), at most CONTEXT_SKILL_FILES_LIMIT (20). */
+  includeSkillFiles?: boolean;
   /** all, working, long_term or rules_only. */
   mode?: "all" | "working" | "long_term" | "rules_only";
   /** lexical, semantic, hybrid (also asks for graph expansion) or auto (a heuristic router picks one from the query's wording); baseline = lexical, hybrid_graph = hybrid. Omitted: the workspace's retrieval-policy default. */
@@ -335,6 +373,8 @@ export type ContextMemoryOut = {
   importance?: number;
   /** The newer memory that replaced this one in memories/consolidate; superseded memories are left out of search, list and context unless includeSuperseded is true. */
   supersededBy?: string | null;
+  /** Set on a conversation turn (sessions/checkpoint, sessions/turns) and on a session's summary: its session, kind, turn index, role, speaker and when it was said; null otherwise. */
+  conversation?: ConversationOut | null;
   /** Background processing (embedding, similarity edges). */
   pipeline?: PipelineOut | null;
   /** Present on memories added by graph expansion. */
@@ -356,6 +396,8 @@ export type ContextOut = {
   longTermMemories: Array<ContextMemoryOut>;
   /** Contradictions among the returned memories. */
   conflicts: Array<ConflictOut>;
+  /** Skill files matching the query, best first (empty with includeSkillFiles false); each as skills/files/list answers it. Returning one counts as a use (usageCount, lastUsedAt). */
+  skillFiles?: Array<SkillFileOut>;
   /** Facts from the entity graph about what the query names, best first, as many as fit the graph's share of the token budget (at most GRAPH_CONTEXT_MAX_FACTS; empty without a query). */
   facts: Array<FactOut>;
   /** Community summaries that match the query, within the graph's share of the token budget. */
@@ -439,6 +481,21 @@ export type ContextTraceOut = {
   factSeedSource?: "words" | "meaning" | "entity" | "none";
   /** Server time spent assembling the context. */
   durationMs: number;
+};
+
+export type ConversationOut = {
+  /** The session the memory belongs to. */
+  sessionId: string;
+  /** message, tool_call, tool_result, event or checkpoint for a turn; summary for the session's summary. */
+  kind: string | null;
+  /** Its place in the session, from 0; null for a summary. */
+  turnIndex: number | null;
+  /** user, assistant, system or tool. */
+  role: string | null;
+  /** Who said it (a person's or agent's name), when given. */
+  speaker: string | null;
+  /** When it was said (may be long before it was stored). */
+  saidAt: string | null;
 };
 
 export type CountsOut = {
@@ -1138,6 +1195,8 @@ export type MemoryOut = {
   importance?: number;
   /** The newer memory that replaced this one in memories/consolidate; superseded memories are left out of search, list and context unless includeSuperseded is true. */
   supersededBy?: string | null;
+  /** Set on a conversation turn (sessions/checkpoint, sessions/turns) and on a session's summary: its session, kind, turn index, role, speaker and when it was said; null otherwise. */
+  conversation?: ConversationOut | null;
   /** Background processing (embedding, similarity edges). */
   pipeline?: PipelineOut | null;
 };
@@ -1161,6 +1220,10 @@ export type MemorySettingsOut = {
   halfLifeDays: number;
   /** MMR diversity of memories/search and context/get when a request gives none: 1 ranks by relevance only (off), lower values trade relevance for variety (default 0.7). */
   mmrLambda: number;
+  /** sessions/* answer; false: 403 MEMORY_SESSION_DISABLED (default true). */
+  sessionsEnabled?: boolean;
+  /** skills/files/promote answers; false: 403 MEMORY_PROCEDURAL_DISABLED (default true). */
+  proceduralEnabled?: boolean;
 };
 
 export type MemorySettingsPatchIn = {
@@ -1178,6 +1241,10 @@ export type MemorySettingsPatchIn = {
   halfLifeDays?: number | null;
   /** 0–1, 1 turns MMR off; null restores the server default. */
   mmrLambda?: number | null;
+  /** Turn sessions on or off; null restores the server default. */
+  sessionsEnabled?: boolean | null;
+  /** Turn skill-file promotion on or off; null restores the server default. */
+  proceduralEnabled?: boolean | null;
   /** Where the call applies: {tenantId?, userId?, projectId?}. Omit for your default workspace. */
   scope?: ScopeIn;
 };
@@ -1212,7 +1279,18 @@ export type MergeOut = {
   undoneAt: string | null;
 };
 
-export type MetaOut = Record<string, unknown>;
+export type MetaOut = {
+  /** API contract version. */
+  version: string;
+  /** The path that answered. */
+  endpoint: string;
+  /** Request id, also in the X-Request-Id header; quote it in support requests. */
+  requestId: string;
+  /** Server time of the answer, ISO 8601 UTC. */
+  timestamp: string;
+  /** The OpenTelemetry trace id of this request (32 hex digits); only while the server exports traces (docs/operations.md, Tracing), absent otherwise. */
+  traceId?: string | null;
+};
 
 export type PathStepOut = {
   /** Source entity of the fact. */
@@ -1287,6 +1365,17 @@ export type PlanStageOut = {
   currentSamples: number;
   /** What keeps it from being ready. */
   blockerCodes: Array<string>;
+};
+
+export type PromoteSourceOut = {
+  /** The session. */
+  sessionId: string;
+  /** The snapshot promoted. */
+  snapshotId: string;
+  /** The snapshot's slug. */
+  snapshotSlug: string;
+  /** When the snapshot was taken. */
+  snapshotCreatedAt: string;
 };
 
 export type QualityGateOut = {
@@ -1522,6 +1611,88 @@ export type SeedOut = {
   score: number;
 };
 
+export type SessionEndIn = {
+  /** The session to end. */
+  sessionId: string;
+  /** closed (default) or compacted. */
+  status?: "closed" | "compacted";
+  /** Where the call applies: {tenantId?, userId?, projectId?}. Omit for your default workspace. */
+  scope?: ScopeIn;
+};
+
+export type SessionEndOut = {
+  /** The session. */
+  sessionId: string;
+  /** What happened. */
+  message: string;
+  /** The session, ended. */
+  session: SessionOut;
+  /** null when the session has no turn. */
+  summary: SummaryOut | null;
+  /** Its transcript as it ended. */
+  snapshot: SnapshotOut;
+};
+
+export type SessionOut = {
+  /** Session id. */
+  id: string;
+  /** project when started with a projectId. */
+  scope: "global" | "project";
+  /** The project it belongs to. */
+  projectId: string | null;
+  /** The end user it belongs to. */
+  userId: string | null;
+  /** The client that started it. */
+  client: string | null;
+  /** active until sessions/end; then closed or compacted. */
+  status: "active" | "closed" | "compacted";
+  /** Its title. */
+  title: string | null;
+  /** Turns recorded so far. */
+  turnCount: number;
+  /** The sum of the turns' tokenCount. */
+  tokenCount: number;
+  /** The memory holding its summary, once ended. */
+  summaryMemoryId: string | null;
+  /** When it was started. */
+  startedAt: string;
+  /** Its last turn or change. */
+  lastActivityAt: string;
+  /** When it was ended. */
+  endedAt: string | null;
+  /** The caller's metadata. */
+  metadata: Record<string, unknown> | null;
+};
+
+export type SessionSnapshotOut = {
+  /** The session. */
+  sessionId: string;
+  /** What happened. */
+  message: string;
+  /** The snapshot. */
+  snapshot: SnapshotOut;
+};
+
+export type SessionStartIn = {
+  /** What the session is about, ≤ 240. */
+  title?: string | null;
+  /** The client recording it (an agent, a chat app), ≤ 120. */
+  client?: string | null;
+  /** Any JSON object up to MEMORY_METADATA_MAX_BYTES (16 KB) and 20 levels deep; finite numbers only (no NaN or Infinity), integers within 64 bits, no NUL or lone surrogates in keys or values. */
+  metadata?: Record<string, unknown> | null;
+  /** Where the call applies: {tenantId?, userId?, projectId?}. Omit for your default workspace. */
+  scope?: ScopeIn;
+};
+
+export type SessionStartOut = {
+  /** The new session's id. */
+  sessionId: string;
+  /** What happened. */
+  message: string;
+  /** The session. */
+  session: SessionOut;
+};
+
 export type ShadowMetricsOut = {
   /** Length of the window these numbers cover, in hours. */
   windowHours: number;
@@ -1551,6 +1722,140 @@ export type ShadowMetricsOut = {
   lastFallbackAt: string | null;
   /** Its reason. */
   lastFallbackReason: string | null;
+};
+
+export type SkillDeleteIn = {
+  /** The file's path. */
+  path: string;
+  /** Where the call applies: {tenantId?, userId?, projectId?}. Omit for your default workspace. */
+  scope?: ScopeIn;
+};
+
+export type SkillDeleteOut = {
+  /** The deleted file's path. */
+  path: string;
+  /** Always true. */
+  deleted: boolean;
+  /** What happened. */
+  message: string;
+};
+
+/** A skill file as skills/files/* and context/get answer it. */
+export type SkillFileOut = {
+  /** Skill file id. */
+  id: string;
+  /** Its relative path, e.g. skills/deploy/SKILL.md. */
+  path: string;
+  /** Its text, as written. */
+  content: string;
+  /** project when written with a projectId. */
+  scope: "global" | "project";
+  /** The project it belongs to. */
+  projectId: string | null;
+  /** The end user it belongs to. */
+  userId: string | null;
+  /** Set on a file promoted from a session. */
+  procedureKey: string | null;
+  /** The session it was promoted from. */
+  sourceSessionId: string | null;
+  /** The snapshot of that session it was promoted from. */
+  sourceSnapshotId: string | null;
+  /** How many context/get answers returned it. */
+  usageCount: number;
+  /** When a context/get last returned it. */
+  lastUsedAt: string | null;
+  /** When it was first written. */
+  createdAt: string;
+  /** Its last change. */
+  updatedAt: string;
+};
+
+export type SkillListIn = {
+  /** 1–100 (default 50), newest change first. */
+  limit?: number;
+  /** Where the call applies: {tenantId?, userId?, projectId?}. Omit for your default workspace. */
+  scope?: ScopeIn;
+};
+
+export type SkillListOut = {
+  /** The files, newest change first. */
+  skillFiles: Array<SkillFileOut>;
+  /** How many. */
+  count: number;
+};
+
+export type SkillPromoteIn = {
+  /** The session to learn the procedure from. */
+  sessionId: string;
+  /** One of its snapshots (default: its transcript as it stands now). */
+  snapshotId?: string | null;
+  /** Where the procedure file goes, e.g. skills/release/SKILL.md. */
+  path: string;
+  /** The procedure's title, 1–200. */
+  title: string;
+  /** A stable name for the procedure (1–120), e.g. release-backend. */
+  procedureKey: string;
+  /** Most steps, 3–20 (default 8). */
+  maxSteps?: number;
+  /** Where the call applies: {tenantId?, userId?, projectId?}. Omit for your default workspace. */
+  scope?: ScopeIn;
+};
+
+export type SkillPromoteOut = {
+  /** The procedure file. */
+  skillFile: SkillFileOut;
+  /** true when new, false when replaced. */
+  created: boolean;
+  /** What it was promoted from. */
+  source: PromoteSourceOut;
+  /** llm when the model extracted the steps; outline (deterministic) otherwise. */
+  method: "llm" | "outline";
+  /** What happened. */
+  message: string;
+};
+
+export type SkillUpsertIn = {
+  /** Where the file lives, e.g. skills/deploy/SKILL.md (1–400). */
+  path: string;
+  /** Its text, 1–120000 characters, stored as sent. */
+  content: string;
+  /** Where the call applies: {tenantId?, userId?, projectId?}. Omit for your default workspace. */
+  scope?: ScopeIn;
+};
+
+export type SkillUpsertOut = {
+  /** The file as stored. */
+  skillFile: SkillFileOut;
+  /** true when new, false when replaced. */
+  created: boolean;
+  /** What happened. */
+  message: string;
+};
+
+export type SnapshotOut = {
+  /** Snapshot id. */
+  id: string;
+  /** Its session. */
+  sessionId: string;
+  /** A readable name: the title's words and the snapshot's time. */
+  slug: string;
+  /** What took it. */
+  sourceTrigger: "session_end" | "snapshot_request";
+  /** The transcript as Markdown, turns in order. */
+  transcriptMd: string;
+  /** Turns it holds. */
+  messageCount: number;
+  /** When it was taken. */
+  createdAt: string;
+};
+
+export type SnapshotQuery = {
+  /** As scope.tenantId. */
+  tenantId?: string | null;
+  /** As scope.userId. */
+  userId?: string | null;
+  /** As scope.projectId. */
+  projectId?: string | null;
 };
 
 export type StatsOut = {
@@ -1623,6 +1928,17 @@ export type StatusQuery = {
   topNodesLimit?: number;
 };
 
+export type SummaryOut = {
+  /** The memory holding the summary (conversation.kind summary). */
+  memoryId: string;
+  /** The summary. */
+  content: string;
+  /** llm when the summary model wrote it; extractive otherwise (no model, or it failed). */
+  method: "llm" | "extractive";
+  /** Why a configured model did not write it (its error code). */
+  fallbackReason?: string | null;
+};
+
 export type TiersOut = {
   /** Rules returned. */
   ruleIds: Array<string>;
@@ -1669,6 +1985,8 @@ export type TraceIn = {
   limit?: number;
   /** Include every active rule in scope (project rules first). */
   includeRules?: boolean;
+  /** Include the skill files (skills/files/*) whose path or text holds a word of the query (all without a query), at most CONTEXT_SKILL_FILES_LIMIT (20). */
+  includeSkillFiles?: boolean;
   /** all, working, long_term or rules_only. */
   mode?: "all" | "working" | "long_term" | "rules_only";
   /** lexical, semantic, hybrid (also asks for graph expansion) or auto (a heuristic router picks one from the query's wording); baseline = lexical, hybrid_graph = hybrid. Omitted: the workspace's retrieval-policy default. */
@@ -1775,6 +2093,74 @@ export type TraverseOut = {
   nodes: Array<TraverseNodeOut>;
   /** The facts on the returned paths. */
   edges: Array<TraverseEdgeOut>;
+};
+
+export type TurnEventOut = {
+  /** The turn's memory id. */
+  id: string;
+  /** Its session. */
+  sessionId: string;
+  /** message, tool_call, tool_result, event or checkpoint. */
+  kind: string;
+  /** user, assistant, system or tool. */
+  role: string | null;
+  /** Who said it. */
+  speaker: string | null;
+  /** Its place in the session, from 0. */
+  turnIndex: number;
+  /** When it was said. */
+  saidAt: string | null;
+  /** Its size in tokens, as sent. */
+  tokenCount?: number | null;
+  /** false for filler. */
+  isMeaningful?: boolean;
+  /** true when this turn was already stored (a retry). */
+  replayed?: boolean;
+  /** The turn's memory. */
+  memory: MemoryOut;
+};
+
+export type TurnIn = {
+  /** What was said, 1–16000 characters. */
+  content: string;
+  /** user, assistant, system or tool (default user). */
+  role?: "user" | "assistant" | "system" | "tool";
+  /** message (default), tool_call, tool_result, event or checkpoint. */
+  kind?: "message" | "tool_call" | "tool_result" | "event" | "checkpoint";
+  /** Who said it, by name (≤ 120): a question naming the speaker ranks their turns first. */
+  speaker?: string | null;
+  /** When it was said, with a time zone (default: now); may be in the past. */
+  saidAt?: string | null;
+  /** Its place in the session from 0 (default: after the last one). Sending the same index and content again returns the stored turn (safe retries); another content is 409. */
+  turnIndex?: number | null;
+  /** Its size in tokens, if known. */
+  tokenCount?: number | null;
+  /** false for filler (greetings, acknowledgements): kept in the transcript, ranked with the lowest importance. */
+  isMeaningful?: boolean;
+  /** Any JSON object up to MEMORY_METADATA_MAX_BYTES (16 KB) and 20 levels deep; finite numbers only (no NaN or Infinity), integers within 64 bits, no NUL or lone surrogates in keys or values. */
+  metadata?: Record<string, unknown> | null;
+};
+
+export type TurnsIn = {
+  /** The session, from sessions/start. */
+  sessionId: string;
+  /** 1–500 turns, in the order they were said. */
+  turns: Array<TurnIn>;
+  /** Where the call applies: {tenantId?, userId?, projectId?}. Omit for your default workspace. */
+  scope?: ScopeIn;
+};
+
+export type TurnsOut = {
+  /** The session. */
+  sessionId: string;
+  /** Turns in the batch. */
+  count: number;
+  /** Turns newly stored (the rest were already there: retries). */
+  created: number;
+  /** What happened. */
+  message: string;
+  /** The turns, in the order sent. */
+  events: Array<TurnEventOut>;
 };
 
 export type VacuumIn = {
@@ -2196,6 +2582,107 @@ export interface Paths {
       request: VacuumIn;
       responses: {
         200: VacuumOut;
+      };
+    };
+  };
+  "sessions/checkpoint": {
+    /** Record one turn of a session */
+    post: {
+      in: "body";
+      request: CheckpointIn;
+      responses: {
+        200: CheckpointOut;
+        201: CheckpointOut;
+      };
+    };
+  };
+  "sessions/end": {
+    /** End a session: its summary becomes a memory, its transcript a snapshot */
+    post: {
+      in: "body";
+      request: SessionEndIn;
+      responses: {
+        200: SessionEndOut;
+      };
+    };
+  };
+  "sessions/start": {
+    /** Start a session (a conversation or an agent's run), recorded turn by turn */
+    post: {
+      in: "body";
+      request: SessionStartIn;
+      responses: {
+        201: SessionStartOut;
+      };
+    };
+  };
+  "sessions/turns": {
+    /** Record many turns of a session at once (a chat client uploading a conversation) */
+    post: {
+      in: "body";
+      request: TurnsIn;
+      responses: {
+        200: TurnsOut;
+        201: TurnsOut;
+      };
+    };
+  };
+  "sessions/{session_id}/snapshot": {
+    /** A session's transcript as Markdown, turns in order */
+    get: {
+      in: "query";
+      request: {
+        /** As scope.tenantId. */
+        tenantId?: string | null;
+        /** As scope.userId. */
+        userId?: string | null;
+        /** As scope.projectId. */
+        projectId?: string | null;
+      };
+      responses: {
+        200: SessionSnapshotOut;
+      };
+    };
+  };
+  "skills/files/delete": {
+    /** Delete a skill file */
+    post: {
+      in: "body";
+      request: SkillDeleteIn;
+      responses: {
+        200: SkillDeleteOut;
+      };
+    };
+  };
+  "skills/files/list": {
+    /** List skill files, newest change first */
+    post: {
+      in: "body";
+      request: SkillListIn;
+      responses: {
+        200: SkillListOut;
+      };
+    };
+  };
+  "skills/files/promote": {
+    /** Turn a session into a procedure skill file (201 created, 200 replaced) */
+    post: {
+      in: "body";
+      request: SkillPromoteIn;
+      responses: {
+        200: SkillPromoteOut;
+        201: SkillPromoteOut;
+      };
+    };
+  };
+  "skills/files/upsert": {
+    /** Write a skill file (201 created, 200 replaced) */
+    post: {
+      in: "body";
+      request: SkillUpsertIn;
+      responses: {
+        200: SkillUpsertOut;
+        201: SkillUpsertOut;
       };
     };
   };

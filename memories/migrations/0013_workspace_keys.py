@@ -63,7 +63,7 @@ $$;
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("memories", "0011_injection_scan_version"),
+        ("memories", "0012_conversations"),
         ("tenancy", "0003_key_scope_pin_invitations"),
     ]
 
@@ -91,6 +91,17 @@ class Migration(migrations.Migration):
                 to="memories.memory",
             ),
         ),
+        migrations.AlterField(
+            model_name="sessionsnapshot",
+            name="session",
+            field=models.ForeignKey(
+                db_constraint=False,
+                db_index=False,
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="+",
+                to="memories.memorysession",
+            ),
+        ),
         migrations.RemoveConstraint(model_name="memoryembedding", name="memory_embeddings_unique"),
         migrations.AddConstraint(
             model_name="memoryembedding",
@@ -111,6 +122,9 @@ class Migration(migrations.Migration):
         workspace_primary_key("memory_settings"),
         workspace_primary_key("admission_counts"),
         workspace_primary_key("consolidation_runs"),
+        workspace_primary_key("memory_sessions"),
+        workspace_primary_key("session_snapshots"),
+        workspace_primary_key("skill_files"),
         migrations.RunSQL(
             sql="ALTER TABLE memory_lexemes DROP CONSTRAINT memory_lexemes_pkey, "
             "ADD CONSTRAINT memory_lexemes_pkey PRIMARY KEY (workspace_id, memory_id, lexeme)",
@@ -121,5 +135,8 @@ class Migration(migrations.Migration):
             "memory_embeddings", "memory_id", references="memories", name="memory_embeddings_memory_fk"
         ),
         workspace_foreign_key("pipeline_jobs", "memory_id", references="memories", name="pipeline_jobs_memory_fk"),
+        workspace_foreign_key(
+            "session_snapshots", "session_id", references="memory_sessions", name="session_snapshots_session_fk"
+        ),
         migrations.RunSQL(sql=LEXEME_TRIGGERS_SQL, reverse_sql=LEXEME_TRIGGERS_REVERSE_SQL),
     ]
