@@ -79,8 +79,12 @@ citus-stop:
 # The suite's Citus subset against the cluster (started if it is not running): the test database is made on
 # every node and distributed by the migrations; tests/citus_subset.txt says what runs and why the rest does not.
 test-citus: citus
+	@# An external database makes the settings a deployment's: the suite gets what the embedded run has
+	@# (a throwaway secret, the test hosts, no HTTPS redirect).
 	@eval "$$($(PY) scripts/citus_cluster.py env)" && export DATABASE_URL DATABASE_APP_URL \
-	  CAIRN_CITUS_CLUSTER=$(CURDIR)/var/citus/cluster.json && \
+	  CAIRN_CITUS_CLUSTER=$(CURDIR)/var/citus/cluster.json \
+	  SECRET_KEY=$$($(PY) -c 'import secrets; print(secrets.token_urlsafe(50))') \
+	  ALLOWED_HOSTS=127.0.0.1,localhost,testserver SECURE_SSL_REDIRECT=0 SECURE_HSTS_SECONDS=0 && \
 	  DEBUG=1 $(PY) manage.py migrate --noinput -v 0 && \
 	  $(PY) scripts/citus_cluster.py summary && \
 	  $(PY) scripts/citus_cluster.py drop-database test_cairn && \

@@ -730,7 +730,7 @@ def _import_session(cursor: Any, state: _State, record: dict[str, Any], line: in
                                      metadata, turn_count, token_count, next_turn_index, summary_memory_id,
                                      started_at, last_activity_at, ended_at)
         VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s)
-        ON CONFLICT (id) DO NOTHING
+        ON CONFLICT (id, workspace_id) DO NOTHING
         """,
         [
             new_id,
