@@ -84,7 +84,7 @@ test-citus: citus
 	@eval "$$($(PY) scripts/citus_cluster.py env)" && export DATABASE_URL DATABASE_APP_URL \
 	  CAIRN_CITUS_CLUSTER=$(CURDIR)/var/citus/cluster.json \
 	  SECRET_KEY=$$($(PY) -c 'import secrets; print(secrets.token_urlsafe(50))') \
-	  ALLOWED_HOSTS=127.0.0.1,localhost,testserver SECURE_SSL_REDIRECT=0 SECURE_HSTS_SECONDS=0 && \
+	  ALLOWED_HOSTS=127.0.0.1,localhost,testserver SECURE_SSL_REDIRECT=0 && \
 	  DEBUG=1 $(PY) manage.py migrate --noinput -v 0 && \
 	  $(PY) scripts/citus_cluster.py summary && \
 	  $(PY) scripts/citus_cluster.py drop-database test_cairn && \
