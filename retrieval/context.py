@@ -309,6 +309,7 @@ def _rank_tiers(
                 half_life_days=ordering.half_life_days,
                 mmr_lambda=ordering.mmr_lambda,
                 stored=stored,
+                decayed=outcome.scores,
             )
         tiers[layer] = Tier(memories[:limit], outcome)
     return tiers
@@ -320,7 +321,7 @@ def _weighted(tier: Tier, *, limit: int, importance_weight: float) -> Tier:
         memories = search.importance_rerank(
             memories=memories, scores=tier.outcome.scores, weight=importance_weight
         )
-    return Tier(memories, tier.outcome)
+    return Tier(search.successors_first(memories), tier.outcome)
 
 
 # --- assembly -----------------------------------------------------------------------------------------------

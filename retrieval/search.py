@@ -133,6 +133,7 @@ def memory_search(
             mmr_lambda=mmr_lambda,
             now=now,
             stored=outcome.vectors,
+            decayed=outcome.scores,
         )
     outcome.memories = outcome.memories[:limit]
     count_in_window(outcome)
@@ -140,6 +141,7 @@ def memory_search(
         outcome.memories = importance_rerank(
             memories=outcome.memories, scores=outcome.scores, weight=importance_weight
         )
+    outcome.memories = successors_first(outcome.memories)
     return outcome
 
 
@@ -219,8 +221,14 @@ def decay_and_diversify(
     mmr_lambda: float,
     now: datetime | None = None,
     stored: dict[uuid.UUID, np.ndarray] | None = None,
+    decayed: dict[uuid.UUID, float] | None = None,
 ) -> list[Memory]:
     """The best `limit` of ranked candidates after temporal decay and MMR (maximal marginal relevance).
+
+    `decayed`, when given, receives each candidate's relevance after decay: the importance re-sort that
+    follows must weigh what decay weighed, or an old memory's raw score undoes its decay. Among
+    near-duplicates (cosine ≥ SEARCH_DUPLICATE_SIMILARITY) the newer one takes the better place before MMR
+    picks: MMR then keeps the newer and lets the older yield its slot (newer_of_duplicates_first).
 
     Decay multiplies a memory's relevance by floor + (1 − floor) · 2^(−age / half-life), the age taken from
     the memory's time (temporal.memory_time: a session time in its metadata, else createdAt) and floor =
@@ -242,6 +250,8 @@ def decay_and_diversify(
             relevance[memory.id] *= floor + (1 - floor) * math.pow(2.0, -age_days / half_life_days)
     ordered = sorted(memories, key=lambda m: -relevance[m.id])  # stable: ties keep the ranking's order
     if mmr_lambda >= 1 or len(ordered) <= 1:
+        if decayed is not None:
+            decayed.update(relevance)
         return ordered[:limit]
     stored = candidate_vectors(workspace_id=workspace_id, memories=ordered, known=stored)
     dimension = next((len(v) for v in stored.values()), 0)
@@ -251,6 +261,12 @@ def decay_and_diversify(
         if vector is not None and len(vector) == dimension:
             matrix[index] = vector
     similarity = matrix @ matrix.T
+    permutation = newer_of_duplicates_first(ordered, similarity=similarity, relevance=relevance)
+    if permutation is not None:
+        ordered = [ordered[index] for index in permutation]
+        similarity = similarity[np.ix_(permutation, permutation)]
+    if decayed is not None:
+        decayed.update(relevance)
     top = max(relevance.values()) or 1.0
     gain = np.asarray([mmr_lambda * relevance[m.id] / top for m in ordered])
     closest = np.zeros(len(ordered))
@@ -263,6 +279,65 @@ def decay_and_diversify(
         available[best] = False
         closest = np.maximum(closest, similarity[best])
     return picked
+
+
+def newer_of_duplicates_first(
+    ordered: list[Memory], *, similarity: np.ndarray, relevance: dict[uuid.UUID, float]
+) -> list[int] | None:
+    """The order (indexes into `ordered`) in which each near-duplicate pair (cosine ≥
+    SEARCH_DUPLICATE_SIMILARITY) has its newer memory first: the two swap places and relevance. An update
+    often repeats most of what it changes ("deploys moved from Friday to Tuesday"), so the older one matches
+    the query as well or better, and MMR would keep it and drop the correction as its duplicate. None when
+    nothing moves."""
+    threshold = settings.SEARCH_DUPLICATE_SIMILARITY
+    if threshold >= 1 or len(ordered) < 2:
+        return None
+    pairs = np.argwhere(np.triu(similarity >= threshold, k=1))
+    if not len(pairs):
+        return None
+    order = list(range(len(ordered)))
+    position = list(range(len(ordered)))  # position[index]: where ordered[index] stands now
+    moved = False
+    for first, second in pairs.tolist():
+        a, b = (first, second) if position[first] < position[second] else (second, first)
+        upper, lower = ordered[a], ordered[b]
+        if (lower.created_at, str(lower.id)) <= (upper.created_at, str(upper.id)):
+            continue
+        order[position[a]], order[position[b]] = b, a
+        position[a], position[b] = position[b], position[a]
+        relevance[upper.id], relevance[lower.id] = relevance[lower.id], relevance[upper.id]
+        moved = True
+    return order if moved else None
+
+
+def successors_first(memories: list[Memory]) -> list[Memory]:
+    """The ranking with every superseded memory moved right after its successor when the successor is in it
+    and ranked lower (only reads with includeSuperseded see superseded memories at all): what is current
+    always comes first. Chains keep their order (c, then b it replaced, then a that b replaced)."""
+    if not any(m.superseded_by is not None for m in memories):
+        return memories
+    present = {m.id for m in memories}
+    waiting: dict[uuid.UUID, list[Memory]] = {}
+    emitted: set[uuid.UUID] = set()
+    result: list[Memory] = []
+
+    def emit(memory: Memory) -> None:
+        result.append(memory)
+        emitted.add(memory.id)
+        for follower in waiting.pop(memory.id, []):
+            emit(follower)
+
+    for memory in memories:
+        successor = memory.superseded_by
+        if successor is not None and successor in present and successor not in emitted and successor != memory.id:
+            waiting.setdefault(successor, []).append(memory)
+            continue
+        emit(memory)
+    for followers in waiting.values():  # a cycle of supersessions: keep what is left in its order
+        for memory in followers:
+            if memory.id not in emitted:
+                emit(memory)
+    return result
 
 
 @dataclass(frozen=True)

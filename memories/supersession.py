@@ -1,0 +1,306 @@
+"""Which of two memories is current: writes (call inside tenancy.rls.workspace_context).
+
+A *supersedes* decision marks the older memory superseded (Memory.superseded_by: it leaves retrieval unless
+a read asks for superseded memories), writes a `supersedes` edge newer → older with the decision's origin,
+confidence and evidence, and ends the older memory's facts that the newer one restates with another object
+(facts follow). *restates* and *not_conflict* are recorded and change nothing else, except that they undo a
+supersession of the same pair. Every decision is a row of SupersessionDecision; a new decision on a pair
+reverts the one before it, and a revert undoes what the decision did, so nothing is lost either way.
+
+The update detector (memories.updates) decides at write time in the similarity step; a model confirms or
+overrules it when one is configured (pipeline.services); people decide through memories/resolve, the MCP tool
+and the dashboard. A person's decision on a pair is final: neither the detector nor a model overrides it.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import connections
+from django.utils import timezone
+
+from memories.models import Memory, SupersessionDecision
+
+Decision = SupersessionDecision.Decision
+Origin = SupersessionDecision.Origin
+# The graph edge origin of each decision origin (graphsvc.models.GraphEdge.Origin).
+_EDGE_ORIGIN = {Origin.HEURISTIC: "heuristic", Origin.LLM: "llm_pairwise", Origin.MANUAL: "manual"}
+SYSTEM_ACTOR = "system:update-detector"
+MODEL_ACTOR = "system:model"
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """What a rule or model proposes about (newer, older)."""
+
+    decision: str
+    origin: str
+    confidence: float
+    rule: str | None = None
+    model: str | None = None
+    evidence: dict[str, Any] | None = None
+
+
+def _active_on_pair(*, workspace_id: int, a: uuid.UUID, b: uuid.UUID) -> list[SupersessionDecision]:
+    return list(
+        SupersessionDecision.objects.filter(
+            workspace_id=workspace_id,
+            reverted_at__isnull=True,
+            newer_id__in=[a, b],
+            older_id__in=[a, b],
+        ).select_for_update()
+    )
+
+
+def decided_by_person(*, workspace_id: int, a: uuid.UUID, b: uuid.UUID) -> bool:
+    """Whether a person has an active decision on the pair (the detector and models then leave it alone)."""
+    return SupersessionDecision.objects.filter(
+        workspace_id=workspace_id,
+        reverted_at__isnull=True,
+        origin=Origin.MANUAL,
+        newer_id__in=[a, b],
+        older_id__in=[a, b],
+    ).exists()
+
+
+def decision_record(
+    *, workspace_id: int, newer: Memory, older: Memory, proposal: Proposal, actor: str
+) -> SupersessionDecision:
+    """Record `proposal` on the pair, reverting (and undoing) the active decisions on it first."""
+    now = timezone.now()
+    for previous in _active_on_pair(workspace_id=workspace_id, a=newer.id, b=older.id):
+        _undo(workspace_id=workspace_id, decision=previous, actor=actor, at=now)
+    record = SupersessionDecision.objects.create(
+        workspace_id=workspace_id,
+        newer_id=newer.id,
+        older_id=older.id,
+        decision=proposal.decision,
+        origin=proposal.origin,
+        rule=(proposal.rule or "")[:200] or None,
+        model=proposal.model,
+        confidence=round(float(proposal.confidence), 4),
+        evidence=proposal.evidence,
+        actor=actor[:200],
+        created_at=now,
+    )
+    if proposal.decision == Decision.SUPERSEDES:
+        _supersede(workspace_id=workspace_id, newer=newer, older=older, record=record)
+    return record
+
+
+def decision_revert(*, workspace_id: int, a: uuid.UUID, b: uuid.UUID, actor: str) -> list[SupersessionDecision]:
+    """Revert the active decisions on the pair (either direction) and undo what they did."""
+    now = timezone.now()
+    reverted = _active_on_pair(workspace_id=workspace_id, a=a, b=b)
+    for decision in reverted:
+        _undo(workspace_id=workspace_id, decision=decision, actor=actor, at=now)
+    return reverted
+
+
+def _undo(*, workspace_id: int, decision: SupersessionDecision, actor: str, at: Any) -> None:
+    decision.reverted_at, decision.reverted_by = at, actor[:200]
+    decision.save(update_fields=["reverted_at", "reverted_by"])
+    if decision.decision != Decision.SUPERSEDES:
+        return
+    with connections["app"].cursor() as cursor:
+        cursor.execute(
+            "UPDATE memories SET superseded_by = NULL, updated_at = %s "
+            "WHERE workspace_id = %s AND id = %s AND superseded_by = %s",
+            [at, workspace_id, decision.older_id, decision.newer_id],
+        )
+        cursor.execute(
+            """
+            UPDATE graph_edges SET expired_at = %s, updated_at = %s
+            WHERE workspace_id = %s AND edge_key = %s AND expired_at IS NULL
+            """,
+            [at, at, workspace_id, _edge_key(decision)],
+        )
+        ended = [int(i) for i in (decision.evidence or {}).get("endedFactIds", []) if isinstance(i, int)]
+        if ended:
+            # Reopen the facts this supersession ended, unless a newer version of the same key is active.
+            cursor.execute(
+                """
+                UPDATE graph_edges f SET valid_to = NULL, expired_at = NULL, superseded_by_id = NULL,
+                    updated_at = %s
+                WHERE f.workspace_id = %s AND f.id = ANY(%s)
+                  AND NOT EXISTS (SELECT 1 FROM graph_edges o WHERE o.workspace_id = f.workspace_id
+                                  AND o.edge_key = f.edge_key AND o.expired_at IS NULL)
+                """,
+                [at, workspace_id, ended],
+            )
+
+
+def _edge_key(decision: SupersessionDecision) -> str:
+    return f"s:supersedes:{decision.newer_id}:{decision.older_id}"
+
+
+def _supersede(*, workspace_id: int, newer: Memory, older: Memory, record: SupersessionDecision) -> None:
+    now = record.created_at
+    with connections["app"].cursor() as cursor:
+        cursor.execute(
+            "UPDATE memories SET superseded_by = %s, updated_at = %s "
+            "WHERE workspace_id = %s AND id = %s AND deleted_at IS NULL",
+            [newer.id, now, workspace_id, older.id],
+        )
+        older.superseded_by = newer.id
+        evidence = record.evidence or {}
+        cursor.execute(
+            """
+            INSERT INTO graph_edges (workspace_id, edge_key, from_node_id, to_node_id, edge_type, edge_class,
+                weight, confidence, evidence_memory_id, evidence_text, origin, metadata, created_at,
+                updated_at, last_observed_at, retrieval_count)
+            SELECT %s, %s, f.id, t.id, 'supersedes', 'temporal', 1.0, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, 0
+            FROM graph_nodes f, graph_nodes t
+            WHERE f.workspace_id = %s AND f.node_type = 'memory' AND f.node_key = %s
+              AND t.workspace_id = %s AND t.node_type = 'memory' AND t.node_key = %s
+            ON CONFLICT (workspace_id, edge_key) WHERE expired_at IS NULL DO UPDATE
+                SET confidence = EXCLUDED.confidence, origin = EXCLUDED.origin, metadata = EXCLUDED.metadata,
+                    evidence_text = EXCLUDED.evidence_text, updated_at = EXCLUDED.updated_at
+            """,
+            [
+                workspace_id,
+                _edge_key(record),
+                record.confidence,
+                newer.id,
+                (str(evidence.get("cue") or "") + " " + str(evidence.get("newSpan") or "")).strip()[:500]
+                or None,
+                _EDGE_ORIGIN[Origin(record.origin)],
+                json.dumps(
+                    {
+                        "decisionId": record.id,
+                        "rule": record.rule,
+                        "model": record.model,
+                        "explanation": evidence.get("explanation"),
+                        "oldSpan": evidence.get("oldSpan"),
+                        "newSpan": evidence.get("newSpan"),
+                    }
+                ),
+                now,
+                now,
+                now,
+                workspace_id,
+                str(newer.id),
+                workspace_id,
+                str(older.id),
+            ],
+        )
+    ended = facts_follow(workspace_id=workspace_id, newer_id=newer.id, older_id=older.id, at=now)
+    if ended:
+        record.evidence = {**(record.evidence or {}), "endedFactIds": ended}
+        record.save(update_fields=["evidence"])
+
+
+def facts_follow(*, workspace_id: int, newer_id: uuid.UUID, older_id: uuid.UUID, at: Any) -> list[int]:
+    """End the active facts whose only evidence is the older memory when the newer memory supports a fact
+    with the same subject and relation and another object ("deploys on Friday" → "deploys on Tuesday"). The
+    ended fact keeps its valid_from, so a point-in-time read before `at` still finds it. Returns their ids."""
+    with connections["app"].cursor() as cursor:
+        cursor.execute(
+            """
+            WITH newer AS (
+                SELECT e.id, e.from_node_id, e.to_node_id, e.edge_type, e.edge_class
+                FROM graph_fact_evidence v JOIN graph_edges e ON e.id = v.edge_id AND e.workspace_id = v.workspace_id
+                WHERE v.workspace_id = %(ws)s AND v.memory_id = %(newer)s AND e.origin = 'llm_entity'
+                  AND e.expired_at IS NULL AND e.valid_to IS NULL
+            ), ended AS (
+                SELECT DISTINCT ON (o.id) o.id, n.id AS by_id
+                FROM graph_fact_evidence v
+                JOIN graph_edges o ON o.id = v.edge_id AND o.workspace_id = v.workspace_id
+                JOIN newer n ON n.from_node_id = o.from_node_id AND n.edge_type = o.edge_type
+                                AND n.edge_class = o.edge_class AND n.to_node_id <> o.to_node_id
+                WHERE v.workspace_id = %(ws)s AND v.memory_id = %(older)s AND o.origin = 'llm_entity'
+                  AND o.expired_at IS NULL AND o.valid_to IS NULL
+                  AND NOT EXISTS (SELECT 1 FROM graph_fact_evidence w WHERE w.workspace_id = %(ws)s
+                                  AND w.edge_id = o.id AND w.memory_id <> %(older)s)
+                ORDER BY o.id, n.id
+            )
+            UPDATE graph_edges g
+            SET valid_to = greatest(coalesce(g.valid_from, g.created_at), %(at)s), expired_at = %(at)s,
+                superseded_by_id = ended.by_id, updated_at = %(at)s
+            FROM ended
+            WHERE g.workspace_id = %(ws)s AND g.id = ended.id
+            RETURNING g.id
+            """,
+            {"ws": workspace_id, "newer": newer_id, "older": older_id, "at": at},
+        )
+        return sorted(row[0] for row in cursor.fetchall())
+
+
+def facts_follow_memory(*, workspace_id: int, memory: Memory) -> list[int]:
+    """After a memory's facts were extracted: end what it supersedes, and its own facts when it is
+    superseded already (extraction and supersession run in either order)."""
+    ended: list[int] = []
+    now = timezone.now()
+    memory.refresh_from_db(fields=["superseded_by"])
+    if memory.superseded_by is not None:
+        ended += facts_follow(workspace_id=workspace_id, newer_id=memory.superseded_by, older_id=memory.id, at=now)
+    for older_id in Memory.objects.filter(
+        workspace_id=workspace_id, superseded_by=memory.id, deleted_at__isnull=True
+    ).values_list("id", flat=True):
+        ended += facts_follow(workspace_id=workspace_id, newer_id=memory.id, older_id=older_id, at=now)
+    return ended
+
+
+# --- detection at write time --------------------------------------------------------------------------------
+
+# Types that can change one another: a decision can replace a fact or a rule, a note (a session's record) a
+# decision; a skill (a procedure) only another skill.
+_TYPE_FAMILY = {"rule": "claim", "decision": "claim", "fact": "claim", "note": "claim", "skill": "skill"}
+
+
+def comparable(newer: Memory, older: Memory) -> bool:
+    """Whether the detector may compare the pair: the same visibility (workspace, project, end user: one
+    memory never hides another that someone else sees), compatible types and layers, live and current,
+    and `older` written first."""
+    return (
+        newer.id != older.id
+        and newer.workspace_id == older.workspace_id
+        and newer.user_id == older.user_id
+        and newer.project_id == older.project_id
+        and newer.scope == older.scope
+        and older.deleted_at is None
+        and older.superseded_by is None
+        and newer.superseded_by is None
+        and (older.created_at, str(older.id)) < (newer.created_at, str(newer.id))
+        and _TYPE_FAMILY.get(newer.type) == _TYPE_FAMILY.get(older.type)
+        and (newer.layer == Memory.Layer.WORKING) == (older.layer == Memory.Layer.WORKING)
+    )
+
+
+def updates_detect(
+    *, workspace_id: int, memory: Memory, neighbours: list[tuple[Memory, float]], threshold: float
+) -> list[SupersessionDecision]:
+    """Classify `memory` against its nearest comparable neighbours (memories.updates) and record what the
+    detector finds: *updates* supersedes the older memory, *restates* is recorded. Pairs a person or a model
+    decided are left alone."""
+    from memories import updates
+
+    recorded: list[SupersessionDecision] = []
+    for older, similarity in neighbours:
+        if not comparable(memory, older):
+            continue
+        decision = updates.classify(older=older.content, newer=memory.content, threshold=threshold)
+        if decision.relation == updates.UNRELATED:
+            continue
+        wanted = Decision.SUPERSEDES if decision.relation == updates.UPDATES else Decision.RESTATES
+        active = _active_on_pair(workspace_id=workspace_id, a=memory.id, b=older.id)
+        if any(d.origin != Origin.HEURISTIC or d.decision == wanted for d in active):
+            continue
+        proposal = Proposal(
+            decision=wanted,
+            origin=Origin.HEURISTIC,
+            confidence=decision.confidence,
+            rule=decision.rule,
+            evidence={**decision.evidence(), "similarity": round(similarity, 4)},
+        )
+        recorded.append(
+            decision_record(
+                workspace_id=workspace_id, newer=memory, older=older, proposal=proposal, actor=SYSTEM_ACTOR
+            )
+        )
+        if proposal.decision == Decision.SUPERSEDES:
+            memory.refresh_from_db(fields=["superseded_by"])
+    return recorded
