@@ -24,9 +24,15 @@ def _scores(pairs: list[dict[str, str]], threshold: float) -> dict[str, dict[str
     result = {}
     predicted = [updates.classify(older=p["older"], newer=p["newer"], threshold=threshold) for p in pairs]
     for label in (updates.UPDATES, updates.RESTATES):
-        tp = sum(1 for p, d in zip(pairs, predicted, strict=True) if d.relation == label and p["label"] == label)
-        fp = sum(1 for p, d in zip(pairs, predicted, strict=True) if d.relation == label and p["label"] != label)
-        fn = sum(1 for p, d in zip(pairs, predicted, strict=True) if d.relation != label and p["label"] == label)
+        tp = sum(
+            1 for p, d in zip(pairs, predicted, strict=True) if d.relation == label and p["label"] == label
+        )
+        fp = sum(
+            1 for p, d in zip(pairs, predicted, strict=True) if d.relation == label and p["label"] != label
+        )
+        fn = sum(
+            1 for p, d in zip(pairs, predicted, strict=True) if d.relation != label and p["label"] == label
+        )
         result[label] = {
             "precision": round(tp / (tp + fp), 3) if tp + fp else 1.0,
             "recall": round(tp / (tp + fn), 3) if tp + fn else 1.0,
@@ -38,14 +44,18 @@ def _scores(pairs: list[dict[str, str]], threshold: float) -> dict[str, dict[str
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--pairs", type=Path, default=ROOT / "bench" / "data" / "update_pairs.jsonl")
     parser.add_argument("--threshold", type=float, default=updates.DEFAULT_THRESHOLD)
     parser.add_argument("--sweep", action="store_true")
     parser.add_argument("--show-errors", action="store_true")
     args = parser.parse_args()
     pairs = [json.loads(line) for line in args.pairs.read_text().splitlines() if line.strip()]
-    counts = {label: sum(1 for p in pairs if p["label"] == label) for label in ("updates", "restates", "unrelated")}
+    counts = {
+        label: sum(1 for p in pairs if p["label"] == label) for label in ("updates", "restates", "unrelated")
+    }
     print(f"{len(pairs)} pairs: {counts}")
     scores = _scores(pairs, args.threshold)
     for label, values in scores.items():

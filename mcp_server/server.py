@@ -44,7 +44,9 @@ from graphsvc.schemas import (
 )
 from graphsvc.traverse import graph_traverse
 from mcp_server import answers
-from memories.schemas import AddIn, ForgetIn, ForgetOut
+from memories import supersession
+from memories.api import supersession_answer
+from memories.schemas import AddIn, ForgetIn, ForgetOut, ResolveIn, ResolveOut
 from memories.selectors import MemoryScope, memory_scope
 from pipeline import services as pipeline
 from pipeline.outcomes import add_outcome_data
@@ -160,6 +162,24 @@ def forget_memory_sync(*, caller: SdkCaller, payload: dict[str, Any], role: str)
     with workspace_context(workspace_id):
         memory = pipeline.memory_forget_flow(workspace_id=workspace_id, scope=scope, memory_id=body.id)
     return ForgetOut(id=str(memory.id), deleted=True, message="Memory forgotten.").model_dump(mode="json")
+
+
+@declare(WRITE)
+def resolve_memories_sync(*, caller: SdkCaller, payload: dict[str, Any], role: str) -> dict[str, Any]:
+    body = _validated(ResolveIn, payload)
+    workspace_id, scope = _resolve(caller, body.scope, role=role)
+    with workspace_context(workspace_id):
+        resolution = supersession.memory_resolve(
+            workspace_id=workspace_id,
+            scope=scope,
+            memory_id=body.memoryId,
+            other_memory_id=body.otherMemoryId,
+            action=body.action,
+            actor=f"user:{caller.user.pk}",
+            note=body.note,
+        )
+        data = supersession_answer(workspace_id=workspace_id, resolution=resolution)
+    return ResolveOut.model_validate(data).model_dump(mode="json")
 
 
 @declare(READ)
@@ -316,6 +336,7 @@ TOOL_BODIES: dict[str, Callable[..., dict[str, Any]]] = {
     "add_memory": add_memory_sync,
     "search_memories": search_memories_sync,
     "forget_memory": forget_memory_sync,
+    "resolve_memories": resolve_memories_sync,
     "graph_facts": graph_facts_sync,
     "graph_traverse": graph_traverse_sync,
     "graph_entities": graph_entities_sync,
@@ -328,6 +349,7 @@ TOOL_TEXT: dict[str, Callable[[dict[str, Any]], str]] = {
     "add_memory": answers.added_text,
     "search_memories": answers.search_text,
     "forget_memory": answers.forgotten_text,
+    "resolve_memories": answers.resolved_text,
     "graph_facts": answers.facts_text,
     "graph_traverse": answers.traverse_text,
     "graph_entities": answers.entities_text,
@@ -518,6 +540,24 @@ def build_server(settings: McpSettings) -> MCPServer:
         scope: ScopeParam = None,
     ) -> CallToolResult:
         return await run(ctx, "forget_memory", {"id": id, "scope": merged_scope(scope)})
+
+    @server.tool(
+        description="Say which of two memories is current: supersedes (memory_id replaces other_memory_id, "
+        "which leaves context and search), not_conflict (both stand), restates, or revert (undo the decision "
+        "on the pair). Use it when get_context lists a conflict and the user tells you which side holds."
+    )
+    async def resolve_memories(
+        ctx: Context,
+        action: Annotated[
+            Literal["supersedes", "not_conflict", "restates", "revert"], Field(description="The decision.")
+        ],
+        memory_id: Annotated[str, Field(description="The current memory (for supersedes).")],
+        other_memory_id: Annotated[str, Field(description="The other memory of the pair.")],
+        note: Annotated[str | None, Field(description="Why, kept with the decision.")] = None,
+        scope: ScopeParam = None,
+    ) -> CallToolResult:
+        payload = _drop_none(action=action, memoryId=memory_id, otherMemoryId=other_memory_id, note=note)
+        return await run(ctx, "resolve_memories", {**payload, "scope": merged_scope(scope)})
 
     @server.tool(description="Facts from the entity graph about what `query` (or one `entity`) reaches.")
     async def graph_facts(

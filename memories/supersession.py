@@ -91,7 +91,9 @@ def decision_record(
     return record
 
 
-def decision_revert(*, workspace_id: int, a: uuid.UUID, b: uuid.UUID, actor: str) -> list[SupersessionDecision]:
+def decision_revert(
+    *, workspace_id: int, a: uuid.UUID, b: uuid.UUID, actor: str
+) -> list[SupersessionDecision]:
     """Revert the active decisions on the pair (either direction) and undo what they did."""
     now = timezone.now()
     reverted = _active_on_pair(workspace_id=workspace_id, a=a, b=b)
@@ -202,7 +204,8 @@ def facts_follow(*, workspace_id: int, newer_id: uuid.UUID, older_id: uuid.UUID,
             """
             WITH newer AS (
                 SELECT e.id, e.from_node_id, e.to_node_id, e.edge_type, e.edge_class
-                FROM graph_fact_evidence v JOIN graph_edges e ON e.id = v.edge_id AND e.workspace_id = v.workspace_id
+                FROM graph_fact_evidence v
+                JOIN graph_edges e ON e.id = v.edge_id AND e.workspace_id = v.workspace_id
                 WHERE v.workspace_id = %(ws)s AND v.memory_id = %(newer)s AND e.origin = 'llm_entity'
                   AND e.expired_at IS NULL AND e.valid_to IS NULL
             ), ended AS (
@@ -236,7 +239,9 @@ def facts_follow_memory(*, workspace_id: int, memory: Memory) -> list[int]:
     now = timezone.now()
     memory.refresh_from_db(fields=["superseded_by"])
     if memory.superseded_by is not None:
-        ended += facts_follow(workspace_id=workspace_id, newer_id=memory.superseded_by, older_id=memory.id, at=now)
+        ended += facts_follow(
+            workspace_id=workspace_id, newer_id=memory.superseded_by, older_id=memory.id, at=now
+        )
     for older_id in Memory.objects.filter(
         workspace_id=workspace_id, superseded_by=memory.id, deleted_at__isnull=True
     ).values_list("id", flat=True):
@@ -304,3 +309,76 @@ def updates_detect(
         if proposal.decision == Decision.SUPERSEDES:
             memory.refresh_from_db(fields=["superseded_by"])
     return recorded
+
+
+# --- people and agents: memories/resolve, the MCP tool, the dashboard ---------------------------------------
+
+_ACTIONS = {
+    "supersedes": Decision.SUPERSEDES,
+    "not_conflict": Decision.NOT_CONFLICT,
+    "restates": Decision.RESTATES,
+}
+
+
+@dataclass
+class Resolution:
+    decision: SupersessionDecision | None
+    reverted: list[SupersessionDecision]
+    memories: list[Memory]
+
+
+def memory_resolve(
+    *,
+    workspace_id: int,
+    scope: Any,
+    memory_id: str,
+    other_memory_id: str,
+    action: str,
+    actor: str,
+    rule: str | None = None,
+    note: str | None = None,
+) -> Resolution:
+    """A person's (or an agent's) decision on a pair of memories the caller may write: `memory_id` is
+    current for supersedes. 404 when either is not the caller's to write, 400 for a memory paired with
+    itself. Call inside the workspace's context."""
+    from memories import selectors, services
+
+    current = selectors.memory_get_writable(workspace_id=workspace_id, scope=scope, memory_id=memory_id)
+    if current is None:
+        raise services.memory_not_found(memory_id)
+    other = selectors.memory_get_writable(workspace_id=workspace_id, scope=scope, memory_id=other_memory_id)
+    if other is None:
+        raise services.memory_not_found(other_memory_id)
+    if current.id == other.id:
+        from config.errors import ApiError
+
+        raise ApiError(
+            400, "VALIDATION_ERROR", "memoryId and otherMemoryId name the same memory: name two memories."
+        )
+    if action == "revert":
+        reverted = decision_revert(workspace_id=workspace_id, a=current.id, b=other.id, actor=actor)
+        decision = None
+    else:
+        before = _active_on_pair(workspace_id=workspace_id, a=current.id, b=other.id)
+        if action != "supersedes" and other.created_at > current.created_at:
+            current, other = other, current  # a pair without a direction is stored newer first
+        if action == "supersedes" and current.superseded_by is not None:
+            # The current side was itself superseded by the other: that decision is what this one replaces.
+            current.superseded_by = None
+        decision = decision_record(
+            workspace_id=workspace_id,
+            newer=current,
+            older=other,
+            proposal=Proposal(
+                decision=_ACTIONS[action],
+                origin=Origin.MANUAL,
+                confidence=1.0,
+                rule=rule or action,
+                evidence={"note": note} if note else None,
+            ),
+            actor=actor,
+        )
+        reverted = before
+    for memory in (current, other):
+        memory.refresh_from_db()
+    return Resolution(decision, reverted, [current, other])

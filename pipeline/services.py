@@ -900,7 +900,9 @@ def run_extract_jobs(*, workspace_id: int, claimed: list[jobs.ClaimedJob]) -> No
             graph_step(
                 workspace_id=workspace_id,
                 memory_id=memory.id,
-                action=lambda: supersession.facts_follow_memory(workspace_id=workspace_id, memory=memory),
+                action=functools.partial(
+                    supersession.facts_follow_memory, workspace_id=workspace_id, memory=memory
+                ),
             )
             jobs.jobs_succeed(jobs=[job])
 

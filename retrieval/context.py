@@ -414,7 +414,8 @@ def context_text(
         sections.append(
             "## Conflicts\n"
             + "\n".join(
-                f"- {c['memoryAId']} <-> {c['memoryBId']} (confidence {c['confidence']:.2f})"
+                f"- {c['memoryAId']} <-> {c['memoryBId']} ({c['edgeType']}, confidence {c['confidence']:.2f};"
+                f" current: {c.get('currentMemoryId', c['memoryAId'])})"
                 for c in conflicts
             )
         )
@@ -568,7 +569,14 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
     else:
         returned = list({m.id: m for m in working.memories + long_term.memories}.values())
 
-    conflicts = expansion.contradictions(workspace_id=workspace_id, memory_ids=[m.id for m in returned])
+    conflicts = conflicts_with_current(
+        workspace_id=workspace_id,
+        scope=scope,
+        returned=returned,
+        contradictions=expansion.contradictions(
+            workspace_id=workspace_id, memory_ids=[m.id for m in returned]
+        ),
+    )
     fallback_triggered = strategy.graph_requested and not apply
     fallback_reason = (
         _fallback_reason(mode=mode, blocked=blocked, expansion_failed=expansion_failed)
@@ -670,6 +678,94 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
             "longTermIds": [str(m.id) for m in long_term.memories],
         },
     }
+
+
+# The memories the returned ones replaced (their supersession decision when one was recorded), readable by
+# the caller: one small statement on memories' superseded_by.
+_REPLACED_SQL = """
+SELECT m.id, m.superseded_by, d.confidence, d.origin, d.rule, d.evidence
+FROM memories m
+LEFT JOIN LATERAL (
+    SELECT s.confidence, s.origin, s.rule, s.evidence FROM memory_supersessions s
+    WHERE s.workspace_id = m.workspace_id AND s.older_id = m.id AND s.newer_id = m.superseded_by
+      AND s.reverted_at IS NULL AND s.decision = 'supersedes'
+    ORDER BY s.id DESC LIMIT 1
+) d ON true
+WHERE {readable} AND m.superseded_by = ANY(%(returned_ids)s::uuid[])
+ORDER BY m.created_at DESC, m.id
+LIMIT 20
+"""
+
+
+def conflicts_with_current(
+    *,
+    workspace_id: int,
+    scope: MemoryScope,
+    returned: list[Memory],
+    contradictions: list[dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """Each conflict once, with the current side: the contradictions among the returned memories, and the
+    memories the returned ones superseded (left out of the ranked tiers unless includeSuperseded, listed
+    here so an agent knows what changed). A contradiction between a memory and its successor is one entry."""
+    if not returned:
+        return []
+    by_id = {m.id: m for m in returned}
+    params: dict[str, Any] = {"workspace_id": workspace_id, "returned_ids": list(by_id)}
+    readable = selectors.readable_sql(dataclasses.replace(scope, include_superseded=True), params)
+    with prepared_cursor() as cursor:
+        cursor.execute(_REPLACED_SQL.format(readable=readable), params)
+        replaced = cursor.fetchall()
+    successor = {str(old): str(new) for old, new, *_ in replaced}
+    for memory in returned:
+        if memory.superseded_by is not None and memory.superseded_by in by_id:
+            successor[str(memory.id)] = str(memory.superseded_by)
+    listed: set[frozenset[str]] = set()
+    result = []
+    for conflict in contradictions:
+        a, b = conflict["memoryAId"], conflict["memoryBId"]
+        if successor.get(a) == b or successor.get(b) == a:
+            current, because = (b if successor.get(a) == b else a), "superseded"
+        else:
+            first, second = by_id.get(uuid.UUID(a)), by_id.get(uuid.UUID(b))
+            newer = (
+                second
+                if first is None or (second is not None and (second.created_at, b) > (first.created_at, a))
+                else first
+            )
+            current, because = str(newer.id) if newer is not None else a, "newer"
+        listed.add(frozenset((a, b)))
+        result.append({**conflict, "currentMemoryId": current, "currentBecause": because})
+    for old, new, confidence, origin, rule, evidence in replaced:
+        pair = frozenset((str(old), str(new)))
+        if pair in listed:
+            continue
+        listed.add(pair)
+        evidence = evidence if isinstance(evidence, dict) else {}
+        result.append(
+            {
+                "memoryAId": min(str(old), str(new)),
+                "memoryBId": max(str(old), str(new)),
+                "edgeType": "supersedes",
+                "confidence": round(float(confidence if confidence is not None else 1.0), 4),
+                "explanation": _replaced_explanation(origin=origin, rule=rule, evidence=evidence),
+                "evidence": evidence.get("newSpan") if isinstance(evidence.get("newSpan"), str) else None,
+                "suggestion": "The current memory replaced the other; rely on the current one.",
+                "currentMemoryId": str(new),
+                "currentBecause": "superseded",
+            }
+        )
+    return result
+
+
+def _replaced_explanation(*, origin: str | None, rule: str | None, evidence: dict[str, Any]) -> str:
+    if origin == "heuristic":
+        cue, old, new = evidence.get("cue"), evidence.get("oldSpan"), evidence.get("newSpan")
+        return f"Update detected (cue {cue!s}): {old!s} → {new!s}."
+    if origin == "llm":
+        return str(evidence.get("explanation") or "A model decided the newer memory replaces the older.")
+    if origin == "manual":
+        return "A person decided which memory is current."
+    return "Consolidation kept the newer memory of the same key."
 
 
 def _time_window_trace(outcome: search.SearchOutcome | None, baseline: list[Memory]) -> dict[str, Any] | None:

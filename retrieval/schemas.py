@@ -182,8 +182,19 @@ class ContextMemoryOut(MemoryOut):
 class ConflictOut(DictOut):
     memoryAId: str = Field(description="One memory of the pair (the smaller id).")
     memoryBId: str = Field(description="The other.")
-    edgeType: Literal["contradicts"] = Field(description="Always contradicts.")
-    confidence: float = Field(description="Highest confidence of the contradiction edges between them.")
+    edgeType: Literal["contradicts", "supersedes"] = Field(
+        description="contradicts: the two disagree; supersedes: one replaced the other (update detection, a "
+        "model, a person or consolidation), and only the current one is among the returned memories unless "
+        "includeSuperseded."
+    )
+    confidence: float = Field(description="Highest confidence of the edges or the decision between them.")
+    currentMemoryId: str = Field(
+        description="The side that is current: the successor of a supersession, else the newer memory."
+    )
+    currentBecause: Literal["superseded", "decided", "newer"] = Field(
+        description="superseded: the other side is marked superseded; decided: a person or a model said "
+        "both stand (not_conflict) or restate each other; newer: nothing decided, the newer side is taken."
+    )
     explanation: str = Field(description="Why they are listed (the model's explanation when it gave one).")
     evidence: str | None = Field(None, description="The quote the model based the contradiction on, if any.")
     suggestion: str = Field(description="What an agent may do about it.")

@@ -329,7 +329,12 @@ def successors_first(memories: list[Memory]) -> list[Memory]:
 
     for memory in memories:
         successor = memory.superseded_by
-        if successor is not None and successor in present and successor not in emitted and successor != memory.id:
+        if (
+            successor is not None
+            and successor in present
+            and successor not in emitted
+            and successor != memory.id
+        ):
             waiting.setdefault(successor, []).append(memory)
             continue
         emit(memory)

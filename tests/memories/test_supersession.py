@@ -1,5 +1,6 @@
 """Update detection on write: an update supersedes what it changes (edge, decision, superseded_by), a
-restatement is recorded, unrelated and differently scoped memories are left alone; people's decisions stand."""
+restatement is recorded, unrelated and differently scoped memories are left alone.
+"""
 
 from __future__ import annotations
 
@@ -44,7 +45,11 @@ def test_it_supersedes_the_older_memory_an_update_changes(personas):
     assert str(stored(workspace_id, old["id"]).superseded_by) == new["id"]
     assert stored(workspace_id, new["id"]).superseded_by is None
     [decision] = _decisions(workspace_id)
-    assert (decision.decision, decision.origin, decision.actor) == ("supersedes", "heuristic", "system:update-detector")
+    assert (decision.decision, decision.origin, decision.actor) == (
+        "supersedes",
+        "heuristic",
+        "system:update-detector",
+    )
     assert decision.confidence >= 0.7 and decision.evidence["cue"] == "moved"
     assert decision.evidence["oldSpan"] == "friday" and decision.evidence["newSpan"] == "tuesday"
     [(newer, older, origin, _type, confidence)] = _edges(workspace_id)
@@ -87,6 +92,9 @@ def test_it_records_a_restatement_without_hiding_either(personas):
     new = api.add("Secrets are kept in AWS Secrets Manager.", type="rule")
     run_jobs(workspace_id)
     [decision] = _decisions(workspace_id)
-    assert (decision.decision, str(decision.newer_id), str(decision.older_id)) == ("restates", new["id"], old["id"])
+    assert (decision.decision, str(decision.newer_id), str(decision.older_id)) == (
+        "restates",
+        new["id"],
+        old["id"],
+    )
     assert stored(workspace_id, old["id"]).superseded_by is None
-
