@@ -432,9 +432,9 @@ SEARCH_REPLY_LIFT = env_float("SEARCH_REPLY_LIFT", 0.8, minimum=0.0, maximum=1.0
 SEARCH_HALF_LIFE_DAYS = env_float("SEARCH_HALF_LIFE_DAYS", 30.0, minimum=0.0, maximum=3650.0)
 SEARCH_DECAY_FLOOR = env_float("SEARCH_DECAY_FLOOR", 0.5, minimum=0.0, maximum=1.0)
 SEARCH_MMR_LAMBDA = env_float("SEARCH_MMR_LAMBDA", 0.7, minimum=0.0, maximum=1.0)
-# Candidates this alike (cosine) are near-duplicates: before MMR picks, the newer of the two takes the better
-# place, so MMR keeps an update rather than the memory it changes (retrieval.search.newer_of_duplicates_first).
-# 1 turns it off.
+# Candidates this alike (cosine) are near-duplicates: before MMR picks, the newer of the two takes the
+# better place, so MMR keeps an update rather than the memory it changes
+# (retrieval.search.newer_of_duplicates_first). 1 turns it off.
 SEARCH_DUPLICATE_SIMILARITY = env_float("SEARCH_DUPLICATE_SIMILARITY", 0.8, minimum=0.0, maximum=1.0)
 # Time-aware recall: a query's time expression ("yesterday", "in May 2023", "before the migration") leaves the
 # text query and becomes a window; memories whose time falls in it get this added to their score (0 = off:
