@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connections
+from django.db.models import Q
 from django.utils import timezone
 
 from memories.models import Memory, SupersessionDecision
@@ -234,18 +235,39 @@ def facts_follow(*, workspace_id: int, newer_id: uuid.UUID, older_id: uuid.UUID,
 
 def facts_follow_memory(*, workspace_id: int, memory: Memory) -> list[int]:
     """After a memory's facts were extracted: end what it supersedes, and its own facts when it is
-    superseded already (extraction and supersession run in either order)."""
+    superseded already (extraction and supersession run in either order). The ended facts are kept on the
+    pair's active decision, so reverting it reopens them."""
     ended: list[int] = []
     now = timezone.now()
     memory.refresh_from_db(fields=["superseded_by"])
-    if memory.superseded_by is not None:
-        ended += facts_follow(
-            workspace_id=workspace_id, newer_id=memory.superseded_by, older_id=memory.id, at=now
+    pairs = [(memory.superseded_by, memory.id)] if memory.superseded_by is not None else []
+    pairs += [
+        (memory.id, older_id)
+        for older_id in Memory.objects.filter(
+            workspace_id=workspace_id, superseded_by=memory.id, deleted_at__isnull=True
+        ).values_list("id", flat=True)
+    ]
+    for newer_id, older_id in pairs:
+        found = facts_follow(workspace_id=workspace_id, newer_id=newer_id, older_id=older_id, at=now)
+        if not found:
+            continue
+        ended += found
+        decision = (
+            SupersessionDecision.objects.filter(
+                workspace_id=workspace_id,
+                newer_id=newer_id,
+                older_id=older_id,
+                decision=Decision.SUPERSEDES,
+                reverted_at__isnull=True,
+            )
+            .order_by("-id")
+            .first()
         )
-    for older_id in Memory.objects.filter(
-        workspace_id=workspace_id, superseded_by=memory.id, deleted_at__isnull=True
-    ).values_list("id", flat=True):
-        ended += facts_follow(workspace_id=workspace_id, newer_id=memory.id, older_id=older_id, at=now)
+        if decision is not None:
+            evidence = dict(decision.evidence or {})
+            evidence["endedFactIds"] = sorted({*evidence.get("endedFactIds", []), *found})
+            decision.evidence = evidence
+            decision.save(update_fields=["evidence"])
     return ended
 
 
@@ -382,3 +404,97 @@ def memory_resolve(
     for memory in (current, other):
         memory.refresh_from_db()
     return Resolution(decision, reverted, [current, other])
+
+
+# --- a model confirms or overrules --------------------------------------------------------------------------
+
+
+def heuristic_pairs(*, workspace_id: int, memory_id: uuid.UUID) -> list[uuid.UUID]:
+    """The other memories of the detector's active decisions on `memory_id` (the model is asked about
+    them)."""
+    rows = SupersessionDecision.objects.filter(
+        Q(newer_id=memory_id) | Q(older_id=memory_id),
+        workspace_id=workspace_id,
+        reverted_at__isnull=True,
+        origin=Origin.HEURISTIC,
+    ).values_list("newer_id", "older_id")
+    return [older if newer == memory_id else newer for newer, older in rows]
+
+
+# The classifier's answer → the decision it makes on the pair (the newer memory refines the older: it
+# supersedes it; agrees: they restate each other; unrelated: no conflict). contradicts confirms a detected
+# supersession (the newer side wins) and proposes nothing on its own: the conflict is listed instead.
+_MODEL_DECISION = {
+    "refines": Decision.SUPERSEDES,
+    "agrees": Decision.RESTATES,
+    "unrelated": Decision.NOT_CONFLICT,
+}
+
+
+def model_decisions_apply(
+    *,
+    workspace_id: int,
+    memory: Memory,
+    neighbours: dict[uuid.UUID, Memory],
+    answers: list[Any],
+    model: str,
+) -> list[SupersessionDecision]:
+    """Record what the model said about `memory` and its neighbours: it confirms or overrules the detector's
+    decision on a pair, and supersedes on its own where no cue showed the change ("refines"). Answers below
+    GRAPH_LLM_RELATIONSHIP_CONFIDENCE_THRESHOLD change nothing; a person's decision is never overridden."""
+    from django.conf import settings
+
+    recorded = []
+    for answer in answers:
+        other = neighbours.get(answer.other_id)
+        if other is None or answer.confidence < settings.GRAPH_LLM_RELATIONSHIP_CONFIDENCE_THRESHOLD:
+            continue
+        active = _active_on_pair(workspace_id=workspace_id, a=memory.id, b=other.id)
+        if any(d.origin == Origin.MANUAL for d in active):
+            continue
+        detected = next((d for d in active if d.origin == Origin.HEURISTIC), None)
+        wanted = _MODEL_DECISION.get(answer.relationship)
+        if answer.relationship == "contradicts":
+            wanted = Decision.SUPERSEDES if detected and detected.decision == Decision.SUPERSEDES else None
+        if wanted is None:
+            continue
+        newer, older = (
+            (memory, other)
+            if (other.created_at, str(other.id)) < (memory.created_at, str(memory.id))
+            else (other, memory)
+        )
+        if wanted == Decision.SUPERSEDES and not (
+            newer.user_id == older.user_id
+            and newer.project_id == older.project_id
+            and newer.scope == older.scope
+        ):
+            continue  # one memory never hides another that someone else sees
+        if detected is None and wanted != Decision.SUPERSEDES:
+            continue  # nothing to confirm or overrule: the edges already say it
+        if any(d.origin == Origin.LLM and d.decision == wanted for d in active):
+            continue
+        verdict = (
+            "confirms" if detected and detected.decision == wanted else ("overrules" if detected else "finds")
+        )
+        recorded.append(
+            decision_record(
+                workspace_id=workspace_id,
+                newer=newer,
+                older=older,
+                proposal=Proposal(
+                    decision=wanted,
+                    origin=Origin.LLM,
+                    confidence=answer.confidence,
+                    rule=f"{verdict}:{answer.relationship}",
+                    model=model or None,
+                    evidence={
+                        "explanation": answer.explanation,
+                        "quote": answer.evidence,
+                        "newSpan": answer.evidence,
+                        "heuristic": detected.evidence if detected else None,
+                    },
+                ),
+                actor=MODEL_ACTOR,
+            )
+        )
+    return recorded

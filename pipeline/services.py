@@ -787,6 +787,8 @@ def run_relate_jobs(*, workspace_id: int, claimed: list[jobs.ClaimedJob]) -> Non
             _memory_text(m)
             for m in _recent_peers(workspace_id, memory, settings.GRAPH_LLM_SEMANTIC_CONTEXT_LIMIT)
         ]
+        with workspace_context(workspace_id):
+            detected = supersession.heuristic_pairs(workspace_id=workspace_id, memory_id=memory.id)
         try:
             result = relationships.relationships_find(
                 workspace_id=workspace_id,
@@ -794,6 +796,7 @@ def run_relate_jobs(*, workspace_id: int, claimed: list[jobs.ClaimedJob]) -> Non
                 candidates=candidates,
                 context=context,
                 job_id=job.id,
+                always_ask=frozenset(detected),
             )
         except llm.LlmBudgetExhausted as exc:
             _llm_failed(
@@ -823,6 +826,13 @@ def run_relate_jobs(*, workspace_id: int, claimed: list[jobs.ClaimedJob]) -> Non
             with workspace_context(workspace_id):
                 relationships.relationship_edges_replace(
                     workspace_id=workspace_id, memory_id=memory.id, edges=result.edges, expires_at=expiry
+                )
+                supersession.model_decisions_apply(
+                    workspace_id=workspace_id,
+                    memory=memory,
+                    neighbours={mid: neighbours[mid] for mid, _ in found if mid in neighbours},
+                    answers=result.answers,
+                    model=llm.model_for("pairwise"),
                 )
                 jobs.jobs_succeed(
                     jobs=[job],

@@ -63,6 +63,14 @@ class TimeWindowOut(DictOut):
     inWindow: int = Field(
         0, description="Results whose time (metadata.sessionTime, else createdAt) is in it."
     )
+    applied: bool = Field(True, description="Whether the window was applied to the ranking.")
+    reason: str | None = Field(
+        None,
+        description="Why: date (a date or a relative time), event (anchored on the memory that tells of "
+        "the event); or why not: indefinite_event (\"before a release\"), habitual_clause (\"before I "
+        "push\"), procedural_question (\"what should I run before …\"), anchor_not_found (no memory tells "
+        "of the event).",
+    )
 
 
 class RerankerOut(DictOut):

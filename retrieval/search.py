@@ -725,6 +725,9 @@ class TimedQuery:
     expression: str | None = None  # what the query said, also when no window could be made of it
     anchor_id: uuid.UUID | None = None
     original: str = ""  # the query as asked
+    # Why the window was applied (date, event) or not (indefinite_event, habitual_clause,
+    # procedural_question, anchor_not_found): the trace says so.
+    reason: str | None = None
 
     @classmethod
     def of(cls, *, workspace_id: int, scope: MemoryScope, query: str, now: datetime) -> TimedQuery:
@@ -732,16 +735,22 @@ class TimedQuery:
             return cls(query, None, original=query)
         parsed = temporal.time_query(query, now=now)
         window = parsed.window
-        if window is None or window.anchor_query is None:
-            return cls(parsed.text, window, window.expression if window else None, original=query)
+        if window is None:
+            if parsed.rejected is not None:
+                expression, reason = parsed.rejected
+                return cls(parsed.text, None, expression, original=query, reason=reason)
+            return cls(parsed.text, None, original=query)
+        if window.anchor_query is None:
+            return cls(parsed.text, window, window.expression, original=query, reason="date")
         found = lexical_search.memory_search_lexical(
             workspace_id=workspace_id, scope=scope, query=window.anchor_query, type=None, layer=None, limit=1
         )
-        if not found:  # no memory tells when the event was: no window
-            return cls(parsed.text, None, window.expression, original=query)
+        if not found or not temporal.event_matches(window.anchor_query, found[0].content):
+            # No memory tells of the event (a best match that misses its words is another event): no window.
+            return cls(parsed.text, None, window.expression, original=query, reason="anchor_not_found")
         event = found[0]
         anchored = temporal.anchored(window, temporal.memory_time(event))
-        return cls(parsed.text, anchored, window.expression, event.id, original=query)
+        return cls(parsed.text, anchored, window.expression, event.id, original=query, reason="event")
 
     def with_candidates(
         self, *, workspace_id: int, scope: MemoryScope, type: str | None, layers: list[str] | None
@@ -772,8 +781,19 @@ class TimedQuery:
         if self.window is None:
             if self.expression is None:
                 return None
-            return {"expression": self.expression, "start": None, "end": None, "anchorMemoryId": None}
-        return self.window.trace(anchor_id=str(self.anchor_id) if self.anchor_id else None)
+            return {
+                "expression": self.expression,
+                "start": None,
+                "end": None,
+                "anchorMemoryId": None,
+                "applied": False,
+                "reason": self.reason,
+            }
+        return {
+            **self.window.trace(anchor_id=str(self.anchor_id) if self.anchor_id else None),
+            "applied": True,
+            "reason": self.reason,
+        }
 
 
 def time_boost(
