@@ -643,6 +643,10 @@ GRAPH_ENTITY_MERGE_MAX_FACTS = env_int("GRAPH_ENTITY_MERGE_MAX_FACTS", 10_000, m
 # context/get's token budget when a request sets none (tokenBudget), and the share of it the entity graph's
 # sections (known facts, community summaries) may fill: about 4 %, 160 tokens of 4,000.
 CONTEXT_TOKEN_BUDGET = env_int("CONTEXT_TOKEN_BUDGET", 4000, minimum=256)
+# Rules are always in context/get; a scope with more than CONTEXT_RULES_ALWAYS of them has them ranked by the
+# query and kept within CONTEXT_RULES_BUDGET_SHARE of the token budget (at least CONTEXT_RULES_ALWAYS).
+CONTEXT_RULES_ALWAYS = env_int("CONTEXT_RULES_ALWAYS", 8)
+CONTEXT_RULES_BUDGET_SHARE = env_float("CONTEXT_RULES_BUDGET_SHARE", 0.3, minimum=0.0, maximum=1.0)
 GRAPH_CONTEXT_BUDGET_SHARE = env_float("GRAPH_CONTEXT_BUDGET_SHARE", 0.04, minimum=0.0, maximum=0.5)
 # Most facts one context/get recalls (what the budget does not fit is dropped; 0: no facts).
 GRAPH_CONTEXT_MAX_FACTS = env_int("GRAPH_CONTEXT_MAX_FACTS", 8, minimum=0)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import math
 import re
 import time
 import uuid
@@ -165,6 +166,55 @@ class Rules:
     # The payloads validated and serialised as context/get's `rules` (memories.api), once per cached list:
     # with 100 rules that was most of the answer's serialisation time.
     rendered: bytes | None = None
+    # Each rule's word stems, and each stem's inverse document frequency over the list (rules_for_query),
+    # computed once per cached list.
+    terms: list[frozenset[str]] | None = None
+    idf: dict[str, float] | None = None
+    total: int = 0  # how many rules the scope holds (set when the list is a query's selection)
+
+
+def _rule_terms(text: str) -> frozenset[str]:
+    from memories.updates import STOP_WORDS, stem
+
+    words = "".join(ch if ch.isalnum() else " " for ch in text[:2000].lower()).split()
+    return frozenset(stem(word) for word in words if len(word) > 1 and word not in STOP_WORDS)
+
+
+def rules_for_query(rules: Rules, *, query: str | None, token_budget: int | None) -> Rules:
+    """Rules are always on; when a scope holds more than CONTEXT_RULES_ALWAYS of them and the call has a
+    query, they are ranked by the query (the words they share with it, rarer words weighing more; project
+    rules before global ones and newer before older among equals) and kept within CONTEXT_RULES_BUDGET_SHARE
+    of the token budget, at least CONTEXT_RULES_ALWAYS of them, instead of pasted whole."""
+    count = len(rules.memories)
+    if not query or count <= settings.CONTEXT_RULES_ALWAYS:
+        return rules
+    if rules.terms is None or rules.idf is None:
+        terms = [_rule_terms(memory.content) for memory in rules.memories]
+        frequency: dict[str, int] = {}
+        for found in terms:
+            for term in found:
+                frequency[term] = frequency.get(term, 0) + 1
+        rules.idf = {term: math.log(1 + count / seen) for term, seen in frequency.items()}
+        rules.terms = terms
+    wanted = _rule_terms(query)
+    idf = rules.idf
+    scores = [sum(idf.get(term, 0.0) for term in wanted & found) for found in rules.terms]
+    order = sorted(range(count), key=lambda index: (-scores[index], index))
+    budget = int(
+        (token_budget if token_budget is not None else settings.CONTEXT_TOKEN_BUDGET)
+        * settings.CONTEXT_RULES_BUDGET_SHARE
+    )
+    kept: list[int] = []
+    used = 0
+    for index in order:
+        cost = len(rules.memories[index].content) // 4 + 4
+        if len(kept) >= settings.CONTEXT_RULES_ALWAYS and used + cost > budget:
+            continue
+        kept.append(index)
+        used += cost
+    return Rules(
+        [rules.memories[index] for index in kept], [rules.payloads[index] for index in kept], total=count
+    )
 
 
 # (workspace, scope) → (fingerprint, rules). The fingerprint is the id@updated_at list of the rules the query
@@ -527,6 +577,7 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
     # The search embeds the query itself, once its lexical candidates have shown which speakers the query
     # names (hybrid embeds it without their names: search.query_without_speakers).
     rules_found = _rules(workspace_id=workspace_id, scope=scope) if request.include_rules else Rules([], [])
+    rules_found = rules_for_query(rules_found, query=request.query, token_budget=request.token_budget)
     rules = rules_found.memories
     working, long_term = _baseline_tiers(
         workspace_id=workspace_id,
@@ -612,6 +663,8 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
         "graphCandidates": total_candidates,
         "graphExpandedCount": len(graph_by_id),
         "conflictCount": len(conflicts),
+        "rulesTotal": rules_found.total or len(rules),
+        "rulesRanked": bool(rules_found.total),
         "fallbackTriggered": fallback_triggered,
         "fallbackReason": fallback_reason,
         "totalCandidates": len(baseline) + len(graph_by_id),

@@ -67,8 +67,8 @@ class TimeWindowOut(DictOut):
     reason: str | None = Field(
         None,
         description="Why: date (a date or a relative time), event (anchored on the memory that tells of "
-        "the event); or why not: indefinite_event (\"before a release\"), habitual_clause (\"before I "
-        "push\"), procedural_question (\"what should I run before …\"), anchor_not_found (no memory tells "
+        'the event); or why not: indefinite_event ("before a release"), habitual_clause ("before I '
+        'push"), procedural_question ("what should I run before …"), anchor_not_found (no memory tells '
         "of the event).",
     )
 
@@ -257,6 +257,12 @@ class ContextTraceOut(DictOut):
     factSeedSource: Literal["words", "meaning", "entity", "none"] = Field(
         "none",
         description="How the facts' seed entities were found: the query's words, its meaning, or none.",
+    )
+    rulesTotal: int = Field(0, description="Rules the scope holds (up to CONTEXT_MAX_RULES).")
+    rulesRanked: bool = Field(
+        False,
+        description="The scope holds more than CONTEXT_RULES_ALWAYS rules and the call has a query: the "
+        "rules were ranked by it and kept within their share of the token budget (`rules` holds those kept).",
     )
     durationMs: float = Field(description="Server time spent assembling the context.")
 

@@ -70,14 +70,62 @@ EVENT_OPENERS = frozenset({"the", "our", "my", "we", "i", "you", "they", "a", "a
 INDEFINITE_OPENERS = frozenset({"a", "an"})
 PRONOUN_OPENERS = frozenset({"we", "i", "you", "they"})
 IRREGULAR_PAST = frozenset(
-    {"was", "were", "had", "did", "went", "came", "got", "made", "took", "left", "began", "saw", "met", "told",
-     "said", "wrote", "built", "broke", "ran", "shipped", "moved", "paid", "bought", "found", "lost", "sold",
-     "spent", "sent", "won", "fell", "gave", "kept", "heard", "felt", "rebuilt", "rewrote", "switched"}  # fmt: skip
+    {
+        "was",
+        "were",
+        "had",
+        "did",
+        "went",
+        "came",
+        "got",
+        "made",
+        "took",
+        "left",
+        "began",
+        "saw",
+        "met",
+        "told",
+        "said",
+        "wrote",
+        "built",
+        "broke",
+        "ran",
+        "shipped",
+        "moved",
+        "paid",
+        "bought",
+        "found",
+        "lost",
+        "sold",
+        "spent",
+        "sent",
+        "won",
+        "fell",
+        "gave",
+        "kept",
+        "heard",
+        "felt",
+        "rebuilt",
+        "rewrote",
+        "switched",
+    }  # fmt: skip
 )
 # A question about what to do ("what should I run before the migration?") asks about a procedure, not about
 # what happened before an event: no window.
 PROCEDURAL_WORDS = frozenset(
-    {"should", "must", "shall", "need", "needs", "always", "whenever", "never", "required", "checklist", "steps"}
+    {
+        "should",
+        "must",
+        "shall",
+        "need",
+        "needs",
+        "always",
+        "whenever",
+        "never",
+        "required",
+        "checklist",
+        "steps",
+    }
 )
 PROCEDURAL_PAIRS = frozenset(
     {("do", "i"), ("do", "we"), ("can", "i"), ("can", "we"), ("how", "to"), ("have", "to"), ("has", "to")}
