@@ -27,6 +27,7 @@ urlpatterns = [
     path(W + "graph/pair/", explorer.explorer_pair, name="dashboard-explorer-pair"),
     path(W + "graph/node/", explorer.explorer_node, name="dashboard-explorer-node"),
     path(W + "changes/", changes.changes, name="dashboard-changes"),
+    path(W + "changes/resolve/", changes.conflict_resolve, name="dashboard-conflict-resolve"),
     path(W + "trace/", changes.trace, name="dashboard-trace"),
     path(W + "rollout/", rollout.rollout, name="dashboard-rollout"),
     path(W + "rollout/mode/", rollout.rollout_mode, name="dashboard-rollout-mode"),

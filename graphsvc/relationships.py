@@ -217,8 +217,8 @@ def relationships_find(
                 if low <= score <= high and other.content.strip() and other.id not in always_ask
             ),
             key=lambda pair: -pair[1],
-        )[: max(0, settings.GRAPH_LLM_PAIRWISE_MAX_CALLS - len(asked))]
-    )
+        )
+    )[: settings.GRAPH_LLM_PAIRWISE_MAX_CALLS]
     for other, _score in in_band:
         result.calls += 1
         try:

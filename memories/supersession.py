@@ -410,13 +410,14 @@ def memory_resolve(
 
 
 def heuristic_pairs(*, workspace_id: int, memory_id: uuid.UUID) -> list[uuid.UUID]:
-    """The other memories of the detector's active decisions on `memory_id` (the model is asked about
-    them)."""
+    """The other memories of the detector's active supersessions of or by `memory_id` (what hides a memory:
+    the model is asked about them)."""
     rows = SupersessionDecision.objects.filter(
         Q(newer_id=memory_id) | Q(older_id=memory_id),
         workspace_id=workspace_id,
         reverted_at__isnull=True,
         origin=Origin.HEURISTIC,
+        decision=Decision.SUPERSEDES,
     ).values_list("newer_id", "older_id")
     return [older if newer == memory_id else newer for newer, older in rows]
 

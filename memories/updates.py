@@ -211,7 +211,17 @@ STRONG_CUES = {
     "stopped": 0.35, "superseded": 0.5, "obsolete": 0.4, "now": 0.3, "longer": 0.0, "renamed": 0.45,
 }  # fmt: skip
 # Two-word cues, found on consecutive words.
-PHRASE_CUES = {("no", "longer"): 0.5, ("no", "more"): 0.35, ("from", "now"): 0.3, ("not", "anymore"): 0.45}
+PHRASE_CUES = {
+    ("no", "longer"): 0.5,
+    ("no", "more"): 0.35,
+    ("any", "more"): 0.45,
+    ("from", "now"): 0.3,
+    ("not", "anymore"): 0.45,
+}
+# A negation one text holds and the other does not: never the same content said again.
+NEGATIONS = frozenset(
+    {"not", "never", "no", "don't", "dont", "doesn't", "isn't", "aren't", "without", "stop"}
+)
 # Words after which the next content word names what was left behind.
 LEFT_MARKERS = frozenset({"from", "instead", "replaced", "replacing", "dropped", "longer", "over", "retired"})
 # "not" names what was left only beside "anymore" ("does not prefer tabs anymore"): alone it is too common.
@@ -407,7 +417,8 @@ def classify(*, older: str, newer: str, threshold: float = DEFAULT_THRESHOLD) ->
 
     if not cues and substituted is None and left is None:
         old_only, new_only = old.content - new.content, new.content - old.content
-        if jaccard >= RESTATE_MIN_JACCARD and not (old_only and new_only):
+        negated = (set(old.words) & NEGATIONS) != (set(new.words) & NEGATIONS)
+        if jaccard >= RESTATE_MIN_JACCARD and not (old_only and new_only) and not negated:
             return Decision(RESTATES, round(jaccard, 3), "overlap", overlap=overlap)
         return Decision(UNRELATED, 0.0, "no_change_cue", overlap=overlap)
 

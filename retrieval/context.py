@@ -620,14 +620,7 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
     else:
         returned = list({m.id: m for m in working.memories + long_term.memories}.values())
 
-    conflicts = conflicts_with_current(
-        workspace_id=workspace_id,
-        scope=scope,
-        returned=returned,
-        contradictions=expansion.contradictions(
-            workspace_id=workspace_id, memory_ids=[m.id for m in returned]
-        ),
-    )
+    conflicts = conflicts_with_current(workspace_id=workspace_id, scope=scope, returned=returned)
     fallback_triggered = strategy.graph_requested and not apply
     fallback_reason = (
         _fallback_reason(mode=mode, blocked=blocked, expansion_failed=expansion_failed)
@@ -733,10 +726,26 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
     }
 
 
-# The memories the returned ones replaced (their supersession decision when one was recorded), readable by
-# the caller: one small statement on memories' superseded_by.
-_REPLACED_SQL = """
-SELECT m.id, m.superseded_by, d.confidence, d.origin, d.rule, d.evidence
+# One statement for both kinds of conflict among what context/get returns: the contradicts edges between
+# returned memories, one row per unordered pair (as graphsvc.expansion.contradictions), and the memories the
+# returned ones superseded that the caller may read, with the supersession decision when one was recorded.
+_CONFLICTS_SQL = """
+SELECT 'c', least(a.node_key, b.node_key), greatest(a.node_key, b.node_key), max(e.confidence),
+       (array_agg(e.metadata->>'explanation' ORDER BY e.confidence DESC)
+            FILTER (WHERE e.metadata->>'explanation' IS NOT NULL))[1],
+       (array_agg(e.evidence_text ORDER BY e.confidence DESC)
+            FILTER (WHERE e.evidence_text IS NOT NULL))[1],
+       NULL::text, NULL::text, NULL::jsonb
+FROM graph_edges e
+JOIN graph_nodes a ON a.id = e.from_node_id AND a.workspace_id = e.workspace_id
+JOIN graph_nodes b ON b.id = e.to_node_id AND b.workspace_id = e.workspace_id
+WHERE e.workspace_id = %(workspace_id)s AND e.edge_type = 'contradicts'
+  AND e.expired_at IS NULL AND (e.expires_at IS NULL OR e.expires_at > now())
+  AND a.node_type = 'memory' AND b.node_type = 'memory'
+  AND a.node_key = ANY(%(returned_keys)s) AND b.node_key = ANY(%(returned_keys)s) AND a.node_key <> b.node_key
+GROUP BY 2, 3
+UNION ALL
+(SELECT 'r', m.id::text, m.superseded_by::text, d.confidence, NULL, NULL, d.origin, d.rule, d.evidence
 FROM memories m
 LEFT JOIN LATERAL (
     SELECT s.confidence, s.origin, s.rule, s.evidence FROM memory_supersessions s
@@ -746,64 +755,81 @@ LEFT JOIN LATERAL (
 ) d ON true
 WHERE {readable} AND m.superseded_by = ANY(%(returned_ids)s::uuid[])
 ORDER BY m.created_at DESC, m.id
-LIMIT 20
+LIMIT 20)
 """
 
 
 def conflicts_with_current(
-    *,
-    workspace_id: int,
-    scope: MemoryScope,
-    returned: list[Memory],
-    contradictions: list[dict[str, Any]],
+    *, workspace_id: int, scope: MemoryScope, returned: list[Memory]
 ) -> list[dict[str, Any]]:
     """Each conflict once, with the current side: the contradictions among the returned memories, and the
     memories the returned ones superseded (left out of the ranked tiers unless includeSuperseded, listed
-    here so an agent knows what changed). A contradiction between a memory and its successor is one entry."""
+    here so an agent knows what changed). A contradiction between a memory and its successor is one entry.
+    One statement, prepared (planning was most of the contradictions' cost)."""
     if not returned:
         return []
     by_id = {m.id: m for m in returned}
-    params: dict[str, Any] = {"workspace_id": workspace_id, "returned_ids": list(by_id)}
+    params: dict[str, Any] = {
+        "workspace_id": workspace_id,
+        "returned_ids": list(by_id),
+        "returned_keys": [str(memory_id) for memory_id in by_id],
+    }
     readable = selectors.readable_sql(dataclasses.replace(scope, include_superseded=True), params)
     with prepared_cursor() as cursor:
-        cursor.execute(_REPLACED_SQL.format(readable=readable), params)
-        replaced = cursor.fetchall()
-    successor = {str(old): str(new) for old, new, *_ in replaced}
+        cursor.execute(_CONFLICTS_SQL.format(readable=readable), params)
+        rows = cursor.fetchall()
+    contradictions = sorted(
+        (row for row in rows if row[0] == "c"), key=lambda row: (-float(row[3]), row[1], row[2])
+    )
+    replaced = [row[1:] for row in rows if row[0] == "r"]
+    successor = {old: new for old, new, *_ in replaced}
     for memory in returned:
         if memory.superseded_by is not None and memory.superseded_by in by_id:
             successor[str(memory.id)] = str(memory.superseded_by)
     listed: set[frozenset[str]] = set()
     result = []
-    for conflict in contradictions:
-        a, b = conflict["memoryAId"], conflict["memoryBId"]
+    for _kind, a, b, confidence, explanation, evidence, *_rest in contradictions:
         if successor.get(a) == b or successor.get(b) == a:
             current, because = (b if successor.get(a) == b else a), "superseded"
         else:
-            first, second = by_id.get(uuid.UUID(a)), by_id.get(uuid.UUID(b))
-            newer = (
-                second
-                if first is None or (second is not None and (second.created_at, b) > (first.created_at, a))
-                else first
-            )
-            current, because = str(newer.id) if newer is not None else a, "newer"
+            first, second = by_id[uuid.UUID(a)], by_id[uuid.UUID(b)]
+            current = b if (second.created_at, b) > (first.created_at, a) else a
+            because = "newer"
         listed.add(frozenset((a, b)))
-        result.append({**conflict, "currentMemoryId": current, "currentBecause": because})
-    for old, new, confidence, origin, rule, evidence in replaced:
-        pair = frozenset((str(old), str(new)))
+        result.append(
+            {
+                "memoryAId": a,
+                "memoryBId": b,
+                "edgeType": "contradicts",
+                "confidence": round(float(confidence), 4),
+                # The model's own explanation and quote when relationship extraction gave them.
+                "explanation": explanation
+                or "These memories are linked by a contradiction edge from relationship extraction.",
+                "evidence": evidence,
+                "suggestion": (
+                    "These memories may conflict. "
+                    "Consider asking the user to clarify which preference is current."
+                ),
+                "currentMemoryId": current,
+                "currentBecause": because,
+            }
+        )
+    for old, new, confidence, _explanation, _evidence, origin, rule, decision_evidence in replaced:
+        pair = frozenset((old, new))
         if pair in listed:
             continue
         listed.add(pair)
-        evidence = evidence if isinstance(evidence, dict) else {}
+        facts = decision_evidence if isinstance(decision_evidence, dict) else {}
         result.append(
             {
-                "memoryAId": min(str(old), str(new)),
-                "memoryBId": max(str(old), str(new)),
+                "memoryAId": min(old, new),
+                "memoryBId": max(old, new),
                 "edgeType": "supersedes",
                 "confidence": round(float(confidence if confidence is not None else 1.0), 4),
-                "explanation": _replaced_explanation(origin=origin, rule=rule, evidence=evidence),
-                "evidence": evidence.get("newSpan") if isinstance(evidence.get("newSpan"), str) else None,
+                "explanation": _replaced_explanation(origin=origin, rule=rule, evidence=facts),
+                "evidence": facts.get("newSpan") if isinstance(facts.get("newSpan"), str) else None,
                 "suggestion": "The current memory replaced the other; rely on the current one.",
-                "currentMemoryId": str(new),
+                "currentMemoryId": new,
                 "currentBecause": "superseded",
             }
         )
