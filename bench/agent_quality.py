@@ -11,8 +11,8 @@ multi-memory questions, written for this bench):
   within the top 10;
 - recall@5 (share of a question's expected memories in the top 5) and MRR@10 (first expected memory);
 - scope leaks: results the question's scope may not see (another project's or another user's).
---context also asks context/get (limit 5) and reports the same for its memories, and whether the stale
-side of an update is in the answer.
+--context also asks context/get (limit 5) and reports the same for its rules then memories, and whether the
+stale side of an update is in the answer.
 
 Runs on its own database (cairn_agent_quality) on the embedded PostgreSQL; every run writes a fresh tenant
 workspace (agent-quality-<time>), so runs never see each other's memories.
@@ -153,8 +153,9 @@ def main() -> int:
                 "context/get", {"query": question["question"], "limit": 5, "scope": scope}
             )
             data = envelope["data"] if status == 200 else {"memories": [], "conflicts": []}
+            # Rules are always in context/get, ranked by the query: the rules first, then the memories.
             got = data["memories"]
-            crow = _scores([m["content"] for m in got], question)
+            crow = _scores([m["content"] for m in data.get("rules", []) + got], question)
             crow.update(
                 question=question["question"], kind=question["kind"], leaks=_leaks(got, question["scope"])
             )

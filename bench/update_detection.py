@@ -43,6 +43,27 @@ def _scores(pairs: list[dict[str, str]], threshold: float) -> dict[str, dict[str
     return result
 
 
+FAMILY = {"rule": "claim", "decision": "claim", "fact": "claim", "note": "claim", "skill": "skill"}
+
+
+def _dataset(path: Path, threshold: float) -> None:
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    compared = found = 0
+    for j, newer in enumerate(rows):
+        for i in range(j):
+            older = rows[i]
+            if (older.get("scope") or {}) != (newer.get("scope") or {}):
+                continue
+            if FAMILY.get(older.get("type", "note")) != FAMILY.get(newer.get("type", "note")):
+                continue
+            compared += 1
+            decision = updates.classify(older=older["content"], newer=newer["content"], threshold=threshold)
+            if decision.relation != updates.UNRELATED:
+                found += 1
+                print(f"  lines {i + 1} → {j + 1}: {decision.relation} {decision.confidence} {decision.rule}")
+    print(f"{path.name}: {compared} comparable pairs, {found} decided")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -51,6 +72,13 @@ def main() -> None:
     parser.add_argument("--threshold", type=float, default=updates.DEFAULT_THRESHOLD)
     parser.add_argument("--sweep", action="store_true")
     parser.add_argument("--show-errors", action="store_true")
+    parser.add_argument(
+        "--dataset",
+        type=Path,
+        default=None,
+        help="also classify every pair of memories/add bodies of this JSONL that the detector would compare "
+        "(same scope, compatible types, file order = write order) and list what it decides",
+    )
     args = parser.parse_args()
     pairs = [json.loads(line) for line in args.pairs.read_text().splitlines() if line.strip()]
     counts = {
@@ -69,6 +97,8 @@ def main() -> None:
                 f"{threshold:9.2f}  {swept['updates']['precision']:.3f} / {swept['updates']['recall']:.3f}"
                 f"     {swept['restates']['precision']:.3f} / {swept['restates']['recall']:.3f}"
             )
+    if args.dataset is not None:
+        _dataset(args.dataset, args.threshold)
     if args.show_errors:
         for pair in pairs:
             decision = updates.classify(older=pair["older"], newer=pair["newer"], threshold=args.threshold)

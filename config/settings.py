@@ -360,7 +360,7 @@ SIMILARITY_EDGE_MAX_PER_MEMORY = env_int("SIMILARITY_EDGE_MAX_PER_MEMORY", 5)
 # SUPERSESSION_DETECTION=false turns the detector off (people and models still decide).
 SUPERSESSION_DETECTION = env_bool("SUPERSESSION_DETECTION", True)
 SUPERSESSION_CANDIDATES = min(50, env_int("SUPERSESSION_CANDIDATES", 10, minimum=1))
-SUPERSESSION_MIN_SIMILARITY = env_float("SUPERSESSION_MIN_SIMILARITY", 0.35, minimum=0.0, maximum=1.0)
+SUPERSESSION_MIN_SIMILARITY = env_float("SUPERSESSION_MIN_SIMILARITY", 0.25, minimum=0.0, maximum=1.0)
 SUPERSESSION_THRESHOLD = env_float("SUPERSESSION_THRESHOLD", 0.7, minimum=0.0, maximum=1.0)
 # Workspaces with more vectors than this (of one dimension) get their own HNSW index; smaller ones scan
 # exactly. An exact scan costs about 1.3 µs per row: 10k rows take 11–15 ms (p95 12–19 ms in

@@ -226,6 +226,36 @@ NEGATIONS = frozenset(
 LEFT_MARKERS = frozenset({"from", "instead", "replaced", "replacing", "dropped", "longer", "over", "retired"})
 # "not" names what was left only beside "anymore" ("does not prefer tabs anymore"): alone it is too common.
 NEGATION = "not"
+# Verbs that say how, not what: "no longer wants raw SQL" left raw SQL, not wanting; skipped when looking for
+# what was left behind.
+GENERIC_VERBS = frozenset(
+    {
+        "prefer",
+        "prefers",
+        "want",
+        "wants",
+        "like",
+        "likes",
+        "need",
+        "needs",
+        "use",
+        "uses",
+        "run",
+        "runs",
+        "work",
+        "works",
+        "do",
+        "does",
+        "allow",
+        "allows",
+        "recommend",
+        "recommends",
+        "support",
+        "supports",
+    }  # fmt: skip
+)
+# "X was replaced by Y": the cue in the passive names its subject as what was left.
+PASSIVE_AUXILIARIES = frozenset({"was", "is", "are", "were", "been", "be", "got", "gets", "being"})
 # A condition the older text lacks: the newer one may hold only in a special case.
 CONDITIONS = frozenset(
     {
@@ -342,49 +372,63 @@ def _has_phrase(words: list[str], first: str, second: str) -> bool:
     return any(a == first and b == second for a, b in zip(words, words[1:], strict=False))
 
 
-def _left_behind(newer: _Text, older: _Text) -> tuple[str, str | None] | None:
+def _left_behind(newer: _Text, older: _Text) -> tuple[str, str | None, bool] | None:
     """A value of the older text that the newer one names as left behind: "from Friday (to Tuesday)",
-    "instead of X", "X was replaced by", "no longer X"; with what replaced it when the text says."""
+    "instead of X", "no longer (wants) X", "X was replaced by (Y)"; with what replaced it when the text says,
+    and whether X is the sentence's subject (the passive: the thing replaced is what both texts are about).
+    Only the first word that says what (generic verbs skipped) counts, and not when the older text had left
+    it behind already ("moved from Redis" then "switched the broker from Redis": two changes, not one)."""
     words = newer.words
     markers = LEFT_MARKERS | ({NEGATION} if "anymore" in words else set())
     for index, word in enumerate(words):
         if word not in markers:
             continue
-        probe, seen = index + 1, 0
-        while probe < len(words) and probe <= index + 5 and seen < 3:
-            candidate = _WEEKDAYS.get(words[probe], words[probe])
-            if candidate in STOP_WORDS or candidate in STRONG_CUES:
-                probe += 1
-                continue
-            if stem(candidate) in older.content or candidate in older.content:
-                break
-            seen += 1
+        probe = index + 1
+        while (
+            probe < len(words)
+            and probe <= index + 4
+            and (words[probe] in STOP_WORDS or words[probe] in STRONG_CUES or words[probe] in GENERIC_VERBS)
+        ):
             probe += 1
-        else:
-            continue
         if probe >= len(words):
             continue
         left = _WEEKDAYS.get(words[probe], words[probe])
+        if not _in_older(left, older) or _left_in(older, left):
+            continue
         replacement = None
         for after in range(probe + 1, min(len(words), probe + 4)):
             if words[after] == "to" and after + 1 < len(words):
                 replacement = words[after + 1]
                 break
-        return left, replacement
-    # "X was replaced by Y" / "X is deprecated": the subject before the cue.
+        return left, replacement, False
     for index, word in enumerate(words):
-        if word in ("replaced", "deprecated", "retired", "dropped") and index > 0:
-            for back in range(index - 1, max(-1, index - 4), -1):
+        if word in ("replaced", "deprecated", "retired", "dropped") and index > 1:
+            if words[index - 1] not in PASSIVE_AUXILIARIES:
+                continue
+            for back in range(index - 2, max(-1, index - 5), -1):
                 candidate = words[back]
                 if candidate in STOP_WORDS:
                     continue
-                if stem(candidate) in older.content:
+                if _in_older(candidate, older) and not _left_in(older, candidate):
                     replacement = None
                     if index + 2 < len(words) and words[index + 1] == "by":
                         replacement = words[index + 2]
-                    return candidate, replacement
+                    return candidate, replacement, True
                 break
     return None
+
+
+def _in_older(word: str, older: _Text) -> bool:
+    return word in older.content or stem(word) in older.content
+
+
+def _left_in(text: _Text, value: str) -> bool:
+    """Whether `text` itself names `value` as left behind (a marker right before it)."""
+    words = text.words
+    return any(
+        _WEEKDAYS.get(word, word) == value and position > 0 and words[position - 1] in LEFT_MARKERS
+        for position, word in enumerate(words)
+    )
 
 
 def _substituted(newer: _Text, older: _Text) -> tuple[str, str, str] | None:
@@ -422,7 +466,14 @@ def classify(*, older: str, newer: str, threshold: float = DEFAULT_THRESHOLD) ->
             return Decision(RESTATES, round(jaccard, 3), "overlap", overlap=overlap)
         return Decision(UNRELATED, 0.0, "no_change_cue", overlap=overlap)
 
-    if len(shared) < 1 or overlap < (0.15 if left is not None else 0.25):
+    changed: set[str] = set()
+    if left is not None and not left[2]:
+        changed = {stem(value) for value in left[:2] if value} | {value for value in left[:2] if value}
+    if substituted is not None:
+        changed |= {substituted[1], substituted[2]}
+    subject = shared - changed
+    if not subject or overlap < (0.15 if left is not None else 0.25):
+        # Nothing in common but the value that changed: two subjects that had the same value.
         return Decision(UNRELATED, 0.0, "different_subject", overlap=overlap)
 
     signals: list[str] = []
@@ -434,7 +485,7 @@ def classify(*, older: str, newer: str, threshold: float = DEFAULT_THRESHOLD) ->
     old_span = new_span = None
     if left is not None:
         score += 0.35
-        old_span, new_span = left
+        old_span, new_span = left[0], left[1]
         signals.append(f"left:{old_span}")
         cue = cue or "left"
     if substituted is not None:
