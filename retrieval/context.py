@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import logging
 import math
 import re
@@ -819,6 +820,11 @@ def conflicts_with_current(
         if pair in listed:
             continue
         listed.add(pair)
+        if isinstance(decision_evidence, str):  # a prepared statement's jsonb arrives as its text
+            try:
+                decision_evidence = json.loads(decision_evidence)
+            except ValueError:
+                decision_evidence = None
         facts = decision_evidence if isinstance(decision_evidence, dict) else {}
         result.append(
             {
