@@ -285,7 +285,12 @@ def _edge_explanation(edge: GraphEdge) -> str | None:
         return str(metadata["explanation"])
     if edge.origin == "heuristic":
         change = f"{metadata.get('oldSpan')} → {metadata.get('newSpan')}"
-        return f"Update detected: {edge.evidence_text or 'a change cue'} ({change})."
+        cue = metadata.get("cue")
+        return (
+            f"Update detected (the newer memory says “{cue}”): {change}."
+            if cue
+            else f"Update detected: {change}."
+        )
     if edge.origin == "manual":
         return "A person decided which memory is current."
     return None

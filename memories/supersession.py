@@ -174,6 +174,7 @@ def _supersede(*, workspace_id: int, newer: Memory, older: Memory, record: Super
                 json.dumps(
                     {
                         "decisionId": record.id,
+                        "cue": evidence.get("cue"),
                         "rule": record.rule,
                         "model": record.model,
                         "explanation": evidence.get("explanation"),
