@@ -11,8 +11,8 @@ multi-memory questions, written for this bench):
   within the top 10;
 - recall@5 (share of a question's expected memories in the top 5) and MRR@10 (first expected memory);
 - scope leaks: results the question's scope may not see (another project's or another user's).
---context also asks context/get (limit 5) and reports the same for its rules then memories, and whether the
-stale side of an update is in the answer.
+--context also asks context/get (limit 5) and reports, over its rules and memories, the share of expected
+memories in the answer (inAnswer), and for updates whether the newer side is in it and the stale side not.
 
 Runs on its own database (cairn_agent_quality) on the embedded PostgreSQL; every run writes a fresh tenant
 workspace (agent-quality-<time>), so runs never see each other's memories.
@@ -153,13 +153,22 @@ def main() -> int:
                 "context/get", {"query": question["question"], "limit": 5, "scope": scope}
             )
             data = envelope["data"] if status == 200 else {"memories": [], "conflicts": []}
-            # Rules are always in context/get, ranked by the query: the rules first, then the memories.
-            got = data["memories"]
-            crow = _scores([m["content"] for m in data.get("rules", []) + got], question)
-            crow.update(
-                question=question["question"], kind=question["kind"], leaks=_leaks(got, question["scope"])
-            )
-            crow["conflicts"] = len(data.get("conflicts") or [])
+            # The answer is what the agent reads: the rules (always on) and the memories, in no rank order
+            # across the two, so context/get is scored on what is in it.
+            got = data.get("rules", []) + data["memories"]
+            contents = [m["content"] for m in got]
+            found = [any(text in content for content in contents) for text in question["expected"]]
+            crow: dict[str, Any] = {
+                "question": question["question"],
+                "kind": question["kind"],
+                "leaks": _leaks(got, question["scope"]),
+                "inAnswer": sum(found) / len(found),
+                "conflicts": len(data.get("conflicts") or []),
+            }
+            if question["kind"] == "update":
+                stale = any(question["stale"][0] in content for content in contents)
+                crow["staleRank"] = 1 if stale else None
+                crow["newerAbove"] = found[0] and not stale
             results["context"].append(crow)
 
     report: dict[str, Any] = {"questions": len(questions)}
@@ -168,23 +177,22 @@ def main() -> int:
             continue
         updates = [row for row in rows_ if row["kind"] == "update"]
         report[surface] = {
+            # search: the newer ranks above the older (or the older is gone); context: the newer is in the
+            # answer and the older is not.
             "newerAboveOlder": round(
                 sum(1 for row in updates if row["newerAbove"]) / max(1, len(updates)), 3
             ),
             "updateQuestions": len(updates),
             "staleInAnswer": sum(1 for row in updates if row["staleRank"] is not None),
-            "recall@5": _mean(rows_, "recall@5"),
-            "mrr@10": _mean(rows_, "mrr@10"),
             "scopeLeaks": sum(row["leaks"] for row in rows_),
-            "byKind": {
-                kind: {
-                    "recall@5": _mean(group, "recall@5"),
-                    "mrr@10": _mean(group, "mrr@10"),
-                    "n": len(group),
-                }
-                for kind in ("update", "paraphrase", "scoped", "multi")
-                if (group := [row for row in rows_ if row["kind"] == kind])
-            },
+        }
+        metrics = ("recall@5", "mrr@10") if surface == "search" else ("inAnswer",)
+        for metric in metrics:
+            report[surface][metric] = _mean(rows_, metric)
+        report[surface]["byKind"] = {
+            kind: {**{metric: _mean(group, metric) for metric in metrics}, "n": len(group)}
+            for kind in ("update", "paraphrase", "scoped", "multi")
+            if (group := [row for row in rows_ if row["kind"] == kind])
         }
     print(json.dumps(report, indent=2))
     for row in results["search"]:
