@@ -76,6 +76,12 @@ class Memory(models.Model):
                 name="memories_ws_deleted",
                 condition=Q(deleted_at__isnull=False),
             ),
+            # What the returned memories superseded (context/get's conflicts): few rows, read on every call.
+            models.Index(
+                fields=["workspace", "superseded_by"],
+                name="memories_ws_superseded_by",
+                condition=Q(superseded_by__isnull=False),
+            ),
         ]
 
 

@@ -172,6 +172,11 @@ class Rules:
     terms: list[frozenset[str]] | None = None
     idf: dict[str, float] | None = None
     total: int = 0  # how many rules the scope holds (set when the list is a query's selection)
+    # A query's selection: the cached list it was chosen from and the chosen indexes, so each rule is
+    # serialised once per cached list (`pieces`) however the selections vary.
+    parent: Rules | None = None
+    indexes: list[int] | None = None
+    pieces: list[bytes] | None = None
 
 
 def _rule_terms(text: str) -> frozenset[str]:
@@ -214,7 +219,11 @@ def rules_for_query(rules: Rules, *, query: str | None, token_budget: int | None
         kept.append(index)
         used += cost
     return Rules(
-        [rules.memories[index] for index in kept], [rules.payloads[index] for index in kept], total=count
+        [rules.memories[index] for index in kept],
+        [rules.payloads[index] for index in kept],
+        total=count,
+        parent=rules,
+        indexes=kept,
     )
 
 
