@@ -508,11 +508,9 @@ def classify(*, older: str, newer: str, threshold: float = DEFAULT_THRESHOLD) ->
         signals.append("cue_only")
     confidence = round(max(0.0, min(0.99, score)), 3)
     if old_span is None:
-        old_only = sorted(old.content - new.content)
-        old_span = " ".join(old_only[:4]) or None
+        old_span = " ".join(sorted(old.content - new.content)[:4]) or None
     if new_span is None:
-        new_only = sorted(new.content - old.content)
-        new_span = " ".join(new_only[:4]) or None
+        new_span = " ".join(sorted(new.content - old.content)[:4]) or None
     relation = UPDATES if confidence >= threshold else UNRELATED
     return Decision(
         relation,
