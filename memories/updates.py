@@ -273,6 +273,7 @@ CONDITIONS = frozenset(
 )
 # Where the threshold sits and why: bench/README.md (update detection).
 DEFAULT_THRESHOLD = 0.7
+LONG_TEXT_WORDS = 35
 RESTATE_MIN_JACCARD = 0.8
 
 
@@ -472,7 +473,9 @@ def classify(*, older: str, newer: str, threshold: float = DEFAULT_THRESHOLD) ->
     if substituted is not None:
         changed |= {substituted[1], substituted[2]}
     subject = shared - changed
-    if not subject or overlap < (0.15 if left is not None else 0.25):
+    # The same subject: most of the shorter text's words shared; a passive "X was replaced by Y" is about X
+    # itself, so X in both is enough there.
+    if not subject or overlap < (0.15 if left is not None and left[2] else 0.3):
         # Nothing in common but the value that changed: two subjects that had the same value.
         return Decision(UNRELATED, 0.0, "different_subject", overlap=overlap)
 
@@ -498,6 +501,11 @@ def classify(*, older: str, newer: str, threshold: float = DEFAULT_THRESHOLD) ->
     if conditions:
         score -= 0.35
         signals.append(f"condition:{conditions[0]}")
+    if len(new.words) > LONG_TEXT_WORDS:
+        # A long message that mentions a change in passing (a conversation turn) more often than it records
+        # one: the cue may belong to another sentence than the value.
+        score -= 0.25
+        signals.append("long_text")
     if not cues:
         # A value changed with no word saying so: two notes about different occasions as often as a change.
         score = min(score, threshold - 0.05)
