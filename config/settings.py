@@ -435,7 +435,7 @@ SEARCH_MMR_LAMBDA = env_float("SEARCH_MMR_LAMBDA", 0.7, minimum=0.0, maximum=1.0
 # Candidates this alike (cosine) are near-duplicates: before MMR picks, the newer of the two takes the
 # better place, so MMR keeps an update rather than the memory it changes
 # (retrieval.search.newer_of_duplicates_first). 1 turns it off.
-SEARCH_DUPLICATE_SIMILARITY = env_float("SEARCH_DUPLICATE_SIMILARITY", 0.8, minimum=0.0, maximum=1.0)
+SEARCH_DUPLICATE_SIMILARITY = env_float("SEARCH_DUPLICATE_SIMILARITY", 0.9, minimum=0.0, maximum=1.0)
 # Time-aware recall: a query's time expression ("yesterday", "in May 2023", "before the migration") leaves the
 # text query and becomes a window; memories whose time falls in it get this added to their score (0 = off:
 # the expression then stays in the query, as before).

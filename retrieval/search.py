@@ -74,6 +74,9 @@ def normalise_strategy(strategy: str | None) -> str:
 # caller gets without asking; a workspace without vectors of the current model answers lexically and says so
 # (fallbackReason vectors_unavailable) without embedding the query.
 DEFAULT_STRATEGY = "hybrid"
+# The newer of two near-duplicates takes the older's place only when it answers nearly as well (this share of
+# the older's relevance): in a conversation, alike turns are rarely the same statement restated.
+DUPLICATE_RELEVANCE_RATIO = 0.8
 # How many of the ranked candidates decay and MMR choose the results from, per result wanted.
 REORDER_POOL_FACTOR = 4
 
@@ -303,6 +306,8 @@ def newer_of_duplicates_first(
         upper, lower = ordered[a], ordered[b]
         if (lower.created_at, str(lower.id)) <= (upper.created_at, str(upper.id)):
             continue
+        if relevance[lower.id] < DUPLICATE_RELEVANCE_RATIO * relevance[upper.id]:
+            continue  # the newer one is a weaker answer, not the same one restated
         order[position[a]], order[position[b]] = b, a
         position[a], position[b] = position[b], position[a]
         relevance[upper.id], relevance[lower.id] = relevance[lower.id], relevance[upper.id]

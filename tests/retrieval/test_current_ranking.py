@@ -66,14 +66,17 @@ def test_it_puts_the_newer_of_two_near_duplicates_first(settings):
     new = memory("deploy day is now Tuesday", days=2)
     ordered = [old, other, new]
     similarity = np.array([[1.0, 0.1, 0.9], [0.1, 1.0, 0.1], [0.9, 0.1, 1.0]])
-    relevance = {old.id: 0.9, other.id: 0.8, new.id: 0.7}
+    relevance = {old.id: 0.9, other.id: 0.8, new.id: 0.75}
     order = search.newer_of_duplicates_first(ordered, similarity=similarity, relevance=relevance)
     assert [ordered[i].content for i in order] == [
         "deploy day is now Tuesday",
         "the rollback runbook",
         "deploy day is Friday",
     ]
-    assert relevance[new.id] == 0.9 and relevance[old.id] == 0.7  # they swap places and relevance
+    assert relevance[new.id] == 0.9 and relevance[old.id] == 0.75  # they swap places and relevance
+    # A newer one that answers much worse is not the same statement restated: nothing moves.
+    weaker = {old.id: 0.9, other.id: 0.8, new.id: 0.5}
+    assert search.newer_of_duplicates_first(ordered, similarity=similarity, relevance=weaker) is None
     # Nothing alike enough, or the newer already first: nothing moves.
     assert (
         search.newer_of_duplicates_first([new, other, old], similarity=similarity, relevance=relevance)
