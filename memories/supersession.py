@@ -281,8 +281,8 @@ _TYPE_FAMILY = {"rule": "claim", "decision": "claim", "fact": "claim", "note": "
 
 def comparable(newer: Memory, older: Memory) -> bool:
     """Whether the detector may compare the pair: the same visibility (workspace, project, end user: one
-    memory never hides another that someone else sees), compatible types and layers, the same speaker when
-    they record one, live and current, and `older` written first."""
+    memory never hides another that someone else sees), compatible types and layers, live and current,
+    and `older` written first. Not the same speaker: a decision Priya records changes the one Lena did."""
     return (
         newer.id != older.id
         and newer.workspace_id == older.workspace_id
@@ -295,15 +295,7 @@ def comparable(newer: Memory, older: Memory) -> bool:
         and (older.created_at, str(older.id)) < (newer.created_at, str(newer.id))
         and _TYPE_FAMILY.get(newer.type) == _TYPE_FAMILY.get(older.type)
         and (newer.layer == Memory.Layer.WORKING) == (older.layer == Memory.Layer.WORKING)
-        and _speaker(newer) == _speaker(older)
     )
-
-
-def _speaker(memory: Memory) -> str | None:
-    """metadata.speaker: in a recorded conversation one person's words never update another's."""
-    metadata = memory.metadata if isinstance(memory.metadata, dict) else {}
-    speaker = metadata.get("speaker")
-    return speaker.strip().casefold() if isinstance(speaker, str) else None
 
 
 def updates_detect(
