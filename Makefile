@@ -2,15 +2,20 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml sdk/python/pyproject.toml | sha1sum | cut -c1-12)
+NODE_PACKAGES := sdk/typescript integrations/vercel-ai
+INSTALL_INPUTS := pyproject.toml sdk/python/pyproject.toml $(foreach p,$(NODE_PACKAGES),$(p)/package-lock.json)
+STAMP := $(VENV)/.installed-$(shell cat $(INSTALL_INPUTS) | sha1sum | cut -c1-12)
 
-.PHONY: run test install migrate demo lint bench clean-db fuzz load
+.PHONY: run test install migrate demo lint bench clean-db fuzz load sdk-types
 
-$(STAMP): pyproject.toml sdk/python/pyproject.toml
+$(STAMP): $(INSTALL_INPUTS)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
-	$(PY) -m pip install --quiet -e sdk/python  # the Python SDK (its own package; the tests drive it)
+	@# The Python SDK (its own package; the tests drive it) with its framework adapters' extras.
+	$(PY) -m pip install --quiet -e 'sdk/python[langgraph,llamaindex]'
+	@# The TypeScript SDK first: the Vercel AI SDK tools depend on its built package (file:../../sdk/typescript).
+	for p in $(NODE_PACKAGES); do (cd $$p && npm ci --no-audit --no-fund --loglevel=error && npm run build --silent) || exit 1; done
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
@@ -36,6 +41,13 @@ lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+
+# After an API change: the TypeScript SDK's types regenerated from this checkout's OpenAPI document, then built
+# (a type error names each call the change affects). tests/integrations fails until they match the server.
+sdk-types: install
+	mkdir -p var
+	$(PY) -c "import json, os, django; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'config.settings'); django.setup(); from django.test import Client; json.dump(Client().get('/api/sdk/v1/openapi.json').json(), open('var/openapi.json', 'w'))"
+	cd sdk/typescript && node scripts/generate-types.mjs ../../var/openapi.json > src/openapi.ts && npm run build --silent
 
 bench: install
 	$(PY) bench/api_latency.py

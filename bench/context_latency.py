@@ -12,6 +12,8 @@ graphDepth 1 and 2) against gunicorn with 2 workers; reports server-side p50 / p
 
 --ordering off sends halfLifeDays 0 and mmrLambda 1 with every call (temporal decay and MMR, on by default
 through the workspace's settings, off): alternate it with a default run to see what those defaults cost.
+--strategies runs each depth with each strategy (default: hybrid). Each run also reports the statements and
+transactions one call costs (roundTrips), counted in-process on the same workspace before the server starts.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ import cpu_usage  # noqa: E402 - where the run's CPU went
 
 os.environ["CAIRN_DATABASE_NAME"] = api_latency.BENCH_DATABASE
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+# The in-process round-trip count goes through the key's rate limit like any call.
+os.environ.setdefault("RATE_LIMIT_REQUESTS", "1000000")
 
 NEIGHBOURS = 5
 # The server this bench runs: 2 sync workers (bench/README.md, context_latency: 3, 4 and gthread did worse).
@@ -56,6 +60,12 @@ def parse_args() -> argparse.Namespace:
         "--threads", type=int, default=GUNICORN_THREADS, help="threads per worker (gthread); 1 = sync workers"
     )
     parser.add_argument("--depths", type=int, nargs="+", default=[1, 2])
+    parser.add_argument(
+        "--strategies", nargs="+", default=["hybrid"], choices=("lexical", "semantic", "hybrid")
+    )
+    parser.add_argument(
+        "--round-trip-calls", type=int, default=16, help="calls per configuration for the round-trip count"
+    )
     parser.add_argument(
         "--ordering", choices=("on", "off"), default="on", help="temporal decay and MMR (default: on)"
     )
@@ -226,11 +236,11 @@ QUERIES = [
 ]
 
 
-def context_workload(depth: int) -> api_latency.Workload:
+def context_workload(depth: int, strategy: str = "hybrid") -> api_latency.Workload:
     def body(rng: random.Random, previous: dict[str, Any] | None) -> dict[str, Any]:
         return {
             "query": rng.choice(QUERIES),
-            "strategy": "hybrid",
+            "strategy": strategy,
             "graphDepth": depth,
             "limit": 5,
             "graphLimit": 8,
@@ -267,19 +277,19 @@ def database_pid() -> int:
     return int((embedded_db.var_dir() / "pgdata" / "postmaster.pid").read_text().split()[0])
 
 
-def bench_backend_cpu() -> dict[int, float]:
+def bench_backend_cpu(conn: Any = None) -> dict[int, float]:
     """CPU seconds of the PostgreSQL backends serving the bench database (the web workers' connections), by
     pid. The embedded server is shared with whatever else runs on the machine (other databases' tests), so the
     CPU of all its processes (`cpu.database`) counts their work too; the bench's own backends do not."""
-    with superuser_connection() as conn:
-        pids = [
-            row[0]
-            for row in conn.execute(
-                "SELECT pid FROM pg_stat_activity WHERE datname = %s AND backend_type = 'client backend' "
-                "AND pid <> pg_backend_pid()",
-                [api_latency.BENCH_DATABASE],
-            ).fetchall()
-        ]
+    query = (
+        "SELECT pid FROM pg_stat_activity WHERE datname = %s AND backend_type = 'client backend' "
+        "AND pid <> pg_backend_pid()"
+    )
+    if conn is None:
+        with superuser_connection() as own:
+            pids = [row[0] for row in own.execute(query, [api_latency.BENCH_DATABASE]).fetchall()]
+    else:
+        pids = [row[0] for row in conn.execute(query, [api_latency.BENCH_DATABASE]).fetchall()]
     found: dict[int, float] = {}
     for pid in pids:
         try:
@@ -289,6 +299,47 @@ def bench_backend_cpu() -> dict[int, float]:
         fields = raw[raw.rindex(")") + 2 :].split()
         found[pid] = (int(fields[11]) + int(fields[12])) / cpu_usage.TICKS_PER_SECOND
     return found
+
+
+class BackendSampler:
+    """The bench backends' CPU, read every `interval` seconds while a run lasts, each pid's last reading kept.
+
+    Reading only before and after lost every backend that ended in between: a web worker reconnects when its
+    connection reaches CONN_MAX_AGE (60 s by default), and the backend it leaves takes its CPU along. A
+    depth 2
+    run, which started after the depth 1 run had aged the connections, read 0.5-4 ms of database CPU per call
+    at ~100 QPS on two saturated cores, an impossible figure. Sampled, an ending backend loses at most its
+    last interval; the bench also runs gunicorn with a CONN_MAX_AGE longer than any run."""
+
+    def __init__(self, interval: float = 0.5) -> None:
+        self.interval = interval
+        self.last: dict[int, float] = {}
+        self.own = 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> BackendSampler:
+        self.first = bench_backend_cpu()
+        self.last = dict(self.first)
+        self.thread.start()
+        return self
+
+    def _loop(self) -> None:
+        with superuser_connection() as conn:
+            self.own = conn.info.backend_pid  # the sampler's own backend is not the server's work
+            while not self.stop.wait(self.interval):
+                self.last.update(bench_backend_cpu(conn))
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+        self.last.update(bench_backend_cpu())
+        self.last.pop(self.own, None)
+
+    def seconds(self) -> float:
+        """CPU seconds the bench backends spent during the run: those that lived through it their
+        difference, new ones all they used (up to their last reading)."""
+        return sum(seconds - self.first.get(pid, 0.0) for pid, seconds in self.last.items())
 
 
 def run_for(
@@ -312,27 +363,31 @@ def run_for(
     threads = [threading.Thread(target=loop, args=(i,), daemon=True) for i in range(clients)]
     load_before = os.getloadavg()[0]
     cpu_before = cpu_usage.snapshot(web_root=web_pid, database_root=database_pid())
-    backends_before = bench_backend_cpu()
-    began = time.perf_counter()
-    for thread in threads:
-        thread.start()
-    time.sleep(seconds)
-    stop.set()
-    for thread in threads:
-        thread.join()
-    wall = time.perf_counter() - began
-    cpu_after = cpu_usage.snapshot(web_root=web_pid, database_root=database_pid())
-    backends_after = bench_backend_cpu()
+    with BackendSampler() as backends:
+        began = time.perf_counter()
+        for thread in threads:
+            thread.start()
+        time.sleep(seconds)
+        stop.set()
+        for thread in threads:
+            thread.join()
+        wall = time.perf_counter() - began
+        cpu_after = cpu_usage.snapshot(web_root=web_pid, database_root=database_pid())
     ok = [s for s in samples if s.ok]
-    cpu = cpu_usage.split(cpu_before, cpu_after, requests=len(samples), cores=os.cpu_count() or 1)
+    cores = os.cpu_count() or 1
+    cpu = cpu_usage.split(cpu_before, cpu_after, requests=len(samples), cores=cores)
     if cpu and samples:
-        # Backends that lived through the interval count their difference, new ones all they used.
-        backend_seconds = sum(
-            seconds - backends_before.get(pid, 0.0) for pid, seconds in backends_after.items()
-        )
-        bench_ms = 1000 * backend_seconds / len(samples)
+        bench_ms = 1000 * backends.seconds() / len(samples)
+        server_ms = cpu["cpuMsPerRequest"]["web"] + bench_ms
         cpu["benchDatabaseCpuMsPerRequest"] = round(bench_ms, 2)
-        cpu["benchServerCpuMsPerRequest"] = round(cpu["cpuMsPerRequest"]["web"] + bench_ms, 2)
+        cpu["benchServerCpuMsPerRequest"] = round(server_ms, 2)
+        # The plausibility check: the cores the calls kept busy (QPS x CPU per call, server and load
+        # generator) against the cores the machine was busy; the rest is other work on the machine.
+        qps = len(samples) / wall
+        cpu["check"] = {
+            "coresBusyByCalls": round(qps * (server_ms + cpu["cpuMsPerRequest"]["client"]) / 1000, 2),
+            "coresBusy": round(cores * cpu["machinePercent"]["busy"] / 100, 2),
+        }
     return {
         "loadavg1m": [round(load_before, 2), round(os.getloadavg()[0], 2)],  # before, after
         "requests": len(samples),
@@ -342,6 +397,65 @@ def run_for(
         "serverMs": api_latency.summary([s.server_ms for s in ok if s.server_ms is not None]),
         "clientMs": api_latency.summary([s.client_ms for s in ok]),
         "cpu": cpu,
+    }
+
+
+def round_trips(workspace_id: int, api_key: str, *, depth: int, strategy: str, calls: int) -> dict[str, Any]:
+    """Round trips to PostgreSQL per context/get through Django's whole HTTP stack in this process (the
+    test client; the same code the server runs), after a few warm-up calls: every command sent, the BEGIN
+    and COMMIT of each transaction included (Django logs those with the statements; psycopg sends each as a
+    command of its own). `transactions` counts the transactions alone."""
+    from django.db import connections
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
+    from psycopg.pq import TransactionStatus
+
+    from retrieval.embeddings import get_embedder
+
+    embedder = get_embedder()
+    if hasattr(embedder, "warm"):
+        embedder.warm()  # hybrid and semantic answer lexically while the model loads
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {api_key}")
+    workload = context_workload(depth, strategy)
+    rng = random.Random(7)
+    connection = connections["app"]
+    ended = [0]
+
+    def counting(original: Any) -> Any:
+        def end(*args: Any, **kwargs: Any) -> Any:
+            # A transaction psycopg opened (it sent BEGIN before the first statement) ends with a command.
+            raw = connection.connection
+            if raw is not None and raw.info.transaction_status != TransactionStatus.IDLE:
+                ended[0] += 1
+            return original(*args, **kwargs)
+
+        return end
+
+    statements: list[int] = []  # BEGIN and COMMIT included
+    transactions: list[int] = []
+    commit, rollback = connection._commit, connection._rollback
+    connection._commit, connection._rollback = counting(commit), counting(rollback)  # type: ignore[method-assign]
+    try:
+        for index in range(calls + 4):
+            before = ended[0]
+            with CaptureQueriesContext(connection) as captured:
+                response = client.post(
+                    f"{api_latency.API}/context/get",
+                    data=json.dumps(workload.body(rng, None)),
+                    content_type="application/json",
+                )
+            assert response.status_code == 200, response.content[:300]
+            if index >= 4:
+                statements.append(len(captured.captured_queries))
+                transactions.append(ended[0] - before)
+    finally:
+        connection._commit, connection._rollback = commit, rollback  # type: ignore[method-assign]
+    connections.close_all()
+    median_statements = sorted(statements)[len(statements) // 2]
+    median_transactions = sorted(transactions)[len(transactions) // 2]
+    return {
+        "transactions": median_transactions,
+        "roundTrips": median_statements,
     }
 
 
@@ -390,9 +504,21 @@ def main() -> None:
     seed = api_latency.prepare(args.memories)
     graph = seed_graph(seed.workspace_id, args.memories)
     set_canary(seed.workspace_id)
+    trips: dict[str, Any] = {}
+    for depth in args.depths:
+        for strategy in args.strategies:
+            trips[f"depth{depth}-{strategy}"] = round_trips(
+                seed.workspace_id, seed.api_key, depth=depth, strategy=strategy, calls=args.round_trip_calls
+            )
+            print(
+                f"round trips, depth {depth} {strategy}: {trips[f'depth{depth}-{strategy}']}", file=sys.stderr
+            )
     from django.db import connections
 
     connections.close_all()
+    # The web workers keep their database connections for the whole run (the default CONN_MAX_AGE of 60 s
+    # would reconnect them mid-run; BackendSampler covers that too, within its interval).
+    os.environ["DATABASE_CONN_MAX_AGE"] = "86400"
     port = api_latency.free_port()
     results: dict[str, Any] = {}
     options = ["--workers", str(args.workers)]
@@ -401,13 +527,22 @@ def main() -> None:
     with api_latency.gunicorn(port, args.out.with_suffix(".gunicorn.log"), options) as server:
         warm_up(port, seed.api_key, args.workers)
         for depth in args.depths:
-            print(
-                f"context/get graphDepth={depth}, {args.clients} clients, {args.seconds:.0f}s…",
-                file=sys.stderr,
-            )
-            results[f"depth{depth}"] = run_for(
-                port, seed.api_key, context_workload(depth), args.clients, args.seconds, web_pid=server.pid
-            )
+            for strategy in args.strategies:
+                print(
+                    f"context/get graphDepth={depth} {strategy}, {args.clients} clients, "
+                    f"{args.seconds:.0f}s…",
+                    file=sys.stderr,
+                )
+                name = f"depth{depth}" if args.strategies == ["hybrid"] else f"depth{depth}-{strategy}"
+                results[name] = run_for(
+                    port,
+                    seed.api_key,
+                    context_workload(depth, strategy),
+                    args.clients,
+                    args.seconds,
+                    web_pid=server.pid,
+                )
+                results[name]["roundTrips"] = trips[f"depth{depth}-{strategy}"]
     report = {
         "memories": args.memories,
         "graph": graph,

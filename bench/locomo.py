@@ -75,8 +75,8 @@ VARIANTS = {
     "dropped by the english config), ranked by ts_rank_cd like the product",
     "hybrid_or": "reciprocal-rank fusion (k=60) of lexical_or and the product's semantic ranking, 80 "
     "candidates each (the product's hybrid with lexical_or instead of websearch_to_tsquery's AND)",
-    "hybrid_and_or": "reciprocal-rank fusion of the product's lexical (BM25; an AND of the words before "
-    "issue 4), lexical_or and semantic rankings",
+    "hybrid_and_or": "reciprocal-rank fusion of the product's lexical (BM25; an AND of the words in its "
+    "first version), lexical_or and semantic rankings",
     "hybrid+adjacent": "the product's hybrid top 10, then the turns right before and after each of them "
     "(what temporal preceded_by / followed_by edges would let graph expansion add), then hybrid again "
     "up to 20",
@@ -590,8 +590,6 @@ def context_ranking(api: SdkApi, tenant_id: str, query: str, options: GraphOptio
         **EXTRA_BODY,
     }
     status, envelope = api.post("context/get", body)
-    if status == 404:
-        raise StrategyUnavailable(f"context/get is not available yet ({envelope_error(status, envelope)})")
     if status != 200:
         raise StrategyUnavailable(f"context/get failed: {envelope_error(status, envelope)}")
     data = envelope["data"]
@@ -605,28 +603,14 @@ def context_ranking(api: SdkApi, tenant_id: str, query: str, options: GraphOptio
     )
 
 
-def enable_canary(api: SdkApi, tenant_id: str, workspace_id: int) -> str:
-    """Put the workspace's graph rollout in canary through POST graph/rollout; while that route is missing,
-    through rollout.services.rollout_mode_set. Returns how; raises StrategyUnavailable when neither is there
-    or canary is refused (409 CANARY_ROLLOUT_BLOCKED while the quality gate blocks it)."""
+def enable_canary(api: SdkApi, tenant_id: str) -> str:
+    """Put the workspace's graph rollout in canary through POST graph/rollout. Returns how; raises
+    StrategyUnavailable when canary is refused (409 CANARY_ROLLOUT_BLOCKED while the quality gate blocks
+    it)."""
     status, envelope = api.post("graph/rollout", {"mode": "canary", "scope": {"tenantId": tenant_id}})
-    if status == 200:
-        return "POST graph/rollout"
-    if status != 404:
+    if status != 200:
         raise StrategyUnavailable(f"graph/rollout refused canary: {envelope_error(status, envelope)}")
-    try:
-        from rollout.services import rollout_mode_set
-    except ImportError as exc:
-        raise StrategyUnavailable(
-            f"graph/rollout is not available yet (404) and neither is rollout.services ({exc})"
-        ) from exc
-    from tenancy.rls import workspace_context
-
-    with workspace_context(workspace_id):
-        rollout_mode_set(
-            workspace_id=workspace_id, mode="canary", autopilot_enabled=None, updated_by="bench:locomo"
-        )
-    return "rollout.services.rollout_mode_set (graph/rollout answered 404)"
+    return "POST graph/rollout"
 
 
 # --- Bench-only variants (computed here, inside the workspace's RLS context) --------------------------------
@@ -929,7 +913,7 @@ def prepare_graph(run: Run, conversation: Conversation, workspace_id: int) -> No
         return
     forget_retrieval_history(workspace_id)
     try:
-        how = enable_canary(run.api, conversation.tenant_id, workspace_id)
+        how = enable_canary(run.api, conversation.tenant_id)
     except StrategyUnavailable as exc:
         result.skipped = str(exc)
         print(f"hybrid_graph skipped: {exc}", file=sys.stderr)

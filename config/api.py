@@ -10,13 +10,14 @@ from django.db import InterfaceError, OperationalError, connections
 from django.http import Http404, HttpRequest, HttpResponse, UnreadablePostError
 from ninja import NinjaAPI, Router, Schema
 from ninja.errors import AuthenticationError, HttpError, ValidationError
+from ninja.openapi.schema import OpenAPISchema
 from pydantic import Field
 
 from config.errors import API_VERSION, ApiError, error_response, success_envelope
 from config.middleware import mark, payload_too_large
 from config.schemas import Envelope
 from config.validation import api_error_from_validation
-from tenancy.policy import PUBLIC, requires
+from tenancy.policy import PUBLIC, declared_role, requires
 from tenancy.rls import is_statement_timeout, statement_timeout_error
 
 logger = logging.getLogger("cairn.api")
@@ -40,6 +41,25 @@ class CairnAPI(NinjaAPI):
     ) -> HttpResponse:
         response = super().create_response(request, data, status=status, temporal_response=temporal_response)
         return mark(response)
+
+    def get_openapi_schema(
+        self, *, path_prefix: str | None = None, path_params: dict[str, Any] | None = None
+    ) -> OpenAPISchema:
+        """The document, each operation with the role its handler declares (`x-cairn-role`): a client reads
+        what a key needs from the contract, and tests/test_openapi.py compares it with the code."""
+        schema = super().get_openapi_schema(path_prefix=path_prefix, path_params=path_params)
+        roles = {
+            self.get_openapi_operation_id(operation): declared_role(operation.view_func)
+            for _, router in self._routers
+            for path_view in router.path_operations.values()
+            for operation in path_view.operations
+        }
+        for methods in schema["paths"].values():
+            for spec in methods.values():
+                role = roles.get(spec.get("operationId", ""))
+                if role is not None:
+                    spec["x-cairn-role"] = role
+        return schema
 
 
 api = CairnAPI(

@@ -11,6 +11,8 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 from pydantic import TypeAdapter
 
+from ops import tracing
+
 API_VERSION = "2026-11-22"
 
 _TYPE_BY_STATUS = {
@@ -62,12 +64,17 @@ def request_id(request: HttpRequest) -> str:
 
 
 def meta(request: HttpRequest) -> dict[str, str]:
-    return {
+    found = {
         "version": API_VERSION,
         "endpoint": request.path,
         "requestId": request_id(request),
         "timestamp": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
     }
+    if tracing.ENABLED:
+        trace_id = tracing.trace_id()
+        if trace_id is not None:
+            found["traceId"] = trace_id
+    return found
 
 
 def success_envelope(request: HttpRequest, data: Any) -> dict[str, Any]:

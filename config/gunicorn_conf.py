@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import json
 import os
 import socket
 import ssl
 import threading
 import time
+import uuid
+from datetime import UTC, datetime
 from typing import Any, cast
 
+from gunicorn.http import errors as http_errors
+from gunicorn.util import write_nonblock
 from gunicorn.workers.gthread import ThreadWorker
 from prometheus_client import multiprocess
 
@@ -93,6 +99,71 @@ def _content_length(req: Any) -> int:
     return 0
 
 
+# --- Requests gunicorn refuses before Django sees them ---
+# gunicorn answers a request it cannot parse (a header over limit_request_field_size, 8,190 bytes; more than
+# limit_request_fields headers; a request line over limit_request_line) with an HTML page. Clients of the API
+# read the JSON envelope, so these refusals are written as one too, with a code and what to fix.
+_SIZE_LIMITS = "8,190 bytes a header, 100 headers, a request line of 4,094 bytes"
+
+
+def _head_refusal(exc: BaseException) -> tuple[int, str, str, str] | None:
+    """(status, reason, code, message) of a request refused while its head is read; None otherwise."""
+    if isinstance(exc, http_errors.LimitRequestHeaders):
+        return (
+            431,
+            "Request Header Fields Too Large",
+            "HEADERS_TOO_LARGE",
+            f"A header, or the number of headers, is over what this server reads ({_SIZE_LIMITS}). An API "
+            "key is 68 characters: send `Authorization: Bearer mem_…` with the key alone.",
+        )
+    if isinstance(exc, http_errors.LimitRequestLine):
+        return 414, "URI Too Long", "REQUEST_LINE_TOO_LONG", f"The request line is too long ({_SIZE_LIMITS})."
+    if isinstance(
+        exc,
+        (
+            http_errors.InvalidRequestLine,
+            http_errors.InvalidRequestMethod,
+            http_errors.InvalidHTTPVersion,
+            http_errors.InvalidHeader,
+            http_errors.InvalidHeaderName,
+            http_errors.ObsoleteFolding,
+            http_errors.InvalidSchemeHeaders,
+        ),
+    ):
+        return (
+            400,
+            "Bad Request",
+            "MALFORMED_REQUEST",
+            f"The request is not valid HTTP/1.1: {type(exc).__name__}.",
+        )
+    return None
+
+
+def _write_envelope(client: Any, status: int, reason: str, code: str, message: str) -> None:
+    body = json.dumps(
+        {
+            "ok": False,
+            "data": None,
+            "error": {
+                "type": "validation_error",
+                "code": code,
+                "message": message,
+                "status": status,
+                "retryable": False,
+            },
+            "meta": {
+                "requestId": str(uuid.uuid4()),
+                "timestamp": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
+            },
+        }
+    ).encode()
+    head = (
+        f"HTTP/1.1 {status} {reason}\r\nConnection: close\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode("latin-1")
+    write_nonblock(client, head + body)
+
+
 class CairnThreadWorker(ThreadWorker):
     """gunicorn's gthread worker with request slots and bounded client reads (see the settings above)."""
 
@@ -109,6 +180,15 @@ class CairnThreadWorker(ThreadWorker):
             return super().handle(conn)
         finally:
             conn.parser.unreader.sock = conn.sock
+
+    def handle_error(self, req: Any, client: Any, addr: Any, exc: BaseException) -> None:
+        refusal = _head_refusal(exc)
+        if refusal is None:
+            super().handle_error(req, client, addr, exc)
+            return
+        self.log.warning("Invalid request from ip=%s: %s", (addr or ("",))[0], exc)
+        with contextlib.suppress(OSError):  # the client is gone: nothing to tell it
+            _write_envelope(client, *refusal)
 
     def handle_request(self, req: Any, conn: Any) -> Any:
         reads: _ClientReads = conn.cairn_reads

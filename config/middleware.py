@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import logging
+import os
 import re
 import time
 from collections.abc import Callable
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, HttpResponseBase
+from django.middleware.gzip import GZipMiddleware
+from whitenoise.middleware import WhiteNoiseMiddleware
 
 from config.errors import ApiError, error_response, request_id
 
@@ -148,3 +151,40 @@ class NulRefusalMiddleware:
                 content_type="text/plain; charset=utf-8",
             )
         return self.get_response(request)
+
+
+class StaticFilesMiddleware(WhiteNoiseMiddleware):
+    """WhiteNoise without its warning about a STATIC_ROOT that collectstatic never made: with
+    WHITENOISE_USE_FINDERS (the default) the files come from the app and vendor folders, and a fresh checkout
+    has no staticfiles/, so `make run` would print a UserWarning about nothing wrong. A missing root is still
+    reported when the finders are off: then it is the only place files come from."""
+
+    def add_files(self, root: str, prefix: str | None = None) -> None:
+        if self.use_finders and not os.path.isdir(root):
+            return
+        super().add_files(root, prefix=prefix)
+
+
+class CompressionMiddleware(GZipMiddleware):
+    """gzip for HTML pages and JSON answers (the explorer's graph/data at 2,000 nodes is ~1 MB of JSON, a
+    tenth of that compressed), when the client accepts it.
+
+    BREACH: a compressed response that reflects attacker-chosen text next to a secret leaks the secret through
+    its length. Django's GZipMiddleware pads every compressed body with random bytes ("Heal the Breach"), and
+    Django masks the CSRF token with a fresh salt on every response, so the token never repeats between the
+    requests an attacker would compare. What is left is a page showing a secret that is not masked: a new API
+    key is shown once, on a page marked Cache-Control: no-store. Such responses are never compressed, and
+    neither are streams (an export download is NDJSON that the client reads as it comes) or other types
+    (static files are WhiteNoise's, already compressed when worth it)."""
+
+    COMPRESSED_TYPES = ("text/html", "application/json")
+
+    def process_response(self, request: HttpRequest, response: HttpResponseBase) -> HttpResponseBase:
+        content_type = response.get("Content-Type", "").split(";", 1)[0].strip()
+        if (
+            content_type not in self.COMPRESSED_TYPES
+            or response.streaming
+            or "no-store" in response.get("Cache-Control", "")
+        ):
+            return response
+        return super().process_response(request, response)

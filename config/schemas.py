@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import types
+import typing
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -17,8 +19,11 @@ from pydantic import (
     ConfigDict,
     Field,
     PlainSerializer,
+    SerializerFunctionWrapHandler,
+    Strict,
     StringConstraints,
     WithJsonSchema,
+    model_serializer,
 )
 
 T = TypeVar("T")
@@ -180,11 +185,46 @@ def trimmed(max_length: int, min_length: int = 1) -> Any:
     return Annotated[str, Trimmed(max_length, min_length)]
 
 
+_STRICT_SCALARS = (int, float, bool)
+
+
+def _strict_scalars(annotation: Any) -> Any:
+    """`annotation` with every int, float and bool in it (inside Optional, lists, dicts, Annotated) strict."""
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin is Annotated:
+        return Annotated[(_strict_scalars(args[0]), *annotation.__metadata__)]
+    if origin in (typing.Union, types.UnionType):
+        return typing.Union[tuple(_strict_scalars(arg) for arg in args)]  # noqa: UP007
+    if origin in (list, set, frozenset, tuple, dict) and args:
+        return origin[tuple(arg if arg is Ellipsis else _strict_scalars(arg) for arg in args)]
+    if annotation in _STRICT_SCALARS:
+        return Annotated[annotation, Strict()]
+    return annotation
+
+
 class StrictIn(Schema):
     """Request bodies reject unknown fields, naming them, instead of silently dropping them, and numbers that
-    are not finite (Python's json module reads NaN and Infinity)."""
+    are not finite (Python's json module reads NaN and Infinity).
+
+    Integers, numbers and booleans are strict: `"1"`, `true` or `1.0` for an integer, `"0.5"` for a number,
+    `"true"` or `1` for a boolean are refused (400) instead of coerced, so a value means what its JSON type
+    says. An integer is accepted for a number. Query strings (ScopeQuery and its kin) stay lax: they are text.
+    """
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        changed = False
+        for field in cls.model_fields.values():
+            strict = _strict_scalars(field.annotation)
+            if strict != field.annotation:
+                field.annotation = strict
+                changed = True
+        if changed:
+            cls.model_rebuild(force=True)
 
 
 class ScopeIn(StrictIn):
@@ -242,6 +282,19 @@ class MetaOut(BaseModel):
         description="Request id, also in the X-Request-Id header; quote it in support requests."
     )
     timestamp: str = Field(description="Server time of the answer, ISO 8601 UTC.")
+    traceId: str | None = Field(
+        None,
+        description="The OpenTelemetry trace id of this request (32 hex digits); only while the server "
+        "exports traces (docs/operations.md, Tracing), absent otherwise.",
+    )
+
+    @model_serializer(mode="wrap")
+    def _without_absent_trace(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Absent rather than null: an answer from a server that does not trace looks as it always did.
+        data: dict[str, Any] = handler(self)
+        if data.get("traceId") is None:
+            data.pop("traceId", None)
+        return data
 
 
 class Envelope(BaseModel, Generic[T]):

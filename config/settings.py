@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import sys
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,6 @@ def _load_dotenv(path: Path) -> None:
 
 
 _load_dotenv(BASE_DIR / ".env")
-TESTING = "pytest" in sys.modules or (len(sys.argv) > 1 and sys.argv[1] == "test")
 
 
 def env_bool(name: str, default: bool) -> bool:
@@ -78,7 +76,7 @@ def env_list(name: str, default: list[str]) -> list[str]:
 
 DEBUG = env_bool("DEBUG", False)
 # A checkout on the embedded database is a development setup: generated secret, localhost hosts.
-DEVELOPMENT = DEBUG or TESTING or not os.environ.get("DATABASE_URL", "").strip()
+DEVELOPMENT = DEBUG or not os.environ.get("DATABASE_URL", "").strip()
 
 
 def _secret_key() -> str:
@@ -128,6 +126,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "ops.middleware.RequestLogMiddleware",
+    # gzip for HTML and JSON, after everything below has written the body (see the class for BREACH).
+    "config.middleware.CompressionMiddleware",
     "config.middleware.ApiEnvelopeMiddleware",
     # A page request whose query string or form holds a NUL is 400 before any view runs.
     "config.middleware.NulRefusalMiddleware",
@@ -135,7 +135,7 @@ MIDDLEWARE = [
     # runs out.
     "tenancy.rls.StatementTimeoutMiddleware",
     "django.middleware.security.SecurityMiddleware",
-    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "config.middleware.StaticFilesMiddleware",  # WhiteNoise
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -249,13 +249,13 @@ SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
-if not DEBUG and not TESTING:
-    SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", True)
-    CSRF_COOKIE_SECURE = env_bool("SECURE_COOKIES", True)
+# The same in tests as in production (tests/ops/test_deploy_settings.py runs `check --deploy` on them).
+SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", not DEBUG)
+CSRF_COOKIE_SECURE = env_bool("SECURE_COOKIES", not DEBUG)
 # HTTPS in production: on by default when DEBUG is off and an external database is configured (a deployment,
 # not `make run`). Behind a proxy that ends TLS, set SECURE_PROXY_SSL_HEADER=X-Forwarded-Proto so Django knows
 # a request came over HTTPS (only when the proxy always sets or strips that header).
-_PRODUCTION = not DEBUG and not TESTING and bool(os.environ.get("DATABASE_URL", "").strip())
+_PRODUCTION = not DEVELOPMENT
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", _PRODUCTION)
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31_536_000 if _PRODUCTION else 0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
@@ -542,21 +542,33 @@ GRAPH_LLM_BUDGET_RECHECK_SECONDS = env_int("GRAPH_LLM_BUDGET_RECHECK_SECONDS", 6
 INSTALLED_APPS.append("dashboard")
 MIDDLEWARE.append("dashboard.middleware.ContentSecurityPolicyMiddleware")
 
-# Sign-in throttling (django-axes): after SIGNIN_FAILURE_LIMIT wrong passwords for one account, or from one
-# address, sign-in is refused for SIGNIN_COOLOFF_MINUTES, even with the right password. Sign-up is limited per
+# Sign-in throttling (django-axes, limits in dashboard/signin.py): SIGNIN_FAILURE_LIMIT wrong passwords for
+# one account from one address pause that pair for SIGNIN_COOLOFF_MINUTES, even with the right password; an
+# account with SIGNIN_ACCOUNT_FAILURE_LIMIT failures in SIGNIN_ACCOUNT_WINDOW_MINUTES from anywhere gets one
+# wrong password per address and cool-off (a fresh address still signs in), and an address with
+# SIGNIN_ADDRESS_FAILURE_LIMIT failures in the cool-off is paused for every account. Sign-up is limited per
 # address (SIGNUP_PER_ADDRESS_PER_HOUR). The client address is REMOTE_ADDR unless TRUSTED_PROXY_COUNT says how
 # many proxies in front of Cairn append to X-Forwarded-For.
 INSTALLED_APPS.append("axes")
 MIDDLEWARE.append("axes.middleware.AxesMiddleware")
 AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
-AXES_FAILURE_LIMIT = env_int("SIGNIN_FAILURE_LIMIT", 5)
+SIGNIN_FAILURE_LIMIT = env_int("SIGNIN_FAILURE_LIMIT", 5)
+SIGNIN_ACCOUNT_FAILURE_LIMIT = env_int("SIGNIN_ACCOUNT_FAILURE_LIMIT", 20)
+SIGNIN_ACCOUNT_WINDOW_MINUTES = env_int("SIGNIN_ACCOUNT_WINDOW_MINUTES", 60)
+SIGNIN_ADDRESS_FAILURE_LIMIT = env_int("SIGNIN_ADDRESS_FAILURE_LIMIT", 20)
+AXES_FAILURE_LIMIT = "dashboard.signin.failure_limit"
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("SIGNIN_COOLOFF_MINUTES", 15))
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_ENABLE_ACCESS_FAILURE_LOG = True
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "dashboard/locked.html"
 AXES_USERNAME_FORM_FIELD = "username"
 TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0)
-AXES_IPWARE_PROXY_COUNT = TRUSTED_PROXY_COUNT or None
+# N proxies leave N addresses in X-Forwarded-For, the client's the N-th from the right; ipware's proxy_count
+# counts the proxies between those addresses (it reads entry -(count + 1)), one fewer. Counting all N made a
+# single proxy's "client" header unreadable: every sign-in had no address, so one account's failures from
+# anywhere paused it everywhere.
+AXES_IPWARE_PROXY_COUNT = TRUSTED_PROXY_COUNT - 1 if TRUSTED_PROXY_COUNT else None
 AXES_IPWARE_META_PRECEDENCE_ORDER = (
     ("HTTP_X_FORWARDED_FOR", "REMOTE_ADDR") if TRUSTED_PROXY_COUNT else ("REMOTE_ADDR",)
 )
@@ -622,12 +634,16 @@ GRAPH_SPREADING_TIMEOUT_MS = env_int("GRAPH_SPREADING_TIMEOUT_MS", 500)
 # not retrieved (they stay stored and listed by graph/entities detail).
 GRAPH_DECAY_RATE = env_float("GRAPH_DECAY_RATE", 0.01, minimum=0.0, maximum=10.0)
 GRAPH_CONFIDENCE_FLOOR = env_float("GRAPH_CONFIDENCE_FLOOR", 0.1, minimum=0.0, maximum=1.0)
+# A current fact under the floor for this many days is invalidated (kept as history, as a replaced fact is);
+# before that, extracting it again brings it back at full confidence.
+GRAPH_DECAYED_FACT_GRACE_DAYS = env_int("GRAPH_DECAYED_FACT_GRACE_DAYS", 30, minimum=0)
 # Communities: a full run after this many new facts, or when the last one is older than the hours below.
 GRAPH_COMMUNITY_REFRESH_WRITES = env_int("GRAPH_COMMUNITY_REFRESH_WRITES", 100)
 GRAPH_COMMUNITY_REFRESH_HOURS = env_int("GRAPH_COMMUNITY_REFRESH_HOURS", 24)
 GRAPH_COMMUNITY_ALGORITHM = os.environ.get("GRAPH_COMMUNITY_ALGORITHM", "plp").strip().lower() or "plp"
 GRAPH_COMMUNITY_SUMMARY_CONCURRENCY = env_int("GRAPH_COMMUNITY_SUMMARY_CONCURRENCY", 4)
-# Eviction: invalidated facts and unconnected entities unseen for this many days are deleted.
+# Eviction: invalidated facts this old are deleted; entities with no current fact unseen this long are
+# archived (kept, out of lists and counts, back on their next mention).
 GRAPH_EVICTION_RETENTION_DAYS = env_int("GRAPH_EVICTION_RETENTION_DAYS", 90)
 # Cap on entities per workspace (0 = none); a workspace setting overrides it.
 GRAPH_MAX_ENTITIES = env_int("GRAPH_MAX_ENTITIES", 0, minimum=0)

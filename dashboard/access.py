@@ -27,6 +27,10 @@ from tenancy.models import Workspace
 
 View = TypeVar("View", bound=Callable[..., HttpResponseBase])
 
+# The policy's roles as the Members page names them (a membership of role `member` holds `write`), so the 403
+# page and Members speak of the same roles.
+ROLE_NAMES = {policy.READ: "read-only", policy.WRITE: "member", policy.ADMIN: "admin", policy.OWNER: "owner"}
+
 
 class SignedInRequest(HttpRequest):
     """A request a signed-in-only view receives (login_required let it through): its user is a User."""
@@ -93,7 +97,8 @@ def workspace_page(role: str) -> Callable[[Callable[..., HttpResponse]], Callabl
                 raise Http404("No such workspace")
             if not policy.allows(held, role):
                 raise PermissionDenied(
-                    f"This needs the {role} role in {workspace.name}; you are {held} here."
+                    f"This needs the {ROLE_NAMES[role]} role in {workspace.name}; "
+                    f"you are {ROLE_NAMES[held]} here."
                 )
             return view(request, workspace, held, **kwargs)
 

@@ -22,6 +22,7 @@ from django.db.models import F, Q
 from django.db.models.functions import Now
 
 from config.schemas import finite
+from dashboard.selectors import conflict_states
 from graphsvc.models import ENTITY_TYPES, GraphEdge, GraphNode
 
 # How a memory link is drawn: its role → the edge type people see. The `self` link is the memory node itself,
@@ -314,6 +315,7 @@ def _nodes(*, workspace_id: int, node_ids: list[int]) -> dict[int, dict[str, Any
             "hidden": 0,
             "superseded": False,
             "contradicted": False,
+            "state": None,
         }
         for row in rows
     }
@@ -348,6 +350,17 @@ def _nodes(*, workspace_id: int, node_ids: list[int]) -> dict[int, dict[str, Any
             {"ws": workspace_id, "ids": [k for k in keys if k]},
         ):
             nodes[keys[memory_id]]["superseded"] = True
+        # Which side holds, for the few memories in a contradiction or a replacement.
+        flagged = {
+            memory_id: node_id
+            for memory_id, node_id in keys.items()
+            if memory_id and (nodes[node_id]["superseded"] or nodes[node_id]["contradicted"])
+        }
+        if flagged:
+            for memory_id, state in conflict_states(
+                workspace_id=workspace_id, memory_ids=list(flagged)
+            ).items():
+                nodes[flagged[memory_id]]["state"] = state
     return nodes
 
 
@@ -356,6 +369,23 @@ def _uuid(raw: str) -> uuid.UUID | None:
         return uuid.UUID(str(raw))
     except ValueError:
         return None
+
+
+def uuid_or_none(raw: str | None) -> uuid.UUID | None:
+    return _uuid(raw) if raw else None
+
+
+def node_labels(*, workspace_id: int, refs: list[str]) -> dict[str, tuple[str, str]]:
+    """ "<node_type>:<node_key>" references (as traces name nodes) → (label, node type)."""
+    pairs = [ref.split(":", 1) for ref in refs if ":" in ref][:500]
+    if not pairs:
+        return {}
+    rows = _rows(
+        "SELECT node_type, node_key, label FROM graph_nodes WHERE workspace_id = %(ws)s"
+        " AND (node_type, node_key) IN (SELECT * FROM unnest(%(types)s::text[], %(keys)s::text[]))",
+        {"ws": workspace_id, "types": [p[0] for p in pairs], "keys": [p[1] for p in pairs]},
+    )
+    return {f"{t}:{k}": (label or k, t) for t, k, label in rows}
 
 
 def graph_node_get(*, workspace_id: int, node_type: str, node_key: str) -> GraphNode | None:
@@ -606,10 +636,15 @@ def graph_ego(
         )
         neighbours.update(n for _, n, _ in own)
     elif _link_roles(filters):
+        # Rules first, then decisions and facts, each newest first: what a person asks of a repo or a topic
+        # before its notes.
         page = _rows(
-            "SELECT memory_id, count(*) OVER () FROM memory_node_links"
-            " WHERE workspace_id = %(ws)s AND node_id = %(focus)s AND role = ANY(%(roles)s)"
-            " ORDER BY id DESC OFFSET %(offset)s LIMIT %(page)s",
+            "SELECT l.memory_id, count(*) OVER () FROM memory_node_links l"
+            " JOIN memories m ON m.workspace_id = l.workspace_id AND m.id = l.memory_id"
+            " WHERE l.workspace_id = %(ws)s AND m.workspace_id = %(ws)s AND l.node_id = %(focus)s"
+            " AND l.role = ANY(%(roles)s)"
+            " ORDER BY CASE m.type WHEN 'rule' THEN 0 WHEN 'decision' THEN 1 WHEN 'fact' THEN 2 ELSE 3 END,"
+            " l.id DESC OFFSET %(offset)s LIMIT %(page)s",
             {**params, "roles": _link_roles(filters), "offset": offset, "page": EGO_MEMORIES},
         )
         neighbours.update(_memory_nodes(workspace_id, [row[0] for row in page]).values())
@@ -744,3 +779,153 @@ def memory_nodes_for(*, workspace_id: int, memory_ids: list[uuid.UUID] | list[st
         {"ws": workspace_id, "keys": [str(m) for m in memory_ids]},
     )
     return {key: node_id for key, node_id in rows}
+
+
+# --- how is A connected to B --------------------------------------------------------------------------------
+
+# Shortest paths are searched breadth first from both ends; a level larger than this is cut (the busiest
+# nodes first), so a path through a hub of every memory is still found without reading the whole graph.
+PATH_LEVEL_CAP = 4000
+PATH_MAX_HOPS = 6
+PATH_DEFAULT_HOPS = 4
+PATH_MAX_PATHS = 3
+# Nodes a path never goes through: every memory has a type, so "both are notes" connects everything.
+PATH_SKIPPED_TYPES = ("memory_type",)
+
+LINK_SENTENCES = {
+    "in_repo": "is in the repo",
+    "tagged": "is tagged with",
+    "in_category": "is in the category",
+    "for_user": "is about the end user",
+    "mentions_entity": "mentions",
+}
+
+
+def _step_rows(workspace_id: int, frontier: list[int]) -> list[tuple[int, int, str, int | None, str, int]]:
+    """Every connection of the frontier nodes: (from, to, type, stored edge id or None, class, direction)
+    where direction 1 means stored from → to, -1 the other way. Active edges and memory links alike."""
+    params: dict[str, Any] = {"ws": workspace_id, "ids": frontier, "skip": list(PATH_SKIPPED_TYPES)}
+    rows: list[tuple[int, int, str, int | None, str, int]] = []
+    for a, b, edge_type, first_id, origin in _rows(
+        f"""
+        SELECT e.from_node_id, e.to_node_id, e.edge_type, min(e.id), min(e.origin) FROM graph_edges e
+        WHERE e.workspace_id = %(ws)s AND {_ACTIVE} AND e.from_node_id <> e.to_node_id
+          AND (e.from_node_id = ANY(%(ids)s) OR e.to_node_id = ANY(%(ids)s))
+        GROUP BY 1, 2, 3
+        """,
+        params,
+    ):
+        rows.append((a, b, edge_type, first_id, edge_class_of(edge_type, origin), 1))
+    # Memory links, both ways: a memory's own links, and the memories linked to a node.
+    link_rows = _rows(
+        """
+        SELECT l.memory_id, l.node_id, l.role FROM memory_node_links l
+        WHERE l.workspace_id = %(ws)s AND l.role = ANY(%(roles)s)
+          AND (l.node_id = ANY(%(ids)s) OR l.memory_id IN (
+              SELECT s.memory_id FROM memory_node_links s
+              WHERE s.workspace_id = %(ws)s AND s.role = 'self' AND s.node_id = ANY(%(ids)s)))
+        """,
+        {**params, "roles": list(LINK_TYPES)},
+    )
+    selves = _memory_nodes(workspace_id, list({row[0] for row in link_rows}))
+    for memory_id, node_id, role in link_rows:
+        memory_node = selves.get(memory_id)
+        if memory_node is not None and memory_node != node_id:
+            rows.append((memory_node, node_id, LINK_TYPES[role], None, STRUCTURAL, 1))
+    return rows
+
+
+def _skipped(workspace_id: int, node_ids: set[int]) -> set[int]:
+    if not node_ids:
+        return set()
+    return {
+        row[0]
+        for row in _rows(
+            "SELECT id FROM graph_nodes WHERE workspace_id = %(ws)s AND id = ANY(%(ids)s)"
+            " AND node_type = ANY(%(skip)s)",
+            {"ws": workspace_id, "ids": list(node_ids), "skip": list(PATH_SKIPPED_TYPES)},
+        )
+    }
+
+
+def graph_paths(*, workspace_id: int, a: GraphNode, b: GraphNode, max_hops: int) -> dict[str, Any]:
+    """The shortest paths (up to PATH_MAX_PATHS) between two nodes through stored edges and memory links,
+    each step typed and explained in words; {"paths": []} when none is within max_hops."""
+    if a.id == b.id:
+        return {"hops": 0, "paths": [], "nodes": [], "steps": []}
+    # Breadth first from a, remembering every parent on a shortest route (so several paths come out).
+    parents: dict[int, list[tuple[int, tuple[int, int, str, int | None, str, int]]]] = {a.id: []}
+    frontier = [a.id]
+    found = False
+    hops = 0
+    while frontier and hops < max_hops and not found:
+        hops += 1
+        rows = _step_rows(workspace_id, frontier)
+        in_frontier = set(frontier)
+        fresh: dict[int, list[tuple[int, tuple[int, int, str, int | None, str, int]]]] = {}
+        for row in rows:
+            source, target = row[0], row[1]
+            for here, there, direction in ((source, target, 1), (target, source, -1)):
+                if here in in_frontier and there not in parents:
+                    fresh.setdefault(there, []).append((here, (*row[:5], direction)))
+        fresh_ids = set(fresh)
+        for node_id in _skipped(workspace_id, fresh_ids - {b.id}):
+            del fresh[node_id]
+        parents.update(fresh)
+        found = b.id in fresh
+        # The busiest nodes are kept when a level is too wide: they are where paths meet.
+        frontier = sorted(fresh, key=lambda n: -len(fresh[n]))[:PATH_LEVEL_CAP]
+    if not found:
+        return {"hops": None, "paths": [], "nodes": [], "steps": []}
+    # Walk back from b along parents; de-duplicate (the same pair of nodes by several types is one step).
+    paths: list[list[tuple[int, tuple[int, int, str, int | None, str, int]]]] = []
+
+    def walk(node_id: int, tail: list[tuple[int, tuple[int, int, str, int | None, str, int]]]) -> None:
+        if len(paths) >= PATH_MAX_PATHS:
+            return
+        if node_id == a.id:
+            paths.append(list(reversed(tail)))
+            return
+        seen_parents: set[int] = set()
+        for parent, row in parents[node_id]:
+            if parent in seen_parents:
+                continue
+            seen_parents.add(parent)
+            walk(parent, [*tail, (node_id, row)])
+
+    walk(b.id, [])
+    node_ids = sorted({a.id} | {n for path in paths for n, _ in path})
+    nodes = _nodes(workspace_id=workspace_id, node_ids=node_ids)
+    result_paths = []
+    for path in paths:
+        steps = []
+        previous = a.id
+        for node_id, (source, target, edge_type, edge_id, edge_class, _direction) in path:
+            steps.append(
+                {
+                    "from": previous,
+                    "to": node_id,
+                    "source": source,
+                    "target": target,
+                    "type": edge_type,
+                    "edgeId": edge_id,
+                    "class": edge_class,
+                    "text": _step_text(nodes, source, target, edge_type),
+                }
+            )
+            previous = node_id
+        result_paths.append({"nodes": [a.id, *[n for n, _ in path]], "steps": steps})
+    return {"hops": hops, "paths": result_paths, "nodes": [nodes[i] for i in node_ids if i in nodes]}
+
+
+def _step_text(nodes: dict[int, dict[str, Any]], source: int, target: int, edge_type: str) -> str:
+    def name(node_id: int) -> str:
+        node = nodes.get(node_id) or {"label": "?", "type": "node"}
+        label = str(node["label"])
+        label = label if len(label) <= 90 else label[:87] + "..."
+        return f"the memory “{label}”" if node["type"] == "memory" else f"{node['type']} “{label}”"
+
+    sentence = LINK_SENTENCES.get(edge_type)
+    if sentence:
+        return f"{name(source)} {sentence} {name(target).split(' ', 1)[-1]}"
+    return f"{name(source)} {edge_type.replace('_', ' ')} {name(target)}"

@@ -7,7 +7,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Count, F, Q, QuerySet, Window
+from django.db.models import Case, Count, F, IntegerField, Q, QuerySet, Value, When, Window
 from django.db.models.functions import RowNumber
 from django.utils import timezone
 
@@ -48,6 +48,94 @@ def _uuid_or_none(raw: str) -> uuid.UUID | None:
         return uuid.UUID(str(raw))
     except ValueError:
         return None
+
+
+# --- a hub at a glance: what the agent knows about a repo, topic, category, user or entity ------------------
+
+HUB_MEMORIES = 5000
+HUB_RULES = 8
+HUB_CHIPS = 12
+HUB_CONFLICTS = 5
+HUB_PER_TYPE = 5
+# What a person asks first about a repo: its rules, then what was decided, then the facts, then the rest.
+TYPE_ORDER = ("rule", "decision", "fact", "skill", "note")
+
+
+def hub_summary(*, workspace_id: int, node: GraphNode, per_type: int = HUB_PER_TYPE) -> dict[str, Any]:
+    """A non-memory node's summary: its rules and decisions (rules first, the most important first), the
+    topics, people and entities its memories mention most (with counts), open conflicts among them with the
+    side that holds marked, and its memories grouped by type."""
+    memory_ids = list(
+        MemoryNodeLink.objects.filter(workspace_id=workspace_id, node_id=node.id)
+        .exclude(role="self")
+        .order_by("-id")
+        .values_list("memory_id", flat=True)[:HUB_MEMORIES]
+    )
+    live = _live(workspace_id).filter(id__in=memory_ids)
+    counts = dict(live.values("type").annotate(n=Count("*")).values_list("type", "n"))
+    rank = Case(When(type="rule", then=Value(0)), default=Value(1), output_field=IntegerField())
+    rules = list(
+        live.filter(type__in=("rule", "decision"))
+        .annotate(rank=rank)
+        .order_by("rank", "-importance", "-created_at", "-id")[:HUB_RULES]
+    )
+    groups: list[dict[str, Any]] = []
+    for memory_type in [*TYPE_ORDER, *sorted(set(counts) - set(TYPE_ORDER))]:
+        if not counts.get(memory_type):
+            continue
+        groups.append(
+            {
+                "type": memory_type,
+                "count": counts[memory_type],
+                "memories": list(live.filter(type=memory_type).order_by("-created_at", "-id")[:per_type]),
+            }
+        )
+
+    def chips(roles: tuple[str, ...]) -> list[dict[str, Any]]:
+        rows = (
+            MemoryNodeLink.objects.filter(workspace_id=workspace_id, memory_id__in=memory_ids, role__in=roles)
+            .exclude(node_id=node.id)
+            .values("node_id")
+            .annotate(n=Count("*"))
+            .order_by("-n", "node_id")[:HUB_CHIPS]
+        )
+        counted = {row["node_id"]: row["n"] for row in rows}
+        nodes = GraphNode.objects.filter(workspace_id=workspace_id, id__in=counted)
+        return sorted(
+            ({"node": n, "count": counted[n.id]} for n in nodes), key=lambda c: (-c["count"], c["node"].label)
+        )
+
+    flags = conflict_states(workspace_id=workspace_id, memory_ids=[m for m in memory_ids])
+    in_conflict = [m for m, state in flags.items() if state]
+    conflicts_here = [
+        pair
+        for pair in _memory_pairs(workspace_id=workspace_id, edge_type="contradicts", limit=200)
+        if pair["first"].id in flags or pair["second"].id in flags
+    ][:HUB_CONFLICTS]
+    for memory in rules:
+        setattr(memory, "state", flags.get(memory.id))  # noqa: B010 - a page's annotation
+    for group in groups:
+        for memory in group["memories"]:
+            setattr(memory, "state", flags.get(memory.id))  # noqa: B010 - a page's annotation
+    facts: list[GraphEdge] = []
+    if node.node_type in ENTITY_TYPES:
+        facts = fact_list(workspace_id=workspace_id, node=node, limit=HUB_RULES)
+        facts_mark(workspace_id=workspace_id, facts=facts)
+    return {
+        "total": len(memory_ids),
+        "counts": [
+            (t, counts[t]) for t in [*TYPE_ORDER, *sorted(set(counts) - set(TYPE_ORDER))] if t in counts
+        ],
+        "rules": rules,
+        "rule_total": counts.get("rule", 0) + counts.get("decision", 0),
+        "topics": chips(("tag", "category")),
+        "people": chips(("mentions", "subject")),
+        "repos": chips(("scope",)) if node.node_type != "repo" else [],
+        "conflicts": conflicts_here,
+        "conflicted": len(in_conflict),
+        "groups": groups,
+        "facts": facts,
+    }
 
 
 # --- memories -----------------------------------------------------------------------------------------------
@@ -234,7 +322,63 @@ def memory_flags(*, workspace_id: int, memory_ids: list[uuid.UUID]) -> dict[uuid
         .values_list("id", flat=True)
     ):
         flags.setdefault(memory_id, set()).add("replaced")
+    for memory_id, state in conflict_states(workspace_id=workspace_id, memory_ids=memory_ids).items():
+        flags.setdefault(memory_id, set()).add(state)
     return flags
+
+
+# A side of a disagreement as the pages mark it: the newer memory of a contradiction is likely current, the
+# older likely outdated; a replaced memory is outdated whatever else it is in.
+CURRENT, OUTDATED = "current", "outdated"
+
+
+def conflict_states(*, workspace_id: int, memory_ids: list[uuid.UUID]) -> dict[uuid.UUID, str]:
+    """Per memory in a contradiction or a replacement: CURRENT or OUTDATED, from what the data holds (the
+    contradicts and supersedes edges, superseded_by, and which side was written later)."""
+    states: dict[uuid.UUID, str] = {}
+    if not memory_ids:
+        return states
+    keys = [str(m) for m in memory_ids]
+    edges = list(
+        GraphEdge.objects.filter(_active_edges(), workspace_id=workspace_id)
+        .filter(edge_type__in=("supersedes", "contradicts"))
+        .filter(from_node__node_type="memory", to_node__node_type="memory")
+        .filter(Q(from_node__node_key__in=keys) | Q(to_node__node_key__in=keys))
+        .values_list("from_node__node_key", "to_node__node_key", "edge_type")[:2000]
+    )
+    ends = {u for row in edges for u in (_uuid_or_none(row[0]), _uuid_or_none(row[1])) if u}
+    written = dict(_live(workspace_id).filter(id__in=ends).values_list("id", "created_at"))
+    outdated: set[uuid.UUID] = set()
+    current: set[uuid.UUID] = set()
+    for source, target, edge_type in edges:
+        first, second = _uuid_or_none(source), _uuid_or_none(target)
+        if first not in written or second not in written:
+            continue  # one side forgotten: nothing left to disagree with
+        assert first is not None and second is not None
+        if edge_type == "supersedes":
+            newer, older = first, second
+        else:
+            newer, older = (
+                (first, second)
+                if (written[first], str(first)) > (written[second], str(second))
+                else (
+                    second,
+                    first,
+                )
+            )
+        current.add(newer)
+        outdated.add(older)
+    outdated.update(
+        _live(workspace_id)
+        .filter(id__in=memory_ids, superseded_by__isnull=False)
+        .values_list("id", flat=True)
+    )
+    wanted = set(memory_ids)
+    for memory_id in current & wanted:
+        states[memory_id] = CURRENT
+    for memory_id in outdated & wanted:
+        states[memory_id] = OUTDATED
+    return states
 
 
 def conflict_count(*, workspace_id: int) -> int:
@@ -463,6 +607,54 @@ def fact_timeline(*, workspace_id: int, limit: int) -> list[dict[str, Any]]:
     ]
 
 
+def fact_states(*, workspace_id: int, facts: list[GraphEdge]) -> dict[int, str]:
+    """Per still-valid fact whose subject has held more than one value of the same relation ("deploys on
+    Friday", later "deploys on Tuesday"): CURRENT for the value that became true last, OUTDATED for other
+    values still stated. Ended facts get no mark: the page says when they ended."""
+    keys = {(f.from_node_id, f.edge_type) for f in facts}
+    if not keys:
+        return {}
+    rivals = (
+        GraphEdge.objects.filter(
+            workspace_id=workspace_id,
+            origin=GraphEdge.Origin.LLM_ENTITY,
+            from_node_id__in={k[0] for k in keys},
+            edge_type__in={k[1] for k in keys},
+        )
+        .order_by("id")
+        .values_list(
+            "id",
+            "from_node_id",
+            "edge_type",
+            "to_node_id",
+            "valid_from",
+            "created_at",
+            "valid_to",
+            "expired_at",
+        )[:5000]
+    )
+    groups: dict[tuple[int, str], list[tuple[Any, ...]]] = {}
+    for row in rivals:
+        if (row[1], row[2]) in keys:
+            groups.setdefault((row[1], row[2]), []).append(row)
+    states: dict[int, str] = {}
+    for rows in groups.values():
+        live = [row for row in rows if row[6] is None and row[7] is None]
+        if not live or len({row[3] for row in rows}) < 2:
+            continue  # one value, however many times it was said
+        latest = max(live, key=lambda row: (row[4] or row[5], row[5], row[0]))
+        for row in live:
+            states[row[0]] = CURRENT if row[3] == latest[3] else OUTDATED
+    return states
+
+
+def facts_mark(*, workspace_id: int, facts: list[GraphEdge]) -> None:
+    """Set `state` (CURRENT, OUTDATED or None) on each fact, for the templates."""
+    states = fact_states(workspace_id=workspace_id, facts=facts)
+    for fact in facts:
+        setattr(fact, "state", states.get(fact.id))  # noqa: B010 - not a model field: a page's annotation
+
+
 # --- entities, facts, communities ---------------------------------------------------------------------------
 
 
@@ -530,6 +722,13 @@ def community_list(*, workspace_id: int, limit: int, member_limit: int) -> list[
     for community_id, label in firsts:
         labels.setdefault(community_id, []).append(label)
     return [
-        {"community": community, "size": sizes.get(community.id, 0), "members": labels.get(community.id, [])}
+        {
+            "community": community,
+            # Stored names end in a fingerprint that keeps them unique ("Ada, api, Lena [3fa8c2d10]"): people
+            # read the member names.
+            "name": community.name.rsplit(" [", 1)[0] or community.name,
+            "size": sizes.get(community.id, 0),
+            "members": labels.get(community.id, []),
+        }
         for community in communities
     ]

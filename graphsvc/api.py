@@ -3,7 +3,6 @@ and upkeep routes (facts, traverse, entities, communities, stats, clear, decay, 
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from django.http import HttpRequest
@@ -150,10 +149,6 @@ def graph_traverse_route(request: HttpRequest, payload: TraverseIn) -> dict[str,
     return success_envelope(request, data)
 
 
-_CURSOR = re.compile(r"[0-9]{1,19}")
-_BIGINT_MAX = 2**63 - 1
-
-
 @router.post(
     "/graph/entities",
     response=Envelope[EntitiesOut],
@@ -163,15 +158,7 @@ _BIGINT_MAX = 2**63 - 1
 def graph_entities(request: HttpRequest, payload: EntitiesIn) -> dict[str, Any]:
     workspace_id = request_workspace_id(request, payload.scope)
     audience = audience_for(memory_scope(payload.scope))
-    cursor_id = None
-    if payload.cursor is not None:
-        # ASCII digits within bigint: str.isdigit() also accepts '¹' and '٣', which int() or Postgres then
-        # refuse.
-        if not _CURSOR.fullmatch(payload.cursor) or int(payload.cursor) > _BIGINT_MAX:
-            raise ApiError(
-                400, "INVALID_CURSOR", "cursor must be the nextCursor of a previous graph/entities page."
-            )
-        cursor_id = int(payload.cursor)
+    cursor_id = selectors.entities_cursor_id(payload.cursor)
     with workspace_context(workspace_id):
         if payload.entity:
             found = _entity(workspace_id=workspace_id, name=payload.entity, audience=audience)
@@ -204,7 +191,7 @@ def _entity(*, workspace_id: int, name: str, audience: Audience) -> Seed:
 
 
 def _record_id(raw: str, *, field: str) -> int:
-    if not _CURSOR.fullmatch(raw) or int(raw) > _BIGINT_MAX:
+    if not selectors.ID_TEXT.fullmatch(raw) or int(raw) > selectors.BIGINT_MAX:
         raise ApiError(400, "INVALID_REQUEST", f"{field} must be an id as graph/entities returns it.")
     return int(raw)
 

@@ -26,6 +26,7 @@ from django.db import connections
 from pydantic import BaseModel, Field
 
 from graphsvc import llm, vectors
+from graphsvc import presence as graph_presence
 from graphsvc.models import ENTITY_TYPES
 from graphsvc.names import (
     clean_text,
@@ -226,7 +227,7 @@ def _touch(
     cursor.execute(
         """
         UPDATE graph_nodes SET label = %s, summary = %s, last_seen_at = now(), updated_at = now(),
-            mention_count = mention_count + 1, confidence = %s,
+            archived_at = NULL, mention_count = mention_count + 1, confidence = %s,
             embedding = coalesce(%s::vector, embedding), embedding_model = coalesce(%s, embedding_model)
         WHERE id = %s
         """,
@@ -323,7 +324,7 @@ def entity_resolve(
                                      created_at, updated_at)
             VALUES (%s, %s, %s, %s, %s, %s::vector, %s, now(), now(), 1, %s, now(), now())
             ON CONFLICT (workspace_id, node_type, node_key) DO UPDATE
-                SET label = EXCLUDED.label, last_seen_at = now(),
+                SET label = EXCLUDED.label, last_seen_at = now(), archived_at = NULL,
                     mention_count = graph_nodes.mention_count + 1,
                     confidence = coalesce(graph_nodes.confidence, %s)
                         + (1 - coalesce(graph_nodes.confidence, %s)) * %s,
@@ -346,6 +347,7 @@ def entity_resolve(
         )
         node_id = cursor.fetchone()[0]
         _add_aliases(cursor, workspace_id=ctx.workspace_id, node_id=node_id, aliases=aliases)
+        graph_presence.graph_presence_forget(workspace_id=ctx.workspace_id)
         return ResolvedEntity(node_id=node_id, outcome="created")
 
 

@@ -14,8 +14,10 @@ One query, whatever the graph's size and the depth.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 from config.prepared import prepared_cursor
 
@@ -195,11 +197,15 @@ def _expansion_sql(depth: int, *, best: str) -> str:
     return "WITH " + ",".join(ctes) + links
 
 
+@functools.lru_cache(maxsize=256)
 def readable_expansion_sql(*, depth: int, columns: str, condition: str) -> str:
     """The expansion statement that returns the best `%(limit)s` memories the caller may read, as `columns` (a
     list of `m.<column>`) followed by graph_hop, graph_ref, graph_edge_type, graph_confidence, graph_score,
     graph_seed and graph_total (the candidates the traversal reached, readable or not). `condition` is SQL on
-    memories m. Parameters: as expand()'s, plus the condition's."""
+    memories m. Parameters: as expand()'s, plus the condition's.
+
+    Built once per (depth, columns, condition) and process: the same few texts serve every call, and the same
+    string object is hashed once by the statement caches downstream."""
     best = _BEST_READABLE_SQL.format(
         columns=columns, condition=condition, best_columns=columns.replace("m.", "b.")
     )
@@ -241,14 +247,24 @@ def expand(*, workspace_id: int, seed_memory_ids: list[uuid.UUID], depth: int, l
     return Expansion(memory_ids=list(reasons), reasons=reasons, total_candidates=rows[0][-1] if rows else 0)
 
 
-def contradictions(*, workspace_id: int, memory_ids: list[uuid.UUID]) -> list[dict[str, object]]:
-    """Active contradicts edges between returned memories, one per unordered pair (max confidence)."""
+def contradictions(
+    *, workspace_id: int, memory_ids: list[uuid.UUID], along: tuple[str, list[Any]] | None = None
+) -> list[dict[str, object]]:
+    """Active contradicts edges between returned memories, one per unordered pair (max confidence).
+
+    `along`: a data-modifying statement (SQL with positional values) sent in the same round trip, as a CTE of
+    this one; it runs once, to completion, even when there is nothing to look up."""
     if len(memory_ids) < 2:
+        if along is not None:
+            with prepared_cursor() as cursor:
+                cursor.execute(*along)
         return []
     keys = [str(memory_id) for memory_id in memory_ids]
+    head, head_params = (f"WITH along AS ({along[0]})", along[1]) if along is not None else ("", [])
     with prepared_cursor() as cursor:  # planning was most of its cost (0.4 of 0.5 ms)
         cursor.execute(
-            """
+            head
+            + """
             SELECT least(a.node_key, b.node_key), greatest(a.node_key, b.node_key), max(e.confidence),
                    (array_agg(e.metadata->>'explanation' ORDER BY e.confidence DESC)
                         FILTER (WHERE e.metadata->>'explanation' IS NOT NULL))[1],
@@ -264,7 +280,7 @@ def contradictions(*, workspace_id: int, memory_ids: list[uuid.UUID]) -> list[di
             GROUP BY 1, 2
             ORDER BY 3 DESC, 1, 2
             """,
-            [workspace_id, keys, keys],
+            [*head_params, workspace_id, keys, keys],
         )
         rows = cursor.fetchall()
     return [

@@ -11,6 +11,7 @@ them) until eviction.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -29,6 +30,7 @@ from config.prepared import prepared_cursor
 from graphsvc import vectors
 from graphsvc.models import ENTITY_TYPES, GraphSettings
 from graphsvc.names import normalise_name, normalise_relation
+from memories.prompt_text import prompt_line
 
 # The query's embedding (None when it cannot be computed). The graph stores vectors but does not compute them:
 # the caller passes the embedder of the retrieval layer, so entities are found by meaning when no word
@@ -245,11 +247,6 @@ def boosted(decayed: float, retrieval_count: int) -> float:
     return min(1.0, decayed * (1.0 + 0.2 * math.log1p(max(retrieval_count, 0))))
 
 
-def clean_fact_text(text: str | None) -> str:
-    """One line, no angle brackets: graph text is pasted into prompts and must not open or close a section."""
-    return " ".join((text or "").replace("<", " ").replace(">", " ").split())
-
-
 # --- seeds --------------------------------------------------------------------------------------------------
 
 
@@ -440,7 +437,7 @@ def entity_closest(*, workspace_id: int, name: str, audience: Audience = EVERYON
                 "viewer": audience.user_id,
             },
         )
-        return list(dict.fromkeys(clean_fact_text(row[0]) for row in cursor.fetchall()))
+        return list(dict.fromkeys(prompt_line(row[0]) for row in cursor.fetchall()))
 
 
 def entity_not_found(*, workspace_id: int, name: str, audience: Audience = EVERYONE) -> ApiError:
@@ -454,7 +451,7 @@ def entity_not_found(*, workspace_id: int, name: str, audience: Audience = EVERY
     return ApiError(
         404,
         "ENTITY_NOT_FOUND",
-        f"No entity named {clean_fact_text(name)[:200]!r} in this workspace.{hint}",
+        f"No entity named {prompt_line(name)[:200]!r} in this workspace.{hint}",
         details={"closest": closest},
     )
 
@@ -774,7 +771,55 @@ RELATION_BOOST_SQL = f"""(CASE WHEN EXISTS (SELECT 1 FROM unnest(%(relations)s::
 
 def _walk_sql(*, reading: Reading, max_hops: int, record: bool, lazy_commit: bool, seeded: bool) -> str:
     """The BFS statement: from seeds given as parameters, or (`seeded`) from the seed search and settings read
-    in the same statement, whose seeds and settings then lead every row."""
+    in the same statement, whose seeds and settings then lead every row.
+
+    Built once per shape and process: its text (11-13 KB) depends only on which filters apply, never on their
+    values (those are parameters). Rebuilt on every call it cost ~0.1 ms of string formatting, and as a new
+    string every time, hashing and encoding it again for the statement caches (config.prepared, psycopg's
+    prepared statements) as much again; the same string object hashes once. PostgreSQL parses and plans it
+    once per connection either way (a prepared statement)."""
+    return _walk_sql_text(
+        _WalkShape(
+            at=reading.at is not None,
+            classes=bool(reading.edge_classes),
+            types=bool(reading.edge_types),
+            restricted=reading.audience.restricted,
+            rate_sql=reading.rate_sql,
+            rates_sql=reading.rates_sql,
+            direction=reading.direction,
+        ),
+        max_hops=max_hops,
+        record=record,
+        lazy_commit=lazy_commit,
+        seeded=seeded,
+    )
+
+
+@dataclass(frozen=True)
+class _WalkShape:
+    """What of a Reading the statement's text depends on."""
+
+    at: bool
+    classes: bool
+    types: bool
+    restricted: bool
+    rate_sql: str
+    rates_sql: str
+    direction: str
+
+
+@functools.lru_cache(maxsize=256)
+def _walk_sql_text(shape: _WalkShape, *, max_hops: int, record: bool, lazy_commit: bool, seeded: bool) -> str:
+    reading = Reading(
+        workspace_id=0,
+        at=datetime.min if shape.at else None,
+        edge_classes=["_"] if shape.classes else None,
+        edge_types=["_"] if shape.types else None,
+        rate_sql=shape.rate_sql,
+        rates_sql=shape.rates_sql,
+        audience=Audience(restricted=True) if shape.restricted else EVERYONE,
+        direction=shape.direction,
+    )
     where = reading.where()
     decayed = reading.decayed()
     strength = f"{decayed} * {class_weight_sql()}"
@@ -1182,10 +1227,10 @@ def spreading_details(
 
 def _public(fact: dict[str, Any]) -> dict[str, Any]:
     return {
-        "source": clean_fact_text(fact["source"]),
+        "source": prompt_line(fact["source"]),
         "relation": fact["relation"],
-        "target": clean_fact_text(fact["target"]),
-        "fact": clean_fact_text(fact["fact"]),
+        "target": prompt_line(fact["target"]),
+        "fact": prompt_line(fact["fact"]),
         "edgeClass": fact["edgeClass"],
         "confidence": round(fact["confidence"], 4),
         "score": fact["score"],
@@ -1349,7 +1394,7 @@ def facts_recall(
     return {
         "facts": [_public(f) for f in kept],
         "seeds": [
-            {"id": str(s.node_id), "name": clean_fact_text(s.name), "score": round(s.score, 4)} for s in seeds
+            {"id": str(s.node_id), "name": prompt_line(s.name), "score": round(s.score, 4)} for s in seeds
         ],
         "seedSource": seed_source,
         "strategy": chosen,

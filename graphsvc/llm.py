@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import time
+import unicodedata
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
@@ -24,7 +25,7 @@ from django.db import connections
 from pydantic import BaseModel, ValidationError
 
 from memories.scrubber import scrub_secrets
-from ops import metrics
+from ops import metrics, tracing
 from tenancy.rls import workspace_context
 
 logger = logging.getLogger("cairn.llm")
@@ -155,33 +156,81 @@ _FENCE_TAG = re2.compile(
 )
 
 
-def _escape_fence_tag(match: re2._Match) -> str:
-    # Only the `<` changes: the content still reads as written, and the tag neither closes the fence nor
-    # opens another one.
-    return "&lt;" + match.group(0)[1:]
+# Characters a reader takes for `<` or for a Latin letter of the tag, one character each, so that the folded
+# text keeps every position of the original: angle brackets of other blocks, and letters of other scripts
+# that look like Latin ones (Cyrillic, Greek, Armenian; `I`, `1` and `|` for the `l`). Compatibility forms
+# (mathematical letters, circled and full-width ones) are added from NFKC in _fold_table.
+_LOOKALIKE_BRACKETS = "\u2039\u2329\u3008\u27e8\u276e\u276c\u29fc\u02c2\u1438\u27ea\u300a\u227a\u2282\u22d6"
+_LOOKALIKE_LETTERS = {
+    "a": "\u0430\u0410\u03b1\u0391\u0251\u237a",
+    "d": "\u0501\u0500\u13a0\u146f\u2146",
+    "e": "\u0435\u0415\u03b5\u0395\u04bd\u212e\u0454\u0404\u1971",
+    "l": "I1|\u01c0\u0399\u0406\u04cf\u04c0\u05c0\u07ca\u2d4f\u0196\u217c\u2223",
+    "n": "\u0578\u057c\u03b7\u039d\u0274\u043f",
+    "r": "\u0433\u0280\u1d26\u2c85",
+    "t": "\u0442\u0422\u03c4\u03a4\u1d1b",
+    "x": "\u0445\u0425\u03c7\u03a7\u00d7\u2179\u166e\u2a2f",
+}
+
+
+@functools.cache
+def _fold_table() -> dict[int, str]:
+    table: dict[int, str] = {}
+    for start, end in ((0x80, 0x3400), (0xF900, 0x10000), (0x1D400, 0x1D800), (0x1F100, 0x1F200)):
+        for point in range(start, end):
+            folded = unicodedata.normalize("NFKC", chr(point))
+            if len(folded) == 1 and folded.isascii() and (folded.isalpha() or folded == "<"):
+                table[point] = folded
+    for bracket in _LOOKALIKE_BRACKETS:
+        table[ord(bracket)] = "<"
+    for letter, lookalikes in _LOOKALIKE_LETTERS.items():
+        for lookalike in lookalikes:
+            table[ord(lookalike)] = letter
+    return table
 
 
 def _escape_fence_tags(text: str) -> str:
     try:
-        return _FENCE_TAG.sub(_escape_fence_tag, text)
+        return _escape_folded(text)
     except UnicodeEncodeError:
         # Lone surrogates (JSON escapes in a model's answer can make them) are not UTF-8, the only text RE2
         # reads; in a prompt they are noise, so they become U+FFFD.
         text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-        return _FENCE_TAG.sub(_escape_fence_tag, text)
+        return _escape_folded(text)
 
 
-def external(text: str, *, limit: int | None = None) -> str:
-    """Memory text is data, never instructions: fence it, and keep a forged fence tag from ending the fence.
+def _escape_folded(text: str) -> str:
+    """Each tag found in the folded text (look-alikes read as what they look like) has its opening bracket
+    in the original text escaped. Only that bracket changes: the content still reads as written, and the tag
+    neither closes the fence nor opens another one."""
+    folded = text.translate(_fold_table())
+    starts = [match.start() for match in _FENCE_TAG.finditer(folded)]
+    if not starts:
+        return text
+    parts, previous = [], 0
+    for start in starts:
+        parts.append(text[previous:start])
+        parts.append("&lt;")
+        previous = start + 1
+    parts.append(text[previous:])
+    return "".join(parts)
 
-    Secrets are scrubbed first (memories.scrubber), then the text is cut to `limit`: cutting first could leave
-    half a key that no pattern recognises any more. Fence tags in the text are escaped last, so that nothing
-    after it can rebuild one.
-    """
+
+def scrubbed(text: str, *, limit: int | None = None) -> str:
+    """Memory text as every model outside the server receives it (LLM prompts inside a fence, the reranker's
+    documents as they are). Secrets are scrubbed first (memories.scrubber), then the text is cut to `limit`:
+    cutting first could leave half a key that no pattern recognises any more. Fence tags in the text are
+    escaped last, so that nothing after it can rebuild one."""
     text = scrub_secrets(text)
     if limit is not None:
         text = text[:limit]
-    return FENCE_OPEN + _escape_fence_tags(text) + FENCE_CLOSE
+    return _escape_fence_tags(text)
+
+
+def external(text: str, *, limit: int | None = None) -> str:
+    """Memory text is data, never instructions: fence it (scrubbed), and keep a forged fence tag from ending
+    the fence."""
+    return FENCE_OPEN + scrubbed(text, limit=limit) + FENCE_CLOSE
 
 
 def tokens_used_today(*, workspace_id: int) -> int:
@@ -217,15 +266,6 @@ def daily_token_budget(*, workspace_id: int) -> int | None:
     if ceiling:
         budget = ceiling if budget is None else min(budget, ceiling)
     return budget
-
-
-def budget_check(*, workspace_id: int) -> None:
-    budget = daily_token_budget(workspace_id=workspace_id)
-    if budget is None:
-        return
-    used = tokens_used_today(workspace_id=workspace_id)
-    if used >= budget:
-        raise LlmBudgetExhausted(f"{used} of {budget} tokens used today (UTC); extraction resumes tomorrow")
 
 
 def budget_reserve(*, workspace_id: int, budget: int | None, tokens: int, purpose: str, model: str) -> int:
@@ -394,24 +434,31 @@ def llm_structured(
         )
         started = time.monotonic()
         try:
-            response = litellm.completion(
-                model=model,
-                messages=messages,
-                max_tokens=settings.GRAPH_LLM_MAX_OUTPUT_TOKENS,
-                temperature=0,
-                response_format={
-                    "type": "json_schema",
-                    "json_schema": {"name": schema_name, "schema": strict_json_schema(asked), "strict": True},
-                },
-                # Always the operator's key, never litellm's fallback to keys in the environment: an unset key
-                # is sent as a placeholder a provider refuses (litellm treats an empty one as absent).
-                api_base=settings.GRAPH_LLM_API_BASE or None,
-                api_key=settings.GRAPH_LLM_API_KEY or NO_KEY,
-                timeout=settings.GRAPH_LLM_TIMEOUT_SECONDS,
-                num_retries=0,
-                max_retries=0,
-                drop_params=True,
-            )
+            with tracing.llm_span("chat", model=model) as span:
+                tracing.span_set(span, {"cairn.llm.purpose": purpose})
+                response = litellm.completion(
+                    model=model,
+                    messages=messages,
+                    max_tokens=settings.GRAPH_LLM_MAX_OUTPUT_TOKENS,
+                    temperature=0,
+                    response_format={
+                        "type": "json_schema",
+                        "json_schema": {
+                            "name": schema_name,
+                            "schema": strict_json_schema(asked),
+                            "strict": True,
+                        },
+                    },
+                    # Always the operator's key, never litellm's fallback to keys in the environment: an unset
+                    # key is sent as a placeholder a provider refuses (litellm treats an empty one as absent).
+                    api_base=settings.GRAPH_LLM_API_BASE or None,
+                    api_key=settings.GRAPH_LLM_API_KEY or NO_KEY,
+                    timeout=settings.GRAPH_LLM_TIMEOUT_SECONDS,
+                    num_retries=0,
+                    max_retries=0,
+                    drop_params=True,
+                )
+                tracing.llm_usage(span, response)
         except Exception as exc:  # noqa: BLE001 - every provider failure is classified, recorded and reported
             code, retryable, retry_after = _classify_exception(exc)
             duration_ms = int((time.monotonic() - started) * 1000)

@@ -27,6 +27,9 @@ class GraphNode(models.Model):
     # How sure the graph is that this entity is one real thing, resolved right (graphsvc.entities
     # confidence_after); NULL on the nodes of the memory graph.
     confidence = models.FloatField(null=True, blank=True)
+    # Set by eviction on an entity with no current fact unseen for the retention: kept with its history, out
+    # of graph/entities lists and graph/stats counts; its next mention clears it.
+    archived_at = models.DateTimeField(null=True, blank=True)
     # An entity's community is a row of GraphCommunityMember, not a column here (migration 0011).
 
     class Meta:

@@ -29,8 +29,14 @@ class LlmTotalOut(Schema):
 
 class EvictionOut(Schema):
     expiredFacts: int = Field(description="Invalidated facts past GRAPH_EVICTION_RETENTION_DAYS deleted.")
-    decayedFacts: int = Field(0, description="Current facts decayed under GRAPH_CONFIDENCE_FLOOR, deleted.")
-    staleEntities: int = Field(description="Entities without current facts, unseen for as long, deleted.")
+    decayedFacts: int = Field(
+        0,
+        description="Current facts under GRAPH_CONFIDENCE_FLOOR for GRAPH_DECAYED_FACT_GRACE_DAYS, "
+        "invalidated (kept as history).",
+    )
+    staleEntities: int = Field(
+        description="Entities without current facts, unseen for the retention, archived (kept)."
+    )
     overCapEntities: int = Field(description="Entities deleted to keep the entity cap.")
     ranAt: datetime = Field(description="When eviction ran.")
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import connections
 from django.db.models import Q
 
+from config.errors import ApiError
 from config.prepared import prepared_cursor
 from graphsvc.facts import EVERYONE, Audience
 
@@ -170,12 +172,12 @@ def extraction_status(*, workspace_id: int) -> dict[str, Any]:
 
 
 def _entity_json(row: tuple[Any, ...]) -> dict[str, Any]:
-    from graphsvc.facts import clean_fact_text
+    from memories.prompt_text import prompt_line
 
     node_id, label, node_type, summary, mentions, community, last_seen, confidence = row
     return {
         "id": str(node_id),
-        "name": clean_fact_text(label),
+        "name": prompt_line(label),
         "type": node_type,
         "summary": summary,
         "aliases": None,
@@ -194,6 +196,24 @@ ENTITY_SELECT = """
     LEFT JOIN graph_community_members m ON m.workspace_id = n.workspace_id AND m.node_id = n.id
     LEFT JOIN graph_communities c ON c.id = m.community_id
 """
+
+
+# An id as the graph routes return it: ASCII digits within bigint.
+ID_TEXT = re.compile(r"[0-9]{1,19}")
+BIGINT_MAX = 2**63 - 1
+
+
+def entities_cursor_id(cursor: str | None) -> int | None:
+    """The entity id a graph/entities page cursor names (None: the first page); 400 INVALID_CURSOR for
+    anything but a nextCursor. ASCII digits within bigint: str.isdigit() also accepts '¹' and '٣', which int()
+    or Postgres then refuse."""
+    if cursor is None:
+        return None
+    if not ID_TEXT.fullmatch(cursor) or int(cursor) > BIGINT_MAX:
+        raise ApiError(
+            400, "INVALID_CURSOR", "cursor must be the nextCursor of a previous graph/entities page."
+        )
+    return int(cursor)
 
 
 def entities_list(
@@ -231,7 +251,7 @@ def entities_list(
             return {"entities": [_entity_json(r) for r in rows], "nextCursor": None}
         cursor.execute(
             ENTITY_SELECT + " WHERE n.workspace_id = %(ws)s AND n.node_type = ANY(%(types)s)"
-            " AND (%(after)s::bigint IS NULL OR n.id < %(after)s)"
+            " AND n.archived_at IS NULL AND (%(after)s::bigint IS NULL OR n.id < %(after)s)"
             + visible
             + " ORDER BY n.id DESC LIMIT %(limit)s",
             {
@@ -266,6 +286,7 @@ def entities_search_ids(
             SELECT n.id FROM text t
             JOIN graph_nodes n
               ON n.workspace_id = %(ws)s AND n.id = t.node_id AND n.node_type = ANY(%(types)s)
+             AND n.archived_at IS NULL
             ORDER BY t.score DESC, n.mention_count DESC, n.id LIMIT %(limit)s
             """,
             {
@@ -282,8 +303,8 @@ def entities_search_ids(
 
 def entity_merges(*, workspace_id: int, node_id: int, limit: int = 20) -> list[dict[str, Any]]:
     """The merges and splits an entity took part in, newest first."""
-    from graphsvc.facts import clean_fact_text
     from graphsvc.models import GraphEntityMerge
+    from memories.prompt_text import prompt_line
 
     rows = (
         GraphEntityMerge.objects.filter(workspace_id=workspace_id)
@@ -297,7 +318,7 @@ def entity_merges(*, workspace_id: int, node_id: int, limit: int = 20) -> list[d
             "kind": row["kind"],
             "survivorId": str(row["survivor_id"]),
             "mergedId": str(row["merged_id"]),
-            "mergedName": clean_fact_text(row["merged_name"]),
+            "mergedName": prompt_line(row["merged_name"]),
             "createdAt": row["created_at"],
             "undoneAt": row["undone_at"],
         }
@@ -330,7 +351,8 @@ def entity_merge_into(*, workspace_id: int, merge_id: int, node_id: int) -> bool
 
 def entity_detail(*, workspace_id: int, node_id: int, audience: Audience = EVERYONE) -> dict[str, Any]:
     from config.schemas import finite
-    from graphsvc.facts import clean_fact_text, fact_visible_sql, reading_for
+    from graphsvc.facts import fact_visible_sql, reading_for
+    from memories.prompt_text import prompt_line
 
     reading = reading_for(workspace_id=workspace_id, audience=audience)
     visible_fact = f" AND {fact_visible_sql('e')}" if audience.restricted else ""
@@ -358,10 +380,10 @@ def entity_detail(*, workspace_id: int, node_id: int, audience: Audience = EVERY
         data["facts"] = [
             {
                 "id": str(edge_id),
-                "source": clean_fact_text(s),
+                "source": prompt_line(s),
                 "relation": rel,
-                "target": clean_fact_text(t),
-                "fact": clean_fact_text(f),
+                "target": prompt_line(t),
+                "fact": prompt_line(f),
                 "confidence": round(finite(c), 4),
                 "retrievable": bool(current) and float(c) >= floor,
                 "validFrom": vf,
@@ -463,7 +485,8 @@ def entity_graph_stats(*, workspace_id: int, audience: Audience = EVERYONE) -> d
         aliases, active, invalidated, below, communities = cursor.fetchone()
         cursor.execute(
             "SELECT n.node_type, count(*) FROM graph_nodes n WHERE n.workspace_id = %(ws)s "
-            f"AND n.node_type = ANY(%(types)s){entity} GROUP BY n.node_type ORDER BY n.node_type",
+            f"AND n.node_type = ANY(%(types)s) AND n.archived_at IS NULL{entity} "
+            "GROUP BY n.node_type ORDER BY n.node_type",
             params,
         )
         by_type = dict(cursor.fetchall())

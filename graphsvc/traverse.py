@@ -20,13 +20,13 @@ from graphsvc.facts import (
     MAX_FANOUT,
     audience_for,
     boosted_sql,
-    clean_fact_text,
     edge_types_normalised,
     entity_lookup_stored,
     entity_not_found,
     neighbours_sql,
     reading_for,
 )
+from memories.prompt_text import prompt_line
 
 MAX_HOPS = 3
 MAX_LIMIT = 100
@@ -188,9 +188,9 @@ def graph_traverse(
         while step in reached and (edge := reached[step][3]) is not None:
             path.append(
                 {
-                    "source": clean_fact_text(edge["source"]),
+                    "source": prompt_line(edge["source"]),
                     "relation": edge["relation"],
-                    "target": clean_fact_text(edge["target"]),
+                    "target": prompt_line(edge["target"]),
                 }
             )
             used[edge["id"]] = edge
@@ -199,7 +199,7 @@ def graph_traverse(
         nodes.append(
             {
                 "id": str(node_id),
-                "name": clean_fact_text(names.get(node_id, "")),
+                "name": prompt_line(names.get(node_id, "")),
                 "hop": hop,
                 "score": round(score, 6),
                 "path": path,
@@ -208,16 +208,16 @@ def graph_traverse(
     for edge in sorted(used.values(), key=lambda e: e["id"]):
         edges.append(
             {
-                "source": clean_fact_text(edge["source"]),
+                "source": prompt_line(edge["source"]),
                 "relation": edge["relation"],
-                "target": clean_fact_text(edge["target"]),
+                "target": prompt_line(edge["target"]),
                 "confidence": round(edge["confidence"], 4),
-                "fact": clean_fact_text(edge["fact"]),
+                "fact": prompt_line(edge["fact"]),
                 "edgeClass": edge["edgeClass"],
             }
         )
     return {
-        "start": {"id": str(start.node_id), "name": clean_fact_text(start.name)},
+        "start": {"id": str(start.node_id), "name": prompt_line(start.name)},
         "nodes": nodes,
         "edges": edges,
     }

@@ -23,9 +23,11 @@ from django.utils import timezone
 from pydantic import BaseModel
 
 from graphsvc import llm, vectors
+from graphsvc import presence as graph_presence
 from graphsvc.facts import reading_for
 from graphsvc.models import ENTITY_TYPES, GraphSettings
 from graphsvc.names import clean_text
+from memories.repair import injection_flags_rescan
 from tenancy.rls import workspace_context
 
 logger = logging.getLogger("cairn.graph.upkeep")
@@ -40,6 +42,8 @@ LOAD_WORK_MEM = "128MB"
 MAX_SUMMARY_FACTS = 20
 MAX_SUMMARY_PROMPT_BYTES = 8192
 RETRIEVAL_DECAY = 0.95
+# Memories whose injection flags an older detector found, scanned again per workspace per hourly run.
+INJECTION_RESCAN_PER_RUN = 5_000
 ACTIVE_FACT = "origin = 'llm_entity' AND expired_at IS NULL AND valid_to IS NULL"
 
 SUMMARY_SYSTEM = (
@@ -488,8 +492,8 @@ def retrieval_counts_decay(*, workspace_id: int) -> int:
 
 
 def decay_summary(*, workspace_id: int) -> dict[str, Any]:
-    """How many current facts decay has taken under the retrieval floor (not retrieved; the next eviction
-    deletes them)."""
+    """How many current facts decay has taken under the retrieval floor (not retrieved; eviction invalidates
+    them once they stayed under it for GRAPH_DECAYED_FACT_GRACE_DAYS)."""
     reading = reading_for(workspace_id=workspace_id)
     with connections["app"].cursor() as cursor:
         cursor.execute(
@@ -514,11 +518,15 @@ def decay_summary(*, workspace_id: int) -> dict[str, Any]:
 
 
 def graph_evict(*, workspace_id: int) -> dict[str, Any]:
-    """Invalidated facts past the retention, current facts decay has taken under the confidence floor (no
-    longer retrieved, so they would only keep their entities alive), unconnected entities unseen for the
-    retention, then the entity cap (fewest active facts first, least recently seen next). Their facts go with
-    them (foreign keys cascade)."""
+    """Invalidated facts past the retention are deleted. Current facts decay has kept under the confidence
+    floor for GRAPH_DECAYED_FACT_GRACE_DAYS are invalidated, not deleted: already out of retrieval, they stay
+    as history (point-in-time reads, graph/entities detail) until the retention takes them like any other
+    invalidated fact; within the grace, extracting one again brings it back. Entities with no current fact
+    unseen for the retention are archived (kept with their history, out of lists and counts; their next
+    mention brings them back). Only the entity cap deletes entities (fewest active facts first, archived
+    ones next, least recently seen next), with their facts."""
     days = settings.GRAPH_EVICTION_RETENTION_DAYS
+    grace = settings.GRAPH_DECAYED_FACT_GRACE_DAYS
     row = GraphSettings.objects.filter(workspace_id=workspace_id).values("max_entities").first()
     cap = (row["max_entities"] if row else None) or settings.GRAPH_MAX_ENTITIES or 0
     reading = reading_for(workspace_id=workspace_id)
@@ -530,17 +538,28 @@ def graph_evict(*, workspace_id: int) -> dict[str, Any]:
             [workspace_id, days],
         )
         expired_facts = cursor.rowcount
+        # Under the floor `grace` days ago already (decay only grows with the time since the last
+        # observation, so it has been under ever since), and not observed since then. The fact's own truth
+        # is not in question, so valid_to stays; expired_at ends it, and the metadata says why.
         cursor.execute(
             f"""
-            DELETE FROM graph_edges e WHERE e.workspace_id = %(ws)s AND e.origin = 'llm_entity'
-              AND e.expired_at IS NULL AND e.valid_to IS NULL AND {reading.decayed()} < %(floor)s
+            UPDATE graph_edges e SET expired_at = now(), updated_at = now(),
+                metadata = CASE WHEN e.metadata IS NULL THEN %(why)s::jsonb
+                                WHEN jsonb_typeof(e.metadata) = 'object' THEN e.metadata || %(why)s::jsonb
+                                ELSE e.metadata END
+            WHERE e.workspace_id = %(ws)s AND e.origin = 'llm_entity'
+              AND e.expired_at IS NULL AND e.valid_to IS NULL
+              AND coalesce(e.last_observed_at, e.created_at) < %(ref)s AND {reading.decayed()} < %(floor)s
             """,
-            reading.params(),
+            reading.params(
+                ref=timezone.now() - timedelta(days=grace), why='{"invalidatedBy": "confidence_decay"}'
+            ),
         )
         decayed_facts = cursor.rowcount
         cursor.execute(
             """
-            SELECT n.id FROM graph_nodes n WHERE n.workspace_id = %(ws)s AND n.node_type = ANY(%(types)s)
+            UPDATE graph_nodes n SET archived_at = now()
+            WHERE n.workspace_id = %(ws)s AND n.node_type = ANY(%(types)s) AND n.archived_at IS NULL
               AND coalesce(n.last_seen_at, n.created_at) < now() - make_interval(days => %(days)s)
               AND NOT EXISTS (SELECT 1 FROM graph_edges e
                               WHERE e.workspace_id = %(ws)s AND e.from_node_id = n.id
@@ -551,9 +570,7 @@ def graph_evict(*, workspace_id: int) -> dict[str, Any]:
             """,
             {"ws": workspace_id, "types": list(ENTITY_TYPES), "days": days},
         )
-        stale_entities = _entities_delete(
-            cursor, workspace_id=workspace_id, ids=[r[0] for r in cursor.fetchall()]
-        )
+        stale_entities = cursor.rowcount
         over_cap = 0
         if cap:
             cursor.execute(
@@ -565,7 +582,8 @@ def graph_evict(*, workspace_id: int) -> dict[str, Any]:
                       AND e.{ACTIVE_FACT.replace(" AND ", " AND e.")}
                 ) d ON true
                 WHERE n.workspace_id = %(ws)s AND n.node_type = ANY(%(types)s)
-                ORDER BY d.degree ASC, coalesce(n.last_seen_at, n.created_at) ASC, n.id ASC
+                ORDER BY d.degree ASC, n.archived_at IS NULL, coalesce(n.last_seen_at, n.created_at) ASC,
+                         n.id ASC
                 LIMIT greatest((SELECT count(*) FROM graph_nodes WHERE workspace_id = %(ws)s
                                 AND node_type = ANY(%(types)s)) - %(cap)s, 0)
                 """,
@@ -714,6 +732,7 @@ def communities_summarize(*, workspace_id: int, progress: Progress | None = None
                     "WHERE workspace_id = %s AND id = %s",
                     [summary, workspace_id, cid],
                 )
+    graph_presence.graph_presence_forget(workspace_id=workspace_id)
     return sum(1 for _, summary in results if summary)
 
 
@@ -734,12 +753,24 @@ def communities_refresh(
 
 
 def graph_upkeep_all() -> int:
-    """The scheduled task: every workspace with an entity graph."""
+    """The scheduled task: every workspace with an entity graph (and the injection flag rescan everywhere)."""
     from tenancy.models import Workspace
 
     done = 0
     for workspace_id in Workspace.objects.order_by("id").values_list("id", flat=True).iterator():
         with workspace_context(workspace_id), connections["app"].cursor() as cursor:
+            # Every workspace, graph or not: memories an older injection detector scanned are scanned again,
+            # a bounded batch an hour (the flags mark them untrusted in every text, and keep them out of
+            # extraction). stored_rows_repair does all of them at once.
+            try:
+                with transaction.atomic(using="app"):
+                    rescanned = injection_flags_rescan(
+                        cursor, workspace_id=workspace_id, limit=INJECTION_RESCAN_PER_RUN
+                    )
+                if rescanned:
+                    logger.info("workspace %s: %s memories flagged anew", workspace_id, rescanned)
+            except Exception:  # noqa: BLE001 - as below: one workspace's failure must not stop the others
+                logger.exception("injection flag rescan failed for workspace %s", workspace_id)
             cursor.execute(
                 "SELECT 1 FROM graph_nodes WHERE workspace_id = %s AND node_type = ANY(%s) LIMIT 1",
                 [workspace_id, list(ENTITY_TYPES)],

@@ -4,23 +4,32 @@ content.
 An agent pays for a tool's text in tokens on every turn it is in the conversation. The JSON of context/get
 repeats every memory three times (memories, workingMemories, longTermMemories) and carries the trace and
 pipeline states; the text here is what a model reads: the context itself, each memory's id and why it is
-there, and one line per fact, node or entity. Every value comes from the tool's JSON, which the server built
-from stored text that was already made one-line where it is pasted (graphsvc.facts.clean_fact_text, the
-context text), so nothing here can open or close a prompt section the JSON could not.
+there, and one line per fact, node or entity. Every value from the JSON goes through
+memories.prompt_text.prompt_line (the one rule of every model-facing text), so no stored value can start a
+line, open or close a tag, or forge the untrusted marker; memories with injection flags carry that marker.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from memories.prompt_text import UNTRUSTED_MARKER, prompt_bracketed, prompt_line, prompt_list
+
 LINE_CHARS = 160
 SUMMARY_CHARS = 300
+NAME_CHARS = 200
 
 
 def _line(text: Any, limit: int = LINE_CHARS) -> str:
-    """One line, at most `limit` characters, no angle brackets."""
-    flat = " ".join(str(text or "").replace("<", " ").replace(">", " ").split())
-    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+    return prompt_line(text, limit=limit)
+
+
+def _name(text: Any) -> str:
+    return prompt_line(text, limit=NAME_CHARS)
+
+
+def _marked(memory: dict[str, Any]) -> str:
+    return UNTRUSTED_MARKER + " " if memory.get("injectionFlags") else ""
 
 
 def _why(memory: dict[str, Any]) -> str:
@@ -28,7 +37,7 @@ def _why(memory: dict[str, Any]) -> str:
     if graph:
         hops = graph.get("hopCount", 1)
         return (
-            f"graph: via {_line(graph.get('linkedViaNode'), 60)} ({graph.get('edgeType')}, {hops} hop"
+            f"graph: via {_line(graph.get('linkedViaNode'), 60)} ({_name(graph.get('edgeType'))}, {hops} hop"
             f"{'' if hops == 1 else 's'})"
         )
     return "matches the query"
@@ -41,27 +50,28 @@ def context_text(data: dict[str, Any]) -> str:
     rules = data.get("rules") or []
     memories = data.get("memories") or []
     if rules:
-        parts.append("Rule ids, in order: " + ", ".join(r["id"] for r in rules))
+        parts.append("Rule ids, in order: " + prompt_list(r["id"] for r in rules))
     if memories:
-        lines = [f"- {m['id']} [{m.get('layer')}] {_why(m)}" for m in memories]
+        lines = [f"- {_name(m['id'])} {prompt_bracketed([m.get('layer')])} {_why(m)}" for m in memories]
         parts.append("Memory ids, in the order listed (why each is here):\n" + "\n".join(lines))
     communities = data.get("communities") or []
     if communities:
         parts.append(
             "Community ids: "
             + ", ".join(
-                f"{c['id']} ({len(c.get('memberIds') or [])} member ids in the JSON)" for c in communities
+                f"{_name(c['id'])} ({len(c.get('memberIds') or [])} member ids in the JSON)"
+                for c in communities
             )
         )
     return "\n\n".join(parts)
 
 
 def added_text(data: dict[str, Any]) -> str:
-    return f"{_line(data.get('message'))} id {data.get('id')}"
+    return f"{_line(data.get('message'))} id {_name(data.get('id'))}"
 
 
 def forgotten_text(data: dict[str, Any]) -> str:
-    return f"{_line(data.get('message'))} id {data.get('id')}"
+    return f"{_line(data.get('message'))} id {_name(data.get('id'))}"
 
 
 def resolved_text(data: dict[str, Any]) -> str:
@@ -81,10 +91,12 @@ def resolved_text(data: dict[str, Any]) -> str:
 def search_text(data: dict[str, Any]) -> str:
     memories = data.get("memories") or []
     trace = data.get("trace") or {}
-    head = f"{len(memories)} memories ({trace.get('appliedStrategy', 'search')}), best first:"
+    head = f"{len(memories)} memories ({_name(trace.get('appliedStrategy', 'search'))}), best first:"
     lines = [
-        f"- {m['id']} [{m.get('type')}, {m.get('layer')}] {_line(m.get('content'))}"
-        + (f" tags: {', '.join(m['tags'])}" if m.get("tags") else "")
+        f"- {_name(m['id'])} {prompt_bracketed([m.get('type'), m.get('layer')], limit=NAME_CHARS)} "
+        f"{_marked(m)}"
+        f"{_line(m.get('content'))}"
+        + (f" tags: {prompt_list(m['tags'], limit=LINE_CHARS)}" if m.get("tags") else "")
         for m in memories
     ]
     return "\n".join([head, *lines]) if lines else "No memory matched."
@@ -92,15 +104,16 @@ def search_text(data: dict[str, Any]) -> str:
 
 def facts_text(data: dict[str, Any]) -> str:
     facts = data.get("facts") or []
-    seeds = ", ".join(s["name"] for s in data.get("seeds") or []) or "none"
+    seeds = prompt_list((s["name"] for s in data.get("seeds") or []), limit=NAME_CHARS) or "none"
     head = f"{len(facts)} facts; seed entities: {seeds}."
     if data.get("timedOut"):
         head += " Spreading activation ran out of time: no facts."
+    # In parentheses, not square brackets: a name that starts with "untrusted" must not read as the marker.
     lines = [
-        f"- {_line(f['fact'])} [{f['source']} -{_line(f['relation'], 80)}-> {f['target']}; "
+        f"- {_line(f['fact'])} ({_name(f['source'])} -{_line(f['relation'], 80)}-> {_name(f['target'])}; "
         f"confidence {f['confidence']:.2f}; hop {f['hop']}"
-        + (f"; until {f['validTo']}" if f.get("validTo") else "")
-        + "]"
+        + (f"; until {_name(f['validTo'])}" if f.get("validTo") else "")
+        + ")"
         for f in facts
     ]
     return "\n".join([head, *lines])
@@ -109,16 +122,16 @@ def facts_text(data: dict[str, Any]) -> str:
 def traverse_text(data: dict[str, Any]) -> str:
     start = data.get("start") or {}
     nodes = data.get("nodes") or []
-    lines = [f"From {start.get('name')} (id {start.get('id')}), {len(nodes)} entities reached:"]
+    lines = [f"From {_name(start.get('name'))} (id {_name(start.get('id'))}), {len(nodes)} entities reached:"]
     for node in nodes:
-        # Names are one line without angle brackets already (graphsvc.facts.clean_fact_text); the arrow is
-        # ours, so the path does not go through _line.
+        # The arrow is ours: each part of a step goes through the rule, not the step as a whole.
         path = "; ".join(
-            f"{step['source']} -{_line(step['relation'], 80)}-> {step['target']}"
+            f"{_name(step['source'])} -{_line(step['relation'], 80)}-> {_name(step['target'])}"
             for step in node.get("path") or []
         )
         lines.append(
-            f"- {node['name']} (id {node['id']}, hop {node['hop']}, score {node['score']:.2f}): {path}"
+            f"- {_name(node['name'])} (id {_name(node['id'])}, hop {node['hop']}, "
+            f"score {node['score']:.2f}): {path}"
         )
     return "\n".join(lines)
 
@@ -128,7 +141,9 @@ def _entity_line(entity: dict[str, Any]) -> str:
     sure = f", confidence {confidence:.2f}" if isinstance(confidence, int | float) else ""
     summary = f": {_line(entity['summary'], SUMMARY_CHARS)}" if entity.get("summary") else ""
     return (
-        f"- {entity['name']} [{entity['type']}] id {entity['id']}, {entity['mentionCount']} mentions{sure}"
+        f"- {_name(entity['name'])} {prompt_bracketed([entity['type']], limit=NAME_CHARS)} "
+        f"id {_name(entity['id'])}, "
+        f"{entity['mentionCount']} mentions{sure}"
         f"{summary}"
     )
 
@@ -141,15 +156,17 @@ def entities_text(data: dict[str, Any]) -> str:
     detail = entities[0] if len(entities) == 1 and entities[0].get("facts") is not None else None
     if detail is not None:
         if detail.get("aliases"):
-            lines.append("Aliases: " + ", ".join(detail["aliases"]))
+            lines.append("Aliases: " + prompt_list(detail["aliases"], limit=NAME_CHARS))
         for fact in detail.get("facts") or []:
             state = "" if fact.get("retrievable") else " (ended or faded)"
-            lines.append(f"- fact {fact['id']}: {_line(fact['fact'])}{state}")
+            lines.append(f"- fact {_name(fact['id'])}: {_line(fact['fact'])}{state}")
         for merge in detail.get("merges") or []:
             undone = " (undone)" if merge.get("undoneAt") else ""
-            lines.append(f"- {merge['kind']} {merge['id']}: {merge['mergedName']}{undone}")
+            lines.append(
+                f"- {_name(merge['kind'])} {_name(merge['id'])}: {_name(merge['mergedName'])}{undone}"
+            )
     elif data.get("nextCursor"):
-        lines.append(f"More: cursor {data['nextCursor']}")
+        lines.append(f"More: cursor {_name(data['nextCursor'])}")
     return "\n".join(lines)
 
 
@@ -158,15 +175,19 @@ def communities_text(data: dict[str, Any]) -> str:
     if not communities:
         return "No communities yet."
     return "\n".join(
-        f"- {c['name']} ({c['size']} members: {', '.join(c.get('members') or [])})"
+        f"- {_name(c['name'])} ({c['size']} members: {prompt_list(c.get('members'), limit=NAME_CHARS)})"
         + (f": {_line(c['summary'], SUMMARY_CHARS)}" if c.get("summary") else "")
         for c in communities
     )
 
 
 def stats_text(data: dict[str, Any]) -> str:
-    by_type = ", ".join(f"{kind} {count}" for kind, count in (data.get("entitiesByType") or {}).items())
-    relations = ", ".join(f"{name} {count}" for name, count in (data.get("topRelations") or {}).items())
+    by_type = ", ".join(
+        f"{_name(kind)} {count}" for kind, count in (data.get("entitiesByType") or {}).items()
+    )
+    relations = ", ".join(
+        f"{_name(name)} {count}" for name, count in (data.get("topRelations") or {}).items()
+    )
     return (
         f"{data.get('entities', 0)} entities ({by_type or 'none'}), {data.get('aliases', 0)} aliases; "
         f"facts: {data.get('activeFacts', 0)} current, {data.get('invalidatedFacts', 0)} ended, "

@@ -12,34 +12,37 @@ thread-sensitive executor), so the server keeps one connection and the event loo
 
 from __future__ import annotations
 
+import inspect
 import ipaddress
 import json
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from asgiref.sync import sync_to_async
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import close_old_connections
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp_types import CallToolResult, TextContent
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema
 
 from config.errors import ApiError
-from config.schemas import ScopeIn, StrictIn, Trimmed, scope_field
+from config.schemas import ScopeIn
 from config.validation import api_error_from_validation
 from graphsvc import selectors as graph_selectors
 from graphsvc.facts import audience_for, entity_lookup, entity_not_found, facts_recall
 from graphsvc.schemas import (
+    CommunitiesIn,
     CommunitiesOut,
-    Direction,
-    EdgeTypes,
+    EntitiesIn,
     EntitiesOut,
+    FactsIn,
     FactsOut,
+    ScopedIn,
     StatsOut,
+    TraverseIn,
     TraverseOut,
 )
 from graphsvc.traverse import graph_traverse
@@ -111,15 +114,87 @@ def _resolve(caller: SdkCaller, scope: ScopeIn, *, role: str) -> tuple[int, Memo
     return authorize(caller, scope, role=role), memory_scope(scope)
 
 
-def _json_ready(data: Any) -> Any:
-    return json.loads(json.dumps(data, cls=DjangoJSONEncoder))
-
-
 def tool_error_text(error: ApiError) -> str:
     text = f"{error.code}: {error.message}"
     if error.details:
         text += "\n" + json.dumps(error.details, cls=DjangoJSONEncoder)
     return text
+
+
+INTERNAL_ERROR = ApiError(500, "INTERNAL_ERROR", "Something went wrong on our side.")
+
+
+def tool_error_result(error: ApiError) -> CallToolResult:
+    """A failed call as the tool's own result (isError), its text starting with the API's code. Raising
+    ToolError instead would put the SDK's "Error executing tool <name>: " in front of it."""
+    return CallToolResult(content=[TextContent(text=tool_error_text(error))], is_error=True)
+
+
+_JSON_TYPE_OF = {"integer": "an integer", "number": "a number", "boolean": "true or false"}
+
+
+def _json_type_problem(schema: Mapping[str, Any], value: Any) -> str | None:
+    """What `value` should have been, when the schema wants an integer, a number or a boolean and the value
+    is another JSON type ("1", true or 1.0 for an integer): the SDK's lax validation would coerce it, the
+    API's routes refuse it. None when the value is of a type the schema allows, or the schema names none of
+    those."""
+    options = schema.get("anyOf") or [schema]
+    wanted = {str(option.get("type")) for option in options if isinstance(option, Mapping)}
+    scalar = wanted & set(_JSON_TYPE_OF)
+    if not scalar:
+        return None
+    if value is None and "null" in wanted:
+        return None
+    if isinstance(value, bool):
+        fits = "boolean" in wanted
+    elif isinstance(value, int):
+        fits = bool(wanted & {"integer", "number"})
+    elif isinstance(value, float):
+        fits = "number" in wanted
+    else:
+        fits = bool(wanted - {"null"} - scalar)  # a string or object, where the schema allows another type
+    return None if fits else " or ".join(_JSON_TYPE_OF[kind] for kind in sorted(scalar))
+
+
+class CairnMCPServer(MCPServer):
+    """MCPServer whose own refusals (arguments that fail a tool's input schema, an unknown tool, a crash
+    outside a tool's body) also begin with a code, as the tools' errors do, and whose integer, number and
+    boolean arguments are taken only as those JSON types, as the API's request bodies are."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> Any:
+        tool = next((tool for tool in await self.list_tools() if tool.name == name), None)
+        properties = (tool.input_schema.get("properties") or {}) if tool is not None else {}
+        for field_name, value in (arguments or {}).items():
+            schema = properties.get(field_name)
+            problem = _json_type_problem(schema, value) if isinstance(schema, Mapping) else None
+            if problem is not None:
+                return tool_error_result(
+                    ApiError(
+                        400,
+                        "INVALID_REQUEST",
+                        f"{field_name} must be {problem}, as that JSON type (not {type(value).__name__}).",
+                        details={"issues": [{"field": field_name, "message": f"must be {problem}"}]},
+                    )
+                )
+        try:
+            return await super().call_tool(name, arguments, context)
+        except UnexpectedToolError:
+            logger.exception("MCP tool %s raised outside its body", name)
+            return tool_error_result(INTERNAL_ERROR)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ValidationError):
+                return tool_error_result(api_error_from_validation(cause.errors()))
+            if name not in {tool.name for tool in await self.list_tools()}:
+                return tool_error_result(
+                    ApiError(
+                        404, "TOOL_NOT_FOUND", f"There is no tool named {name[:80]!r}; list_tools names them."
+                    )
+                )
+            message = str(exc).removeprefix(f"Error executing tool {name}: ")
+            return tool_error_result(ApiError(400, "INVALID_REQUEST", message))
 
 
 # --- the tools' synchronous bodies (run on the database thread) ---------------------------------------------
@@ -195,59 +270,13 @@ def get_context_sync(*, caller: SdkCaller, payload: dict[str, Any], role: str) -
     return ContextOut.model_validate(data).model_dump(mode="json")
 
 
-# The entity graph's tools: the same functions and limits as graph/facts, graph/traverse, graph/entities,
-# graph/communities and graph/stats, for the end user the scope names.
-EdgeClass = Literal["semantic", "temporal", "causal", "entity"]
-
-
-class FactsArgs(StrictIn):
-    query: Annotated[str, Trimmed(500)] | None = Field(None, description="Words to find entities by.")
-    entity: Annotated[str, Trimmed(512)] | None = Field(None, description="One entity by name or alias.")
-    maxHops: int = Field(2, ge=1, le=3, description="Hops from the seed entities, 1–3 (default 2).")
-    limit: int = Field(10, ge=1, le=100, description="Most facts, 1–100 (default 10).")
-    at: datetime | None = Field(None, description="Facts as they were valid at this time.")
-    edgeClasses: list[EdgeClass] | None = Field(None, max_length=4, description="Only these edge classes.")
-    edgeTypes: EdgeTypes = Field(None, max_length=20, description="Only these relations.")
-    direction: Direction = Field("both", description="out, in or both.")
-    scope: ScopeIn = scope_field()
-
-    @model_validator(mode="after")
-    def _query_or_entity(self) -> FactsArgs:
-        if not self.query and not self.entity:
-            raise ValueError("send query or entity")
-        return self
-
-
-class TraverseArgs(StrictIn):
-    startEntity: Annotated[str, Trimmed(512)] = Field(description="Entity to start from, by name or alias.")
-    edgeTypes: EdgeTypes = Field(None, max_length=20, description="Only these relations.")
-    direction: Direction = Field("both", description="out, in or both.")
-    maxHops: int = Field(2, ge=1, le=3, description="Hops, 1–3 (default 2).")
-    limit: int = Field(20, ge=1, le=100, description="Most nodes, 1–100 (default 20).")
-    at: datetime | None = Field(None, description="The graph as it was at this time.")
-    scope: ScopeIn = scope_field()
-
-
-class EntitiesArgs(StrictIn):
-    query: Annotated[str, Trimmed(500)] | None = Field(None, description="Search by name, alias or summary.")
-    entity: Annotated[str, Trimmed(512)] | None = Field(None, description="One entity, in detail.")
-    type: Annotated[str, Trimmed(32)] | None = Field(None, description="Only this entity type.")
-    limit: int = Field(20, ge=1, le=100, description="Most entities, 1–100 (default 20).")
-    scope: ScopeIn = scope_field()
-
-
-class CommunitiesArgs(StrictIn):
-    limit: int = Field(20, ge=1, le=200, description="Most communities, 1–200 (default 20).")
-    scope: ScopeIn = scope_field()
-
-
-class ScopedArgs(StrictIn):
-    scope: ScopeIn = scope_field()
+# The entity graph's tools: the same functions, schemas and limits as graph/facts, graph/traverse,
+# graph/entities, graph/communities and graph/stats, for the end user the scope names.
 
 
 @declare(READ)
 def graph_facts_sync(*, caller: SdkCaller, payload: dict[str, Any], role: str) -> dict[str, Any]:
-    body = _validated(FactsArgs, payload)
+    body = _validated(FactsIn, payload)
     workspace_id, scope = _resolve(caller, body.scope, role=role)
     with workspace_context(workspace_id):
         data = facts_recall(
@@ -261,6 +290,7 @@ def graph_facts_sync(*, caller: SdkCaller, payload: dict[str, Any], role: str) -
             edge_classes=body.edgeClasses,
             edge_types=body.edgeTypes,
             direction=body.direction,
+            strategy=body.strategy,
             embed=embed_query,
         )
     return FactsOut.model_validate(data).model_dump(mode="json")
@@ -268,7 +298,7 @@ def graph_facts_sync(*, caller: SdkCaller, payload: dict[str, Any], role: str) -
 
 @declare(READ)
 def graph_traverse_sync(*, caller: SdkCaller, payload: dict[str, Any], role: str) -> dict[str, Any]:
-    body = _validated(TraverseArgs, payload)
+    body = _validated(TraverseIn, payload)
     workspace_id, scope = _resolve(caller, body.scope, role=role)
     with workspace_context(workspace_id):
         data = graph_traverse(
@@ -286,9 +316,10 @@ def graph_traverse_sync(*, caller: SdkCaller, payload: dict[str, Any], role: str
 
 @declare(READ)
 def graph_entities_sync(*, caller: SdkCaller, payload: dict[str, Any], role: str) -> dict[str, Any]:
-    body = _validated(EntitiesArgs, payload)
+    body = _validated(EntitiesIn, payload)
     workspace_id, scope = _resolve(caller, body.scope, role=role)
     audience = audience_for(scope)
+    cursor_id = graph_selectors.entities_cursor_id(body.cursor)
     with workspace_context(workspace_id):
         if body.entity:
             found = entity_lookup(workspace_id=workspace_id, name=body.entity, audience=audience)
@@ -304,7 +335,7 @@ def graph_entities_sync(*, caller: SdkCaller, payload: dict[str, Any], role: str
                 query=body.query,
                 entity_type=body.type,
                 limit=body.limit,
-                cursor_id=None,
+                cursor_id=cursor_id,
                 audience=audience,
             )
     return EntitiesOut.model_validate(data).model_dump(mode="json")
@@ -312,7 +343,10 @@ def graph_entities_sync(*, caller: SdkCaller, payload: dict[str, Any], role: str
 
 @declare(READ)
 def graph_communities_sync(*, caller: SdkCaller, payload: dict[str, Any], role: str) -> dict[str, Any]:
-    body = _validated(CommunitiesArgs, payload)
+    body = _validated(CommunitiesIn, payload)
+    if body.refresh:
+        # graph/communities's refresh starts an admin job; the tool only reads (its argument is not offered).
+        raise ApiError(400, "INVALID_REQUEST", "get_communities only lists; refresh with graph/communities.")
     workspace_id, scope = _resolve(caller, body.scope, role=role)
     with workspace_context(workspace_id):
         data = graph_selectors.communities_list(
@@ -323,7 +357,7 @@ def graph_communities_sync(*, caller: SdkCaller, payload: dict[str, Any], role: 
 
 @declare(READ)
 def graph_stats_sync(*, caller: SdkCaller, payload: dict[str, Any], role: str) -> dict[str, Any]:
-    body = _validated(ScopedArgs, payload)
+    body = _validated(ScopedIn, payload)
     workspace_id, scope = _resolve(caller, body.scope, role=role)
     with workspace_context(workspace_id):
         data = graph_selectors.entity_graph_stats(workspace_id=workspace_id, audience=audience_for(scope))
@@ -358,6 +392,93 @@ TOOL_TEXT: dict[str, Callable[[dict[str, Any]], str]] = {
 }
 
 
+# Each tool's arguments: the request schema of the route it mirrors, less the fields it does not offer
+# (graph/communities's refresh starts an admin job; the tool only reads). One source: a field added to a route
+# is an argument of its tool, with the same limits and default.
+TOOL_SCHEMAS: dict[str, tuple[type[BaseModel], frozenset[str]]] = {
+    "get_context": (ContextIn, frozenset()),
+    "add_memory": (AddIn, frozenset()),
+    "search_memories": (SearchIn, frozenset()),
+    "forget_memory": (ForgetIn, frozenset()),
+    "resolve_memories": (ResolveIn, frozenset()),
+    "graph_facts": (FactsIn, frozenset()),
+    "graph_traverse": (TraverseIn, frozenset()),
+    "graph_entities": (EntitiesIn, frozenset()),
+    "graph_communities": (CommunitiesIn, frozenset({"refresh"})),
+    "graph_stats": (ScopedIn, frozenset()),
+}
+TOOL_DESCRIPTIONS = {
+    "get_context": "The rules, memories and known facts to put in front of your next step: all active rules, "
+    "then the memories ranked for `query` (each with its id and why it is there), then what the entity graph "
+    "knows about what the query names. Text to read; the full JSON is the structured content.",
+    "add_memory": "Store a memory: a durable fact, decision, rule, preference or skill.",
+    "search_memories": "Search memories by words (lexical), meaning (semantic) or both (hybrid).",
+    "forget_memory": "Forget a memory by id (it stops appearing in context and search).",
+    "resolve_memories": "Say which of two memories is current: supersedes (memory_id replaces "
+    "other_memory_id, which leaves context and search), not_conflict (both stand), restates, or revert (undo "
+    "the decision on the pair). Use it when get_context lists a conflict and the user tells you which side "
+    "holds.",
+    "graph_facts": "Facts from the entity graph about what `query` (or one `entity`) reaches.",
+    "graph_traverse": "Walk the entity graph from one entity along typed edges (e.g. works_on, uses).",
+    "graph_entities": "Entities of the graph: search by `query`, show one `entity` with its aliases, facts "
+    "and merges, or list the newest; `type` keeps one type (person, tool, project …).",
+    "graph_communities": "Communities of related entities, largest first, with their summaries.",
+    "graph_stats": "What the entity graph holds: entities by type, facts, communities, top relations.",
+}
+
+
+@dataclass(frozen=True)
+class ToolArgument:
+    field: str  # the request schema's field (camelCase)
+    annotation: Any  # for the tool's signature: any value, with the field's JSON schema
+    default: Any  # the route's plain default, None (the route decides), or inspect.Parameter.empty (required)
+
+
+def _snake(name: str) -> str:
+    return "".join(f"_{ch.lower()}" if ch.isupper() else ch for ch in name)
+
+
+def _inlined(node: Any, defs: dict[str, Any]) -> Any:
+    """A JSON schema with its local $refs replaced by what they point to (a tool's schema stands alone)."""
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            return _inlined(
+                {**defs[ref.removeprefix("#/$defs/")], **{k: v for k, v in node.items() if k != "$ref"}}, defs
+            )
+        return {key: _inlined(value, defs) for key, value in node.items()}
+    if isinstance(node, list):
+        return [_inlined(item, defs) for item in node]
+    return node
+
+
+def tool_arguments(
+    schema: type[BaseModel], *, excluded: frozenset[str] = frozenset()
+) -> dict[str, ToolArgument]:
+    """The arguments of the tool that mirrors the route of `schema`, by snake_case name. The signature takes
+    any value (the MCP library's own check would answer its own message, not the route's error code); the
+    JSON schema a model reads is the field's."""
+    document = schema.model_json_schema()
+    defs = document.get("$defs", {})
+    arguments = {}
+    for name, info in schema.model_fields.items():
+        if name == "scope" or name in excluded:
+            continue
+        shown = _inlined(document["properties"][name], defs)
+        default: Any
+        if info.is_required():
+            default = inspect.Parameter.empty
+        else:
+            # The route's default where it has a plain one (shown to the model as it is), else None: left out
+            # of the body, so the route's own default (a factory's, the workspace's setting) applies.
+            default = info.get_default(call_default_factory=False)
+            default = default if isinstance(default, bool | int | float | str) else None
+        arguments[_snake(name)] = ToolArgument(
+            field=name, annotation=Annotated[Any, WithJsonSchema(shown)], default=default
+        )
+    return arguments
+
+
 # --- the server ---------------------------------------------------------------------------------------------
 
 
@@ -381,12 +502,8 @@ ScopeParam = Annotated[
 ]
 
 
-def _drop_none(**fields: Any) -> dict[str, Any]:
-    return {name: value for name, value in fields.items() if value is not None}
-
-
 def build_server(settings: McpSettings) -> MCPServer:
-    server = MCPServer("cairn", instructions=INSTRUCTIONS, version="0.1.0")
+    server = CairnMCPServer("cairn", instructions=INSTRUCTIONS, version="0.1.0")
 
     def merged_scope(scope: ScopeArg | None) -> dict[str, Any]:
         given = scope.model_dump(exclude_none=True) if scope is not None else {}
@@ -405,7 +522,7 @@ def build_server(settings: McpSettings) -> MCPServer:
         if role is None:
             raise RuntimeError(f"MCP tool body {body.__name__} declared no role")
 
-        def call() -> dict[str, Any]:
+        def call() -> dict[str, Any] | CallToolResult:
             close_old_connections()
             try:
                 caller = caller_for_key(key)
@@ -416,232 +533,48 @@ def build_server(settings: McpSettings) -> MCPServer:
                 with sdk_call_limits(role=role):
                     return body(caller=caller, payload=payload, role=role)
             except ApiError as exc:
-                raise ToolError(tool_error_text(exc)) from None
+                return tool_error_result(exc)
             except Exception as exc:
                 if is_statement_timeout(exc):
                     with sdk_call_limits(role=role):
-                        raise ToolError(tool_error_text(statement_timeout_error())) from None
+                        return tool_error_result(statement_timeout_error())
                 logger.exception("MCP tool %s failed", body.__name__)
-                raise ToolError("INTERNAL_ERROR: Something went wrong on our side.") from None
+                return tool_error_result(INTERNAL_ERROR)
             finally:
                 close_old_connections()
 
         data = await sync_to_async(call, thread_sensitive=True)()
+        if isinstance(data, CallToolResult):
+            return data
         return CallToolResult(content=[TextContent(text=TOOL_TEXT[tool](data))], structured_content=data)
 
-    @server.tool(
-        description="The rules, memories and known facts to put in front of your next step: all active "
-        "rules, then the memories ranked for `query` (each with its id and why it is there), then what the "
-        "entity graph knows about what the query names. Text to read; the full JSON is the structured "
-        "content."
-    )
-    async def get_context(
-        ctx: Context,
-        query: Annotated[
-            str | None, Field(description="What you are about to do or were asked, ≤ 500 chars.")
-        ] = None,
-        limit: Annotated[
-            int | None, Field(description="Long-term memories to return, 1–50 (default 5).")
-        ] = None,
-        strategy: Annotated[
-            Literal["lexical", "semantic", "hybrid", "auto"] | None,
-            Field(description="Ranking: lexical, semantic, hybrid (also graph expansion) or auto."),
-        ] = None,
-        graph_depth: Annotated[
-            int | None, Field(description="Hops of graph expansion, 0–2 (default 1).")
-        ] = None,
-        graph_limit: Annotated[
-            int | None, Field(description="Most memories graph expansion adds, 1–50.")
-        ] = None,
-        include_rules: Annotated[
-            bool | None, Field(description="Include active rules (default true).")
-        ] = None,
-        token_budget: Annotated[
-            int | None,
-            Field(
-                description="Your context budget in tokens; known facts take about 4 % of it (default 4000)."
-            ),
-        ] = None,
-        fact_edge_classes: Annotated[
-            list[EdgeClass] | None, Field(description="Known facts only of these classes.")
-        ] = None,
-        fact_direction: Annotated[
-            Direction | None,
-            Field(description="Facts out of (out), into (in) or around (both) the entities."),
-        ] = None,
-        scope: ScopeParam = None,
-    ) -> CallToolResult:
-        payload = _drop_none(
-            query=query,
-            limit=limit,
-            strategy=strategy,
-            graphDepth=graph_depth,
-            graphLimit=graph_limit,
-            includeRules=include_rules,
-            tokenBudget=token_budget,
-            factEdgeClasses=fact_edge_classes,
-            factDirection=fact_direction,
+    def register(name: str, description: str) -> None:
+        """The tool `name`, its arguments the fields of its route's request schema (TOOL_SCHEMAS): each
+        argument's JSON schema is the field's own (type, limits, default, description), snake_case named; the
+        values are validated once, by that schema, in the tool's body, so the tool answers the route's error
+        codes."""
+        schema, excluded = TOOL_SCHEMAS[name]
+        arguments = tool_arguments(schema, excluded=excluded)
+
+        async def tool(ctx: Context, **given: Any) -> CallToolResult:
+            scope = given.pop("scope", None)
+            payload = {arguments[arg].field: value for arg, value in given.items() if value is not None}
+            return await run(ctx, name, {**payload, "scope": merged_scope(scope)})
+
+        parameters = [inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=Context)]
+        parameters += [
+            inspect.Parameter(arg, inspect.Parameter.KEYWORD_ONLY, annotation=a.annotation, default=a.default)
+            for arg, a in arguments.items()
+        ]
+        parameters.append(
+            inspect.Parameter("scope", inspect.Parameter.KEYWORD_ONLY, annotation=ScopeParam, default=None)
         )
-        return await run(ctx, "get_context", {**payload, "scope": merged_scope(scope)})
+        tool.__signature__ = inspect.Signature(parameters, return_annotation=CallToolResult)  # type: ignore[attr-defined]
+        tool.__annotations__ = {p.name: p.annotation for p in parameters} | {"return": CallToolResult}
+        tool.__name__ = name
+        server.tool(name=name, description=description)(tool)
 
-    @server.tool(description="Store a memory: a durable fact, decision, rule, preference or skill.")
-    async def add_memory(
-        ctx: Context,
-        content: Annotated[str, Field(description="The memory, 1–8000 chars, one self-contained statement.")],
-        type: Annotated[
-            Literal["rule", "decision", "fact", "note", "skill"] | None,
-            Field(description="Kind of memory (default note)."),
-        ] = None,
-        layer: Annotated[
-            Literal["rule", "working", "long_term"] | None,
-            Field(description="working expires in 24 h; default long_term (rule for type rule)."),
-        ] = None,
-        tags: Annotated[list[str] | None, Field(description="Up to 50 tags.")] = None,
-        paths: Annotated[list[str] | None, Field(description="Up to 100 file paths it is about.")] = None,
-        category: Annotated[str | None, Field(description="Category, ≤ 120 chars.")] = None,
-        metadata: Annotated[dict[str, Any] | None, Field(description="Any JSON object up to 16 KB.")] = None,
-        scope: ScopeParam = None,
-    ) -> CallToolResult:
-        payload = _drop_none(
-            content=content,
-            type=type,
-            layer=layer,
-            tags=tags,
-            paths=paths,
-            category=category,
-            metadata=metadata,
-        )
-        return await run(ctx, "add_memory", {**payload, "scope": merged_scope(scope)})
-
-    @server.tool(description="Search memories by words (lexical), meaning (semantic) or both (hybrid).")
-    async def search_memories(
-        ctx: Context,
-        query: Annotated[str, Field(description="What to look for, 1–500 chars.")],
-        limit: Annotated[int | None, Field(description="1–50 (default 10).")] = None,
-        strategy: Annotated[
-            Literal["lexical", "semantic", "hybrid"] | None,
-            Field(description="Default hybrid (lexical while the workspace has no vectors yet)."),
-        ] = None,
-        type: Annotated[
-            Literal["rule", "decision", "fact", "note", "skill"] | None, Field(description="Only this type.")
-        ] = None,
-        layer: Annotated[
-            Literal["rule", "working", "long_term"] | None, Field(description="Only this layer.")
-        ] = None,
-        scope: ScopeParam = None,
-    ) -> CallToolResult:
-        payload = _drop_none(query=query, limit=limit, strategy=strategy, type=type, layer=layer)
-        return await run(ctx, "search_memories", {**payload, "scope": merged_scope(scope)})
-
-    @server.tool(description="Forget a memory by id (it stops appearing in context and search).")
-    async def forget_memory(
-        ctx: Context,
-        id: Annotated[str, Field(description="The memory id, as returned by add_memory or search_memories.")],
-        scope: ScopeParam = None,
-    ) -> CallToolResult:
-        return await run(ctx, "forget_memory", {"id": id, "scope": merged_scope(scope)})
-
-    @server.tool(
-        description="Say which of two memories is current: supersedes (memory_id replaces other_memory_id, "
-        "which leaves context and search), not_conflict (both stand), restates, or revert (undo the decision "
-        "on the pair). Use it when get_context lists a conflict and the user tells you which side holds."
-    )
-    async def resolve_memories(
-        ctx: Context,
-        action: Annotated[
-            Literal["supersedes", "not_conflict", "restates", "revert"], Field(description="The decision.")
-        ],
-        memory_id: Annotated[str, Field(description="The current memory (for supersedes).")],
-        other_memory_id: Annotated[str, Field(description="The other memory of the pair.")],
-        note: Annotated[str | None, Field(description="Why, kept with the decision.")] = None,
-        scope: ScopeParam = None,
-    ) -> CallToolResult:
-        payload = _drop_none(action=action, memoryId=memory_id, otherMemoryId=other_memory_id, note=note)
-        return await run(ctx, "resolve_memories", {**payload, "scope": merged_scope(scope)})
-
-    @server.tool(description="Facts from the entity graph about what `query` (or one `entity`) reaches.")
-    async def graph_facts(
-        ctx: Context,
-        query: Annotated[str | None, Field(description="Words to find entities by.")] = None,
-        entity: Annotated[str | None, Field(description="One entity by name or alias.")] = None,
-        max_hops: Annotated[
-            int | None, Field(description="Hops from the matched entities, 1–3 (default 2).")
-        ] = None,
-        limit: Annotated[int | None, Field(description="Most facts, 1–100 (default 10).")] = None,
-        at: Annotated[str | None, Field(description="ISO 8601 time: facts as they were valid then.")] = None,
-        edge_classes: Annotated[list[EdgeClass] | None, Field(description="Only these edge classes.")] = None,
-        edge_types: Annotated[
-            list[str] | None, Field(description='Only these relations ("works on" or works_on).')
-        ] = None,
-        direction: Annotated[
-            Direction | None, Field(description="out (what it does), in (what points at it) or both.")
-        ] = None,
-        scope: ScopeParam = None,
-    ) -> CallToolResult:
-        payload = _drop_none(
-            query=query,
-            entity=entity,
-            maxHops=max_hops,
-            limit=limit,
-            at=at,
-            edgeClasses=edge_classes,
-            edgeTypes=edge_types,
-            direction=direction,
-        )
-        return await run(ctx, "graph_facts", {**payload, "scope": merged_scope(scope)})
-
-    @server.tool(description="Walk the entity graph from one entity along typed edges (e.g. works_on, uses).")
-    async def graph_traverse(
-        ctx: Context,
-        start_entity: Annotated[str, Field(description="Entity to start from, by name or alias.")],
-        edge_types: Annotated[
-            list[str] | None, Field(description='Only these relations ("works on" or works_on).')
-        ] = None,
-        direction: Annotated[
-            Direction | None, Field(description="out (what it does), in (what points at it) or both.")
-        ] = None,
-        max_hops: Annotated[int | None, Field(description="Hops, 1–3 (default 2).")] = None,
-        limit: Annotated[int | None, Field(description="Most nodes, 1–100 (default 20).")] = None,
-        at: Annotated[str | None, Field(description="ISO 8601 time: the graph as it was then.")] = None,
-        scope: ScopeParam = None,
-    ) -> CallToolResult:
-        payload = _drop_none(
-            startEntity=start_entity,
-            edgeTypes=edge_types,
-            direction=direction,
-            maxHops=max_hops,
-            limit=limit,
-            at=at,
-        )
-        return await run(ctx, "graph_traverse", {**payload, "scope": merged_scope(scope)})
-
-    @server.tool(
-        description="Entities of the graph: search by `query`, show one `entity` with its aliases, facts and "
-        "merges, or list the newest; `type` keeps one type (person, tool, project …)."
-    )
-    async def graph_entities(
-        ctx: Context,
-        query: Annotated[str | None, Field(description="Words of a name, alias or summary.")] = None,
-        entity: Annotated[str | None, Field(description="One entity by name or alias, in detail.")] = None,
-        type: Annotated[str | None, Field(description="Only this type: person, tool, project …")] = None,
-        limit: Annotated[int | None, Field(description="Most entities, 1–100 (default 20).")] = None,
-        scope: ScopeParam = None,
-    ) -> CallToolResult:
-        payload = _drop_none(query=query, entity=entity, type=type, limit=limit)
-        return await run(ctx, "graph_entities", {**payload, "scope": merged_scope(scope)})
-
-    @server.tool(description="Communities of related entities, largest first, with their summaries.")
-    async def graph_communities(
-        ctx: Context,
-        limit: Annotated[int | None, Field(description="Most communities, 1–200 (default 20).")] = None,
-        scope: ScopeParam = None,
-    ) -> CallToolResult:
-        return await run(ctx, "graph_communities", {**_drop_none(limit=limit), "scope": merged_scope(scope)})
-
-    @server.tool(
-        description="What the entity graph holds: entities by type, facts, communities, top relations."
-    )
-    async def graph_stats(ctx: Context, scope: ScopeParam = None) -> CallToolResult:
-        return await run(ctx, "graph_stats", {"scope": merged_scope(scope)})
+    for name, description in TOOL_DESCRIPTIONS.items():
+        register(name, description)
 
     return server

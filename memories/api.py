@@ -37,6 +37,7 @@ from memories.schemas import (
     VacuumOut,
 )
 from memories.selectors import memory_scope
+from ops import tracing
 from pipeline import services as pipeline
 from pipeline.outcomes import add_outcome_data, embedding_model_choice
 from tenancy.access import request_workspace_id
@@ -90,18 +91,19 @@ def memories_add(request: HttpRequest, response: HttpResponse, payload: AddIn) -
             if claim.record_id is None:
                 response["Idempotent-Replayed"] = "true"
                 return Status(200, success_envelope(request, claim.replay_data))
-        outcome = pipeline.memory_add_admitted_flow(
-            workspace_id=workspace_id,
-            scope=scope,
-            content=payload.content,
-            type=payload.type,
-            layer=payload.layer,
-            tags=payload.tags,
-            paths=payload.paths,
-            category=payload.category,
-            metadata=payload.metadata,
-            embedding_model=payload.embeddingModel,
-        )
+        with tracing.span("memory.add"):
+            outcome = pipeline.memory_add_admitted_flow(
+                workspace_id=workspace_id,
+                scope=scope,
+                content=payload.content,
+                type=payload.type,
+                layer=payload.layer,
+                tags=payload.tags,
+                paths=payload.paths,
+                category=payload.category,
+                metadata=payload.metadata,
+                embedding_model=payload.embeddingModel,
+            )
         status, data = add_outcome_data(workspace_id=workspace_id, outcome=outcome)
         if claim is not None and claim.record_id is not None:
             services.idempotency_complete(record_id=claim.record_id, status=status, data=data)

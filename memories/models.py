@@ -46,6 +46,9 @@ class Memory(models.Model):
     # Prompt-injection patterns found at write time (memories.sanitizer); flagged memories skip LLM
     # extraction.
     injection_flags = ArrayField(models.CharField(max_length=40), default=list, blank=True)
+    # The detector that found them (memories.sanitizer.DETECTOR_VERSION; 0: before versions were kept, content
+    # only). stored_rows_repair scans memories of an older detector again.
+    injection_scan_version = models.PositiveSmallIntegerField(default=0, db_default=0)
     expires_at = models.DateTimeField(null=True, blank=True)
     # Write-time importance in [0, 1] (memories.hygiene.importance_score), blended into ranking.
     importance = models.FloatField(default=0.5)

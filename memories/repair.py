@@ -69,10 +69,65 @@ def _unwrapped(text: str) -> str | None:
     return json.dumps(_cut(value, 1), allow_nan=False)
 
 
-def stored_rows_repair(cursor: Any, *, workspace_id: int) -> dict[str, int]:
+# Memories scanned again per statement by injection_flags_rescan.
+RESCAN_BATCH = 1_000
+
+
+def injection_flags_rescan(cursor: Any, *, workspace_id: int, limit: int | None = None) -> int:
+    """Scan again the memories whose injection flags an older detector found (injection_scan_version under
+    sanitizer.DETECTOR_VERSION): a flag today's detector raises then keeps the memory out of extraction and
+    marks it untrusted in every text, however old it is. Deleted memories too (a restore brings them back).
+    At most `limit` memories (None: all of them); returns how many changed flags."""
+    from memories.sanitizer import DETECTOR_VERSION, memory_injection_flags
+
+    changed = scanned = 0
+    after = None
+    while limit is None or scanned < limit:
+        batch = RESCAN_BATCH if limit is None else min(RESCAN_BATCH, limit - scanned)
+        cursor.execute(
+            "SELECT id, content, tags, paths, category, metadata::text, injection_flags FROM memories "
+            "WHERE workspace_id = %s AND injection_scan_version < %s AND (%s::uuid IS NULL OR id > %s) "
+            "ORDER BY id LIMIT %s",
+            [workspace_id, DETECTOR_VERSION, after, after, batch],
+        )
+        rows = cursor.fetchall()
+        if not rows:
+            break
+        for memory_id, content, tags, paths, category, metadata, stored in rows:
+            flags = memory_injection_flags(
+                content=content,
+                tags=tags,
+                paths=paths,
+                category=category,
+                metadata=json.loads(metadata) if metadata else None,
+            )
+            cursor.execute(
+                "UPDATE memories SET injection_flags = %s, injection_scan_version = %s "
+                "WHERE workspace_id = %s AND id = %s",
+                [flags, DETECTOR_VERSION, workspace_id, memory_id],
+            )
+            if sorted(flags) != sorted(stored or []):
+                changed += 1
+                logger.info(
+                    "memory %s: injection flags %s → %s (detector %s)",
+                    memory_id,
+                    stored,
+                    flags,
+                    DETECTOR_VERSION,
+                )
+        scanned += len(rows)
+        after = rows[-1][0]
+    return changed
+
+
+def stored_rows_repair(cursor: Any, *, workspace_id: int, rescan: bool = True) -> dict[str, int]:
     """Repair the workspace's rows in place; returns how many of each kind changed. Call inside the
-    workspace's RLS context (app.workspace_id set)."""
+    workspace's RLS context (app.workspace_id set). `rescan`: also scan again the injection flags of
+    memories an older detector scanned (injection_flags_rescan); the migration that predates the detector
+    version column runs without it."""
     repaired: dict[str, int] = {}
+    if rescan:
+        repaired["memories.injection_flags"] = injection_flags_rescan(cursor, workspace_id=workspace_id)
     ws = {"ws": workspace_id, "low": LOW, "high": HIGH}
     for column in _TIME_COLUMNS:
         # Clamped into the range: an imported time of 0001-01-01T00:00+05:00 becomes 0001-01-01T00:00Z.

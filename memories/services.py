@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -19,9 +18,9 @@ from django.utils import timezone
 from config.errors import ApiError
 from memories import hygiene, selectors
 from memories.models import ConsolidationRun, IdempotencyRecord, Memory, MemorySettings
-from memories.sanitizer import injection_flags
+from memories.sanitizer import DETECTOR_VERSION, memory_injection_flags
 from memories.scrubber import scrub_secrets
-from memories.selectors import MemoryScope, writable_q
+from memories.selectors import MemoryScope, like_escape, writable_q
 
 BULK_BATCH_SIZE = 500
 BULK_FORGET_MAX_PER_CALL = 10_000
@@ -76,7 +75,10 @@ def memory_add(
         metadata=metadata,
         embedding_model=embedding_model,
         expires_at=working_expiry() if layer == Memory.Layer.WORKING else None,
-        injection_flags=injection_flags(content),
+        injection_flags=memory_injection_flags(
+            content=content, tags=tags, paths=paths, category=category, metadata=metadata
+        ),
+        injection_scan_version=DETECTOR_VERSION,
         importance=importance,
         created_at=now,
         updated_at=now,
@@ -155,10 +157,17 @@ def memory_edit(
         memory.layer = Memory.Layer.RULE
     if "layer" in changes or changes.get("type") == Memory.Type.RULE:
         memory.expires_at = working_expiry() if memory.layer == Memory.Layer.WORKING else None
-    if "content" in changes:
-        if scrub_at_rest:
-            memory.content = scrub_secrets(memory.content)
-        memory.injection_flags = injection_flags(memory.content)
+    if "content" in changes and scrub_at_rest:
+        memory.content = scrub_secrets(memory.content)
+    if changes.keys() & {"content", "tags", "paths", "category", "metadata"}:
+        memory.injection_flags = memory_injection_flags(
+            content=memory.content,
+            tags=memory.tags,
+            paths=memory.paths,
+            category=memory.category,
+            metadata=memory.metadata,
+        )
+        memory.injection_scan_version = DETECTOR_VERSION
     if "content" in changes or "type" in changes or "metadata" in changes:
         memory.importance = hygiene.importance_score(
             content=memory.content, memory_type=memory.type, role=hygiene.memory_role(memory.metadata)
@@ -218,23 +227,25 @@ def bulk_filters_q(filters: BulkFilters) -> Q:
     if filters.older_than_days:
         q &= Q(created_at__lt=timezone.now() - timedelta(days=filters.older_than_days))
     if filters.pattern:
-        q &= Q(content__regex=_glob_to_regex(filters.pattern))
+        q &= Q(content__like=glob_to_like(filters.pattern))
     if filters.project_id:
         q &= Q(project_id=filters.project_id)
     return q
 
 
-def _glob_to_regex(pattern: str) -> str:
-    """`*` → any text, `?` → one character, everything else literal; matched against the whole content."""
-    parts = []
+def glob_to_like(pattern: str) -> str:
+    """`*` → any text (a run of stars is one), `?` → one character, everything else literal; matched against
+    the whole content as a LIKE pattern (memories.lookups), whose cost is linear in the pattern's length."""
+    parts: list[str] = []
     for char in pattern:
         if char == "*":
-            parts.append(".*")
+            if not parts or parts[-1] != "%":
+                parts.append("%")
         elif char == "?":
-            parts.append(".")
+            parts.append("_")
         else:
-            parts.append(re.escape(char))
-    return "^" + "".join(parts) + "$"
+            parts.append(like_escape(char))
+    return "".join(parts)
 
 
 def memory_bulk_forget(

@@ -8,6 +8,13 @@ class OpsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from ops import tracing
+
+        worker = len(sys.argv) > 1 and sys.argv[1] == "qcluster"
+        # Off (and nothing imported) unless OTEL_EXPORTER_OTLP_ENDPOINT is set; before the WSGI handler loads
+        # its middleware, which the Django instrumentation adds to.
+        if tracing.tracing_configure(service_name="cairn-worker" if worker else "cairn"):
+            tracing.job_signals_connect()
         # The worker cluster proves it is alive by writing a heartbeat row that /readyz reads; only the
         # qcluster command starts the beat (web processes and other commands must not look like workers).
         if len(sys.argv) > 1 and sys.argv[1] == "qcluster":

@@ -6,6 +6,8 @@ import json
 import logging
 from datetime import UTC, datetime
 
+from ops import tracing
+
 # Only these attributes of a record are copied: an arbitrary `extra` could carry a body or a secret.
 CONTEXT_FIELDS = (
     "request_id",
@@ -32,6 +34,10 @@ class JsonFormatter(logging.Formatter):
             value = getattr(record, field, None)
             if value is not None:
                 payload[field] = value
+        if tracing.ENABLED:
+            trace_id = tracing.trace_id()
+            if trace_id is not None:
+                payload["trace_id"] = trace_id
         if record.exc_info:
             payload["exception"] = self.formatException(record.exc_info)
         return json.dumps(payload, default=str)

@@ -51,11 +51,6 @@ _COUNTER_HELP = {
 }
 
 
-def counter_add(*, name: str, labels: dict[str, str], value: float = 1.0) -> None:
-    """Add to a shared counter (one UPSERT, outside any workspace: the table holds no workspace data)."""
-    counters_add(rows=[(name, labels, value)])
-
-
 def counters_add(*, rows: Iterable[tuple[str, dict[str, str], float]]) -> None:
     encoded = [(name, json.dumps(labels, sort_keys=True), float(value)) for name, labels, value in rows]
     if not encoded:

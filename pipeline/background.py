@@ -46,6 +46,7 @@ from django.db import connections, transaction
 from django.utils import timezone
 
 from config.errors import ApiError
+from ops import tracing
 from pipeline.models import BackgroundJob
 from tenancy.rls import workspace_context
 
@@ -78,10 +79,6 @@ def job_kind_register(kind: str, run: Run, *, sweep: Sweep | None = None) -> Non
     _KINDS[kind] = JobKind(run=run, sweep=sweep)
 
 
-def job_kinds() -> tuple[str, ...]:
-    return tuple(sorted(_KINDS))
-
-
 # --- create -------------------------------------------------------------------------------------------------
 
 
@@ -101,7 +98,8 @@ def _message(workspace_id: int, job_id: uuid.UUID) -> str:
         "started": timezone.now(),
         "timeout": settings.BACKGROUND_JOB_TIMEOUT_SECONDS,
     }
-    return SignedPackage.dumps(task)
+    # The job's trace links to the request that queued it.
+    return SignedPackage.dumps(tracing.job_message_stamp(task))
 
 
 def _push(*, workspace_id: int, job_id: uuid.UUID, delay_seconds: float = 0.0) -> None:

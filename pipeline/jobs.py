@@ -20,6 +20,8 @@ from django.conf import settings
 from django.db import connections
 from django.utils import timezone
 
+from ops import tracing
+
 MAX_ATTEMPTS = 5
 BACKOFF_BASE_SECONDS = 1.0
 BACKOFF_CAP_SECONDS = 60.0
@@ -69,7 +71,8 @@ def _broker_payload(func: str, args: tuple[Any, ...]) -> str:
         "kwargs": {},
         "started": timezone.now(),
     }
-    return SignedPackage.dumps(task)
+    # The job's trace links to the request (or job) that queued it.
+    return SignedPackage.dumps(tracing.job_message_stamp(task))
 
 
 def broker_push(*, workspace_id: int, job_ids: list[int], delay_seconds: float = 0.0) -> None:
@@ -179,7 +182,10 @@ def jobs_enqueue(
             "visible": timezone.now(),
             "payloads": [_broker_payload(MEMORY_TASK_FUNC, (workspace_id, str(m), kind)) for m in memory_ids],
         }
-    with connections["app"].cursor() as cursor:
+    with (
+        tracing.span("jobs.enqueue", {"cairn.job.kind": kind, "cairn.jobs": len(memory_ids)}),
+        connections["app"].cursor() as cursor,
+    ):
         cursor.execute(sql, params)
         return [row[0] for row in cursor.fetchall()]
 

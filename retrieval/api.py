@@ -13,6 +13,7 @@ from pydantic import TypeAdapter
 from config.errors import envelope_response, envelope_response_spliced, success_envelope
 from config.schemas import Envelope
 from memories.selectors import memory_scope
+from ops import tracing
 from retrieval import context, search
 from retrieval.schemas import (
     ContextIn,
@@ -52,19 +53,22 @@ def memories_search(request: HttpRequest, payload: SearchIn) -> dict[str, Any]:
 )
 @requires(READ)
 def context_get(request: HttpRequest, payload: ContextIn) -> HttpResponse:
-    workspace_id = request_workspace_id(request, payload.scope)
-    scope = memory_scope(payload.scope)
+    with tracing.span("context.scope") as span:
+        workspace_id = request_workspace_id(request, payload.scope)
+        scope = memory_scope(payload.scope)
+        tracing.span_set(span, {"cairn.workspace_id": workspace_id})
     with workspace_context(workspace_id):
         asked = context.context_request_from(payload, endpoint="context/get")
         data = context.context_get(workspace_id=workspace_id, scope=scope, request=asked)
     data.pop("_graph_ids")
     data.pop("_tiers")
     rules: context.Rules = data.pop("_rules")
-    if rules.rendered is None:
-        rules.rendered = _rules_rendered(rules)
-    return envelope_response_spliced(
-        request, data, ContextOut, field="rules", rendered=rules.rendered, before="memories"
-    )
+    with tracing.span("context.answer"):
+        if rules.rendered is None:
+            rules.rendered = _rules_rendered(rules)
+        return envelope_response_spliced(
+            request, data, ContextOut, field="rules", rendered=rules.rendered, before="memories"
+        )
 
 
 @functools.cache

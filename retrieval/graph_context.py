@@ -25,8 +25,10 @@ from typing import Any
 from django.conf import settings
 
 from graphsvc import facts as graph_facts
+from graphsvc import presence as graph_presence
 from graphsvc import selectors as graph_selectors
-from graphsvc.facts import QueryEmbedder, audience_for, clean_fact_text, query_terms
+from graphsvc.facts import QueryEmbedder, audience_for, query_terms
+from memories.prompt_text import prompt_line
 from memories.scrubber import scrub_secrets
 from memories.selectors import MemoryScope
 
@@ -79,10 +81,10 @@ class GraphSection:
 
 def _community_line(community: dict[str, Any], *, redact: bool) -> str:
     summary = community["summary"]
-    text = clean_fact_text(scrub_secrets(summary) if redact else summary)
+    text = prompt_line(scrub_secrets(summary) if redact else summary)
     if len(text) > MAX_SUMMARY_CHARS:
         text = text[: MAX_SUMMARY_CHARS - 3] + "..."
-    return f"- [community {community['id']}: {clean_fact_text(community['name'])}] {text}"
+    return f"- [community {prompt_line(community['id'])}: {prompt_line(community['name'])}] {text}"
 
 
 def graph_budget(token_budget: int | None) -> int:
@@ -109,6 +111,11 @@ def graph_section(
     section = GraphSection(budget_tokens=budget)
     if not query or budget <= 0 or settings.GRAPH_CONTEXT_MAX_FACTS <= 0:
         return section
+    # A workspace without an entity graph (no entity terms or vectors, no summarised community) has nothing
+    # to recall: one cached check instead of the recall statement on every call.
+    presence = graph_presence.graph_presence_cached(workspace_id=workspace_id)
+    if not presence.any:
+        return section
     # Recall reads graph_settings inside its seed lookup (no separate settings read to cache here), and
     # probes whether the workspace has entity vectors and summarised communities: a workspace without them
     # costs this one statement, as before communities reached the context.
@@ -126,7 +133,7 @@ def graph_section(
     )
     section.recalled, section.seed_source = len(recalled["facts"]), recalled["seedSource"]
     candidates: list[dict[str, Any]] = []
-    if probes.get("communities", True):
+    if presence.communities and probes.get("communities", True):
         vector = embed(query) if embed is not None else None
         seed_ids = [int(seed["id"]) for seed in recalled["seeds"]]
         if seed_ids or vector is not None:
@@ -209,8 +216,8 @@ def _words(text: str) -> list[str]:
 def _public(community: dict[str, Any]) -> dict[str, Any]:
     return {
         "id": str(community["id"]),
-        "name": clean_fact_text(community["name"]),
-        "summary": clean_fact_text(community["summary"]),
+        "name": prompt_line(community["name"]),
+        "summary": prompt_line(community["summary"]),
         "size": community["size"],
         "memberIds": community["memberIds"],
         "score": community["score"],

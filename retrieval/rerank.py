@@ -19,7 +19,9 @@ from typing import Any
 
 from django.conf import settings
 
+from graphsvc.llm import scrubbed
 from memories.models import Memory
+from ops import tracing
 from retrieval.embeddings import NO_KEY
 
 logger = logging.getLogger("cairn.rerank")
@@ -68,16 +70,20 @@ def rerank_scores(*, query: str, memories: list[Memory], max_candidates: int | N
 
     started = time.perf_counter()
     try:
-        response = litellm.rerank(
-            model=settings.RERANK_MODEL,
-            query=query[:MAX_QUERY_CHARS],
-            documents=[memory.content[:MAX_DOCUMENT_CHARS] for memory in unique],
-            top_n=len(unique),
-            api_base=settings.RERANK_API_BASE or None,
-            # Always the operator's key, never litellm's fallback to the environment's ("" counts as absent).
-            api_key=settings.RERANK_API_KEY or NO_KEY,
-            timeout=settings.RERANK_TIMEOUT_SECONDS,
-        )
+        with tracing.llm_span("rerank", model=settings.RERANK_MODEL, count=len(unique)):
+            response = litellm.rerank(
+                model=settings.RERANK_MODEL,
+                # Scrubbed as every LLM prompt is (graphsvc.llm.scrubbed): the reranker is a service outside
+                # the server, and a key in a memory must not leave it, however the model treats the text.
+                query=scrubbed(query, limit=MAX_QUERY_CHARS),
+                documents=[scrubbed(memory.content, limit=MAX_DOCUMENT_CHARS) for memory in unique],
+                top_n=len(unique),
+                api_base=settings.RERANK_API_BASE or None,
+                # Always the operator's key, never litellm's fallback to the environment's ("" counts as
+                # absent).
+                api_key=settings.RERANK_API_KEY or NO_KEY,
+                timeout=settings.RERANK_TIMEOUT_SECONDS,
+            )
         results = _results(response, count=len(unique))
     except Exception as error:  # noqa: BLE001 - the reranker is an addition; the fused order stands without it
         outcome.duration_ms = (time.perf_counter() - started) * 1000

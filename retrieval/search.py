@@ -21,6 +21,7 @@ from django.utils import timezone
 from memories import selectors
 from memories.models import Memory
 from memories.selectors import MemoryScope
+from ops import tracing
 from retrieval import lexical as lexical_search
 from retrieval import rerank, temporal, vectors
 from retrieval.embeddings import embed_query
@@ -385,21 +386,51 @@ def memory_search_tiers(
     depths = {
         tier.layer: _depth("lexical" if vectorless else requested, tier.limit, _keep(tier)) for tier in tiers
     }
-    lexical = lexical_search.memory_search_lexical_layers(
-        workspace_id=workspace_id, scope=scope, query=query, depths=depths
-    )
+    with tracing.span("context.lexical") as span:
+        lexical = lexical_search.memory_search_lexical_layers(
+            workspace_id=workspace_id, scope=scope, query=query, depths=depths
+        )
+        tracing.span_set(span, {"cairn.candidates": sum(len(found) for found in lexical.values())})
     semantic: Candidates | None = None
     if vectorless:
         semantic = Candidates([], [], False, {})
     elif requested != "lexical":
-        query_vector = _vector_for(query=query, requested=requested, lexical=_flatten(lexical.values()))
-        semantic = _semantic_candidates(
+        with tracing.span("context.vectors") as span:
+            query_vector = _vector_for(query=query, requested=requested, lexical=_flatten(lexical.values()))
+            semantic = _semantic_candidates(
+                workspace_id=workspace_id,
+                scope=scope,
+                query_vector=query_vector,
+                depths=depths,
+                with_vectors=with_vectors,
+            )
+            tracing.span_set(span, {"cairn.candidates": len(semantic.neighbours or ())})
+    with tracing.span("context.fusion", {"cairn.strategy": requested}):
+        return _ranked_tiers(
             workspace_id=workspace_id,
             scope=scope,
-            query_vector=query_vector,
-            depths=depths,
-            with_vectors=with_vectors,
+            query=query,
+            requested=requested,
+            tiers=tiers,
+            lexical=lexical,
+            semantic=semantic,
+            timed=timed,
+            in_window=in_window,
         )
+
+
+def _ranked_tiers(
+    *,
+    workspace_id: int,
+    scope: MemoryScope,
+    query: str,
+    requested: str,
+    tiers: list[TierQuery],
+    lexical: dict[str, list[Memory]],
+    semantic: Candidates | None,
+    timed: TimedQuery,
+    in_window: list[Memory],
+) -> list[SearchOutcome]:
     return [
         _rank(
             workspace_id=workspace_id,

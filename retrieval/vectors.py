@@ -114,19 +114,6 @@ def embeddings_store(*, workspace_id: int, model: str, rows: list[EmbeddingRow])
         )
 
 
-def stored_vector(*, workspace_id: int, memory_id: uuid.UUID, model: str) -> np.ndarray | None:
-    with connections["app"].cursor() as cursor:
-        cursor.execute(
-            "SELECT embedding::text FROM memory_embeddings "
-            "WHERE workspace_id = %s AND memory_id = %s AND model = %s",
-            [workspace_id, memory_id, model],
-        )
-        row = cursor.fetchone()
-    if row is None:
-        return None
-    return np.asarray([float(x) for x in row[0].strip("[]").split(",")], dtype=np.float32)
-
-
 def embeddings_delete(*, workspace_id: int, memory_ids: list[uuid.UUID]) -> None:
     with connections["app"].cursor() as cursor:
         cursor.execute(

@@ -164,7 +164,55 @@ def retrieval_metric_record(
     Inside the caller's workspace_context (context/get) the row joins the retrieval's own transaction without
     a savepoint: it commits with it, before the answer is sent, so an answered retrieval always has its row; a
     failed INSERT fails the call rather than losing the row. Outside one, it opens its own."""
-    values = {
+    values = retrieval_metric_values(
+        workspace_id=workspace_id,
+        mode=mode,
+        requested_strategy=requested_strategy,
+        applied_strategy=applied_strategy,
+        shadow_executed=shadow_executed,
+        baseline_candidates=baseline_candidates,
+        graph_candidates=graph_candidates,
+        graph_expanded_count=graph_expanded_count,
+        total_candidates=total_candidates,
+        fallback_triggered=fallback_triggered,
+        fallback_reason=fallback_reason,
+        project_id=project_id,
+        user_id=user_id,
+        semantic_model=semantic_model,
+        duration_ms=duration_ms,
+        endpoint=endpoint,
+    )
+    if current_workspace_id() == workspace_id:
+        sql, params = retrieval_metric_statement(values)
+        with prepared_cursor() as cursor:
+            cursor.execute(sql, params)
+    else:
+        with workspace_context(workspace_id):
+            _metric_insert(values)
+    retrieval_metric_counted(values)
+
+
+def retrieval_metric_values(
+    *,
+    workspace_id: int,
+    mode: str,
+    requested_strategy: str,
+    applied_strategy: str,
+    shadow_executed: bool,
+    baseline_candidates: int,
+    graph_candidates: int,
+    graph_expanded_count: int,
+    total_candidates: int,
+    fallback_triggered: bool,
+    fallback_reason: str | None,
+    project_id: str | None,
+    user_id: str | None,
+    semantic_model: str | None,
+    duration_ms: float,
+    endpoint: str,
+) -> dict[str, Any]:
+    """The retrieval_metrics row of one retrieval, column → value."""
+    return {
         "workspace_id": workspace_id,
         "created_at": _now(),
         "mode": mode,
@@ -183,16 +231,24 @@ def retrieval_metric_record(
         "duration_ms": max(0.0, float(duration_ms)),
         "endpoint": endpoint,
     }
-    if current_workspace_id() == workspace_id:
-        _metric_insert(values, relaxed_commit=not settings.RETRIEVAL_METRIC_SYNC_COMMIT)
-    else:
-        with workspace_context(workspace_id):
-            _metric_insert(values)
+
+
+def retrieval_metric_statement(values: dict[str, Any]) -> tuple[str, list[Any]]:
+    """The INSERT of a metric row inside the caller's workspace transaction, as SQL with positional values,
+    for a caller that sends it as part of a statement of its own (context/get: with its conflicts lookup, one
+    round trip for both; a data-modifying CTE runs once whether or not its rows are read). Call
+    retrieval_metric_counted once the row is written."""
+    sql = _metric_insert_sql(tuple(values), not settings.RETRIEVAL_METRIC_SYNC_COMMIT)
+    return sql, list(values.values())
+
+
+def retrieval_metric_counted(values: dict[str, Any]) -> None:
+    """The Prometheus counter of a recorded retrieval."""
     ops_metrics.RETRIEVALS.labels(
-        endpoint=endpoint,
-        requested=requested_strategy,
-        applied=applied_strategy,
-        fallback_reason=fallback_reason or "none",
+        endpoint=values["endpoint"],
+        requested=values["requested_strategy"],
+        applied=values["applied_strategy"],
+        fallback_reason=values["fallback_reason"] or "none",
     ).inc()
 
 

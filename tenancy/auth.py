@@ -13,6 +13,7 @@ from django.utils import timezone
 from ninja.security.base import AuthBase
 
 from config.errors import ApiError
+from ops import tracing
 from tenancy import services
 from tenancy.caller import PinnedWorkspace, caller_lookup
 from tenancy.models import ApiKey, UserSettings
@@ -48,10 +49,11 @@ class SdkKeyAuth(AuthBase):
         super().__init__()
 
     def __call__(self, request: HttpRequest) -> SdkCaller:
-        caller = self.caller_for_header(request.headers.get("Authorization", ""))
-        # The route's declared role (tenancy.policy.requires) against the key's scope, before the body is
-        # read.
-        key_scope_check(request, caller.key_scope)
+        with tracing.span("cairn.auth"):
+            caller = self.caller_for_header(request.headers.get("Authorization", ""))
+            # The route's declared role (tenancy.policy.requires) against the key's scope, before the body is
+            # read.
+            key_scope_check(request, caller.key_scope)
         return caller
 
     def caller_for_header(self, header: str) -> SdkCaller:

@@ -7,10 +7,6 @@ from django.contrib.auth.models import User
 from tenancy.models import ApiKey, Invitation, Membership, RepoOwnerMapping, UserSettings, Workspace
 
 
-def api_key_by_hash(*, key_hash: str) -> ApiKey | None:
-    return ApiKey.objects.select_related("user").filter(key_hash=key_hash).first()
-
-
 def personal_workspace_get(*, user: User) -> Workspace | None:
     return Workspace.objects.filter(kind=Workspace.Kind.PERSONAL, personal_owner=user).first()
 
@@ -85,12 +81,19 @@ def tenants_for_workspaces(*, workspaces: list[Workspace], limit: int) -> list[W
     )
 
 
-def api_keys_for_user(*, user: User, limit: int) -> list[ApiKey]:
-    return list(ApiKey.objects.filter(user=user).order_by("revoked_at", "-created_at")[:limit])
+def api_keys_for_user(*, user: User, limit: int, pinned_to: int | None = None) -> list[ApiKey]:
+    """The user's keys; with `pinned_to`, only those pinned to that workspace (what a pinned key may see)."""
+    keys = ApiKey.objects.filter(user=user)
+    if pinned_to is not None:
+        keys = keys.filter(workspace_id=pinned_to)
+    return list(keys.order_by("revoked_at", "-created_at")[:limit])
 
 
-def api_key_for_user(*, user: User, key_id: str) -> ApiKey | None:
-    return ApiKey.objects.filter(user=user, id=key_id).first()
+def api_key_for_user(*, user: User, key_id: str, pinned_to: int | None = None) -> ApiKey | None:
+    keys = ApiKey.objects.filter(user=user, id=key_id)
+    if pinned_to is not None:
+        keys = keys.filter(workspace_id=pinned_to)
+    return keys.first()
 
 
 def repo_owner_mappings_for_user(*, user: User) -> list[RepoOwnerMapping]:

@@ -119,14 +119,6 @@ def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
     return api_key
 
 
-def api_key_touch(*, api_key: ApiKey) -> None:
-    """Record use at most once a minute: a write on every request would cost more than it tells."""
-    now = timezone.now()
-    if api_key.last_used_at is None or now - api_key.last_used_at > timedelta(seconds=60):
-        ApiKey.objects.filter(pk=api_key.pk).update(last_used_at=now)
-        api_key.last_used_at = now
-
-
 # --- Repo routing settings ----------------------------------------------------------------------------------
 
 

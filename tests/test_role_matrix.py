@@ -18,6 +18,7 @@ from graphsvc.models import GraphSettings
 from memories.models import Memory, MemorySettings
 from rollout.models import RolloutConfig
 from tenancy import policy, services
+from tenancy.models import ApiKey
 from tenancy.rls import workspace_context
 from tests.conftest import API, SdkClient, make_user
 from tests.memories.helpers import ACME_SCOPE
@@ -217,3 +218,113 @@ def test_it_keeps_a_pinned_key_in_its_workspace(org, personas):
     services.membership_remove(org=personas.acme, user=personas.alice)
     gone = pinned.post("memories/add", {"content": "after leaving"})
     assert gone.status_code == 404 and gone.json()["error"]["code"] == "WORKSPACE_NOT_FOUND"
+
+
+# --- keys/* by pinned and unpinned keys of every scope ------------------------------------------------------
+
+KEY_ROUTES = ("keys/create", "keys/list", "keys/revoke")
+KEY_SCOPES = ("read", "write", "admin")
+
+
+@dataclass
+class KeyWorld:
+    caller: SdkClient
+    unpinned_id: str  # another key of alice's, not pinned
+    acme_pinned_id: str  # another key of alice's, pinned to acme
+    personal_pinned_id: str  # another key of alice's, pinned to her personal workspace
+
+
+def key_world(personas: Any, *, scope: str, pinned: bool) -> KeyWorld:
+    alice = personas.alice
+    personal = services.personal_workspace_ensure(user=alice)
+    caller_key = services.api_key_create(user=alice, scope=scope, workspace=personas.acme if pinned else None)
+    unpinned = services.api_key_create(user=alice, scope="read").api_key
+    acme_pinned = services.api_key_create(user=alice, scope="read", workspace=personas.acme).api_key
+    personal_pinned = services.api_key_create(user=alice, scope="read", workspace=personal).api_key
+    return KeyWorld(
+        SdkClient(Client(), caller_key.raw_key),
+        str(unpinned.id),
+        str(acme_pinned.id),
+        str(personal_pinned.id),
+    )
+
+
+@pytest.mark.parametrize("route", KEY_ROUTES)
+@pytest.mark.parametrize("pinned", [False, True], ids=["unpinned", "pinned"])
+@pytest.mark.parametrize("scope", KEY_SCOPES)
+def test_it_keeps_keys_routes_within_the_calling_keys_scope_and_pin(personas, route, pinned, scope):
+    world = key_world(personas, scope=scope, pinned=pinned)
+    caller = world.caller
+    if scope != "admin":
+        body = {"keyScope": "read"} if route == "keys/create" else {}
+        if route == "keys/revoke":
+            body = {"id": world.unpinned_id}
+        error = caller.error(route, body, status=403, code="FORBIDDEN_ROLE")
+        assert error["details"] == {"requiredRole": "admin", "heldRole": scope}
+        assert ApiKey.objects.filter(revoked_at__isnull=False).count() == 0
+        return
+    if route == "keys/create":
+        if pinned:
+            refused = caller.error("keys/create", {"keyScope": "read"}, status=403, code="KEY_PINNED")
+            assert "pinned: true" in refused["message"]
+            elsewhere = {"keyScope": "read", "pinned": True, "scope": {"tenantId": "globex-like"}}
+            caller.error("keys/create", elsewhere, status=403, code="KEY_PINNED")
+            made = caller.ok("keys/create", {"keyScope": "write", "pinned": True}, status=201)
+            assert made["key"]["pinnedWorkspace"]["id"] == personas.acme.id
+        else:
+            made = caller.ok("keys/create", {"keyScope": "write"}, status=201)
+            assert made["key"]["pinnedWorkspace"] is None
+        assert made["key"]["keyScope"] == "write"
+    elif route == "keys/list":
+        listed = {key["id"] for key in caller.ok("keys/list", {})["keys"]}
+        if pinned:
+            assert world.acme_pinned_id in listed
+            assert world.unpinned_id not in listed and world.personal_pinned_id not in listed
+            assert all(
+                key["pinnedWorkspace"]["id"] == personas.acme.id for key in caller.ok("keys/list", {})["keys"]
+            )
+        else:
+            assert {world.unpinned_id, world.acme_pinned_id, world.personal_pinned_id} <= listed
+    else:
+        others = (world.unpinned_id, world.personal_pinned_id)
+        for other in others:
+            if pinned:
+                caller.error("keys/revoke", {"id": other}, status=404, code="KEY_NOT_FOUND")
+            else:
+                assert caller.ok("keys/revoke", {"id": other})["revoked"] is True
+        assert caller.ok("keys/revoke", {"id": world.acme_pinned_id})["revoked"] is True
+        revoked = set(ApiKey.objects.filter(revoked_at__isnull=False).values_list("id", flat=True))
+        expected = {world.acme_pinned_id, *([] if pinned else others)}
+        assert {str(key_id) for key_id in revoked} == expected
+
+
+def test_it_keeps_a_key_minted_by_a_pinned_key_out_of_other_tenants(personas):
+    alice = personas.alice_api
+    alice.add("globex-adjacent secret", scope={"tenantId": "other-tenant"})
+    alice.add("acme note", scope=ACME_SCOPE)
+    pinned = SdkClient(
+        Client(), services.api_key_create(user=personas.alice, scope="admin", workspace=personas.acme).raw_key
+    )
+    minted = pinned.ok("keys/create", {"keyScope": "admin", "pinned": True}, status=201)
+    assert minted["key"]["pinnedWorkspace"]["id"] == personas.acme.id
+    child = SdkClient(Client(), minted["secret"])
+    child.error(
+        "memories/search",
+        {"query": "secret", "scope": {"tenantId": "other-tenant"}},
+        status=403,
+        code="KEY_PINNED",
+    )
+    # The child acts in acme: acme's project note is what it lists (the project only narrows the read).
+    found = child.ok("memories/list", {"scope": ACME_SCOPE})["memories"]
+    assert [memory["content"] for memory in found] == ["acme note"]
+    # Its own keys/create is held to the pin too: no unpinned grandchild.
+    child.error("keys/create", {"keyScope": "read"}, status=403, code="KEY_PINNED")
+
+
+def test_it_refuses_keys_routes_to_a_pinned_key_without_admin_in_its_workspace(personas):
+    # bob is a member of acme: his admin-scoped key pinned there acts as write, short of what keys/* need.
+    pinned = services.api_key_create(user=personas.bob, scope="admin", workspace=personas.acme).raw_key
+    bob = SdkClient(Client(), pinned)
+    for route, body in (("keys/list", {}), ("keys/create", {"keyScope": "read", "pinned": True})):
+        error = bob.error(route, body, status=403, code="FORBIDDEN_ROLE")
+        assert error["details"] == {"requiredRole": "admin", "heldRole": "write"}

@@ -1,7 +1,8 @@
 """Workspace import: one transaction in the target workspace, ids remapped, existing rows skipped.
 
-Running the same file twice changes nothing the second time: memories keep their id when imported back into
-the workspace they came from and otherwise get an id derived from (target workspace, source id); graph rows
+Running the same file twice changes nothing the second time: a memory imported back into the workspace it came
+from keeps its id while it is still there (and is skipped), any other gets an id derived from (target
+workspace, source id), so no answer depends on whether an id is taken in another workspace; graph rows
 are found again by their natural keys. Any bad line aborts the whole import (nothing half-imported). Every
 reference in the file must point at a record of the same file, so a file cannot reach rows of another
 workspace; row-level security backs that up.
@@ -36,9 +37,10 @@ from config.schemas import (
     json_problem,
     text_problem,
 )
+from graphsvc.presence import graph_presence_forget
 from graphsvc.schemas import DecayIn, ExtractionSettingsIn, GraphSettingsIn
-from memories.sanitizer import injection_flags
-from memories.schemas import MemoryRecordIn, MemorySettingsPatchIn
+from memories.sanitizer import DETECTOR_VERSION, memory_injection_flags, text_injection_flags
+from memories.schemas import MemoryRecordIn, MemorySettingsPatchIn, embedding_models_allowed
 from pipeline import jobs
 from rollout.services import rollout_cache_clear, rollout_state_get
 from tenancy.rls import workspace_context
@@ -315,6 +317,21 @@ def _json(value: Any) -> str | None:
     return None if value is None else json.dumps(value, allow_nan=False)
 
 
+def _allowed_model(record: dict[str, Any], key: str, line: int, *, optional: bool = False) -> str | None:
+    """An embedding model this server allows (EMBEDDING_MODELS_ALLOWED), as memories/add requires: a file
+    cannot store vectors of a model no request could name."""
+    model = _str(record, key, line, max_len=160, optional=optional)
+    allowed = embedding_models_allowed()
+    if model is not None and model not in allowed:
+        raise ImportFileError(
+            line,
+            f"'{key}' {model[:80]!r} is not an embedding model this server allows "
+            f"(EMBEDDING_MODELS_ALLOWED: {', '.join(allowed)}); export without --embeddings, or allow it.",
+            field=key,
+        )
+    return model
+
+
 def _memory_ref(state: _State, record: dict[str, Any], key: str, line: int) -> uuid.UUID:
     source = record.get(key)
     mapped = state.memories.get(source) if isinstance(source, str) else None
@@ -408,6 +425,7 @@ def workspace_import(
                 )
             )
         transaction.on_commit(lambda: rollout_cache_clear(workspace_id), using="app")
+        transaction.on_commit(lambda: graph_presence_forget(workspace_id=workspace_id), using="app")
     return report
 
 
@@ -590,13 +608,22 @@ def _import_memory(cursor: Any, state: _State, record: dict[str, Any], line: int
     source = str(memory.id)
     if source in state.memories:
         raise ImportFileError(line, f"memory {source} appears twice.", field="id")
-    new_id = memory.id if state.same_workspace else uuid.uuid5(_NAMESPACE, f"{state.workspace_id}:{source}")
+    new_id = uuid.uuid5(_NAMESPACE, f"{state.workspace_id}:{source}")
+    if state.same_workspace:
+        # Back in the workspace it came from, a memory still there keeps its id (the second run skips it).
+        # Whether an id is taken anywhere else must never show: the id a memory gets, the answer and the
+        # error cannot depend on it, so every other memory gets the id derived from this workspace.
+        cursor.execute(
+            "SELECT 1 FROM memories WHERE id = %s AND workspace_id = %s", [memory.id, state.workspace_id]
+        )
+        if cursor.fetchone() is not None:
+            new_id = memory.id
     cursor.execute(
         """
         INSERT INTO memories (id, workspace_id, content, type, layer, scope, project_id, user_id, tags, paths,
-                              category, metadata, embedding_model, injection_flags, expires_at, created_at,
-                              updated_at, deleted_at, importance)
-        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s)
+                              category, metadata, embedding_model, injection_flags, injection_scan_version,
+                              expires_at, created_at, updated_at, deleted_at, importance)
+        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s, %s)
         ON CONFLICT (id) DO NOTHING
         """,
         [
@@ -614,7 +641,14 @@ def _import_memory(cursor: Any, state: _State, record: dict[str, Any], line: int
             _json(memory.metadata),
             memory.embeddingModel,
             # Found again here, as memories/add finds them: a file's flags are not trusted either way.
-            injection_flags(memory.content),
+            memory_injection_flags(
+                content=memory.content,
+                tags=memory.tags,
+                paths=memory.paths,
+                category=memory.category,
+                metadata=memory.metadata,
+            ),
+            DETECTOR_VERSION,
             memory.expiresAt,
             memory.createdAt,
             memory.updatedAt or memory.createdAt,
@@ -624,18 +658,13 @@ def _import_memory(cursor: Any, state: _State, record: dict[str, Any], line: int
     )
     created = cursor.rowcount == 1
     if not created:
-        # The id exists: fine if it is this workspace's (a second run), never if it is another's (RLS hides
-        # it).
+        # Taken: by this workspace (a second run), or — for a derived id, only by a hash collision — by no
+        # row this workspace can see.
         cursor.execute(
             "SELECT 1 FROM memories WHERE id = %s AND workspace_id = %s", [new_id, state.workspace_id]
         )
         if cursor.fetchone() is None:
-            raise ImportFileError(
-                line,
-                f"memory {source} belongs to another workspace; import into the workspace "
-                "it was exported from, or into a new one.",
-                field="id",
-            )
+            raise ImportFileError(line, f"memory {source} could not be given an id; nothing was changed.")
     else:
         if memory.supersededBy is not None:
             state.memory_supersessions.append((new_id, str(memory.supersededBy)))
@@ -652,6 +681,7 @@ def _import_embedding(cursor: Any, state: _State, record: dict[str, Any], line: 
     vector = _vector(record, "vector", line, dimension)
     if vector is None:
         raise ImportFileError(line, "'vector' is required.", field="vector")
+    model = _allowed_model(record, "model", line)
     cursor.execute(
         """
         INSERT INTO memory_embeddings (workspace_id, memory_id, model, dimension, embedding, content_sha256,
@@ -661,7 +691,7 @@ def _import_embedding(cursor: Any, state: _State, record: dict[str, Any], line: 
         ON CONFLICT (memory_id, model) DO NOTHING
         """,
         [
-            _str(record, "model", line, max_len=160),
+            model,
             dimension,
             vector,
             _str(record, "contentSha256", line, max_len=64),
@@ -676,8 +706,43 @@ def _import_embedding(cursor: Any, state: _State, record: dict[str, Any], line: 
 # --- the graph ----------------------------------------------------------------------------------------------
 
 
+def _graph_text(
+    state: _State, record: dict[str, Any], key: str, line: int, *, max_len: int = 100_000
+) -> str | None:
+    """An optional text of the graph (a fact sentence, a summary, evidence) as the file gives it, or None
+    when it trips the prompt-injection detector: graph text is pasted into prompts unmarked, and what the
+    server extracts never comes from a flagged memory, so a file's must not either. The row is kept without
+    the text (upkeep writes summaries again) and the report says so."""
+    text = _str(record, key, line, max_len=max_len, optional=True)
+    flags = text_injection_flags(text)
+    if not flags:
+        return text
+    state.report.adjusted.append(
+        {
+            "line": line,
+            "field": key,
+            "code": "PROMPT_INJECTION_DROPPED",
+            "message": f"'{key}' was not imported: it reads as a prompt injection ({', '.join(flags)}).",
+        }
+    )
+    return None
+
+
+def _graph_name(record: dict[str, Any], key: str, line: int, *, max_len: int) -> str:
+    """A name of the graph (an entity's label, a community's name): refused when it trips the
+    prompt-injection detector, since a row cannot be kept without its name."""
+    name = _str(record, key, line, max_len=max_len)
+    flags = text_injection_flags(name)
+    if flags:
+        raise ImportFileError(
+            line, f"'{key}' reads as a prompt injection ({', '.join(flags)}); rename it.", field=key
+        )
+    return name
+
+
 def _import_community(cursor: Any, state: _State, record: dict[str, Any], line: int) -> bool:
     source = _int(record, "id", line)
+    _unique(state.communities, source, "community", line)
     members = record.get("memberNodeIds") or []
     if (
         not isinstance(members, list)
@@ -685,10 +750,10 @@ def _import_community(cursor: Any, state: _State, record: dict[str, Any], line: 
         or len(members) > 100_000
     ):
         raise ImportFileError(line, "'memberNodeIds' must be a list of node ids.", field="memberNodeIds")
-    name = _str(record, "name", line, max_len=300)
+    name = _graph_name(record, "name", line, max_len=300)
     # The members' mean vector, with the model it was computed in: one without the other matches nothing.
     centroid = _vector(record, "centroid", line)
-    centroid_model = _str(record, "centroidModel", line, max_len=160, optional=True)
+    centroid_model = _allowed_model(record, "centroidModel", line, optional=True)
     if (centroid is None) != (centroid_model is None):
         raise ImportFileError(line, "'centroid' and 'centroidModel' go together.", field="centroidModel")
     cursor.execute(
@@ -701,7 +766,7 @@ def _import_community(cursor: Any, state: _State, record: dict[str, Any], line: 
         [
             state.workspace_id,
             name,
-            _str(record, "summary", line, max_len=100_000, optional=True) or "",
+            _graph_text(state, record, "summary", line) or "",
             _str(record, "fingerprint", line, max_len=64),
             centroid,
             centroid_model,
@@ -719,8 +784,15 @@ def _import_community(cursor: Any, state: _State, record: dict[str, Any], line: 
     return True
 
 
+def _unique(seen: dict[int, int], source: int, what: str, line: int) -> None:
+    # A second line with the same id would silently re-point every later reference to it.
+    if source in seen:
+        raise ImportFileError(line, f"{what} id {source} appears twice.", field="id")
+
+
 def _import_node(cursor: Any, state: _State, record: dict[str, Any], line: int) -> bool:
     source = _int(record, "id", line)
+    _unique(state.nodes, source, "node", line)
     node_type = _str(record, "nodeType", line, max_len=32)
     key = _str(record, "nodeKey", line, max_len=600)
     if node_type == "memory":
@@ -751,11 +823,11 @@ def _import_node(cursor: Any, state: _State, record: dict[str, Any], line: int) 
             state.workspace_id,
             node_type,
             key,
-            _str(record, "label", line, max_len=300),
+            _graph_name(record, "label", line, max_len=300),
             _json(metadata),
-            _str(record, "summary", line, max_len=100_000, optional=True),
+            _graph_text(state, record, "summary", line),
             _vector(record, "embedding", line),
-            _str(record, "embeddingModel", line, max_len=160, optional=True),
+            _allowed_model(record, "embeddingModel", line, optional=True),
             _time(record, "firstSeenAt", line),
             _time(record, "lastSeenAt", line),
             mention_count,
@@ -781,20 +853,22 @@ def _import_node(cursor: Any, state: _State, record: dict[str, Any], line: int) 
 
 
 def _import_alias(cursor: Any, state: _State, record: dict[str, Any], line: int) -> bool:
+    node_id = _node_ref(state, record, "nodeId", line)
+    _str(record, "alias", line, max_len=600)  # present and a string, or the file is refused
+    alias = _graph_text(state, record, "alias", line, max_len=600)
+    if alias is None:
+        return False  # an alias is only its text: none is kept
     cursor.execute(
         "INSERT INTO graph_entity_aliases (workspace_id, node_id, alias, created_at) "
         "VALUES (%s, %s, %s, now()) ON CONFLICT DO NOTHING",
-        [
-            state.workspace_id,
-            _node_ref(state, record, "nodeId", line),
-            _str(record, "alias", line, max_len=600),
-        ],
+        [state.workspace_id, node_id, alias],
     )
     return bool(cursor.rowcount == 1)
 
 
 def _import_edge(cursor: Any, state: _State, record: dict[str, Any], line: int) -> bool:
     source = _int(record, "id", line)
+    _unique(state.edges, source, "edge", line)
     from_node, to_node = (
         _node_ref(state, record, "fromNodeId", line),
         _node_ref(state, record, "toNodeId", line),
@@ -839,9 +913,9 @@ def _import_edge(cursor: Any, state: _State, record: dict[str, Any], line: int) 
             _choice(record, "edgeClass", line, _EDGE_CLASSES),
             weight,
             confidence,
-            _str(record, "fact", line, max_len=100_000, optional=True),
+            _graph_text(state, record, "fact", line),
             evidence_id,
-            _str(record, "evidenceText", line, max_len=100_000, optional=True),
+            _graph_text(state, record, "evidenceText", line),
             _choice(record, "origin", line, _ORIGINS),
             _time(record, "validFrom", line),
             _time(record, "validTo", line),
@@ -884,7 +958,7 @@ def _import_fact_evidence(cursor: Any, state: _State, record: dict[str, Any], li
         """,
         [
             edge_id,
-            _str(record, "evidenceText", line, max_len=100_000, optional=True),
+            _graph_text(state, record, "evidenceText", line),
             _time(record, "createdAt", line),
             state.workspace_id,
             memory_id,

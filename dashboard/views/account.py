@@ -214,7 +214,13 @@ def key_revoke(request: SignedInRequest, key_id: uuid.UUID) -> HttpResponse:
     return redirect("dashboard-keys")
 
 
-def _routing_page(request: SignedInRequest, *, error: str | None = None, status: int = 200) -> HttpResponse:
+def _routing_page(
+    request: SignedInRequest,
+    *,
+    error: str | None = None,
+    status: int = 200,
+    rejected: dict[str, str] | None = None,
+) -> HttpResponse:
     user_settings = tenancy_selectors.user_settings_get(user=request.user)
     orgs = [
         w for w in tenancy_selectors.workspaces_for_user(user=request.user) if w.kind == Workspace.Kind.ORG
@@ -225,6 +231,8 @@ def _routing_page(request: SignedInRequest, *, error: str | None = None, status:
         "error": error,
         "mappings": tenancy_selectors.repo_owner_mappings_for_user(user=request.user),
         "modes": UserSettings.RoutingMode.values,
+        # What a refused form held, shown again so nothing typed is lost.
+        "rejected": rejected or {},
     }
     response = page(request, "dashboard/routing.html", None, None, context, section="routing")
     response.status_code = status
@@ -273,7 +281,12 @@ def routing(request: SignedInRequest) -> HttpResponse:
         else:
             raise ValueError("action must be mode, map or unmap")
     except ValueError as error:
-        return _routing_page(request, error=str(error), status=400)
+        rejected = {
+            "action": action,
+            "owner": request.POST.get("owner", "")[:60],
+            "org": request.POST.get("org", "")[:60],
+        }
+        return _routing_page(request, error=str(error), status=400, rejected=rejected)
     return redirect("dashboard-routing")
 
 

@@ -3,7 +3,8 @@ a timeline, recent memories) and why context/get returned what it did (the trace
 
 from __future__ import annotations
 
-from datetime import datetime
+import uuid
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.contrib import messages
@@ -31,20 +32,33 @@ PAIR_LIMIT = 50
 RECENT_LIMIT = 20
 FACT_LIMIT = 300
 TIMELINE_WIDTH = 1000
-TIMELINE_ROW = 26
+TIMELINE_LABELS = 330  # the left column: what each bar is
+TIMELINE_ROW = 30
+TIMELINE_AXIS = 34  # room for the dates under the bars
+TIMELINE_TICKS = 6
+# The shortest bar drawn, in chart units: a fact that started today is still a bar one can see and point at.
+TIMELINE_MIN_BAR = 8.0
+LABEL_CHARS = 46
 
 
-def _timeline(groups: list[dict[str, Any]], now: datetime) -> dict[str, Any]:
-    """Facts as bars from valid-from to valid-to (or to now): positions as SVG attributes."""
+def _timeline(*, workspace_id: int, groups: list[dict[str, Any]], now: datetime) -> dict[str, Any]:
+    """Facts as bars from valid-from to valid-to (or to now), a labelled row each, with a date axis: positions
+    as SVG attributes (the CSP allows no inline style)."""
     facts = [fact for group in groups for fact in group["facts"]]
     if not facts:
         return {"rows": [], "height": 0}
+    states = selectors.fact_states(workspace_id=workspace_id, facts=facts)
     starts = [f.valid_from or f.created_at for f in facts]
-    first = min(starts)
-    span = max((now - first).total_seconds(), 1.0)
+    first = min(min(starts), now - timedelta(days=1))
+    # A margin after now, so a bar that started today is not squeezed against the edge.
+    span = (now - first).total_seconds()
+    last = now + timedelta(seconds=max(span * 0.04, 86_400.0))
+    total = max((last - first).total_seconds(), 1.0)
+    left, right = TIMELINE_LABELS + 10, TIMELINE_WIDTH - 10
 
     def x(moment: datetime) -> float:
-        return round(TIMELINE_WIDTH * max(0.0, (moment - first).total_seconds()) / span, 1)
+        share = min(max(0.0, (moment - first).total_seconds()), total) / total
+        return round(left + (right - left) * share, 1)
 
     rows, y = [], 0
     for group in groups:
@@ -52,20 +66,50 @@ def _timeline(groups: list[dict[str, Any]], now: datetime) -> dict[str, Any]:
             start = fact.valid_from or fact.created_at
             end = fact.valid_to or fact.expired_at
             x1, x2 = x(start), x(end or now)
+            width = max(x2 - x1, TIMELINE_MIN_BAR)
+            x1 = min(x1, right - width)
+            text = fact.fact or f"{group['subject'].label} {fact.edge_type} {fact.to_node.label}"
+            label = f"{group['subject'].label}: {text}"
+            state = "ended" if end is not None else states.get(fact.id) or "current"
             rows.append(
                 {
                     "fact": fact,
                     "subject": group["subject"],
                     "y": y,
+                    "text_y": y + 19,
                     "x": x1,
-                    "width": max(x2 - x1, 4.0),
+                    "width": round(width, 1),
                     "current": end is None,
+                    "state": state,
+                    # The mark beside the words: only where the subject has held other values.
+                    "mark": states.get(fact.id) if end is None else None,
+                    "label": label if len(label) <= LABEL_CHARS else label[: LABEL_CHARS - 1] + "…",
+                    "full_label": label,
                     "start": start,
                     "end": end,
                 }
             )
             y += TIMELINE_ROW
-    return {"rows": rows, "height": y, "first": first, "now": now, "width": TIMELINE_WIDTH}
+    ticks = []
+    for i in range(TIMELINE_TICKS):
+        moment = first + (now - first) * (i / (TIMELINE_TICKS - 1))
+        ticks.append(
+            {"x": x(moment), "label": moment.strftime("%Y-%m-%d" if span < 90 * 86_400 else "%b %Y")}
+        )
+    return {
+        "rows": rows,
+        "height": y,
+        "axis_y": y + 6,
+        "tick_y": y + 26,
+        "total_height": y + TIMELINE_AXIS,
+        "ticks": ticks,
+        "now_x": x(now),
+        "left": left,
+        "right": right,
+        "first": first,
+        "now": now,
+        "width": TIMELINE_WIDTH,
+    }
 
 
 @workspace_page(policy.READ)
@@ -77,6 +121,7 @@ def changes(request: SignedInRequest, workspace: Workspace, role: str) -> HttpRe
         replaced = selectors.replacements(workspace_id=workspace.id, limit=PAIR_LIMIT)
         duplicates = selectors.duplicates(workspace_id=workspace.id, limit=PAIR_LIMIT)
         facts = selectors.fact_timeline(workspace_id=workspace.id, limit=FACT_LIMIT)
+        timeline = _timeline(workspace_id=workspace.id, groups=facts, now=now)
         recent = selectors.recent_memories(workspace_id=workspace.id, limit=RECENT_LIMIT)
     return page(
         request,
@@ -88,7 +133,7 @@ def changes(request: SignedInRequest, workspace: Workspace, role: str) -> HttpRe
             "replaced": replaced,
             "duplicates": duplicates,
             "can_resolve": policy.allows(role, policy.WRITE),
-            "timeline": _timeline(facts, now),
+            "timeline": timeline,
             "recent": recent,
         },
         section="changes",
@@ -156,7 +201,9 @@ def conflict_resolve(request: SignedInRequest, workspace: Workspace, role: str) 
 STRATEGIES = ("auto", "lexical", "semantic", "hybrid")
 
 
-def _trace_graph(data: dict[str, Any], node_ids: dict[str, int]) -> dict[str, Any]:
+def _trace_graph(
+    data: dict[str, Any], node_ids: dict[str, int], labels: dict[str, tuple[str, str]]
+) -> dict[str, Any]:
     """The trace as nodes and edges for the page's canvas: the query, the baseline seeds it ranked, and for
     each memory graph expansion added, the node it came through and the seed it started from."""
     nodes: list[dict[str, Any]] = [{"id": "query", "label": data["query"] or "(no query)", "kind": "query"}]
@@ -167,7 +214,8 @@ def _trace_graph(data: dict[str, Any], node_ids: dict[str, int]) -> dict[str, An
         nodes.append(
             {
                 "id": memory["id"],
-                "label": f"{rank}. {memory['content'][:48]}",
+                "label": f"{rank}. {memory['content'][:70]}",
+                "title": f"{memory.get('type', '')}: {memory['content'][:400]}",
                 "kind": kind,
                 "nodeId": node_ids.get(memory["id"]),
             }
@@ -178,7 +226,8 @@ def _trace_graph(data: dict[str, Any], node_ids: dict[str, int]) -> dict[str, An
         reason = memory.get("graph") or {}
         via = reason.get("linkedViaNode") or "graph"
         if not any(n["id"] == via for n in nodes):
-            nodes.append({"id": via, "label": via.split(":", 1)[-1], "kind": "via"})
+            label, node_type = labels.get(via, (via.split(":", 1)[-1], via.split(":", 1)[0]))
+            nodes.append({"id": via, "label": f"{label} ({node_type})", "kind": "via"})
         seed = reason.get("seedMemoryId")
         hop = {"source": seed, "target": via, "label": f"hop {reason.get('hopCount', 1)}", "kind": "hop"}
         if seed and any(n["id"] == seed for n in nodes) and hop not in edges:
@@ -188,6 +237,56 @@ def _trace_graph(data: dict[str, Any], node_ids: dict[str, int]) -> dict[str, An
         )
     # Rules are in every answer of their scope: listed under the drawing, not drawn.
     return {"nodes": nodes, "edges": edges}
+
+
+def _trace_explained(
+    workspace_id: int, data: dict[str, Any]
+) -> tuple[dict[str, dict[str, Any]], dict[str, tuple[str, str]]]:
+    """Per returned memory, what the table says instead of ids: the node it came through by its label and
+    type, the seed memory by its words, and whether it was replaced or is the outdated side of a conflict."""
+    refs = {
+        (m.get("graph") or {}).get("linkedViaNode", "")
+        for m in data["memories"]
+        if (m.get("graph") or {}).get("linkedViaNode")
+    }
+    labels = graph.node_labels(workspace_id=workspace_id, refs=sorted(refs))
+    returned = {m["id"]: m for m in data["memories"]}
+    seed_ids = [
+        (m.get("graph") or {}).get("seedMemoryId")
+        for m in data["memories"]
+        if (m.get("graph") or {}).get("seedMemoryId") not in returned
+    ]
+    seeds = selectors.memories_by_id(
+        workspace_id=workspace_id, memory_ids=[u for u in (graph.uuid_or_none(s) for s in seed_ids) if u]
+    )
+    ids = [u for u in (graph.uuid_or_none(m["id"]) for m in data["memories"]) if u]
+    flags = selectors.memory_flags(workspace_id=workspace_id, memory_ids=ids)
+    explained: dict[str, dict[str, Any]] = {}
+    for memory in data["memories"]:
+        reason = memory.get("graph") or {}
+        memory_flags = flags.get(graph.uuid_or_none(memory["id"]) or uuid.UUID(int=0), set())
+        entry: dict[str, Any] = {
+            "replaced": "replaced" in memory_flags,
+            "state": "outdated"
+            if "outdated" in memory_flags
+            else "current"
+            if "current" in memory_flags
+            else None,
+        }
+        if reason:
+            via = reason.get("linkedViaNode", "")
+            entry["via_label"], entry["via_type"] = labels.get(
+                via, (via.split(":", 1)[-1], via.split(":", 1)[0])
+            )
+            seed = reason.get("seedMemoryId", "")
+            seed_memory = returned.get(seed)
+            if seed_memory is not None:
+                entry["seed_text"] = seed_memory["content"]
+            else:
+                found = seeds.get(graph.uuid_or_none(seed) or uuid.UUID(int=0))
+                entry["seed_text"] = found.content if found is not None else "a memory no longer here"
+        explained[memory["id"]] = entry
+    return explained, labels
 
 
 @workspace_page(policy.READ)
@@ -244,16 +343,26 @@ def trace(request: SignedInRequest, workspace: Workspace, role: str) -> HttpResp
                 context["error"] = error.message
             else:
                 graph_ids = {str(m) for m in data["_graph_ids"]}
+                with workspace_context(workspace.id):
+                    explained, labels = _trace_explained(workspace.id, data)
                 context["result"] = {
                     "trace": data["trace"],
                     "memories": [
-                        {**m, "source": "graph expansion" if m["id"] in graph_ids else "baseline", "rank": i}
+                        {
+                            **m,
+                            "source": "graph expansion" if m["id"] in graph_ids else "baseline",
+                            "rank": i,
+                            **explained.get(m["id"], {}),
+                        }
                         for i, m in enumerate(data["memories"], start=1)
                     ],
                     "rules": data["rules"],
                     "conflicts": data["conflicts"],
                     "facts": data["facts"],
-                    "drawing": {**_trace_graph(data, node_ids), "memoryBase": f"/w/{workspace.id}/memories/"},
+                    "drawing": {
+                        **_trace_graph(data, node_ids, labels),
+                        "memoryBase": f"/w/{workspace.id}/memories/",
+                    },
                     "context_text": data["context"],
                 }
     return page(request, "dashboard/trace.html", workspace, role, context, section="trace")

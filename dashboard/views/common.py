@@ -42,10 +42,38 @@ def page(
         "can_write": policy.allows(role, policy.WRITE),
         "can_manage": policy.allows(role, policy.ADMIN),
         "section": section,
-        "switcher": tenancy_selectors.workspaces_for_user(user=request.user),
+        "switcher": switcher_entries(request, workspace),
         "conflict_badge": conflicts,
     }
     return render(request, template, {**base, **context}, status=status)
+
+
+# The switcher lists at most this many workspaces (own ones first, then SDK tenants); Home lists them all.
+SWITCHER_LIMIT = 20
+
+
+def switcher_entries(request: HttpRequest, current: Workspace | None) -> list[dict[str, Any]]:
+    """The workspaces the user can open (personal, orgs, then the SDK tenants under them) with their memory
+    counts, the current one marked. Each count runs in its own workspace's RLS context."""
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated:
+        return []
+    own = tenancy_selectors.workspaces_for_user(user=user)
+    tenants = tenancy_selectors.tenants_for_workspaces(workspaces=own, limit=SWITCHER_LIMIT)
+    entries = []
+    for workspace in [*own, *tenants][:SWITCHER_LIMIT]:
+        with workspace_context(workspace.id):
+            count = selectors.memory_total(workspace_id=workspace.id)
+        entries.append(
+            {
+                "workspace": workspace,
+                "name": workspace.tenant_id if workspace.kind == "sdk_tenant" else workspace.name,
+                "kind": "SDK tenant" if workspace.kind == "sdk_tenant" else workspace.kind,
+                "count": count,
+                "current": current is not None and workspace.id == current.id,
+            }
+        )
+    return entries
 
 
 def json_error(request: HttpRequest, code: str, message: str, *, status: int = 400) -> HttpResponse:

@@ -21,7 +21,7 @@ from dashboard.views.common import (
     list_param,
     page,
 )
-from graphsvc.models import GraphNode
+from graphsvc.models import GraphEdge, GraphNode
 from memories.selectors import MemoryScope
 from retrieval import search
 from tenancy import policy
@@ -69,6 +69,7 @@ def explorer(request: SignedInRequest, workspace: Workspace, role: str) -> HttpR
         "edgeUrl": f"/w/{workspace.id}/graph/edges/",
         "pairUrl": f"/w/{workspace.id}/graph/pair/",
         "nodeUrl": f"/w/{workspace.id}/graph/node/",
+        "pathUrl": f"/w/{workspace.id}/graph/path/",
         "defaultNodes": settings.DASHBOARD_EXPLORER_DEFAULT_NODES,
         "maxNodes": settings.DASHBOARD_EXPLORER_MAX_NODES,
     }
@@ -184,6 +185,7 @@ def explorer_edge(request: SignedInRequest, workspace: Workspace, role: str, edg
             if edge.evidence_memory_id
             else None
         )
+        from_state, to_state = _edge_states(workspace, edge)
     return render(
         request,
         "dashboard/_edge_panel.html",
@@ -192,9 +194,28 @@ def explorer_edge(request: SignedInRequest, workspace: Workspace, role: str, edg
             "edge": edge,
             "edge_class": graph.edge_class_of(edge.edge_type, edge.origin),
             "evidence": evidence,
+            "from_state": from_state,
+            "to_state": to_state,
             "now": timezone.now(),
         },
     )
+
+
+def _edge_states(workspace: Workspace, edge: GraphEdge) -> tuple[str | None, str | None]:
+    """Which end of a contradiction or replacement holds now, or whether a fact is the current value."""
+    if edge.edge_type in ("contradicts", "supersedes") and edge.from_node.node_type == "memory":
+        ends = [graph.uuid_or_none(edge.from_node.node_key), graph.uuid_or_none(edge.to_node.node_key)]
+        states = selectors.conflict_states(workspace_id=workspace.id, memory_ids=[e for e in ends if e])
+        return (
+            states.get(ends[0]) if ends[0] else None,
+            states.get(ends[1]) if ends[1] else None,
+        )
+    if edge.origin == GraphEdge.Origin.LLM_ENTITY:
+        state = selectors.fact_states(workspace_id=workspace.id, facts=[edge]).get(edge.id)
+        if edge.valid_to or edge.expired_at:
+            state = None
+        return None, state
+    return None, None
 
 
 @workspace_page(policy.READ)
@@ -241,27 +262,70 @@ def explorer_node(request: SignedInRequest, workspace: Workspace, role: str) -> 
         node = _node_from(request, workspace)
         if node is None:
             raise Http404("No such node")
-        memories = selectors.node_memories(
-            workspace_id=workspace.id,
-            node=node,
-            limit=settings.DASHBOARD_LINKED_MEMORIES,
+        hub = None
+        memory = None
+        changes = None
+        state = None
+        if node.node_type == "memory":
+            found = selectors.node_memories(workspace_id=workspace.id, node=node, limit=1)
+            memory = found[0] if found else None
+        else:
+            hub = selectors.hub_summary(
+                workspace_id=workspace.id, node=node, per_type=settings.DASHBOARD_LINKED_MEMORIES
+            )
+        evidence_id = graph.uuid_or_none(request.GET.get("evidence", "")[:64])
+        evidence = (
+            selectors.memory_get(workspace_id=workspace.id, memory_id=evidence_id)
+            if evidence_id is not None and hub is not None
+            else None
         )
-        total = selectors.node_memory_total(workspace_id=workspace.id, node=node)
-        memory = memories[0] if node.node_type == "memory" and memories else None
-        changes = (
-            selectors.memory_changes(workspace_id=workspace.id, memory=memory) if memory is not None else None
-        )
+        if memory is not None:
+            changes = selectors.memory_changes(workspace_id=workspace.id, memory=memory)
+            others = [c["memory"].id for rows in changes.values() for c in rows]
+            states = selectors.conflict_states(workspace_id=workspace.id, memory_ids=[memory.id, *others])
+            state = states.get(memory.id)
+            for rows in changes.values():
+                for c in rows:
+                    c["state"] = states.get(c["memory"].id)
     return render(
         request,
         "dashboard/_node_panel.html",
         {
             "workspace": workspace,
             "node": node,
-            "memories": memories,
-            "total": total,
+            "hub": hub,
             "memory": memory,
+            "state": state,
             "changes": changes,
             "evidence_id": request.GET.get("evidence", ""),
+            "evidence": evidence,
             "is_entity": node.node_type in selectors.ENTITY_TYPES,
         },
     )
+
+
+@workspace_page(policy.READ)
+@require_GET
+def explorer_path(request: SignedInRequest, workspace: Workspace, role: str) -> HttpResponse:
+    """How is A connected to B: the shortest typed paths between two nodes (ids a and b), each step explained
+    in words, as JSON for the canvas."""
+    try:
+        a = int_param(request, "a", default=0, low=1, high=2**62)
+        b = int_param(request, "b", default=0, low=1, high=2**62)
+    except BadRequest:
+        return json_error(request, "INVALID_NODE", "a and b must be node ids (positive integers).")
+    if not a or not b:
+        return json_error(request, "INVALID_NODE", "Give both ends: a and b, node ids.")
+    try:
+        hops = int_param(
+            request, "max_hops", default=graph.PATH_DEFAULT_HOPS, low=1, high=graph.PATH_MAX_HOPS
+        )
+    except BadRequest:
+        return json_error(request, "INVALID_LIMIT", f"max_hops must be between 1 and {graph.PATH_MAX_HOPS}.")
+    with workspace_context(workspace.id):
+        first = graph.graph_node_by_id(workspace_id=workspace.id, node_id=a)
+        second = graph.graph_node_by_id(workspace_id=workspace.id, node_id=b)
+        if first is None or second is None:
+            return json_error(request, "NODE_NOT_FOUND", "No node with this id here.", status=404)
+        found = graph.graph_paths(workspace_id=workspace.id, a=first, b=second, max_hops=hops)
+    return JsonResponse({"a": a, "b": b, "maxHops": hops, **found})

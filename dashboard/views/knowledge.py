@@ -21,6 +21,8 @@ from graphsvc import selectors as graph_selectors
 from graphsvc import services as graph_services
 from graphsvc.models import ENTITY_TYPES
 from graphsvc.schemas import EntitySplitIn
+from pipeline import graph_jobs
+from pipeline import selectors as pipeline_selectors
 from tenancy import policy
 from tenancy.models import Workspace
 from tenancy.rls import workspace_context
@@ -73,6 +75,7 @@ def entity_detail(request: SignedInRequest, workspace: Workspace, role: str, nod
         facts = selectors.fact_list(
             workspace_id=workspace.id, node=entity, include_invalid=include_invalid, limit=FACT_LIMIT
         )
+        selectors.facts_mark(workspace_id=workspace.id, facts=facts)
         merges = graph_selectors.entity_merges(workspace_id=workspace.id, node_id=entity.id, limit=LIST_LIMIT)
         others = [
             e
@@ -108,12 +111,18 @@ def facts(request: SignedInRequest, workspace: Workspace, role: str) -> HttpResp
         rows = selectors.fact_list(
             workspace_id=workspace.id, query=query, include_invalid=include_invalid, limit=FACT_LIMIT
         )
+        selectors.facts_mark(workspace_id=workspace.id, facts=rows)
     return page(
         request,
         "dashboard/facts.html",
         workspace,
         role,
-        {"facts": rows, "q": query, "include_invalid": include_invalid, "llm_configured": _llm_configured()},
+        {
+            "facts": rows,
+            "q": query,
+            "include_invalid": include_invalid,
+            "llm_configured": _llm_configured(),
+        },
         section="facts",
     )
 
@@ -123,14 +132,32 @@ def facts(request: SignedInRequest, workspace: Workspace, role: str) -> HttpResp
 def communities(request: SignedInRequest, workspace: Workspace, role: str) -> HttpResponse:
     with workspace_context(workspace.id):
         rows = selectors.community_list(workspace_id=workspace.id, limit=LIST_LIMIT, member_limit=20)
+        jobs = pipeline_selectors.jobs_list(
+            workspace_id=workspace.id, kind=graph_jobs.COMMUNITIES_REFRESH_KIND, limit=1
+        )
     return page(
         request,
         "dashboard/communities.html",
         workspace,
         role,
-        {"rows": rows, "llm_configured": _llm_configured()},
+        {"rows": rows, "llm_configured": _llm_configured(), "job": jobs[0] if jobs else None},
         section="communities",
     )
+
+
+@workspace_page(policy.ADMIN)
+@require_POST
+def communities_refresh(request: SignedInRequest, workspace: Workspace, role: str) -> HttpResponse:
+    """Recompute the communities and their summaries in a background job (the SDK's graph/communities with
+    refresh): a refresh already queued or running is reused."""
+    with workspace_context(workspace.id):
+        job = graph_jobs.graph_job_start(
+            workspace_id=workspace.id,
+            kind=graph_jobs.COMMUNITIES_REFRESH_KIND,
+            created_by=f"dashboard:{request.user.get_username()}",
+        )
+    messages.success(request, f"Refreshing communities (job {job.id}); this page shows its progress.")
+    return redirect("dashboard-communities", workspace_id=workspace.id)
 
 
 # --- fixing entities (admin): merge another into this one, undo a merge, split some of it off ------------

@@ -141,8 +141,15 @@ def memory_detail(
 
 def _memory_context(workspace: Workspace, memory: Any) -> dict[str, Any]:
     metadata = memory.metadata if isinstance(memory.metadata, dict) else {}
+    changes = selectors.memory_changes(workspace_id=workspace.id, memory=memory)
+    others = [c["memory"].id for rows in changes.values() for c in rows]
+    states = selectors.conflict_states(workspace_id=workspace.id, memory_ids=[memory.id, *others])
+    for rows in changes.values():
+        for c in rows:
+            c["state"] = states.get(c["memory"].id)
     return {
         "memory": memory,
+        "state": states.get(memory.id),
         "pipeline": pipeline_status(workspace_id=workspace.id, memory_ids=[memory.id]).get(memory.id),
         "links": selectors.memory_graph_links(
             workspace_id=workspace.id, memory_id=memory.id, limit=LIST_LIMIT
@@ -150,7 +157,7 @@ def _memory_context(workspace: Workspace, memory: Any) -> dict[str, Any]:
         "edges": selectors.memory_evidence_edges(
             workspace_id=workspace.id, memory_id=memory.id, limit=LIST_LIMIT
         ),
-        "changes": selectors.memory_changes(workspace_id=workspace.id, memory=memory),
+        "changes": changes,
         "session": selectors.memory_session(workspace_id=workspace.id, memory=memory, limit=SESSION_LIMIT),
         "session_id": metadata.get("sessionId") if isinstance(metadata.get("sessionId"), str) else None,
         "speaker": metadata.get("speaker") if isinstance(metadata.get("speaker"), str) else None,

@@ -61,6 +61,10 @@ BLOCKER_TEXT = {
     "QUALITY_STATUS_INSUFFICIENT_DATA": "the gate has too little data to judge",
 }
 TREND_BUCKETS = 12
+# The trend covers at least a day, however short the gate's window: an hour-long window is empty most of
+# the time, and an empty chart says nothing.
+TREND_MIN_HOURS = 24
+STAGE_ORDER = ("off", "shadow", "canary", "default_on")
 CHART_WIDTH, CHART_HEIGHT = 600, 120
 
 
@@ -101,6 +105,11 @@ def _trend_chart(points: list[rollout_selectors.TrendPoint], thresholds: dict[st
         "fallback_limit": level(thresholds["fallback"]),
         "graph_error_limit": level(thresholds["graph_error"]),
         "max_requests": top,
+        "ticks": [
+            {"x": round(i * step + step / 2, 1), "label": f"{p.start_at:%H:%M}"}
+            for i, p in enumerate(points)
+            if i % 3 == 0
+        ],
         "first": points[0].start_at if points else None,
         "any_traffic": any(p.total_requests for p in points),
     }
@@ -116,16 +125,29 @@ def _rollout_context(workspace: Workspace, role: str) -> dict[str, Any]:
         health = graph_selectors.graph_counts(workspace_id=workspace.id)
         extraction = graph_selectors.extraction_status(workspace_id=workspace.id)
         week = graph_selectors.llm_usage_since(workspace_id=workspace.id, since=now - timedelta(days=7))
+        trend_hours = max(int(window), TREND_MIN_HOURS)
         trend = rollout_selectors.metrics_trend(
-            workspace_id=workspace.id, now=now, window_hours=window, buckets=TREND_BUCKETS
+            workspace_id=workspace.id, now=now, window_hours=trend_hours, buckets=TREND_BUCKETS
         )
     rollout = overview["rollout"]
     gate = overview["qualityGate"]
+    current_rank = STAGE_ORDER.index(rollout["mode"]) if rollout["mode"] in STAGE_ORDER else 0
     for stage in overview["rolloutPlan"]["stages"]:
         stage["blockers"] = [
             {"code": code, "text": BLOCKER_TEXT.get(code, code.replace("_", " ").lower())}
             for code in stage["blockerCodes"]
         ]
+        # One word per stage that agrees with the mode and the plan: the stage in use is "current" (its
+        # blockers then say what would send it back), the ones before it "passed".
+        rank = STAGE_ORDER.index(stage["stage"]) if stage["stage"] in STAGE_ORDER else len(STAGE_ORDER)
+        if rank == current_rank:
+            stage["state"], stage["tone"] = "current mode", "good"
+        elif rank < current_rank:
+            stage["state"], stage["tone"] = "passed", "good"
+        elif stage["ready"]:
+            stage["state"], stage["tone"] = "ready", "good"
+        else:
+            stage["state"], stage["tone"] = "not yet", "neutral"
     modes = [
         {"value": value, "help": MODE_HELP[value], "confirm": MODE_CONFIRM.get(value, "")}
         for value in RolloutConfig.Mode.values
@@ -150,7 +172,7 @@ def _rollout_context(workspace: Workspace, role: str) -> dict[str, Any]:
                 "graph_error": rollout_selectors.GATE.max_graph_error_fallback_rate,
             },
         ),
-        "window_hours": window,
+        "window_hours": trend_hours,
     }
 
 

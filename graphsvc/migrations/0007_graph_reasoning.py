@@ -1,4 +1,4 @@
-"""Graph reasoning and upkeep (issue 6): per-workspace recall/decay/eviction settings and a search-term table.
+"""Graph reasoning and upkeep: per-workspace recall/decay/eviction settings and a search-term table.
 
 Entity seed search cannot rely on the GIN indexes of 0005 for the runtime role: under row-level security the
 planner may only push leakproof operators into an index scan ahead of the policy, and neither `@@` nor the trigram

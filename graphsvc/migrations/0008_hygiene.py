@@ -1,4 +1,4 @@
-# Issue #10: graph edges written by memories/consolidate carry origin "consolidation".
+# Graph edges written by memories/consolidate carry origin "consolidation".
 
 from django.db import migrations, models
 

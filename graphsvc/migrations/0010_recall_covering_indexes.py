@@ -1,4 +1,4 @@
-"""Speed of fact recall and community runs at 1M facts (issue 6).
+"""Speed of fact recall and community runs at 1M facts.
 
 Covering indexes for current entity facts, one per direction: a BFS hop, a seed's degree count and the community
 edge stream read every column they need from the index (index-only scans), so a hop over hundreds of facts no

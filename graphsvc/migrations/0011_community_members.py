@@ -1,4 +1,4 @@
-"""Community membership moves out of graph_nodes into graph_community_members (issue 6).
+"""Community membership moves out of graph_nodes into graph_community_members.
 
 A community run from no communities set community_id on every entity: one UPDATE of 100k wide graph_nodes rows,
 none of them HOT (the column was indexed), each adding entries to all five indexes of graph_nodes including two

@@ -1,4 +1,4 @@
-# Issue #10 (memory hygiene): importance, superseded_by, settings, admission counters, consolidation runs.
+# Memory hygiene: importance, superseded_by, settings, admission counters, consolidation runs.
 
 import django.db.models.deletion
 import uuid

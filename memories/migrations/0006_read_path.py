@@ -1,4 +1,4 @@
-"""Read path (issue 4): BM25 postings and the session-neighbour index.
+"""Read path: BM25 postings and the session-neighbour index.
 
 memory_lexemes holds one row per (memory, lexeme) of the memory's search_tsv, with its term frequency and the
 memory's length (distinct lexemes). BM25 needs document frequencies, and `search_tsv @@ query` cannot use the GIN index here: the

@@ -1,4 +1,4 @@
-"""The rules of context/get through an index (issue 4, latency).
+"""The rules of context/get through an index (latency).
 
 context/get lists a workspace's rules (layer rule or type rule) on every call, newest first per scope. Without an
 index of their own the rows came from walking the workspace's newest memories and discarding the rest (~8 ms on a

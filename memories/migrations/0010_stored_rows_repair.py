@@ -14,7 +14,7 @@ def repair(apps, schema_editor):
         cursor.execute("SELECT id FROM workspaces ORDER BY id")
         for (workspace_id,) in cursor.fetchall():
             cursor.execute("SELECT set_config('app.workspace_id', %s, true)", [str(workspace_id)])
-            repaired = stored_rows_repair(cursor, workspace_id=workspace_id)
+            repaired = stored_rows_repair(cursor, workspace_id=workspace_id, rescan=False)
             if repaired:
                 print(f"  workspace {workspace_id}: repaired {repaired}")
         cursor.execute("SELECT set_config('app.workspace_id', '', true)")

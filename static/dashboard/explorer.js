@@ -7,28 +7,34 @@
 
   const config = JSON.parse(document.getElementById("explorer-config").textContent);
   const FILTER_KEYS = ["graph_et", "graph_nt", "graph_mw", "graph_mc", "graph_ev"];
-  // Node types: a shape per family (memory, scope, label, entity) and a colour per type, from Paul Tol's
-  // colour-blind-safe palettes; the shape tells families apart where colours come close.
+  // Node types: a shape per family (memory, scope, label, entity) and a colour per type, after Paul Tol's
+  // colour-blind-safe palettes, darkened where needed so every one is at least 3:1 against the white canvas;
+  // the shape tells families apart where colours come close.
   const NODE_STYLE = {
     memory: ["#4477AA", "ellipse"],
-    repo: ["#228833", "round-rectangle"], user: ["#EE7733", "round-rectangle"],
-    memory_type: ["#BBBBBB", "round-rectangle"],
+    repo: ["#228833", "round-rectangle"], user: ["#C75A1A", "round-rectangle"],
+    memory_type: ["#767676", "round-rectangle"],
     topic: ["#EE3377", "diamond"], category: ["#009988", "diamond"], condition: ["#CC3311", "diamond"],
-    person: ["#CC6677", "hexagon"], tool: ["#DDCC77", "hexagon"], concept: ["#88CCEE", "hexagon"],
-    project: ["#117733", "hexagon"], language: ["#332288", "hexagon"], file: ["#999933", "hexagon"],
-    config: ["#44AA99", "hexagon"], organization: ["#882255", "hexagon"], event: ["#AA4499", "hexagon"],
+    person: ["#CC6677", "hexagon"], tool: ["#9C8A00", "hexagon"], concept: ["#268BBF", "hexagon"],
+    project: ["#117733", "hexagon"], language: ["#332288", "hexagon"], file: ["#7F7F26", "hexagon"],
+    config: ["#2F8F83", "hexagon"], organization: ["#882255", "hexagon"], event: ["#AA4499", "hexagon"],
+    bundle: ["#667085", "tag"],
   };
   const nodeStyle = (type) => NODE_STYLE[type] || ["#777777", "octagon"];
   const SIZES = [14, 18, 22, 26, 30, 34, 38, 42, 46];
-  // Edge classes (Okabe–Ito colours) with a line style each, so they differ without colour too.
+  // Edge classes (Okabe–Ito hues, darkened to at least 3:1 against the canvas) with a line style each, so
+  // they differ without colour too. Lines are drawn opaque: a translucent line loses that contrast.
   const EDGE_STYLE = {
     contradicts: { colour: "#D55E00", line: "dashed", width: 3.5, label: "contradicts" },
     supersedes: { colour: "#0072B2", line: "double", width: 4, label: "supersedes (newer → older)" },
-    relationship: { colour: "#CC79A7", line: "solid", width: 2, label: "relationship between memories" },
+    relationship: { colour: "#B0508F", line: "solid", width: 2, label: "relationship between memories" },
     fact: { colour: "#009E73", line: "solid", width: 2, label: "fact between entities" },
-    similarity: { colour: "#56B4E9", line: "dotted", width: 1.5, label: "similar meaning" },
-    structural: { colour: "#9AA5B1", line: "solid", width: 1, label: "belongs to (repo, topic, category, user, entity)" },
+    similarity: { colour: "#1E88C8", line: "dotted", width: 1.5, label: "similar meaning" },
+    structural: { colour: "#7B8794", line: "solid", width: 1, label: "belongs to (repo, topic, category, user, entity)" },
   };
+  const CANVAS = "#ffffff";
+  // Memory types in the order a person reads a hub: what must be followed, what was decided, what is known.
+  const TYPE_ORDER = ["rule", "decision", "fact", "skill", "note"];
   const CLASS_ORDER = ["contradicts", "supersedes", "relationship", "fact", "similarity", "structural"];
   const FORCE_QUALITY_MAX = 250; // above this, fcose's draft quality: seconds become a fraction of one
   // Above this, even fcose's draft takes seconds on a small machine (0.8–2.6 s for 2,000 nodes on 2 cores):
@@ -39,7 +45,14 @@
   const FIRST_LABELS = 80;
   const LIST_MAX = 500;
   const MOBILE_NODES = 60;
-  const LABEL_FONT = 11;
+  // Labels: 12 graph units, never drawn below 11 px on screen; hubs keep a label at every zoom (their font
+  // grows in graph units as the view zooms out, so it stays 12 px on screen).
+  const LABEL_FONT = 12;
+  const MIN_LABEL_PX = 11;
+  const HUB_LABEL_PX = 12;
+  const HUBS_LABELLED = 40;
+  // An overview keeps this many topics; the rest fold into a bundle beside their repo, opened with a click.
+  const TOPICS_KEPT = 8;
   const SEED = 20250101;
 
   const $ = (id) => document.getElementById(id);
@@ -81,10 +94,12 @@
     style: [
       { selector: "node", style: {
         "background-color": "#777777", shape: "octagon", width: 14, height: 14,
-        label: "data(label)", "font-size": LABEL_FONT, "min-zoomed-font-size": 7, "text-valign": "bottom",
-        "text-margin-y": 2, "text-max-width": 140, "text-wrap": "ellipsis", color: "#1f2933",
-        "text-background-color": "#ffffff", "text-background-opacity": 0.75, "text-background-padding": 1,
+        label: "data(label)", "font-size": LABEL_FONT, "min-zoomed-font-size": MIN_LABEL_PX, "text-valign": "bottom",
+        "text-margin-y": 2, "text-max-width": 220, "text-wrap": "ellipsis", color: "#1f2933",
+        "text-background-color": "#ffffff", "text-background-opacity": 0.85, "text-background-padding": 1,
         "border-width": 1, "border-color": "#ffffff" } },
+      // Hubs: a font in graph units that keeps 12 px on screen at any zoom (set per zoom in cullLabels).
+      { selector: "node.hub", style: { "font-size": "data(fs)", "font-weight": "bold", "min-zoomed-font-size": 0 } },
       // Colour, shape and size by class, not by data mappers: elements of one class share one computed style,
       // which is a third of a first frame at 2,000 nodes.
       ...Object.entries(NODE_STYLE).map(([type, [colour, shape]]) => ({ selector: "node.t-" + type,
@@ -96,14 +111,22 @@
       { selector: "node.superseded", style: { opacity: 0.55, "border-style": "dashed", "border-color": "#0072B2",
         "border-width": 2 } },
       { selector: "node.contradicted", style: { "border-color": "#D55E00", "border-width": 3 } },
+      { selector: "node.outdated", style: { opacity: 0.6, "border-style": "dashed", "border-color": "#8f3b00", "border-width": 3 } },
+      { selector: "node.current", style: { "border-color": "#1a7f37", "border-width": 4, "border-style": "double" } },
+      // A hub's 1-hop view: its memories in labelled boxes by type.
+      { selector: "node.group", style: { shape: "round-rectangle", "background-color": "#f3f5f7", "background-opacity": 1,
+        "border-width": 1, "border-color": "#667085", label: "data(label)", "text-valign": "top", "text-halign": "center",
+        "font-size": "data(fs)", "font-weight": "bold", color: "#1f2933", "min-zoomed-font-size": 0, padding: 10,
+        "text-background-opacity": 0, events: "no" } },
+      { selector: "node.bundle", style: { shape: "tag", "border-width": 2, "border-color": "#344054", "border-style": "dashed" } },
       { selector: "node.focus", style: { "border-color": "#111111", "border-width": 3 } },
-      { selector: "edge", style: { width: 1, "curve-style": "straight", opacity: 0.8,
+      { selector: "edge", style: { width: 1, "curve-style": "straight", opacity: 1,
         "target-arrow-shape": "none", "arrow-scale": 0.9 } },
       { selector: "edge.haystack", style: { "curve-style": "haystack" } },
       ...edgeStyles,
-      { selector: "edge.structural", style: { opacity: 0.45 } },
-      { selector: "edge.structural.haystack", style: { opacity: 1, "line-color": "#d5dbe1" } },
-      { selector: "edge.similarity.haystack", style: { opacity: 1, "line-color": "#a9d6f0" } },
+      { selector: "edge.path", style: { width: 5, "underlay-color": "#ffd166", "underlay-opacity": 0.9, "underlay-padding": 3,
+        label: "data(label)", "font-size": 12, "min-zoomed-font-size": 0, "text-rotation": "autorotate",
+        "text-background-color": "#ffffff", "text-background-opacity": 0.95 } },
       { selector: "edge.directed", style: { "target-arrow-shape": "triangle" } },
       { selector: "edge.contradicts", style: { "target-arrow-shape": "tee", "source-arrow-shape": "tee" } },
       { selector: "edge.supersedes", style: { "target-arrow-shape": "triangle-backcurve" } },
@@ -240,15 +263,41 @@
     const raw = n.type === "memory" ? 14 : Math.min(46, 16 + 4 * Math.log2(1 + held + (n.degree || 0) / 4));
     const size = SIZES.reduce((best, s) => (Math.abs(s - raw) < Math.abs(best - raw) ? s : best), SIZES[0]);
     let label = n.label || n.key;
-    if (n.type === "memory" && label.length > 32) label = label.slice(0, 30) + "…";
+    if (n.type === "memory" && label.length > 48) label = label.slice(0, 46) + "…";
     if (n.type !== "memory" && held) label += " · " + held;
     const typeClass = NODE_STYLE[n.type] ? "t-" + n.type : "";
-    const classes = [typeClass, "s" + size, n.superseded ? "superseded" : "", n.contradicted ? "contradicted" : ""]
+    const classes = [typeClass, "s" + size, n.superseded ? "superseded" : "", n.contradicted ? "contradicted" : "",
+      n.state === "outdated" ? "outdated" : n.state === "current" ? "current" : ""]
       .filter(Boolean).join(" ");
     return { group: "nodes", classes, data: {
       id: "n" + n.id, dbId: n.id, type: n.type, key: n.key, label, fullLabel: n.label || n.key,
-      size, memories: held, hidden: n.hidden || 0, degree: n.degree || 0, memoryType: n.memoryType || "" } };
+      size, memories: held, hidden: n.hidden || 0, degree: n.degree || 0, memoryType: n.memoryType || "",
+      state: n.state || "", fs: HUB_LABEL_PX } };
   }
+
+  // Two nodes of one name ("api" the repo and "api" the project) say which kind each is, on the canvas.
+  function nameKinds() {
+    const byName = new Map();
+    realNodes().forEach((n) => {
+      const data = n.data();
+      if (data.type === "memory" || data.type === "bundle" || data.group) return;
+      const name = data.fullLabel.trim().toLowerCase();
+      if (!byName.has(name)) byName.set(name, []);
+      byName.get(name).push(n);
+    });
+    cy.batch(() => byName.forEach((same) => {
+      if (new Set(same.map((n) => n.data("type"))).size < 2) return;
+      same.forEach((n) => {
+        if (n.data("kindShown")) return;
+        n.data({ label: n.data("fullLabel") + " (" + n.data("type") + ")" + (n.data("memories") ? " · " + n.data("memories") : ""), kindShown: true });
+      });
+    }));
+  }
+
+  // Every node but a hub view's group boxes (a selector filter over thousands of nodes costs; most views have
+  // no boxes at all).
+  let hasGroups = false;
+  const realNodes = () => (hasGroups ? cy.nodes().not(".group") : cy.nodes());
 
   // Edges of one pair of nodes become one drawn edge: its classes come from the most telling type it carries
   // (contradicts first), its label lists every type with its count.
@@ -353,8 +402,63 @@
     return positions;
   }
 
+  // A hub's 1-hop view: the hub on top, everything around it in labelled boxes — its memories by type (rules
+  // first), then what they are about by kind (topics, categories, people…) — each box most connected first.
+  const KIND_ORDER = ["repo", "topic", "category", "user", "person", "project", "tool", "concept", "memory_type"];
+  function hubGroups(payload) {
+    const focusId = payload.focus.id;
+    const degree = new Map();
+    payload.edges.forEach((e) => {
+      degree.set(e.source, (degree.get(e.source) || 0) + 1);
+      degree.set(e.target, (degree.get(e.target) || 0) + 1);
+    });
+    const boxes = new Map();
+    payload.nodes.forEach((n) => {
+      if (n.id === focusId) return;
+      const key = n.type === "memory" ? "m:" + (n.memoryType || "memory") : "k:" + n.type;
+      if (!boxes.has(key)) boxes.set(key, []);
+      boxes.get(key).push(n);
+    });
+    const rank = (key) => {
+      const [family, name] = key.split(":");
+      if (family === "m") return TYPE_ORDER.indexOf(name) < 0 ? TYPE_ORDER.length : TYPE_ORDER.indexOf(name);
+      return 10 + (KIND_ORDER.indexOf(name) < 0 ? KIND_ORDER.length : KIND_ORDER.indexOf(name));
+    };
+    const keys = Array.from(boxes.keys()).sort((x, y) => rank(x) - rank(y) || x.localeCompare(y));
+    const score = (n) => -((degree.get(n.id) || 0) + (n.memories || 0));
+    const positions = {};
+    const groups = [];
+    const CELL_W = 120, CELL_H = 52, GAP = 70, ROW_MAX = 1500;
+    let x = 0, y = 120, rowHeight = 0, widest = 0;
+    const placed = [];
+    keys.forEach((key) => {
+      const members = boxes.get(key).sort((a, b) => score(a) - score(b) || (a.label || "").localeCompare(b.label || ""));
+      const columns = Math.max(1, Math.min(8, Math.ceil(Math.sqrt(members.length * 1.5))));
+      const width = columns * CELL_W, height = Math.ceil(members.length / columns) * CELL_H;
+      if (x > 0 && x + width > ROW_MAX) { x = 0; y += rowHeight + GAP; rowHeight = 0; }
+      members.forEach((n, i) => {
+        positions["n" + n.id] = { x: x + (i % columns) * CELL_W, y: y + Math.floor(i / columns) * CELL_H };
+      });
+      const [family, name] = key.split(":");
+      const plural = name === "memory" ? "memories" : name === "category" ? "categories" : name + "s";
+      const title = (members.length === 1 ? name : plural).replace("_", " ");
+      groups.push({ group: "nodes", classes: "group", data: { id: "g-" + key.replace(":", "-"), group: true,
+        type: "group", label: title + " · " + members.length, fullLabel: title, fs: 16, memories: 0, degree: 0,
+        size: 0, family }, members: members.map((n) => "n" + n.id) });
+      placed.push([x, width]);
+      x += width + GAP;
+      widest = Math.max(widest, x);
+      rowHeight = Math.max(rowHeight, height);
+    });
+    positions["n" + focusId] = { x: Math.max(widest - GAP - CELL_W, 0) / 2, y: 0 };
+    return { positions, groups };
+  }
+
   function layoutOptions(payload) {
-    const count = cy.nodes().length;
+    const count = realNodes().length;
+    if (payload.focus && payload.focus.type !== "memory" && payload.positions) {
+      return { name: "preset", positions: (n) => payload.positions[n.id()], fit: false, animate: false };
+    }
     if (payload.focus) {
       // A node's 1-hop view: the node in the middle, what its memories are about around it, its memories
       // outside. Concentric is deterministic and instant.
@@ -372,28 +476,133 @@
 
   function runLayout(payload) {
     if (!payload.focus && payload.nodes.length > FORCE_MAX) return; // placed by the constellation when added
+    if (payload.positions) return; // a hub's groups: placed when added
     const options = layoutOptions(payload);
     withSeededRandom(() => cy.layout(options).run()); // synchronous with animate: false
   }
 
+  // --- an overview's topics: the busiest stay, the rest fold into a bundle beside their repo ---------------
+  let bundles = new Map(); // bundle id → { nodes, edges } folded into it
+
+  function foldTopics(payload) {
+    bundles = new Map();
+    const topics = payload.nodes.filter((n) => n.type === "topic");
+    if (payload.focus || topics.length <= TOPICS_KEPT + 2) return payload;
+    const byId = new Map(payload.nodes.map((n) => [n.id, n]));
+    const kept = new Set(topics.slice().sort((x, y) => (y.degree || 0) - (x.degree || 0) || (y.memories || 0) - (x.memories || 0))
+      .slice(0, TOPICS_KEPT).map((n) => n.id));
+    // Each folded topic goes to the repo it shares most with on screen (or to "other topics").
+    const home = new Map();
+    payload.edges.forEach((e) => {
+      [[e.source, e.target], [e.target, e.source]].forEach(([topic, other]) => {
+        const t = byId.get(topic), o = byId.get(other);
+        if (!t || !o || t.type !== "topic" || kept.has(topic) || o.type !== "repo") return;
+        const best = home.get(topic);
+        if (!best || e.count > best[1] || (e.count === best[1] && other < best[0])) home.set(topic, [other, e.count]);
+      });
+    });
+    const folded = new Map(); // topic id → bundle db id (negative: never a real node id)
+    const bundleNodes = new Map();
+    topics.forEach((t) => {
+      if (kept.has(t.id)) return;
+      const repo = home.has(t.id) ? home.get(t.id)[0] : 0;
+      const bundleId = -1 - repo;
+      folded.set(t.id, bundleId);
+      if (!bundleNodes.has(bundleId)) {
+        const owner = byId.get(repo);
+        bundleNodes.set(bundleId, { id: bundleId, type: "bundle", key: "bundle:" + repo, repo,
+          label: (owner ? owner.label + ": " : "other ") + "topics", memories: 0, degree: 0, topics: [] });
+        bundles.set("n" + bundleId, { nodes: [], edges: [] });
+      }
+      bundleNodes.get(bundleId).topics.push(t);
+      bundles.get("n" + bundleId).nodes.push(t);
+    });
+    const edges = [];
+    const seen = new Set();
+    payload.edges.forEach((e) => {
+      const s = folded.get(e.source), t = folded.get(e.target);
+      if (s === undefined && t === undefined) { edges.push(e); return; }
+      bundles.get("n" + (s !== undefined ? s : t)).edges.push(e);
+      if (s !== undefined && t !== undefined) return;
+      const source = s !== undefined ? s : e.source, target = t !== undefined ? t : e.target;
+      const key = source + ">" + target + ":" + e.type;
+      if (seen.has(key)) return;
+      seen.add(key);
+      edges.push({ ...e, id: "b" + key, edgeId: null, source, target, count: 1 });
+    });
+    bundleNodes.forEach((b) => {
+      b.label += " · " + b.topics.length + " more (click to open)";
+      b.degree = b.topics.length;
+      const owner = byId.get(b.repo);
+      if (owner) edges.push({ id: "bl" + b.id, edgeId: null, source: b.id, target: owner.id, type: "topics_of",
+        class: "structural", count: 1, weight: 1, confidence: 1, evidence: false });
+    });
+    const nodes = payload.nodes.filter((n) => !folded.has(n.id)).concat(Array.from(bundleNodes.values()));
+    return { ...payload, nodes, edges };
+  }
+
+  function openBundle(bundle) {
+    const folded = bundles.get(bundle.id());
+    if (!folded) return;
+    bundles.delete(bundle.id());
+    const centre = bundle.position();
+    const fresh = folded.nodes.map(nodeElement);
+    const radius = 60 + 8 * fresh.length;
+    fresh.forEach((el, i) => {
+      const angle = (2 * Math.PI * i) / fresh.length;
+      el.position = { x: centre.x + radius * Math.cos(angle), y: centre.y + radius * Math.sin(angle) };
+    });
+    cy.batch(() => {
+      bundle.remove();
+      cy.add(fresh);
+      const onScreen = (id) => cy.getElementById("n" + id).nonempty();
+      cy.add(pairElements(folded.edges.filter((e) => onScreen(e.source) && onScreen(e.target)), false)
+        .filter((e) => cy.getElementById(e.data.id).empty()));
+    });
+    afterChange();
+    cy.animate({ fit: { eles: cy.collection(fresh.map((el) => cy.getElementById(el.data.id))), padding: 60 } }, { duration: 250 });
+  }
+
   // --- labels: sized by zoom (font in graph units), hidden when they would overlap -----------------------------
+  // The hubs on screen, found once per view (a class selector over thousands of nodes on every zoom costs).
+  let hubCache = null;
+  function hubNodes() {
+    if (hubCache === null || hubCache.some((n) => n.removed())) hubCache = cy.nodes(".hub").toArray();
+    return hubCache;
+  }
+
+  function markHubs() {
+    const hubs = realNodes().filter((n) => n.data("type") !== "memory")
+      .sort((x, y) => (y.data("memories") + y.data("degree")) - (x.data("memories") + x.data("degree"))).slice(0, HUBS_LABELLED);
+    cy.batch(() => { cy.nodes(".hub").removeClass("hub"); hubs.addClass("hub"); });
+    hubCache = null;
+  }
+
   function cullLabels() {
     const zoom = cy.zoom();
-    const font = LABEL_FONT * zoom;
-    if (font < 7) return; // Cytoscape hides them all below min-zoomed-font-size anyway
+    const font = LABEL_FONT * zoom; // on screen
+    // Hubs keep 12 px on screen at any zoom: their font in graph units grows as the view zooms out.
+    const hubUnits = Math.max(LABEL_FONT, HUB_LABEL_PX / zoom);
+    const groupUnits = Math.max(16, 14 / zoom);
+    cy.batch(() => {
+      hubNodes().forEach((n) => { if (n.data("fs") !== hubUnits) n.data("fs", hubUnits); });
+      if (hasGroups) cy.nodes(".group").forEach((n) => { if (n.data("fs") !== groupUnits) n.data("fs", groupUnits); });
+    });
     const ext = cy.extent();
     const cell = 48;
     const grid = new Map();
     const show = new Set();
     const selected = cy.$("node:selected");
-    const order = selected.length ? selected.toArray().concat(labelOrder) : labelOrder;
+    const hubs = hubNodes();
+    const order = selected.toArray().concat(hubs, font >= MIN_LABEL_PX ? labelOrder : []);
     for (const node of order) {
-      if (node.removed()) continue;
+      if (node.removed() || show.has(node.id())) continue;
       const p = node.position();
       if (p.x < ext.x1 || p.x > ext.x2 || p.y < ext.y1 || p.y > ext.y2) continue;
+      const px = node.hasClass("hub") ? HUB_LABEL_PX : font;
       const r = node.renderedPosition();
-      const chars = Math.min(node.data("label").length, 24);
-      const w = chars * font * 0.56 + 4, h = font * 1.35;
+      const chars = Math.min(node.data("label").length, 40);
+      const w = Math.min(chars * px * 0.56, 220 * zoom) + 4, h = px * 1.35;
       const top = r.y + node.data("size") * zoom / 2;
       const box = [r.x - w / 2, top, r.x + w / 2, top + h];
       let clash = false;
@@ -406,16 +615,39 @@
           if (placed && placed.some((o) => !(o[2] < box[0] || o[0] > box[2] || o[3] < box[1] || o[1] > box[3]))) { clash = true; break; }
         }
       }
-      if (clash) continue;
+      if (clash && !node.selected()) continue;
       keys.forEach((key) => { if (!grid.has(key)) grid.set(key, []); grid.get(key).push(box); });
       show.add(node.id());
     }
     cy.batch(() => {
-      cy.nodes().forEach((node) => {
+      realNodes().forEach((node) => {
         const hide = !show.has(node.id()) && !node.selected();
         if (hide !== node.hasClass("nolabel")) node.toggleClass("nolabel", hide);
       });
     });
+  }
+
+  // Label priority: hubs, then a hub view's rules and decisions, then the best connected.
+  function orderLabels() {
+    // Weights read once per node: a sort that read them per comparison was a fifth of a 2,000-node frame.
+    const weighted = realNodes().map((n) => {
+      const data = n.data();
+      const t = TYPE_ORDER.indexOf(data.memoryType);
+      return [data.memories + data.degree + (data.type === "memory" && t >= 0 ? (TYPE_ORDER.length - t) * 2 : 0), n];
+    });
+    weighted.sort((x, y) => y[0] - x[0]);
+    labelOrder = weighted.map((pair) => pair[1]);
+  }
+
+  // After nodes come or go: kinds on same-name nodes, hubs, labels, legend and lists.
+  function afterChange() {
+    nameKinds();
+    markHubs();
+    orderLabels();
+    buildLegend();
+    refreshNodeList();
+    cullLabels();
+    if (lastPayload) describe(lastPayload);
   }
 
   let cullTimer = null;
@@ -424,7 +656,8 @@
   // --- loading a view -----------------------------------------------------------------------------------------
   function describe(payload) {
     const plural = (n, word) => n + " " + word + (n === 1 ? "" : "s");
-    let status = plural(cy.nodes().length, "node") + ", " + plural(cy.edges().length, "edge");
+    let status = plural(realNodes().length, "node") + ", " + plural(cy.edges().length, "edge");
+    if (bundles.size) status += "; " + Array.from(bundles.values()).reduce((n, b) => n + b.nodes.length, 0) + " topics folded into their repo (click a bundle to open it)";
     if (payload.focus) status = (payload.focus.label || payload.focus.key) + " — " + status;
     if (payload.more) status += "; " + payload.more.count + " more memories (Show more in Details)";
     if (payload.truncated) status += " (more exist: narrow the filters or open a node)";
@@ -438,7 +671,7 @@
     const pad = 24, width = canvas.clientWidth, height = canvas.clientHeight - covered;
     // From the node positions: Cytoscape's own bounding box measures every label (most of a second at 2,000).
     let x1 = Infinity, y1 = Infinity, x2 = -Infinity, y2 = -Infinity;
-    cy.nodes().forEach((n) => {
+    realNodes().forEach((n) => {
       const p = n.position(), r = n.data("size") / 2;
       x1 = Math.min(x1, p.x - r); y1 = Math.min(y1, p.y - r); x2 = Math.max(x2, p.x + r); y2 = Math.max(y2, p.y + r + 14);
     });
@@ -460,7 +693,9 @@
     statusEl.classList.remove("error-text");
     statusEl.textContent = "Loading…";
     clearSelection();
+    $("path-panel").replaceChildren();
     const p = params();
+    if (p.get("graph_path")) { loadPath(p.get("graph_path"), token); return; }
     const focused = p.get("graph_node_type") && p.get("graph_node_key");
     let payload;
     try {
@@ -472,17 +707,34 @@
     }
     if (token !== loadToken) return; // a newer view was asked for meanwhile
     performance.mark("graph:fetched");
+    payload = foldTopics(payload);
     lastPayload = payload;
     const big = payload.nodes.length > BIG;
     const nodes = payload.nodes.map(nodeElement);
+    let groups = [];
     if (!payload.focus && payload.nodes.length > FORCE_MAX) {
       const positions = constellation(payload);
       nodes.forEach((el) => { el.position = positions[el.data.id] || { x: 0, y: 0 }; });
+    } else if (payload.focus && payload.focus.type !== "memory") {
+      const laid = hubGroups(payload);
+      payload.positions = laid.positions;
+      groups = laid.groups;
+      const parentOf = new Map();
+      groups.forEach((g) => g.members.forEach((m) => parentOf.set(m, g.data.id)));
+      nodes.forEach((el) => {
+        el.position = laid.positions[el.data.id] || { x: 0, y: 0 };
+        if (parentOf.has(el.data.id)) el.data.parent = parentOf.get(el.data.id);
+      });
+      groups.forEach((g) => { delete g.members; });
     }
+    // Hubs carry a label at every zoom: marked before they are added (a class change later restyles them).
+    const hubOrder = nodes.filter((el) => el.data.type !== "memory")
+      .sort((x, y) => (y.data.memories + y.data.degree) - (x.data.memories + x.data.degree)).slice(0, HUBS_LABELLED);
+    hubOrder.forEach((el) => { el.classes += " hub"; });
     if (big) {
       // Measuring thousands of labels is most of a first frame: only the hubs carry one at first.
       const order = nodes.map((el, i) => [el.data.memories + el.data.degree, i]).sort((x, y) => y[0] - x[0]);
-      order.slice(FIRST_LABELS).forEach(([, i]) => { nodes[i].classes = (nodes[i].classes + " nolabel").trim(); });
+      order.slice(FIRST_LABELS).forEach(([, i]) => { if (!/\bhub\b/.test(nodes[i].classes)) nodes[i].classes = (nodes[i].classes + " nolabel").trim(); });
       nodes.forEach((el) => { el.classes = (el.classes + " plain").trim(); });
     }
     const edges = pairElements(payload.edges, big);
@@ -491,15 +743,18 @@
     const bulk = (e) => e.data.edgeClass === "structural" || e.data.edgeClass === "similarity";
     const later = big ? edges.filter(bulk) : [];
     const now = big ? edges.filter((e) => !bulk(e)) : edges;
+    hasGroups = groups.length > 0;
+    hubCache = null;
     cy.startBatch();
     cy.elements().remove();
-    cy.add(nodes.concat(now));
+    cy.add(groups.concat(nodes, now));
     if (payload.focus) cy.getElementById("n" + payload.focus.id).addClass("focus");
     cy.endBatch();
     performance.mark("graph:added");
     runLayout(payload);
     performance.mark("graph:laidout");
-    labelOrder = cy.nodes().sort((x, y) => (y.data("memories") + y.data("degree")) - (x.data("memories") + x.data("degree"))).toArray();
+    nameKinds();
+    orderLabels();
     buildLegend(); // before the fit: the fit leaves the room the legend takes
     fit();
     performance.mark("graph:fitted");
@@ -521,6 +776,7 @@
       requestAnimationFrame(() => requestAnimationFrame(() => {
         if (token !== loadToken) return;
         performance.mark("graph:complete");
+        if (navigator) cy.forceRender(); // the thumbnail follows renders: one more, of the finished view
         canvas.dataset.readyMs = String(Math.round(performance.now()));
         canvas.dataset.ready = "1";
         document.dispatchEvent(new CustomEvent("graph:ready"));
@@ -563,7 +819,7 @@
       .filter((e) => cy.getElementById(e.data.id).empty());
     // New nodes go on an arc around the expanded node, on the side facing away from the rest of the graph.
     const centre = node.position();
-    const middle = cy.nodes().boundingBox();
+    const middle = realNodes().boundingBox();
     const away = Math.atan2(centre.y - (middle.y1 + middle.y2) / 2, centre.x - (middle.x1 + middle.x2) / 2);
     const radius = 90 + 6 * freshNodes.length;
     const spread = freshNodes.length > 12 ? 2 * Math.PI : Math.PI * 1.2;
@@ -572,15 +828,15 @@
       el.position = { x: centre.x + radius * Math.cos(angle), y: centre.y + radius * Math.sin(angle) };
     });
     cy.batch(() => cy.add(freshNodes.concat(freshEdges)));
-    labelOrder = cy.nodes().sort((x, y) => (y.data("memories") + y.data("degree")) - (x.data("memories") + x.data("degree"))).toArray();
     cy.animate({ fit: { eles: node.closedNeighborhood(), padding: 40 } }, { duration: 250 });
     setTimeout(cullLabels, 300);
-    lastPayload = { ...payload, focus: lastPayload && lastPayload.focus, more: extra ? payload.more : lastPayload && lastPayload.more };
-    describe(lastPayload);
-    buildLegend();
-    refreshNodeList();
+    const paging = extra && extra.graph_offset !== undefined;
+    lastPayload = { ...payload, focus: lastPayload && lastPayload.focus, more: paging ? payload.more : lastPayload && lastPayload.more };
+    afterChange();
     refreshEdgeList();
-    if (extra && payload.more) moreOffset = payload.more.offset;
+    const through = extra && extra.graph_et ? " through " + extra.graph_et : "";
+    statusEl.textContent = "Expanded " + node.data("fullLabel") + through + ": " + freshNodes.length + " new node" + (freshNodes.length === 1 ? "" : "s") + ". " + statusEl.textContent;
+    if (paging && payload.more) moreOffset = payload.more.offset;
   }
 
   let moreOffset = 0;
@@ -594,9 +850,12 @@
   }
 
   function refreshNodeList() {
-    const nodes = labelOrder.length ? labelOrder : cy.nodes().toArray();
-    nodeSelect.replaceChildren(...nodes.slice(0, LIST_MAX).map((n) => option(n.id(),
-      n.data("fullLabel").slice(0, 90) + " (" + n.data("type") + (n.data("memories") ? ", " + n.data("memories") + " memories" : "") + ")")));
+    const nodes = labelOrder.length ? labelOrder : realNodes().toArray();
+    nodeSelect.replaceChildren(...nodes.slice(0, LIST_MAX).filter((n) => !n.removed()).map((n) => {
+      const el = option(n.id(), n.data("fullLabel").slice(0, 200) + " (" + n.data("type") + (n.data("memories") ? ", " + n.data("memories") + " memories" : "") + (n.data("state") === "outdated" ? ", likely outdated" : n.data("state") === "current" ? ", current" : "") + ")");
+      el.title = n.data("fullLabel");
+      return el;
+    }));
     if (selectedNode) nodeSelect.value = selectedNode.id();
   }
 
@@ -655,6 +914,7 @@
 
   function selectPair(edge, opts) {
     const edgeId = opts && opts.edgeId;
+    if (!edgeId && edge && (edge.data("a") < 0 || edge.data("b") < 0)) return; // a folded bundle's line
     if (edge) {
       selectedPair = edge;
       cy.edges().unselect();
@@ -672,12 +932,42 @@
   // A drill-down: a new entry in the browser's history, so Back returns to the view before it.
   function focusNode(type, key) {
     moreOffset = 0;
-    pushParams({ graph_node_type: type, graph_node_key: key, graph_sel_type: "", graph_sel_key: "", graph_edge_id: "", graph_pair: "" });
+    pushParams({ graph_node_type: type, graph_node_key: key, graph_sel_type: "", graph_sel_key: "", graph_edge_id: "", graph_pair: "", graph_path: "" });
     load();
   }
 
-  cy.on("tap", "node", (evt) => selectNode(evt.target));
-  cy.on("dbltap", "node", (evt) => focusNode(evt.target.data("type"), evt.target.data("key")));
+  cy.on("tap", "node", (evt) => {
+    if (evt.target.data("type") === "bundle") { openBundle(evt.target); return; }
+    selectNode(evt.target);
+  });
+  cy.on("dbltap", "node", (evt) => {
+    if (evt.target.data("type") === "bundle" || evt.target.data("group")) return;
+    focusNode(evt.target.data("type"), evt.target.data("key"));
+  });
+
+  // --- full text on hover and on keyboard focus ----------------------------------------------------------------
+  const tooltip = $("graph-tooltip");
+  function showTooltip(node) {
+    if (!node || node.empty() || node.data("group")) { tooltip.hidden = true; return; }
+    const bits = [node.data("type")];
+    if (node.data("memories")) bits.push(node.data("memories") + " memories");
+    if (node.data("memoryType")) bits.push(node.data("memoryType"));
+    if (node.data("state") === "outdated") bits.push("likely outdated: a newer memory says otherwise");
+    if (node.data("state") === "current") bits.push("current side of a conflict");
+    if (node.data("type") === "bundle") bits.push("click to show these topics");
+    tooltip.replaceChildren(text("span", node.data("fullLabel")), text("small", bits.join(" · ")));
+    const r = node.renderedPosition();
+    tooltip.hidden = false;
+    const left = Math.max(4, Math.min(r.x + 12, canvas.clientWidth - tooltip.offsetWidth - 4));
+    const top = r.y + 14 + tooltip.offsetHeight > canvas.clientHeight ? r.y - tooltip.offsetHeight - 14 : r.y + 14;
+    tooltip.style.left = left + "px"; // CSSOM from our own script: allowed by the CSP
+    tooltip.style.top = Math.max(4, top) + "px";
+  }
+  cy.on("mouseover", "node", (evt) => showTooltip(evt.target));
+  cy.on("mouseout", "node", () => { tooltip.hidden = true; });
+  cy.on("viewport", () => { tooltip.hidden = true; });
+  nodeSelect.addEventListener("focus", () => { if (selectedNode) showTooltip(selectedNode); });
+  nodeSelect.addEventListener("blur", () => { tooltip.hidden = true; });
   cy.on("tap", "edge", (evt) => {
     const edge = evt.target;
     selectPair(edge);
@@ -686,7 +976,10 @@
     if (evt.target === cy) { clearSelection(); setParams({ graph_sel_type: "", graph_sel_key: "", graph_edge_id: "", graph_pair: "" }); }
   });
 
-  nodeSelect.addEventListener("change", () => selectNode(cy.getElementById(nodeSelect.value), { quiet: true }));
+  nodeSelect.addEventListener("change", () => {
+    selectNode(cy.getElementById(nodeSelect.value), { quiet: true });
+    showTooltip(cy.getElementById(nodeSelect.value));
+  });
   nodeSelect.addEventListener("keydown", (evt) => {
     if (evt.key === "Enter" && nodeSelect.value) {
       evt.preventDefault();
@@ -695,7 +988,8 @@
     }
   });
   edgeSelect.addEventListener("change", () => selectPair(cy.getElementById(edgeSelect.value)));
-  expandButton.addEventListener("click", () => expand(selectedNode));
+  const expandType = $("expand-type");
+  expandButton.addEventListener("click", () => expand(selectedNode, expandType.value ? { graph_et: expandType.value } : null));
 
   // Buttons inside the server-rendered panels (no inline handlers: delegated here).
   document.addEventListener("click", (evt) => {
@@ -703,7 +997,7 @@
     if (!target) return;
     evt.preventDefault();
     if (target.dataset.graphOpen !== undefined) focusNode(target.dataset.nodeType, target.dataset.nodeKey);
-    else if (target.dataset.graphExpand !== undefined) expand(selectedNode);
+    else if (target.dataset.graphExpand !== undefined) expand(selectedNode, expandType.value ? { graph_et: expandType.value } : null);
     else if (target.dataset.graphMore !== undefined && lastPayload && lastPayload.focus) {
       const focus = cy.getElementById("n" + lastPayload.focus.id);
       expand(focus, { graph_offset: String(moreOffset || (lastPayload.more ? lastPayload.more.offset : 0)) });
@@ -722,7 +1016,7 @@
     setTimeout(() => { pushParams({ graph_et: [], graph_nt: [], graph_mw: "", graph_mc: "", graph_ev: "", graph_limit: "" }); load(); }, 0);
   });
   $("graph-reset").addEventListener("click", () => {
-    pushParams({ graph_node_type: "", graph_node_key: "", graph_sel_type: "", graph_sel_key: "", graph_edge_id: "", graph_pair: "" });
+    pushParams({ graph_node_type: "", graph_node_key: "", graph_sel_type: "", graph_sel_key: "", graph_edge_id: "", graph_pair: "", graph_path: "" });
     load();
   });
 
@@ -736,20 +1030,22 @@
 
   function setupMinimap(payload) {
     const box = $("graph-minimap");
-    const wanted = !payload.focus && cy.nodes().length > 60 && typeof cy.navigator === "function"
+    const wanted = !payload.focus && realNodes().length > 60 && typeof cy.navigator === "function"
       && window.matchMedia("(min-width: 901px)").matches;
     box.hidden = !wanted;
     if (!wanted || navigator) return;
     // After the first frame: the thumbnail is a second rendering of the whole graph.
     setTimeout(() => {
       if (!navigator) navigator = cy.navigator({ container: "#graph-minimap", viewLiveFramerate: 0, rerenderDelay: 1000, removeCustomContainer: false });
+      // The thumbnail is drawn on the canvas's next render: a still graph has none, which left the box blank.
+      cy.forceRender();
     }, 400);
   }
 
   // --- legend: exactly the node and edge types on screen ------------------------------------------------------
   function buildLegend() {
     const nodeCounts = new Map(), edgeCounts = new Map();
-    cy.nodes().forEach((n) => nodeCounts.set(n.data("type"), (nodeCounts.get(n.data("type")) || 0) + 1));
+    realNodes().forEach((n) => nodeCounts.set(n.data("type"), (nodeCounts.get(n.data("type")) || 0) + 1));
     cy.edges().forEach((e) => {
       const cls = e.data("edgeClass");
       if (!edgeCounts.has(cls)) edgeCounts.set(cls, new Set());
@@ -794,7 +1090,7 @@
   async function find(query) {
     const words = query.trim().toLowerCase();
     if (!words) { renderFind([]); return; }
-    const local = cy.nodes().filter((n) => n.data("type") !== "memory" && n.data("fullLabel").toLowerCase().includes(words))
+    const local = realNodes().filter((n) => n.data("type") !== "memory" && n.data("type") !== "bundle" && n.data("fullLabel").toLowerCase().includes(words))
       .slice(0, 5).map((n) => ({ kind: "node", id: n.data("dbId"), type: n.data("type"), key: n.data("key"), label: n.data("fullLabel"), memories: n.data("memories"), onScreen: true }));
     renderFind(local);
     let found;
@@ -840,6 +1136,110 @@
     const li = evt.target.closest("[role=option]");
     if (li) pick(Number(li.dataset.index));
   });
+
+  // --- how is A connected to B --------------------------------------------------------------------------------
+  async function resolveNode(words) {
+    const local = realNodes().filter((n) => n.data("type") !== "memory" && n.data("type") !== "bundle"
+      && n.data("fullLabel").toLowerCase() === words.trim().toLowerCase());
+    if (local.nonempty()) return { id: local[0].data("dbId"), label: local[0].data("fullLabel"), type: local[0].data("type") };
+    const found = await getJson(config.findUrl + "?" + new URLSearchParams({ q: words }).toString());
+    if (found.nodes.length) return { id: found.nodes[0].id, label: found.nodes[0].label, type: found.nodes[0].type };
+    const memory = found.memories.find((m) => m.nodeId);
+    return memory ? { id: memory.nodeId, label: memory.content, type: "memory" } : null;
+  }
+
+  $("path-form").addEventListener("submit", async (evt) => {
+    evt.preventDefault();
+    const a = $("path-a").value.trim(), b = $("path-b").value.trim();
+    if (!a || !b) return;
+    statusEl.textContent = "Looking for " + a + " and " + b + "…";
+    let first, second;
+    try { [first, second] = await Promise.all([resolveNode(a), resolveNode(b)]); } catch (error) { showError(error.message); return; }
+    if (!first || !second) {
+      statusEl.textContent = "Nothing found for " + (!first ? "“" + a + "”" : "“" + b + "”") + ": try other words.";
+      return;
+    }
+    $("path-box").open = false;
+    pushParams({ graph_path: first.id + "-" + second.id, graph_node_type: "", graph_node_key: "", graph_sel_type: "", graph_sel_key: "", graph_edge_id: "", graph_pair: "" });
+    load();
+  });
+
+  // The paths drawn left to right, one row each (a node two paths share stays where the first put it), and
+  // explained step by step in the panel.
+  async function loadPath(spec, token) {
+    const [a, b] = spec.split("-");
+    let found;
+    try {
+      found = await getJson(config.pathUrl + "?" + new URLSearchParams({ a, b }).toString());
+    } catch (error) {
+      if (token === loadToken) showError(error.message);
+      return;
+    }
+    if (token !== loadToken) return;
+    lastPayload = { nodes: found.nodes, edges: [], focus: null, more: null, truncated: false };
+    bundles = new Map();
+    const byId = new Map(found.nodes.map((n) => [n.id, n]));
+    const positions = {};
+    const edges = [];
+    found.paths.forEach((path, row) => {
+      path.nodes.forEach((id, hop) => { if (!positions["n" + id]) positions["n" + id] = { x: hop * 240, y: row * 130 }; });
+      path.steps.forEach((step) => {
+        const id = "path-" + Math.min(step.source, step.target) + "-" + Math.max(step.source, step.target) + "-" + step.type;
+        if (edges.some((e) => e.data.id === id)) return;
+        edges.push({ group: "edges", classes: step.class + " path" + (["relationship", "fact", "supersedes"].includes(step.class) ? " directed" : ""),
+          data: { id, source: "n" + step.source, target: "n" + step.target, label: step.type.replace(/_/g, " "),
+            a: Math.min(step.source, step.target), b: Math.max(step.source, step.target), edgeIds: step.edgeId ? [step.edgeId] : [],
+            edgeClass: step.class, count: 1, width: 3 } });
+      });
+    });
+    const nodes = found.nodes.filter((n) => positions["n" + n.id]).map((n) => {
+      const el = nodeElement(n);
+      el.position = positions["n" + n.id];
+      el.classes += " hub";
+      return el;
+    });
+    hasGroups = false;
+    hubCache = null;
+    cy.batch(() => { cy.elements().remove(); cy.add(nodes.concat(edges)); });
+    const ends = [Number(a), Number(b)].map((id) => cy.getElementById("n" + id)).filter((n) => n.nonempty());
+    ends.forEach((n) => n.addClass("focus"));
+    nameKinds();
+    orderLabels();
+    buildLegend();
+    fit();
+    cullLabels();
+    refreshNodeList();
+    const name = (id) => (byId.get(Number(id)) || { label: "?" }).label;
+    const panelEl = $("path-panel");
+    const section = document.createElement("section");
+    section.className = "panel";
+    section.id = "path-details";
+    section.append(text("h2", "How " + name(a) + " is connected to " + name(b)));
+    if (!found.paths.length) {
+      section.append(text("p", "No connection within " + found.maxHops + " steps.", "hint"));
+      statusEl.textContent = "No connection within " + found.maxHops + " steps.";
+    } else {
+      found.paths.forEach((path, i) => {
+        section.append(text("h3", "Path " + (i + 1) + " · " + path.steps.length + " step" + (path.steps.length === 1 ? "" : "s")));
+        const list = document.createElement("ol");
+        list.className = "path-steps";
+        path.steps.forEach((step) => {
+          const li = text("li", step.text);
+          li.dataset.edgeType = step.type;
+          list.append(li);
+        });
+        section.append(list);
+      });
+      statusEl.textContent = name(a) + " → " + name(b) + ": " + found.paths.length + " shortest path" + (found.paths.length === 1 ? "" : "s") + " of " + found.hops + " step" + (found.hops === 1 ? "" : "s");
+    }
+    panelEl.replaceChildren(section);
+    openDetails();
+    requestAnimationFrame(() => requestAnimationFrame(() => {
+      if (token !== loadToken) return;
+      canvas.dataset.ready = "1";
+      document.dispatchEvent(new CustomEvent("graph:ready"));
+    }));
+  }
 
   // --- drawers (narrow screens) -------------------------------------------------------------------------------
   function toggleDrawer(id, open) {

@@ -228,7 +228,7 @@ def test_it_shows_the_403_and_sign_in_pages(browser, world, problems):  # noqa: 
             world.ws,
         )
         page.wait_for_selector("#error-403")
-        assert "This needs the admin role in Acme; you are write here." in page.text_content("#error-403")
+        assert "This needs the admin role in Acme; you are member here." in page.text_content("#error-403")
         assert sideways_overflow(page) <= 0
         screenshot(page, f"forbidden-{size}")
         page.context.close()
@@ -314,10 +314,9 @@ def test_it_steps_back_through_drill_downs(browser, world, problems):  # noqa: F
     page.goto(f"/w/{world.ws}/graph/")
     wait_for_graph(page)
     overview = page.url
-    pick_node(page, "deploy (topic")
-    page.keyboard.press("Enter")
+    # The overview folds all but its busiest topics into bundles: the topic is found by name.
+    find_and_open(page, "deploy", "topic")
     wait_until(page, "location.search.includes('graph_node_key=deploy')")
-    wait_for_graph(page)
     assert page.text_content("#graph-status").startswith("deploy")
     pick_node(page, "api (repo")
     page.keyboard.press("Enter")
@@ -548,4 +547,313 @@ def test_it_signs_in_through_the_form(browser, world, problems):  # noqa: F811
     page.wait_for_selector("#conflicts")
     assert page.url.endswith(f"/w/{world.ws}/changes/")
     page.close()
+    assert problems == []
+
+
+# --- an explorer that explains: the walk-through of a new user ----------------------------------------------
+
+TERRAFORM_RULE = "Terraform changes must be planned in CI and applied only by Lena or the on-call SRE."
+
+
+def contrast(rgb: str, background: tuple[int, int, int] = (255, 255, 255), opacity: float = 1.0) -> float:
+    """WCAG contrast of a CSS colour (rgb(…) or #rrggbb), blended at `opacity` over the background."""
+    if rgb.startswith("#"):
+        channels = [int(rgb[i : i + 2], 16) for i in (1, 3, 5)]
+    else:
+        channels = [int(float(c)) for c in re.findall(r"[\d.]+", rgb)[:3]]
+    blended = [c * opacity + b * (1 - opacity) for c, b in zip(channels, background, strict=True)]
+
+    def luminance(values: list[float] | tuple[int, ...]) -> float:
+        def linear(c: float) -> float:
+            c = c / 255
+            return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
+
+        r, g, b = (linear(v) for v in values)
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+    first, second = luminance(blended), luminance(background)
+    return (max(first, second) + 0.05) / (min(first, second) + 0.05)
+
+
+def find_and_open(page: Any, words: str, kind: str) -> None:
+    page.fill("#find-input", words)
+    page.wait_for_selector(f"#find-results [role=option]:has-text('{kind}')")
+    page.locator("#find-results [role=option]", has_text=kind).first.click()
+    wait_until(page, f"location.search.includes('graph_node_type={kind}')")
+    wait_for_graph(page)
+
+
+@pytest.mark.parametrize("size", ["desktop", "phone"])
+def test_it_answers_what_the_agent_knows_about_the_api_repo(browser, world, problems, size):  # noqa: F811
+    page = signed_in_page(browser, world.url, world.sessions["alice"], problems, SIZES[size])
+    page.goto(f"/w/{world.ws}/graph/")
+    wait_for_graph(page)
+    find_and_open(page, "api", "repo")
+    if size == "phone":
+        page.click("#toggle-details")
+        page.wait_for_selector("#details-drawer.open")
+    page.wait_for_selector("#hub-rules li")
+    rules = page.locator("#hub-rules li")
+    assert rules.first.locator(".tag").text_content() == "rule"
+    # The rules and decisions are on screen without scrolling.
+    box = page.locator("#hub-rules li").first.bounding_box()
+    assert box is not None and box["y"] + box["height"] <= SIZES[size]["height"]
+    assert page.locator("#hub-topics .chip").count() >= 3
+    assert re.search(r"\d+$", page.locator("#hub-topics .chip .count").first.text_content())
+    # The neighbourhood: memories in labelled boxes by type, rules first; the hub labelled.
+    groups = page.evaluate("window.cairnExplorer.cy.nodes('.group').map(n => n.data('label'))")
+    assert groups and groups[0].startswith("rule")
+    assert page.evaluate("window.cairnExplorer.cy.nodes('.focus').every(n => !n.hasClass('nolabel'))")
+    screenshot(page, f"walk-api-repo-{size}")
+    page.context.close()
+    assert problems == []
+
+
+def test_it_answers_who_approves_terraform_changes_and_which_deploy_day_holds(browser, world, problems):  # noqa: F811
+    page = signed_in_page(browser, world.url, world.sessions["alice"], problems)
+    page.goto(f"/w/{world.ws}/graph/")
+    wait_for_graph(page)
+    find_and_open(page, "terraform", "topic")
+    page.wait_for_selector("#hub-rules li")
+    assert TERRAFORM_RULE in page.text_content("#hub-rules")
+    screenshot(page, "walk-terraform")
+    # Which deploy day is current: the Tuesday memory, on every page that shows the pair.
+    friday, tuesday = world.ids[DEPLOY_FRIDAY], world.ids[DEPLOY_TUESDAY]
+    page.goto(ego(world, "memory", friday))
+    wait_for_graph(page)
+    classes = page.evaluate(
+        f"[window.cairnExplorer.cy.getElementById('n{node_id(world, 'memory', friday)}').classes(),"
+        f" window.cairnExplorer.cy.getElementById('n{node_id(world, 'memory', tuesday)}').classes()]"
+    )
+    assert "outdated" in classes[0] and "current" in classes[1]
+    contradiction = page.evaluate("window.cairnExplorer.cy.edges('.contradicts')[0].id()")
+    page.evaluate(f"window.cairnExplorer.cy.getElementById('{contradiction}').emit('tap')")
+    page.wait_for_selector("#pair-details, #edge-details")
+    page.goto(f"/w/{world.ws}/changes/")
+    card = page.locator("article.conflict", has_text="every Friday afternoon")
+    assert card.locator(f"[data-memory-id='{friday}']").get_attribute("data-state") == "outdated"
+    assert card.locator(f"[data-memory-id='{tuesday}']").get_attribute("data-state") == "current"
+    screenshot(page, "walk-deploy-changes")
+    page.goto(f"/w/{world.ws}/memories/?q=deploy+production")
+    assert page.locator(f"tr[data-memory-id='{friday}'] [data-state=outdated]").count() == 1
+    assert page.locator(f"tr[data-memory-id='{tuesday}'] [data-state=current]").count() == 1
+    page.goto(f"/w/{world.ws}/facts/?all=1")
+    tuesday_fact = page.locator("tr", has_text="deploys to production on Tuesdays")
+    friday_fact = page.locator("tr", has_text="deploys to production on Fridays")
+    assert tuesday_fact.first.get_attribute("data-state") == "current"
+    assert friday_fact.first.get_attribute("data-state") != "current"
+    screenshot(page, "walk-deploy-facts")
+    page.context.close()
+    assert problems == []
+
+
+@pytest.mark.parametrize("size", ["desktop", "phone"])
+def test_it_shows_how_lena_is_connected_to_terraform(browser, world, problems, size):  # noqa: F811
+    page = signed_in_page(browser, world.url, world.sessions["alice"], problems, SIZES[size])
+    page.goto(f"/w/{world.ws}/graph/")
+    wait_for_graph(page)
+    page.click("#path-box summary")
+    page.fill("#path-a", "Lena")
+    page.fill("#path-b", "terraform")
+    page.click("#path-form button[type=submit]")
+    wait_until(page, "location.search.includes('graph_path=')")
+    wait_for_graph(page)
+    page.wait_for_selector("#path-details .path-steps li")
+    steps = page.locator("#path-details .path-steps").first.locator("li").all_text_contents()
+    assert steps and "Lena" in steps[0] and "terraform" in steps[-1]
+    assert page.evaluate("window.cairnExplorer.cy.edges('.path').length") >= len(steps)
+    assert "shortest path" in page.text_content("#graph-status")
+    assert sideways_overflow(page) <= 0
+    screenshot(page, f"walk-lena-terraform-{size}")
+    # Back returns to the overview.
+    page.go_back()
+    wait_until(page, "!location.search.includes('graph_path')")
+    wait_for_graph(page)
+    page.context.close()
+    assert problems == []
+
+
+def test_it_expands_a_node_through_one_relationship(browser, world, problems):  # noqa: F811
+    page = signed_in_page(browser, world.url, world.sessions["alice"], problems)
+    page.goto(ego(world, "memory", world.ids[DEPLOY_TUESDAY]))
+    wait_for_graph(page)
+    pick_node(page, "deploy (topic")
+    page.select_option("#expand-type", "tagged")
+    before = page.evaluate("window.cairnExplorer.cy.edges().map(e => e.id())")
+    page.click("#graph-expand")
+    wait_until(page, f"window.cairnExplorer.cy.edges().length > {len(before)}")
+    labels = page.evaluate(
+        "before => window.cairnExplorer.cy.nodes(':selected')[0].connectedEdges()"
+        ".filter(e => !before.includes(e.id())).map(e => e.data('label'))",
+        before,
+    )
+    # What the expansion added reaches the topic through the chosen relationship only.
+    assert labels and all(label == "tagged" for label in labels), labels
+    assert "through tagged" in page.text_content("#graph-status")
+    page.context.close()
+    assert problems == []
+
+
+def test_it_keeps_big_views_legible(browser, world, problems):  # noqa: F811
+    page = signed_in_page(browser, world.url, world.sessions["alice"], problems)
+    page.goto(f"/w/{world.ws}/graph/?graph_limit=400")
+    wait_for_graph(page)
+    cy = "window.cairnExplorer.cy"
+    # Topics beyond the busiest few are folded into a bundle beside their repo; a click opens one.
+    bundles = page.evaluate(f"{cy}.nodes('[type = \"bundle\"]').map(n => n.id())")
+    assert bundles
+    before = page.evaluate(f"{cy}.nodes('[type = \"topic\"]').length")
+    click_node(page, bundles[0])
+    wait_until(page, f"{cy}.nodes('[type = \"topic\"]').length > {before}")
+    # Hubs keep a label at every zoom, at least 11 px on screen; memories get theirs once zoomed in.
+    for zoom in (0.1, 0.4, 2.5):
+        page.evaluate(f"{cy}.zoom({zoom}); {cy}.center(); window.cairnExplorer.cullLabels()")
+        shown = page.evaluate(
+            f"""{cy}.nodes('.hub').filter(n => !n.hasClass('nolabel') && n.visible()
+                 && n.renderedPosition().x > 0 && n.renderedPosition().x < {cy}.width()
+                 && n.renderedPosition().y > 0 && n.renderedPosition().y < {cy}.height())
+                 .map(n => parseFloat(n.style('font-size')) * {cy}.zoom())"""
+        )
+        assert shown and min(shown) >= 11, zoom
+        if zoom == 2.5:
+            memories = page.evaluate(
+                f"{cy}.nodes('[type = \"memory\"]').filter(n => !n.hasClass('nolabel')"
+                " && n.renderedPosition().x > 0 && n.renderedPosition().x < "
+                f"{cy}.width() && n.renderedPosition().y > 0"
+                f" && n.renderedPosition().y < {cy}.height()).length"
+            )
+            assert memories > 0
+    # The minimap is never an empty box.
+    page.evaluate(f"{cy}.fit()")
+    wait_until(page, "!!document.querySelector('#graph-minimap img[src]')")
+    # Full text on hover.
+    memory = page.evaluate(f"{cy}.nodes('[type = \"memory\"]')[0].id()")
+    page.evaluate(f"{cy}.getElementById('{memory}').emit('mouseover')")
+    full = page.evaluate(f"{cy}.getElementById('{memory}').data('fullLabel')")
+    assert page.text_content("#graph-tooltip").startswith(full)
+    screenshot(page, "legible-overview")
+    page.context.close()
+    assert problems == []
+
+
+def test_it_keeps_colours_and_labels_readable(browser, world, problems):  # noqa: F811
+    page = signed_in_page(browser, world.url, world.sessions["alice"], problems)
+    page.goto(f"/w/{world.ws}/graph/?graph_limit=2000")
+    wait_for_graph(page)
+    cy = "window.cairnExplorer.cy"
+    canvas = page.evaluate("getComputedStyle(document.getElementById('graph-canvas')).backgroundColor")
+    background = tuple(int(c) for c in re.findall(r"\d+", canvas)[:3])
+    assert background == (255, 255, 255)
+    # Every edge line and node colour drawn, at the opacity drawn.
+    edges = page.evaluate(
+        f"{cy}.edges().map(e => [e.data('edgeClass'), e.style('line-color'), e.style('opacity'),"
+        " e.style('line-outline-color'), e.style('line-outline-width')])"
+    )
+    assert {e[0] for e in edges} >= {"structural", "similarity", "contradicts"}
+    for edge_class, colour, opacity, outline, outline_width in edges:
+        best = contrast(colour, background, float(opacity))
+        if float(str(outline_width).rstrip("px") or 0) > 0:
+            best = max(best, contrast(outline, background, float(opacity)))
+        assert best >= 3, (edge_class, colour, opacity)
+    nodes = page.evaluate(
+        f"{cy}.nodes().not('.group').map(n => [n.data('type'), n.style('background-color')])"
+    )
+    for node_type, colour in {tuple(n) for n in nodes}:
+        assert contrast(colour, background) >= 3, (node_type, colour)
+    # The legend's swatches and line samples.
+    fills = page.evaluate(
+        "Array.from(document.querySelectorAll('#graph-legend svg [fill], #graph-legend svg [stroke]'))"
+        ".map(el => el.getAttribute('fill') || el.getAttribute('stroke'))"
+    )
+    assert fills and all(contrast(colour, background) >= 3 for colour in fills), fills
+    # The same name twice: the kind is on the canvas.
+    api = page.evaluate(f"{cy}.nodes().filter(n => n.data('fullLabel') === 'api').map(n => n.data('label'))")
+    assert len(api) >= 2 and all("(" in label for label in api), api
+    # Labels drawn are at least 11 px on screen.
+    sizes = page.evaluate(
+        f"{cy}.nodes().not('.group').filter(n => !n.hasClass('nolabel'))"
+        f".map(n => parseFloat(n.style('font-size')) * {cy}.zoom())"
+    )
+    assert sizes and min(sizes) >= 11
+    page.context.close()
+    assert problems == []
+
+
+@pytest.mark.parametrize("size", ["desktop", "phone"])
+def test_it_reads_the_trace_and_the_timeline_as_text(browser, world, problems, size):  # noqa: F811
+    page = signed_in_page(browser, world.url, world.sessions["alice"], problems, SIZES[size])
+    page.goto(
+        f"/w/{world.ws}/trace/?q=When+do+we+deploy+to+production&project_id=github.com/demo/api&strategy=hybrid"
+    )
+    page.wait_for_selector("#trace-canvas[data-ready='1']")
+    rows = page.locator("#trace-memories tbody tr")
+    assert rows.count() >= 3
+    text = page.text_content("#trace-memories")
+    assert not re.search(r"\b[0-9a-f]{8}-[0-9a-f]{4}-", text)  # no raw ids
+    assert "long-term" in text or "working" in text
+    # Narrow columns never break a word: each cell's words fit on their lines.
+    broken = page.evaluate(
+        """Array.from(document.querySelectorAll('#trace-memories td:nth-child(1),'
+             + ' #trace-memories td:nth-child(3), #trace-memories td:nth-child(5)'))
+             .filter(td => td.scrollWidth > td.clientWidth + 1).length"""
+    )
+    assert broken == 0
+    assert sideways_overflow(page) <= 0
+    screenshot(page, f"trace-text-{size}")
+    page.goto(f"/w/{world.ws}/changes/#timeline")
+    chart = page.locator("#fact-chart")
+    assert page.locator("#fact-chart .row-label").count() >= 3
+    assert page.locator("#fact-chart .tick-label").count() >= 3
+    bars = page.evaluate(
+        """Array.from(document.querySelectorAll('#fact-chart rect')).map(r => {
+             const s = getComputedStyle(r); const b = r.getBoundingClientRect();
+             return [s.fill, s.stroke, b.width]; })"""
+    )
+    for fill, stroke, width in bars:
+        colour = stroke if fill in ("rgb(255, 255, 255)", "none") else fill
+        assert contrast(colour) >= 3, (fill, stroke)
+        assert width >= 5
+    assert sideways_overflow(page) <= 0
+    chart.scroll_into_view_if_needed()
+    screenshot(page, f"timeline-{size}")
+    page.context.close()
+    assert problems == []
+
+
+def test_it_shows_rollout_states_that_agree(browser, world, problems):  # noqa: F811
+    page = signed_in_page(browser, world.url, world.sessions["bob"], problems)
+    page.goto(f"/w/{world.ws}/rollout/")
+    mode = page.text_content("#rollout-mode strong")
+    current = page.locator("button[aria-pressed=true]")
+    assert current.count() == 1 and current.get_attribute("data-mode") == mode
+    # The mode in use reads as chosen: full strength, not the greyed look of a disabled button.
+    assert (
+        page.evaluate("getComputedStyle(document.querySelector('button[aria-pressed=true]')).opacity") == "1"
+    )
+    assert not current.is_disabled()
+    stage = page.locator(f".stage[data-stage='{mode}'] .status")
+    assert stage.count() == 0 or stage.text_content() == "current mode"
+    recommended = page.text_content("#plan-recommended")
+    plan_stage = page.locator(f".stage[data-stage='{recommended}'] .status")
+    assert plan_stage.count() == 0 or plan_stage.text_content() in ("current mode", "ready", "passed")
+    assert page.locator("#gate-trend rect.bar").count() > 0
+    heights = page.evaluate(
+        "Array.from(document.querySelectorAll('#gate-trend rect.bar')).map(r => +r.getAttribute('height'))"
+    )
+    assert max(heights) > 0
+    screenshot(page, "rollout-states")
+    page.context.close()
+    assert problems == []
+
+
+def test_it_gives_search_room_and_marks_the_current_workspace(browser, world, problems):  # noqa: F811
+    page = signed_in_page(browser, world.url, world.sessions["alice"], problems)
+    page.goto(f"/w/{world.ws}/graph/")
+    wait_for_graph(page)
+    assert page.locator("#find-input").bounding_box()["width"] >= 500
+    page.click(".switcher summary")
+    current = page.locator(".switcher li.current")
+    assert current.count() == 1 and "Acme" in current.text_content() and "memories" in current.text_content()
+    screenshot(page, "switcher")
+    page.context.close()
     assert problems == []

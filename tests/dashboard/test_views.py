@@ -186,7 +186,11 @@ def test_it_traces_context_get(bob_web, personas):
         f"/w/{ws}/trace/?q=deploy+production&user_id=priya&project_id={ACME_PROJECT}&strategy=lexical"
     )
     html = r.content.decode()
-    assert r.status_code == 200 and memory["id"] in html and "baseline rank 1" in html
+    assert r.status_code == 200 and memory["id"] in html and "the ranking, place 1" in html
+    row = html.split(f'data-memory-id="{memory["id"]}"', 1)[1].split("</tr>", 1)[0]
+    # Text and type, not ids: the memory's words and its type in their own column.
+    assert "We deploy to production on Tuesdays." in row and '<td data-label="Type">note</td>' in row
+    assert "long-term" in row
     assert 'id="trace-data"' in html
     bad = bob_web.get(f"/w/{ws}/trace/?q=deploy&limit=999").content.decode()
     assert 'role="alert"' in bad and "limit" in bad
@@ -296,7 +300,7 @@ def test_it_refuses_edit_and_forget_to_a_reader_and_an_outsider(bob_web, charlie
     assert charlie_web.post(forget, {"confirmed": "1"}).status_code == 404
     read_only(monkeypatch)
     refused = bob_web.post(forget, {"confirmed": "1"})
-    assert refused.status_code == 403 and b"This needs the write role" in refused.content
+    assert refused.status_code == 403 and b"This needs the member role" in refused.content
     assert bob_web.get(edit).status_code == 403
     assert b'id="forget-memory"' not in bob_web.get(f"/w/{ws}/memories/{memory['id']}/").content
     with workspace_context(ws):
@@ -307,7 +311,7 @@ def test_it_keeps_the_message_on_a_403_page(bob_web, personas):
     r = bob_web.post(f"/w/{personas.acme.id}/rollout/mode/", {"mode": "off", "confirmed": "1"})
     html = r.content.decode()
     assert r.status_code == 403 and 'id="error-403"' in html
-    assert "This needs the admin role in Acme; you are write here." in html
+    assert "This needs the admin role in Acme; you are member here." in html
 
 
 def test_it_styles_404_and_500(alice_web, personas):

@@ -143,7 +143,7 @@ def test_it_shows_an_end_user_only_what_their_or_shared_memories_support(persona
     )
     u2 = call(key, [("graph_entities", {"query": "eve"}), ("graph_communities", {})], user="u2")
     assert text(u1[0]) == "No entity matched." and u1[0].structured_content["entities"] == []
-    assert error(u1[1]).startswith("Error executing tool graph_facts: ENTITY_NOT_FOUND")
+    assert error(u1[1]).startswith("ENTITY_NOT_FOUND: ")
     assert u1[2].structured_content["entities"] == 4 and "audits" not in text(u1[2])
     # A community with a member u1 may not see shows neither its summary nor that member.
     audit = next(c for c in u1[3].structured_content["communities"] if c["members"] == ["Kubernetes"])
@@ -168,7 +168,9 @@ def test_it_refuses_what_the_api_refuses_with_its_codes(personas, team):
     assert "ENTITY_NOT_FOUND" in error(missing) and "Closest: Alice Martin" in error(missing)
     assert '"closest": ["Alice Martin"]' in error(missing)
     assert "INVALID_REQUEST" in error(too_deep) and "maxHops" in error(too_deep)
-    assert "send query or entity" in error(neither)
+    assert "INVALID_REQUEST" in error(neither) and "send query (words naming entities) or entity" in error(
+        neither
+    )
     assert "user" in error(misspelt)
     assert "direction" in error(wrong_direction)
 

@@ -67,7 +67,7 @@ async def ok(client: Client, tool: str, arguments: dict[str, Any]) -> dict[str, 
 
 
 async def failure(client: Client, tool: str, arguments: dict[str, Any]) -> str:
-    """The error text after the SDK's "Error executing tool <name>: " prefix: the API's code, its message."""
+    """The error text: the API's code, its message (never the SDK's "Error executing tool <name>" prefix)."""
     result = await client.call_tool(tool, arguments)
     assert result.is_error, result.structured_content
     return error_text(result, tool)
@@ -75,9 +75,9 @@ async def failure(client: Client, tool: str, arguments: dict[str, Any]) -> str:
 
 def error_text(result: Any, tool: str) -> str:
     text = result.content[0].text
-    prefix = f"Error executing tool {tool}: "
-    assert text.startswith(prefix), text
-    return text.removeprefix(prefix)
+    assert not text.startswith("Error executing tool"), text
+    assert text.split(":", 1)[0].isupper(), text  # begins with the code
+    return text
 
 
 def test_it_serves_the_memory_tools_over_stdio():
@@ -219,3 +219,37 @@ def test_it_serves_streamable_http_with_the_key_of_each_request():
         asyncio.run(scenario())
     with workspace_context(alice_ws):
         assert list(Memory.objects.values_list("content", flat=True)) == ["served over streamable HTTP"]
+
+
+def test_it_derives_every_tools_arguments_from_its_routes_request_schema():
+    """One source: each tool's arguments are its route's request fields (snake_case), with the field's own
+    type, limits, default and description; graph/communities's admin-only refresh is the one left out."""
+    import asyncio as _asyncio
+
+    from mcp_server.server import TOOL_SCHEMAS, McpSettings, build_server
+
+    tools = {tool.name: tool for tool in _asyncio.run(build_server(McpSettings(api_key=None)).list_tools())}
+    assert set(tools) == set(TOOL_SCHEMAS)
+    for name, (schema, excluded) in TOOL_SCHEMAS.items():
+        route = schema.model_json_schema()
+        shown = tools[name].input_schema["properties"]
+        expected = {
+            "".join(f"_{c.lower()}" if c.isupper() else c for c in field)
+            for field in route["properties"]
+            if field not in excluded
+        }
+        assert set(shown) == expected, name
+        for field, spec in route["properties"].items():
+            if field in excluded or field == "scope":
+                continue
+            arg = shown["".join(f"_{c.lower()}" if c.isupper() else c for c in field)]
+            assert arg["description"] == spec["description"], (name, field)
+            for limit in ("maximum", "minimum", "maxLength", "enum", "maxItems"):
+                if limit in spec:
+                    assert arg[limit] == spec[limit], (name, field, limit)
+            if "default" in spec and not isinstance(spec["default"], list | dict):
+                assert arg["default"] == spec["default"], (name, field)
+    assert "strategy" in tools["graph_facts"].input_schema["properties"]
+    assert tools["graph_communities"].input_schema["properties"]["limit"]["default"] == 50
+    assert "refresh" not in tools["graph_communities"].input_schema["properties"]
+    assert "importance_weight" in tools["get_context"].input_schema["properties"]

@@ -106,3 +106,15 @@ def test_it_keeps_the_fused_order_when_the_reranker_fails(alice_api, memories, r
     assert ids(data["memories"]) == [memories["chatty"], memories["answer"]]
     assert data["trace"]["reranker"]["ran"] is False
     assert data["trace"]["reranker"]["fallbackReason"] == reason
+
+
+def test_it_sends_the_reranker_memory_text_scrubbed_as_llm_prompts_are(alice_api, memories, reranker):
+    alice_api.add(
+        "production database password rotation: deploy with sk-proj-4fJ2kQ9xZt7LmN3pR8sV1wY6bC0dE5gH"
+    )
+    alice_api.ok("memories/search", {"query": QUERY + " sk-A1b2C3d4E5f6G7h8I9j0K1l2M3n4"})
+    calls = [request for request in reranker.requests if request["path"].endswith("/rerank")]
+    assert calls and len(calls[0]["body"]["documents"]) == 3
+    sent = " ".join(calls[0]["body"]["documents"]) + calls[0]["body"]["query"]
+    assert "sk-proj-4fJ2" not in sent and "sk-A1b2" not in sent
+    assert "deploy with" in sent  # the rest of the text is there: only the key was replaced

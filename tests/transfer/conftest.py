@@ -10,3 +10,9 @@ def transfer_dir(settings: Any, tmp_path: Any) -> Any:
     """Uploads and exports of a test live in its own directory."""
     settings.EXPORT_IMPORT_DIR = str(tmp_path / "transfer")
     return tmp_path / "transfer"
+
+
+@pytest.fixture(autouse=True)
+def test_embedding_models(settings: Any) -> None:
+    """The made-up models these tests store vectors of are allowed here, as an operator allows a model."""
+    settings.EMBEDDING_MODELS_ALLOWED = (*settings.EMBEDDING_MODELS_ALLOWED, "test/3d", "local/test")

@@ -15,7 +15,8 @@ from tenancy.rls import workspace_context
 class Command(BaseCommand):
     help = (
         "Repair stored rows reads cannot serve as stored (graph/status UNREADABLE_ROWS): times outside years "
-        "1-9999 UTC, metadata deeper than 20 levels, numbers that are not finite, re-wrapped graph metadata. "
+        "1-9999 UTC, metadata deeper than 20 levels, numbers that are not finite, re-wrapped graph metadata; "
+        "and scans again the injection flags of memories an older detector scanned. "
         "Prints what changed per workspace as JSON."
     )
 

@@ -26,15 +26,17 @@ from cairn_sdk.operations import OPERATIONS, Operation
 @dataclass
 class DriftReport:
     checked: list[str] = field(default_factory=list)
-    missing: list[str] = field(default_factory=list)  # operations the server does not (yet) offer
+    missing: list[str] = field(default_factory=list)  # SDK operations the server does not offer
     problems: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
-        return not self.problems
+        """No operation differs and none is missing: an SDK method the server does not serve is drift too."""
+        return not self.problems and not self.missing
 
     def describe(self) -> str:
-        lines = [f"{name}: {problem}" for name, problems in self.problems.items() for problem in problems]
+        lines = [f"{name}: not served by the server" for name in self.missing]
+        lines += [f"{name}: {problem}" for name, problems in self.problems.items() for problem in problems]
         return "\n".join(lines) or "no drift"
 
 

@@ -12,7 +12,7 @@ from tenancy.rls_sql import enable_workspace_rls
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('memories', '0010_stored_rows_repair'),
+        ('memories', '0011_injection_scan_version'),
         ('tenancy', '0003_key_scope_pin_invitations'),
     ]
 
