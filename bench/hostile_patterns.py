@@ -3,7 +3,7 @@ services.glob_to_like) against the regular expression it used to become (`*` →
 ordinary pattern and for hostile ones, over memories of the largest size memories/add accepts (8,000
 characters).
 
-    .venv/bin/python bench/hostile_patterns.py [--rows 5] [--repeat 3] [--regex-timeout-ms 20000]
+    .venv/bin/python bench/hostile_patterns.py [--rows 100] [--repeat 3] [--regex-timeout-ms 20000]
 
 It runs on the embedded PostgreSQL (a temporary table in the `postgres` database; nothing of Cairn's is
 touched). It reports the median time per statement and each pattern's ratio to the ordinary pattern's time
@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 PATTERNS = {
-    "ordinary: deploy*": "deploy*",
+    "ordinary: *deploy note*": "*deploy note*",
     "500 stars": "*" * 500,
     "250 x 'x*' then y": "*x" * 249 + "*y",
     "166 x '*?*'": "*?*" * 166,
@@ -62,7 +62,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--rows", type=int, default=5, help="memories of 8,000 characters in the table")
+    parser.add_argument("--rows", type=int, default=100, help="memories of 8,000 characters in the table")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument(
         "--regex-timeout-ms", type=int, default=20_000, help="statement timeout for the regex"
@@ -125,10 +125,8 @@ def main() -> None:
                 if regex_s is not None
                 else f"cut off at {args.regex_timeout_ms} ms"
             )
-            print(
-                f"{label:22} LIKE {(like_s or 0) * 1000:8.2f} ms ({row['likeRatio']:.1f}x)   "
-                f"old regex {regex_text}"
-            )
+            like_text = f"{(like_s or 0) * 1000:8.2f} ms ({row['likeRatio']:.1f}x)"
+            print(f"{label:22} LIKE {like_text}   old regex {regex_text}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2))
     print(f"written to {args.out}")

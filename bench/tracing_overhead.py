@@ -49,7 +49,7 @@ def main() -> None:
     from django.utils import timezone
     from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-    from ops import tracing
+    from config import tracing
     from tenancy import services as tenancy_services
 
     class Dropping(SpanExporter):

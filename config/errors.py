@@ -11,7 +11,7 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 from pydantic import TypeAdapter
 
-from ops import tracing
+from config import tracing
 
 API_VERSION = "2026-11-22"
 

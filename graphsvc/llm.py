@@ -24,8 +24,9 @@ from django.conf import settings
 from django.db import connections
 from pydantic import BaseModel, ValidationError
 
+from config import tracing
 from memories.scrubber import scrub_secrets
-from ops import metrics, tracing
+from ops import metrics
 from tenancy.rls import workspace_context
 
 logger = logging.getLogger("cairn.llm")

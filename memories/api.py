@@ -10,6 +10,7 @@ from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from ninja import Query, Router, Status
 
+from config import tracing
 from config.errors import ApiError, success_envelope
 from config.schemas import Envelope
 from memories import selectors, services, supersession
@@ -37,7 +38,6 @@ from memories.schemas import (
     VacuumOut,
 )
 from memories.selectors import memory_scope
-from ops import tracing
 from pipeline import services as pipeline
 from pipeline.outcomes import add_outcome_data, embedding_model_choice
 from tenancy.access import request_workspace_id

@@ -8,7 +8,7 @@ class OpsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from ops import tracing
+        from config import tracing
 
         worker = len(sys.argv) > 1 and sys.argv[1] == "qcluster"
         # Off (and nothing imported) unless OTEL_EXPORTER_OTLP_ENDPOINT is set; before the WSGI handler loads

@@ -6,7 +6,7 @@ import json
 import logging
 from datetime import UTC, datetime
 
-from ops import tracing
+from config import tracing
 
 # Only these attributes of a record are copied: an arbitrary `extra` could carry a body or a secret.
 CONTEXT_FIELDS = (

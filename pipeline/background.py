@@ -45,8 +45,8 @@ from django.conf import settings
 from django.db import connections, transaction
 from django.utils import timezone
 
+from config import tracing
 from config.errors import ApiError
-from ops import tracing
 from pipeline.models import BackgroundJob
 from tenancy.rls import workspace_context
 

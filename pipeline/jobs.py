@@ -20,7 +20,7 @@ from django.conf import settings
 from django.db import connections
 from django.utils import timezone
 
-from ops import tracing
+from config import tracing
 
 MAX_ATTEMPTS = 5
 BACKOFF_BASE_SECONDS = 1.0

@@ -10,10 +10,10 @@ from django.http import HttpRequest, HttpResponse
 from ninja import Router
 from pydantic import TypeAdapter
 
+from config import tracing
 from config.errors import envelope_response, envelope_response_spliced, success_envelope
 from config.schemas import Envelope
 from memories.selectors import memory_scope
-from ops import tracing
 from retrieval import context, search
 from retrieval.schemas import (
     ContextIn,

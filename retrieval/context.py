@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 from django.conf import settings
 from django.db import transaction
 
+from config import tracing
 from config.prepared import prepared_cursor
 from graphsvc import expansion
 from memories import prompt_text, selectors
 from memories.models import Memory
 from memories.scrubber import scrub_secrets
 from memories.selectors import MemoryScope
-from ops import tracing
 from retrieval import graph_context, rerank, search
 from retrieval.embeddings import embed_query
 

@@ -27,8 +27,8 @@ from typing import Any, Protocol
 import numpy as np
 from django.conf import settings
 
+from config import tracing
 from memories.schemas import embedding_models_allowed
-from ops import tracing
 from retrieval.onnx_embedding import QUANTISED_MIN_COSINE
 
 logger = logging.getLogger("cairn.embeddings")

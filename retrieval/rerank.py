@@ -19,9 +19,9 @@ from typing import Any
 
 from django.conf import settings
 
+from config import tracing
 from graphsvc.llm import scrubbed
 from memories.models import Memory
-from ops import tracing
 from retrieval.embeddings import NO_KEY
 
 logger = logging.getLogger("cairn.rerank")

@@ -18,10 +18,10 @@ from django.conf import settings
 from django.db import connections
 from django.utils import timezone
 
+from config import tracing
 from memories import selectors
 from memories.models import Memory
 from memories.selectors import MemoryScope
-from ops import tracing
 from retrieval import lexical as lexical_search
 from retrieval import rerank, temporal, vectors
 from retrieval.embeddings import embed_query

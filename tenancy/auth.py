@@ -12,8 +12,8 @@ from django.http import HttpRequest
 from django.utils import timezone
 from ninja.security.base import AuthBase
 
+from config import tracing
 from config.errors import ApiError
-from ops import tracing
 from tenancy import services
 from tenancy.caller import PinnedWorkspace, caller_lookup
 from tenancy.models import ApiKey, UserSettings

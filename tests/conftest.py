@@ -24,10 +24,41 @@ def fast_password_hasher(settings: Any) -> None:
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+# Browser tests collected while chromium is missing (they skip): the run's summary says so in red.
+_WITHOUT_CHROMIUM = pytest.StashKey[list[str]]()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("django_db") is None:
             item.add_marker(pytest.mark.django_db(databases="__all__"))
+    from tests.dashboard.browser import CHROMIUM, chromium_available
+
+    if chromium_available():
+        return
+    skipped = [item.nodeid for item in items if "browser" in getattr(item, "fixturenames", ())]
+    config.stash[_WITHOUT_CHROMIUM] = skipped
+    if skipped:
+        config.issue_config_time_warning(
+            pytest.PytestWarning(f"{len(skipped)} browser tests will skip: no chromium at {CHROMIUM}"),
+            stacklevel=2,
+        )
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    from tests.dashboard.browser import CHROMIUM
+
+    skipped = config.stash.get(_WITHOUT_CHROMIUM, [])
+    if not skipped:
+        return
+    terminalreporter.section("BROWSER TESTS NOT RUN", sep="!", red=True, bold=True)
+    terminalreporter.write_line(
+        f"{len(skipped)} browser tests skipped (dashboard pages, the TypeScript SDK in a browser): "
+        f"no chromium at {CHROMIUM}. Install it (apt-get install -y chromium, as .ci/run does) or point "
+        "CAIRN_CHROMIUM at one, then run make test again.",
+        red=True,
+        bold=True,
+    )
 
 
 API = "/api/sdk/v1"

@@ -32,6 +32,7 @@ NOT_CONFIGURATION = {
     "DJANGO_SETTINGS_MODULE": "which settings Django loads; manage.py, wsgi and asgi set it",
     "HF_HUB_OFFLINE": "set before the packaged model loads, so nothing is downloaded",
     "TRANSFORMERS_OFFLINE": "likewise",
+    "HF_HUB_DISABLE_PROGRESS_BARS": "set before the model loads, so no progress bar fills the server's log",
 }
 ENVIRON_METHODS = {"get", "setdefault", "pop"}
 

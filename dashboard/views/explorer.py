@@ -235,6 +235,12 @@ def explorer_pair(request: SignedInRequest, workspace: Workspace, role: str) -> 
         pair = graph.graph_pair(workspace_id=workspace.id, a=first, b=second, limit=PAIR_EDGES)
         evidence_ids = {e["edge"].evidence_memory_id for e in pair["edges"] if e["edge"].evidence_memory_id}
         evidence = selectors.memories_by_id(workspace_id=workspace.id, memory_ids=list(evidence_ids))
+        ends = [graph.uuid_or_none(n.node_key) if n.node_type == "memory" else None for n in (first, second)]
+        states = selectors.conflict_states(workspace_id=workspace.id, memory_ids=[e for e in ends if e])
+        fact_states = selectors.fact_states(
+            workspace_id=workspace.id,
+            facts=[e["edge"] for e in pair["edges"] if e["edge"].origin == GraphEdge.Origin.LLM_ENTITY],
+        )
     nodes = {first.id: first, second.id: second}
     return render(
         request,
@@ -243,7 +249,16 @@ def explorer_pair(request: SignedInRequest, workspace: Workspace, role: str) -> 
             "workspace": workspace,
             "a": first,
             "b": second,
-            "edges": [{**e, "evidence": evidence.get(e["edge"].evidence_memory_id)} for e in pair["edges"]],
+            "a_state": states.get(ends[0]) if ends[0] else None,
+            "b_state": states.get(ends[1]) if ends[1] else None,
+            "edges": [
+                {
+                    **e,
+                    "evidence": evidence.get(e["edge"].evidence_memory_id),
+                    "state": fact_states.get(e["edge"].id) if not e["edge"].valid_to else None,
+                }
+                for e in pair["edges"]
+            ],
             "links": [
                 {"type": link["type"], "source": nodes[link["source"]], "target": nodes[link["target"]]}
                 for link in pair["links"]

@@ -790,7 +790,9 @@
     const sel = p.get("graph_sel_type") && p.get("graph_sel_key")
       ? cy.nodes().filter((n) => n.data("type") === p.get("graph_sel_type") && n.data("key") === p.get("graph_sel_key"))
       : payload.focus ? cy.getElementById("n" + payload.focus.id) : cy.collection();
-    if (sel.nonempty()) selectNode(sel[0], { quiet: true });
+    // A node picked in the find box opens with its summary in view (on a phone: the Details drawer).
+    if (sel.nonempty()) selectNode(sel[0], { quiet: !openAfterLoad });
+    openAfterLoad = false;
     const edgeId = p.get("graph_edge_id");
     const pair = p.get("graph_pair");
     if (edgeId) {
@@ -977,13 +979,16 @@
   });
 
   nodeSelect.addEventListener("change", () => {
-    selectNode(cy.getElementById(nodeSelect.value), { quiet: true });
+    const picked = cy.getElementById(nodeSelect.value);
+    if (picked.data("type") === "bundle") { openBundle(picked); return; }
+    selectNode(picked, { quiet: true });
     showTooltip(cy.getElementById(nodeSelect.value));
   });
   nodeSelect.addEventListener("keydown", (evt) => {
     if (evt.key === "Enter" && nodeSelect.value) {
       evt.preventDefault();
       const node = cy.getElementById(nodeSelect.value);
+      if (node.data("type") === "bundle") { openBundle(node); return; }
       focusNode(node.data("type"), node.data("key"));
     }
   });
@@ -1102,9 +1107,11 @@
     renderFind(local.concat(nodes, memories));
   }
 
+  let openAfterLoad = false;
   function pick(index) {
     const item = findItems[index];
     if (!item) return;
+    openAfterLoad = true;
     findResults.hidden = true;
     findInput.setAttribute("aria-expanded", "false");
     focusNode(item.type, item.key);

@@ -21,36 +21,6 @@ from graphsvc.models import (
 )
 from memories.models import Memory
 from tenancy.rls import workspace_context
-from tests.dashboard.browser import CHROMIUM, chromium_available
-
-# Browser tests collected while chromium is missing (they skip): the run's summary says so in red.
-_WITHOUT_CHROMIUM = pytest.StashKey[list[str]]()
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if chromium_available():
-        return
-    skipped = [item.nodeid for item in items if "browser" in getattr(item, "fixturenames", ())]
-    config.stash[_WITHOUT_CHROMIUM] = skipped
-    if skipped:
-        config.issue_config_time_warning(
-            pytest.PytestWarning(f"{len(skipped)} browser tests will skip: no chromium at {CHROMIUM}"),
-            stacklevel=2,
-        )
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
-    skipped = config.stash.get(_WITHOUT_CHROMIUM, [])
-    if not skipped:
-        return
-    terminalreporter.section("BROWSER TESTS NOT RUN", sep="!", red=True, bold=True)
-    terminalreporter.write_line(
-        f"{len(skipped)} dashboard browser tests skipped: no chromium at {CHROMIUM}. The pages were not "
-        "checked in a browser. Install it (apt-get install -y chromium, as .ci/run does) or point "
-        "CAIRN_CHROMIUM at one, then run make test again.",
-        red=True,
-        bold=True,
-    )
 
 
 def signed_in(user) -> Client:

@@ -590,7 +590,7 @@ def test_it_answers_what_the_agent_knows_about_the_api_repo(browser, world, prob
     wait_for_graph(page)
     find_and_open(page, "api", "repo")
     if size == "phone":
-        page.click("#toggle-details")
+        # Picked from the find box: the summary opens in the Details drawer by itself.
         page.wait_for_selector("#details-drawer.open")
     page.wait_for_selector("#hub-rules li")
     rules = page.locator("#hub-rules li")
@@ -629,6 +629,8 @@ def test_it_answers_who_approves_terraform_changes_and_which_deploy_day_holds(br
     contradiction = page.evaluate("window.cairnExplorer.cy.edges('.contradicts')[0].id()")
     page.evaluate(f"window.cairnExplorer.cy.getElementById('{contradiction}').emit('tap')")
     page.wait_for_selector("#pair-details, #edge-details")
+    assert page.locator("#edge-panel [data-state=current]").count() == 1
+    assert page.locator("#edge-panel [data-state=outdated]").count() == 1
     page.goto(f"/w/{world.ws}/changes/")
     card = page.locator("article.conflict", has_text="every Friday afternoon")
     assert card.locator(f"[data-memory-id='{friday}']").get_attribute("data-state") == "outdated"

@@ -107,6 +107,11 @@ def test_it_shows_current_and_outdated_on_every_page(alice_web, personas, deploy
         contradicts = GraphEdge.objects.filter(workspace_id=ws, edge_type="contradicts").first()
     panel = alice_web.get(f"/w/{ws}/graph/edges/{contradicts.id}/", HTTP_HX_REQUEST="true").content.decode()
     assert 'data-state="current"' in panel and 'data-state="outdated"' in panel
+    pair = alice_web.get(
+        f"/w/{ws}/graph/pair/?a={contradicts.from_node_id}&b={contradicts.to_node_id}", HTTP_HX_REQUEST="true"
+    ).content.decode()
+    heading = pair.split("<h2>", 1)[1].split("</h2>", 1)[0]
+    assert 'data-state="current"' in heading and 'data-state="outdated"' in heading
 
 
 def test_it_marks_the_older_of_two_current_facts_likely_outdated(alice_web, personas, graph):
@@ -288,3 +293,21 @@ def test_it_pre_selects_no_entity_to_merge(alice_web, personas, graph):
     html = alice_web.get(f"/w/{personas.acme.id}/entities/{graph.ada.id}/").content.decode()
     select = html.split('name="merged"', 1)[1].split("</select>", 1)[0]
     assert '<option value="" selected disabled>' in select and select.count("selected") == 1
+
+
+def test_it_shows_rollout_numbers_with_separators_and_one_current_mode(alice_web, personas):
+    from tests.rollout.helpers import record
+
+    ws = personas.acme.id
+    alice_web.post(f"/w/{ws}/rollout/mode/", {"mode": "shadow"})
+    record(ws, 1234, mode="shadow", shadow=True)
+    html = alice_web.get(f"/w/{ws}/rollout/").content.decode()
+    cards = html.split('id="metric-cards"', 1)[1].split("</section>", 1)[0]
+    assert "<span>1,234</span>requests" in cards
+    # One button reads as the mode in use, and it is not a disabled one.
+    assert html.count('aria-pressed="true"') == 1
+    assert 'data-mode="shadow" class="mode-current" aria-pressed="true"' in html
+    plan = html.split('id="rollout-plan"', 1)[1]
+    assert 'data-stage="shadow"' in plan and 'data-state="current mode"' in plan
+    # The trend covers a day even when the gate's window is shorter: never an empty box.
+    assert "Trend over the last 24 h" in html and 'id="gate-trend"' in html

@@ -1,6 +1,6 @@
-"""OpenTelemetry traces (ops.tracing): the span tree of a context/get and of an add, in-process with the SDK's
-in-memory exporter; a background job's own trace, linked to the request that queued it; nothing secret in any
-attribute; the trace id in the envelope's meta and in the JSON log line."""
+"""OpenTelemetry traces (config.tracing): the span tree of a context/get and of an add, in-process with the
+SDK's in-memory exporter; a background job's own trace, linked to the request that queued it; nothing secret
+in any attribute; the trace id in the envelope's meta and in the JSON log line."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
+from config import tracing
 from graphsvc import presence
-from ops import tracing
 from ops.jsonlog import JsonFormatter
 from rollout.models import RolloutConfig
 from rollout.services import rollout_cache_clear

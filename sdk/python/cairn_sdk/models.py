@@ -488,8 +488,8 @@ class LlmTotal(ResponseModel):
 
 class Eviction(ResponseModel):
     expired_facts: int
-    decayed_facts: int = 0  # current facts decayed under the confidence floor, deleted
-    stale_entities: int
+    decayed_facts: int = 0  # current facts under the confidence floor past the grace, invalidated (kept)
+    stale_entities: int  # entities with no current fact unseen for the retention, archived (kept)
     over_cap_entities: int
     ran_at: datetime
 

@@ -86,7 +86,9 @@ interface Envelope {
   ok: boolean;
   data: unknown;
   error: api.ErrorOut | null;
-  meta: api.MetaOut;
+  // Read loosely: only the request id is used, and an error envelope from a proxy or an older server may lack
+  // the rest.
+  meta: { requestId?: unknown } | null;
 }
 
 const env = (name: string): string | undefined => {
@@ -390,7 +392,8 @@ function headersOf(response: Response): Record<string, string> {
 
 function dataOrThrow(path: string, response: Response, envelope: Envelope | null, text: string): unknown {
   const status = response.status;
-  const requestId = envelope?.meta?.requestId ?? response.headers.get("X-Request-Id");
+  const metaId = envelope?.meta?.requestId;
+  const requestId = typeof metaId === "string" ? metaId : response.headers.get("X-Request-Id");
   if (status >= 200 && status < 300) {
     if (!envelope || envelope.ok !== true) {
       throw new APIError({

@@ -666,9 +666,9 @@ export type ErrorOut = {
 export type EvictionOut = {
   /** Invalidated facts past GRAPH_EVICTION_RETENTION_DAYS deleted. */
   expiredFacts: number;
-  /** Current facts decayed under GRAPH_CONFIDENCE_FLOOR, deleted. */
+  /** Current facts under GRAPH_CONFIDENCE_FLOOR for GRAPH_DECAYED_FACT_GRACE_DAYS, invalidated (kept as history). */
   decayedFacts?: number;
-  /** Entities without current facts, unseen for as long, deleted. */
+  /** Entities without current facts, unseen for the retention, archived (kept). */
   staleEntities: number;
   /** Entities deleted to keep the entity cap. */
   overCapEntities: number;
@@ -1212,16 +1212,7 @@ export type MergeOut = {
   undoneAt: string | null;
 };
 
-export type MetaOut = {
-  /** API contract version. */
-  version: string;
-  /** The path that answered. */
-  endpoint: string;
-  /** Request id, also in the X-Request-Id header; quote it in support requests. */
-  requestId: string;
-  /** Server time of the answer, ISO 8601 UTC. */
-  timestamp: string;
-};
+export type MetaOut = Record<string, unknown>;
 
 export type PathStepOut = {
   /** Source entity of the fact. */

@@ -51,18 +51,18 @@ _URL_KEYS = frozenset({"http.url", "url.full", "http.target"})
 _PATH_KEYS = ("http.target", "url.path")
 
 
-def tracing_wanted(environ: Mapping[str, str] | None = None) -> bool:
+def tracing_wanted(environment: Mapping[str, str] | None = None) -> bool:
     """Whether the environment asks for traces: an OTLP endpoint is set, and neither OTEL_SDK_DISABLED nor
     OTEL_TRACES_EXPORTER=none turns them off. Only OTLP over HTTP is built in: another protocol or exporter is
     a configuration error, said at start rather than found missing later."""
-    env = os.environ if environ is None else environ
+    environ = os.environ if environment is None else environment
     endpoint = (
-        env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
-        or env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
+        environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
+        or environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
     )
-    if not endpoint or env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+    if not endpoint or environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
         return False
-    exporter = env.get("OTEL_TRACES_EXPORTER", "otlp").strip().lower() or "otlp"
+    exporter = environ.get("OTEL_TRACES_EXPORTER", "otlp").strip().lower() or "otlp"
     if exporter == "none":
         return False
     if exporter != "otlp":
@@ -71,8 +71,8 @@ def tracing_wanted(environ: Mapping[str, str] | None = None) -> bool:
             "HTTP only (set it to otlp, or leave it unset)."
         )
     protocol = (
-        env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "").strip()
-        or env.get("OTEL_EXPORTER_OTLP_PROTOCOL", "").strip()
+        environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "").strip()
+        or environ.get("OTEL_EXPORTER_OTLP_PROTOCOL", "").strip()
         or "http/protobuf"
     )
     if protocol != "http/protobuf":
@@ -186,24 +186,6 @@ def span(
 def span_set(target: Span | None, attributes: Mapping[str, AttributeValue]) -> None:
     if target is not None:
         target.set_attributes(attributes)
-
-
-def traced(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Decorator form of `span` (the function's arguments are never recorded)."""
-
-    def wrap(function: Callable[..., Any]) -> Callable[..., Any]:
-        import functools
-
-        @functools.wraps(function)
-        def call(*args: Any, **kwargs: Any) -> Any:
-            if not ENABLED:
-                return function(*args, **kwargs)
-            with span(name):
-                return function(*args, **kwargs)
-
-        return call
-
-    return wrap
 
 
 def trace_id() -> str | None:
@@ -444,8 +426,3 @@ def _scrubbing(inner: SpanExporter) -> SpanExporter:
             return bool(inner.force_flush(timeout_millis))
 
     return ScrubbingExporter()
-
-
-def force_flush() -> None:
-    if _provider is not None:
-        _provider.force_flush()
