@@ -367,6 +367,14 @@ if EMBEDDING_LOCAL_BACKEND not in ("auto", "onnx", "torch"):
 EMBEDDING_ONNX_DIR = os.environ.get("EMBEDDING_ONNX_DIR", "").strip()
 SIMILARITY_EDGE_THRESHOLD = env_float("SIMILARITY_EDGE_THRESHOLD", 0.85, minimum=0.0, maximum=1.0)
 SIMILARITY_EDGE_MAX_PER_MEMORY = env_int("SIMILARITY_EDGE_MAX_PER_MEMORY", 5)
+# Update detection at write time (memories.updates, docs/current-truth.md): the new memory is compared with
+# its SUPERSESSION_CANDIDATES nearest neighbours of at least SUPERSESSION_MIN_SIMILARITY cosine, and an
+# *updates* decision needs SUPERSESSION_THRESHOLD confidence (bench/README.md: where it sits and why).
+# SUPERSESSION_DETECTION=false turns the detector off (people and models still decide).
+SUPERSESSION_DETECTION = env_bool("SUPERSESSION_DETECTION", True)
+SUPERSESSION_CANDIDATES = min(50, env_int("SUPERSESSION_CANDIDATES", 10, minimum=1))
+SUPERSESSION_MIN_SIMILARITY = env_float("SUPERSESSION_MIN_SIMILARITY", 0.25, minimum=0.0, maximum=1.0)
+SUPERSESSION_THRESHOLD = env_float("SUPERSESSION_THRESHOLD", 0.7, minimum=0.0, maximum=1.0)
 # Workspaces with more vectors than this (of one dimension) get their own HNSW index; smaller ones scan
 # exactly. An exact scan costs about 1.3 µs per row: 10k rows take 11–15 ms (p95 12–19 ms in
 # bench/vector_search.py on two cores, depending on what else runs); 20k would not stay under 20 ms.
@@ -439,6 +447,10 @@ SEARCH_REPLY_LIFT = env_float("SEARCH_REPLY_LIFT", 0.8, minimum=0.0, maximum=1.0
 SEARCH_HALF_LIFE_DAYS = env_float("SEARCH_HALF_LIFE_DAYS", 30.0, minimum=0.0, maximum=3650.0)
 SEARCH_DECAY_FLOOR = env_float("SEARCH_DECAY_FLOOR", 0.5, minimum=0.0, maximum=1.0)
 SEARCH_MMR_LAMBDA = env_float("SEARCH_MMR_LAMBDA", 0.7, minimum=0.0, maximum=1.0)
+# Candidates this alike (cosine) are near-duplicates: before MMR picks, the newer of the two takes the
+# better place, so MMR keeps an update rather than the memory it changes
+# (retrieval.search.newer_of_duplicates_first). 1 turns it off.
+SEARCH_DUPLICATE_SIMILARITY = env_float("SEARCH_DUPLICATE_SIMILARITY", 0.9, minimum=0.0, maximum=1.0)
 # Time-aware recall: a query's time expression ("yesterday", "in May 2023", "before the migration") leaves the
 # text query and becomes a window; memories whose time falls in it get this added to their score (0 = off:
 # the expression then stays in the query, as before).
@@ -662,6 +674,10 @@ GRAPH_ENTITY_MERGE_MAX_FACTS = env_int("GRAPH_ENTITY_MERGE_MAX_FACTS", 10_000, m
 # context/get's token budget when a request sets none (tokenBudget), and the share of it the entity graph's
 # sections (known facts, community summaries) may fill: about 4 %, 160 tokens of 4,000.
 CONTEXT_TOKEN_BUDGET = env_int("CONTEXT_TOKEN_BUDGET", 4000, minimum=256)
+# Rules are always in context/get; a scope with more than CONTEXT_RULES_ALWAYS of them has them ranked by the
+# query and kept within CONTEXT_RULES_BUDGET_SHARE of the token budget (at least CONTEXT_RULES_ALWAYS).
+CONTEXT_RULES_ALWAYS = env_int("CONTEXT_RULES_ALWAYS", 8)
+CONTEXT_RULES_BUDGET_SHARE = env_float("CONTEXT_RULES_BUDGET_SHARE", 0.3, minimum=0.0, maximum=1.0)
 GRAPH_CONTEXT_BUDGET_SHARE = env_float("GRAPH_CONTEXT_BUDGET_SHARE", 0.04, minimum=0.0, maximum=0.5)
 # Most facts one context/get recalls (what the budget does not fit is dropped; 0: no facts).
 GRAPH_CONTEXT_MAX_FACTS = env_int("GRAPH_CONTEXT_MAX_FACTS", 8, minimum=0)

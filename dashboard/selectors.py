@@ -20,7 +20,7 @@ from graphsvc.models import (
     GraphNode,
     MemoryNodeLink,
 )
-from memories.models import Memory
+from memories.models import Memory, SupersessionDecision
 from memories.selectors import decode_cursor, encode_cursor
 
 
@@ -416,18 +416,96 @@ def _memory_pairs(*, workspace_id: int, edge_type: str, limit: int) -> list[dict
                 "edge": edge,
                 "first": first,
                 "second": second,
-                "explanation": (edge.metadata or {}).get("explanation")
-                if isinstance(edge.metadata, dict)
-                else None,
+                "explanation": _edge_explanation(edge),
             }
         )
     return pairs
 
 
+def _edge_explanation(edge: GraphEdge) -> str | None:
+    """The model's explanation; for the update detector's edges the cue and what changed."""
+    metadata = edge.metadata if isinstance(edge.metadata, dict) else {}
+    if metadata.get("explanation"):
+        return str(metadata["explanation"])
+    if edge.origin == "heuristic":
+        change = f"{metadata.get('oldSpan')} → {metadata.get('newSpan')}"
+        cue = metadata.get("cue")
+        return (
+            f"Update detected (the newer memory says “{cue}”): {change}."
+            if cue
+            else f"Update detected: {change}."
+        )
+    if edge.origin == "manual":
+        return "A person decided which memory is current."
+    return None
+
+
 def conflicts(*, workspace_id: int, limit: int) -> list[dict[str, Any]]:
     """Contradicting memory pairs, newest first: the older memory as `first`, with the model's
-    explanation and quote."""
-    return _memory_pairs(workspace_id=workspace_id, edge_type="contradicts", limit=limit)
+    explanation and quote, and which side is current (`current`: the successor when one side superseded
+    the other, else the newer; `current_because`: superseded | newer | both_stand)."""
+    pairs = _memory_pairs(workspace_id=workspace_id, edge_type="contradicts", limit=limit)
+    standing = _both_stand(workspace_id=workspace_id, pairs=[(p["first"].id, p["second"].id) for p in pairs])
+    for pair in pairs:
+        first, second = pair["first"], pair["second"]
+        if first.superseded_by == second.id or second.superseded_by == first.id:
+            pair["current"] = second if first.superseded_by == second.id else first
+            pair["current_because"] = "superseded"
+        elif frozenset((first.id, second.id)) in standing:
+            pair["current"], pair["current_because"] = None, "both_stand"
+        else:
+            pair["current"], pair["current_because"] = second, "newer"
+    return pairs
+
+
+def _both_stand(*, workspace_id: int, pairs: list[tuple[uuid.UUID, uuid.UUID]]) -> set[frozenset[uuid.UUID]]:
+    ids = {memory_id for pair in pairs for memory_id in pair}
+    if not ids:
+        return set()
+    rows = SupersessionDecision.objects.filter(
+        workspace_id=workspace_id,
+        reverted_at__isnull=True,
+        decision=SupersessionDecision.Decision.NOT_CONFLICT,
+        newer_id__in=ids,
+        older_id__in=ids,
+    ).values_list("newer_id", "older_id")
+    return {frozenset(row) for row in rows}
+
+
+def duplicates(*, workspace_id: int, limit: int) -> list[list[Memory]]:
+    """Groups of memories that restate each other (active *restates* decisions of the update detector, a
+    model or a person), newest first in each group; groups with the newest activity first."""
+    rows = list(
+        SupersessionDecision.objects.filter(
+            workspace_id=workspace_id,
+            reverted_at__isnull=True,
+            decision=SupersessionDecision.Decision.RESTATES,
+        )
+        .order_by("-created_at", "-id")
+        .values_list("newer_id", "older_id")[: limit * 4]
+    )
+    parent: dict[uuid.UUID, uuid.UUID] = {}
+
+    def root(node: uuid.UUID) -> uuid.UUID:
+        while parent.setdefault(node, node) != node:
+            parent[node] = parent[parent[node]]
+            node = parent[node]
+        return node
+
+    for newer, older in rows:
+        parent[root(newer)] = root(older)
+    found = memories_by_id(workspace_id=workspace_id, memory_ids=list(parent))
+    groups: dict[uuid.UUID, list[Memory]] = {}
+    for memory_id, memory in found.items():
+        if memory.superseded_by is None:
+            groups.setdefault(root(memory_id), []).append(memory)
+    ordered = [
+        sorted(group, key=lambda m: (m.created_at, str(m.id)), reverse=True)
+        for group in groups.values()
+        if len(group) > 1
+    ]
+    ordered.sort(key=lambda group: group[0].created_at, reverse=True)
+    return ordered[:limit]
 
 
 def replacements(*, workspace_id: int, limit: int) -> list[dict[str, Any]]:
@@ -442,9 +520,10 @@ def replacements(*, workspace_id: int, limit: int) -> list[dict[str, Any]]:
     newer = memories_by_id(
         workspace_id=workspace_id, memory_ids=[m.superseded_by for m in consolidated if m.superseded_by]
     )
+    listed = {(pair["first"].id, pair["second"].id) for pair in pairs}
     for old in consolidated:
         new = newer.get(old.superseded_by)  # type: ignore[arg-type]
-        if new is not None:
+        if new is not None and (new.id, old.id) not in listed:
             pairs.append({"edge": None, "first": new, "second": old, "explanation": "Consolidated."})
     return pairs[:limit]
 

@@ -28,6 +28,7 @@ urlpatterns = [
     path(W + "graph/node/", explorer.explorer_node, name="dashboard-explorer-node"),
     path(W + "graph/path/", explorer.explorer_path, name="dashboard-explorer-path"),
     path(W + "changes/", changes.changes, name="dashboard-changes"),
+    path(W + "changes/resolve/", changes.conflict_resolve, name="dashboard-conflict-resolve"),
     path(W + "trace/", changes.trace, name="dashboard-trace"),
     path(W + "rollout/", rollout.rollout, name="dashboard-rollout"),
     path(W + "rollout/mode/", rollout.rollout_mode, name="dashboard-rollout-mode"),

@@ -69,6 +69,8 @@ class GraphEdge(WorkspaceRow):
         LLM_ENTITY = "llm_entity"
         MANUAL = "manual"
         CONSOLIDATION = "consolidation"
+        # The update detector (memories.updates) and a person resolving a conflict; see SupersessionDecision.
+        HEURISTIC = "heuristic"
 
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, db_index=False, related_name="+")
     # Deterministic edges are per evidence memory (`m:<memory>:<type>:<from>:<to>`), relationship edges one

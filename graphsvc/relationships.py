@@ -91,9 +91,22 @@ class _PairwiseFields(TypedDict):
     explanation: str
 
 
+@dataclass(frozen=True)
+class PairAnswer:
+    """What the classifier said about (other, memory): kept so update detection can be confirmed or overruled
+    (memories.supersession)."""
+
+    other_id: uuid.UUID
+    relationship: str
+    confidence: float
+    explanation: str
+    evidence: str
+
+
 @dataclass
 class RelationshipResult:
     edges: list[RelationshipEdge] = field(default_factory=list)
+    answers: list[PairAnswer] = field(default_factory=list)
     calls: int = 0
     issues: dict[str, int] = field(default_factory=dict)
     retryable_failures: int = 0
@@ -181,6 +194,7 @@ def relationships_find(
     candidates: list[tuple[MemoryText, float]],
     context: list[MemoryText],
     job_id: int | None = None,
+    always_ask: frozenset[uuid.UUID] = frozenset(),
 ) -> RelationshipResult:
     """Ask the model about `memory`; never raises for a model failure (failures are counted in the result).
 
@@ -189,9 +203,21 @@ def relationships_find(
     """
     result = RelationshipResult()
     low, high = settings.GRAPH_LLM_AMBIGUOUS_SIMILARITY_MIN, settings.GRAPH_LLM_AMBIGUOUS_SIMILARITY_MAX
-    in_band = sorted(
-        ((other, score) for other, score in candidates if low <= score <= high and other.content.strip()),
-        key=lambda pair: -pair[1],
+    # `always_ask`: pairs the update detector decided, asked whatever their cosine so the model confirms or
+    # overrules the decision; then the ambiguous band, closest first, within the call cap.
+    asked = [
+        (other, score) for other, score in candidates if other.id in always_ask and other.content.strip()
+    ]
+    in_band = (
+        asked
+        + sorted(
+            (
+                (other, score)
+                for other, score in candidates
+                if low <= score <= high and other.content.strip() and other.id not in always_ask
+            ),
+            key=lambda pair: -pair[1],
+        )
     )[: settings.GRAPH_LLM_PAIRWISE_MAX_CALLS]
     for other, _score in in_band:
         result.calls += 1
@@ -210,6 +236,15 @@ def relationships_find(
         except llm.LlmError as exc:
             result.issue(GRAPH_LLM_CLASSIFICATION_FAILED, exc)
             continue
+        result.answers.append(
+            PairAnswer(
+                other.id,
+                answer.relationship,
+                answer.confidence,
+                answer.explanation[:1000],
+                answer.evidence[:EVIDENCE_LIMIT],
+            )
+        )
         if answer.confidence < settings.GRAPH_LLM_RELATIONSHIP_CONFIDENCE_THRESHOLD:
             continue
         common: _PairwiseFields = {

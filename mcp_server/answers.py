@@ -74,6 +74,20 @@ def forgotten_text(data: dict[str, Any]) -> str:
     return f"{_line(data.get('message'))} id {_name(data.get('id'))}"
 
 
+def resolved_text(data: dict[str, Any]) -> str:
+    decision = data.get("decision")
+    reverted = len(data.get("reverted") or [])
+    if not decision:
+        return f"Reverted {reverted} decision(s) on the pair."
+    if decision.get("decision") == "supersedes":
+        head = f"{decision.get('newerMemoryId')} is current; {decision.get('olderMemoryId')} is superseded."
+    elif decision.get("decision") == "not_conflict":
+        head = "Both memories stand (not in conflict)."
+    else:
+        head = "Recorded: the two memories restate each other."
+    return f"{head} Decision {decision.get('id')}; {reverted} earlier decision(s) reverted."
+
+
 def search_text(data: dict[str, Any]) -> str:
     memories = data.get("memories") or []
     trace = data.get("trace") or {}

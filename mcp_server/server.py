@@ -57,7 +57,9 @@ from graphsvc.schemas import (
 )
 from graphsvc.traverse import graph_traverse
 from mcp_server import answers
-from memories.schemas import AddIn, ForgetIn, ForgetOut
+from memories import supersession
+from memories.api import supersession_answer
+from memories.schemas import AddIn, ForgetIn, ForgetOut, ResolveIn, ResolveOut
 from memories.selectors import MemoryScope, memory_scope
 from pipeline import services as pipeline
 from pipeline.outcomes import add_outcome_data
@@ -247,6 +249,24 @@ def forget_memory_sync(*, caller: SdkCaller, payload: dict[str, Any], role: str)
     return ForgetOut(id=str(memory.id), deleted=True, message="Memory forgotten.").model_dump(mode="json")
 
 
+@declare(WRITE)
+def resolve_memories_sync(*, caller: SdkCaller, payload: dict[str, Any], role: str) -> dict[str, Any]:
+    body = _validated(ResolveIn, payload)
+    workspace_id, scope = _resolve(caller, body.scope, role=role)
+    with workspace_context(workspace_id):
+        resolution = supersession.memory_resolve(
+            workspace_id=workspace_id,
+            scope=scope,
+            memory_id=body.memoryId,
+            other_memory_id=body.otherMemoryId,
+            action=body.action,
+            actor=f"user:{caller.user.pk}",
+            note=body.note,
+        )
+        data = supersession_answer(workspace_id=workspace_id, resolution=resolution)
+    return ResolveOut.model_validate(data).model_dump(mode="json")
+
+
 @declare(READ)
 def get_context_sync(*, caller: SdkCaller, payload: dict[str, Any], role: str) -> dict[str, Any]:
     body = _validated(ContextIn, payload)
@@ -423,6 +443,7 @@ TOOL_BODIES: dict[str, Callable[..., dict[str, Any]]] = {
     "add_memory": add_memory_sync,
     "search_memories": search_memories_sync,
     "forget_memory": forget_memory_sync,
+    "resolve_memories": resolve_memories_sync,
     "graph_facts": graph_facts_sync,
     "graph_traverse": graph_traverse_sync,
     "graph_entities": graph_entities_sync,
@@ -442,6 +463,7 @@ TOOL_TEXT: dict[str, Callable[[dict[str, Any]], str]] = {
     "add_memory": answers.added_text,
     "search_memories": answers.search_text,
     "forget_memory": answers.forgotten_text,
+    "resolve_memories": answers.resolved_text,
     "graph_facts": answers.facts_text,
     "graph_traverse": answers.traverse_text,
     "graph_entities": answers.entities_text,
@@ -465,6 +487,7 @@ TOOL_SCHEMAS: dict[str, tuple[type[BaseModel], frozenset[str]]] = {
     "add_memory": (AddIn, frozenset()),
     "search_memories": (SearchIn, frozenset()),
     "forget_memory": (ForgetIn, frozenset()),
+    "resolve_memories": (ResolveIn, frozenset()),
     "graph_facts": (FactsIn, frozenset()),
     "graph_traverse": (TraverseIn, frozenset()),
     "graph_entities": (EntitiesIn, frozenset()),
@@ -485,6 +508,10 @@ TOOL_DESCRIPTIONS = {
     "add_memory": "Store a memory: a durable fact, decision, rule, preference or skill.",
     "search_memories": "Search memories by words (lexical), meaning (semantic) or both (hybrid).",
     "forget_memory": "Forget a memory by id (it stops appearing in context and search).",
+    "resolve_memories": "Say which of two memories is current: supersedes (memory_id replaces "
+    "other_memory_id, which leaves context and search), not_conflict (both stand), restates, or revert (undo "
+    "the decision on the pair). Use it when get_context lists a conflict and the user tells you which side "
+    "holds.",
     "graph_facts": "Facts from the entity graph about what `query` (or one `entity`) reaches.",
     "graph_traverse": "Walk the entity graph from one entity along typed edges (e.g. works_on, uses).",
     "graph_entities": "Entities of the graph: search by `query`, show one `entity` with its aliases, facts "

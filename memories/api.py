@@ -13,7 +13,7 @@ from ninja import Query, Router, Status
 from config import tracing
 from config.errors import ApiError, success_envelope
 from config.schemas import Envelope
-from memories import selectors, services
+from memories import selectors, services, supersession
 from memories.schemas import (
     AddIn,
     AddOut,
@@ -21,6 +21,8 @@ from memories.schemas import (
     BulkForgetOut,
     ConsolidateIn,
     ConsolidateOut,
+    DecisionsIn,
+    DecisionsOut,
     EditIn,
     EditOut,
     ForgetIn,
@@ -30,6 +32,8 @@ from memories.schemas import (
     MemorySettingsOut,
     MemorySettingsPatchIn,
     MemorySettingsQuery,
+    ResolveIn,
+    ResolveOut,
     VacuumIn,
     VacuumOut,
 )
@@ -362,3 +366,66 @@ def memories_settings_patch(request: HttpRequest, payload: MemorySettingsPatchIn
         services.memory_settings_update(workspace_id=workspace_id, changes=changes)
         data = selectors.memory_settings_payload(workspace_id=workspace_id)
     return success_envelope(request, data)
+
+
+@router.post(
+    "/memories/resolve",
+    response=Envelope[ResolveOut],
+    summary="Decide which of two memories is current (or that both stand), or undo such a decision",
+    description="Records who decided and when; the previous decision on the pair is reverted, not lost. "
+    "supersedes marks otherMemoryId superseded by memoryId (it leaves search and context/get unless "
+    "includeSuperseded) and ends the facts it alone supported that the current memory restates; "
+    "not_conflict and revert undo that. Both memories must be the caller's to write (404 otherwise).",
+)
+@requires(WRITE)
+def memories_resolve(request: HttpRequest, payload: ResolveIn) -> dict[str, Any]:
+    workspace_id = request_workspace_id(request, payload.scope)
+    caller: SdkCaller = request.auth  # type: ignore[attr-defined]
+    with workspace_context(workspace_id):
+        resolution = supersession.memory_resolve(
+            workspace_id=workspace_id,
+            scope=memory_scope(payload.scope),
+            memory_id=payload.memoryId,
+            other_memory_id=payload.otherMemoryId,
+            action=payload.action,
+            actor=f"user:{caller.user.pk}",
+            note=payload.note,
+        )
+        data = supersession_answer(workspace_id=workspace_id, resolution=resolution)
+    return success_envelope(request, data)
+
+
+def supersession_answer(*, workspace_id: int, resolution: supersession.Resolution) -> dict[str, Any]:
+    """memories/resolve's answer, for the SDK route and the MCP tool."""
+    return {
+        "decision": selectors.decision_payload(resolution.decision) if resolution.decision else None,
+        "reverted": [selectors.decision_payload(d) for d in resolution.reverted],
+        "memories": selectors.memory_payloads(workspace_id=workspace_id, memories=resolution.memories),
+    }
+
+
+@router.post(
+    "/memories/decisions",
+    response=Envelope[DecisionsOut],
+    summary="The decisions about which memory is current that involve one memory, newest first",
+)
+@requires(READ)
+def memories_decisions(request: HttpRequest, payload: DecisionsIn) -> dict[str, Any]:
+    workspace_id = request_workspace_id(request, payload.scope)
+    scope = memory_scope(payload.scope, include_superseded=True)
+    memory_id = selectors.parse_memory_id(payload.memoryId)
+    with workspace_context(workspace_id):
+        found = (
+            selectors.memories_readable(workspace_id=workspace_id, scope=scope).filter(pk=memory_id).exists()
+            if memory_id
+            else False
+        )
+        if not found or memory_id is None:
+            raise services.memory_not_found(payload.memoryId)
+        decisions = selectors.supersession_decisions(
+            workspace_id=workspace_id,
+            memory_id=memory_id,
+            include_reverted=payload.includeReverted,
+            limit=payload.limit,
+        )
+    return success_envelope(request, {"decisions": [selectors.decision_payload(d) for d in decisions]})

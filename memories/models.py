@@ -101,6 +101,12 @@ class Memory(WorkspaceRow):
                 name="memories_ws_said_at",
                 condition=Q(said_at__isnull=False, deleted_at__isnull=True),
             ),
+            # What the returned memories superseded (context/get's conflicts): few rows, read on every call.
+            models.Index(
+                fields=["workspace", "superseded_by"],
+                name="memories_ws_superseded_by",
+                condition=Q(superseded_by__isnull=False),
+            ),
         ]
 
     @property
@@ -349,4 +355,46 @@ class SkillFile(WorkspaceRow):
                 name="skill_files_owner_path",
                 nulls_distinct=False,
             )
+        ]
+
+
+class SupersessionDecision(WorkspaceRow):
+    """One decision about which of two memories is current: `newer` supersedes `older`, or they restate each
+    other, or they are not in conflict. Who decided (a rule of the update detector, a model, a person through
+    the API, MCP or the dashboard) and when; reverting a decision keeps its row (reverted_at, reverted_by), so
+    the history of a pair is its rows in order."""
+
+    class Decision(models.TextChoices):
+        SUPERSEDES = "supersedes"
+        RESTATES = "restates"
+        NOT_CONFLICT = "not_conflict"
+
+    class Origin(models.TextChoices):
+        HEURISTIC = "heuristic"
+        LLM = "llm"
+        MANUAL = "manual"
+
+    id = models.BigAutoField(primary_key=True)
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, db_index=False, related_name="+")
+    # For not_conflict the two are a pair without a direction (stored newer first all the same).
+    newer_id = models.UUIDField()
+    older_id = models.UUIDField()
+    decision = models.CharField(max_length=16, choices=Decision.choices)
+    origin = models.CharField(max_length=16, choices=Origin.choices)
+    # The detector's signals ("cue:moved+left:friday"), or what a person chose ("keep_newer", "merge").
+    rule = models.CharField(max_length=200, null=True, blank=True)
+    model = models.CharField(max_length=160, null=True, blank=True)
+    confidence = models.FloatField(default=1.0)
+    evidence = models.JSONField(null=True, blank=True)
+    actor = models.CharField(max_length=200)
+    created_at = models.DateTimeField()
+    reverted_at = models.DateTimeField(null=True, blank=True)
+    reverted_by = models.CharField(max_length=200, null=True, blank=True)
+
+    class Meta:
+        db_table = "memory_supersessions"
+        indexes = [
+            models.Index(fields=["workspace", "older_id"], name="memory_supersessions_older"),
+            models.Index(fields=["workspace", "newer_id"], name="memory_supersessions_newer"),
+            models.Index(fields=["workspace", "-created_at"], name="memory_supersessions_recent"),
         ]

@@ -519,3 +519,50 @@ class MemorySettingsPatchIn(StrictIn):
 class MemorySettingsQuery(ScopeQuery):
     """The scope of GET memories/settings, validated like every scope (an empty projectId is a 422, not a
     500)."""
+
+
+class ResolveIn(StrictIn):
+    action: Literal["supersedes", "not_conflict", "restates", "revert"] = Field(
+        description="supersedes: `memoryId` is current and `otherMemoryId` is replaced by it (it leaves "
+        "retrieval unless includeSuperseded); not_conflict: both stand (undoes a supersession of the pair); "
+        "restates: the two say the same (recorded; both stay); revert: undo the active decisions on the pair."
+    )
+    memoryId: Annotated[str, Trimmed(64)] = Field(description="The current memory (for supersedes).")
+    otherMemoryId: Annotated[str, Trimmed(64)] = Field(description="The other memory of the pair.")
+    note: Annotated[str, Trimmed(500)] | None = Field(None, description="Why, kept with the decision.")
+    scope: ScopeIn = scope_field()
+
+
+class DecisionOut(Schema):
+    id: int = Field(description="Decision id.")
+    newerMemoryId: str = Field(description="The current side of a supersedes decision; one side otherwise.")
+    olderMemoryId: str = Field(description="The replaced side of a supersedes decision; the other otherwise.")
+    decision: Literal["supersedes", "restates", "not_conflict"] = Field(description="What was decided.")
+    origin: Literal["heuristic", "llm", "manual"] = Field(
+        description="heuristic: the update detector; llm: a model; manual: a person or an agent's call."
+    )
+    rule: str | None = Field(None, description="The detector's signals, or the action a person chose.")
+    model: str | None = Field(None, description="The model, when a model decided.")
+    confidence: float = Field(description="0–1; 1 for people's decisions.")
+    evidence: dict[str, Any] | None = Field(None, description="Cue, changed spans, explanation, note.")
+    actor: str = Field(description="Who decided: user:<id>, system:update-detector or system:model.")
+    createdAt: datetime = Field(description="When.")
+    revertedAt: datetime | None = Field(None, description="When it was reverted; null while active.")
+    revertedBy: str | None = Field(None, description="Who reverted it (or the decision that replaced it).")
+
+
+class ResolveOut(Schema):
+    decision: DecisionOut | None = Field(description="The decision recorded (null for revert).")
+    reverted: list[DecisionOut] = Field(description="Decisions this call reverted.")
+    memories: list[MemoryOut] = Field(description="Both memories as they are now.")
+
+
+class DecisionsIn(StrictIn):
+    memoryId: Annotated[str, Trimmed(64)] = Field(description="Decisions about this memory, newest first.")
+    includeReverted: bool = Field(True, description="Also reverted decisions (the pair's history).")
+    limit: int = Field(50, ge=1, le=200, description="At most this many, 1–200.")
+    scope: ScopeIn = scope_field()
+
+
+class DecisionsOut(Schema):
+    decisions: list[DecisionOut] = Field(description="Newest first.")

@@ -886,3 +886,38 @@ def skill_files_for_context(
             usage_count=F("usage_count") + 1, last_used_at=timezone.now()
         )
     return chosen
+
+
+# --- supersession decisions ---------------------------------------------------------------------------------
+
+
+def decision_payload(decision: Any) -> dict[str, Any]:
+    return {
+        "id": decision.id,
+        "newerMemoryId": str(decision.newer_id),
+        "olderMemoryId": str(decision.older_id),
+        "decision": decision.decision,
+        "origin": decision.origin,
+        "rule": decision.rule,
+        "model": decision.model,
+        "confidence": decision.confidence,
+        "evidence": decision.evidence,
+        "actor": decision.actor,
+        "createdAt": decision.created_at,
+        "revertedAt": decision.reverted_at,
+        "revertedBy": decision.reverted_by,
+    }
+
+
+def supersession_decisions(
+    *, workspace_id: int, memory_id: uuid.UUID, include_reverted: bool, limit: int
+) -> list[Any]:
+    """The decisions about a memory (either side), newest first."""
+    from memories.models import SupersessionDecision
+
+    decisions = SupersessionDecision.objects.filter(
+        Q(newer_id=memory_id) | Q(older_id=memory_id), workspace_id=workspace_id
+    )
+    if not include_reverted:
+        decisions = decisions.filter(reverted_at__isnull=True)
+    return list(decisions.order_by("-created_at", "-id")[:limit])

@@ -18,11 +18,12 @@ from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError, connections, transaction
+from django.utils import timezone
 from pydantic import BaseModel, Field
 
 from graphsvc import entities, llm, mapping, relationships, similarity
 from graphsvc import services as graph_services
-from memories import hygiene, selectors, services
+from memories import hygiene, selectors, services, supersession
 from memories.models import Memory, PipelineJob
 from memories.sanitizer import injection_flags
 from memories.selectors import MemoryScope
@@ -37,6 +38,7 @@ logger = logging.getLogger("cairn.pipeline")
 GRAPH_MAPPING_SYNC_FAILED = "GRAPH_MAPPING_SYNC_FAILED"
 GRAPH_RELATIONSHIP_SYNC_FAILED = "GRAPH_RELATIONSHIP_SYNC_FAILED"
 EMBEDDING_FAILED = "EMBEDDING_FAILED"
+UPDATE_DETECTION_FAILED = "UPDATE_DETECTION_FAILED"
 EMBED_BATCH_SIZE = 64
 MAPPING_BATCH_SIZE = 200
 
@@ -435,6 +437,15 @@ def memory_consolidate_flow(
                 workspace_id=workspace_id, pairs=result.superseded
             ),
         )
+        now = timezone.now()
+        graph_step(
+            workspace_id=workspace_id,
+            memory_id=None,
+            action=lambda: [
+                supersession.facts_follow(workspace_id=workspace_id, newer_id=winner, older_id=loser, at=now)
+                for winner, loser in result.superseded
+            ],
+        )
     return result
 
 
@@ -610,17 +621,24 @@ def run_similarity_jobs(*, workspace_id: int, claimed: list[jobs.ClaimedJob]) ->
                 if memory is not None:
                     by_model.setdefault(job.model or embedding_model_for(memory), []).append(memory)
             updates = []
+            detect = settings.SUPERSESSION_DETECTION
             for model, group in by_model.items():
+                # One neighbour search serves the similarity edges (the closest few) and update detection.
                 found = vectors.neighbours_of_memories(
                     workspace_id=workspace_id,
                     model=model,
                     memory_ids=[m.id for m in group],
-                    limit=settings.SIMILARITY_EDGE_MAX_PER_MEMORY,
+                    limit=max(
+                        settings.SIMILARITY_EDGE_MAX_PER_MEMORY,
+                        settings.SUPERSESSION_CANDIDATES if detect else 0,
+                    ),
                 )
+                if detect:
+                    _updates_detect(workspace_id=workspace_id, memories=group, found=found)
                 for memory in group:
                     kept = [
                         (mid, score)
-                        for mid, score in found.get(memory.id, [])
+                        for mid, score in found.get(memory.id, [])[: settings.SIMILARITY_EDGE_MAX_PER_MEMORY]
                         if score >= settings.SIMILARITY_EDGE_THRESHOLD
                     ]
                     expiry = memory.expires_at if memory.layer == Memory.Layer.WORKING else None
@@ -639,6 +657,47 @@ def run_similarity_jobs(*, workspace_id: int, claimed: list[jobs.ClaimedJob]) ->
                 workspace_id=workspace_id,
                 jobs=claimed,
                 code=GRAPH_RELATIONSHIP_SYNC_FAILED,
+                message=f"{type(exc).__name__}: {exc}",
+            )
+
+
+def _updates_detect(
+    *, workspace_id: int, memories: list[Memory], found: dict[uuid.UUID, list[tuple[uuid.UUID, float]]]
+) -> None:
+    """Update detection for freshly embedded memories (memories.updates via memories.supersession), in a
+    savepoint: a failure is recorded and the similarity step goes on."""
+    wanted = {
+        mid
+        for memory in memories
+        for mid, score in found.get(memory.id, [])
+        if score >= settings.SUPERSESSION_MIN_SIMILARITY
+    }
+    if not wanted:
+        return
+    loaded = _load_memories(workspace_id, list(wanted))
+    for memory in sorted(memories, key=lambda m: (m.created_at, str(m.id))):
+        neighbours = [
+            (loaded[mid], score)
+            for mid, score in found.get(memory.id, [])
+            if mid in loaded and score >= settings.SUPERSESSION_MIN_SIMILARITY
+        ]
+        if not neighbours:
+            continue
+        try:
+            with transaction.atomic(using="app"):
+                supersession.updates_detect(
+                    workspace_id=workspace_id,
+                    memory=memory,
+                    neighbours=neighbours,
+                    threshold=settings.SUPERSESSION_THRESHOLD,
+                )
+        except Exception as exc:  # noqa: BLE001 - detection is an addition to the write, never a reason to fail it
+            logger.exception("update detection failed for memory %s", memory.id)
+            pipeline_error_record(
+                workspace_id=workspace_id,
+                memory_id=memory.id,
+                stage="supersession",
+                code=UPDATE_DETECTION_FAILED,
                 message=f"{type(exc).__name__}: {exc}",
             )
 
@@ -730,6 +789,8 @@ def run_relate_jobs(*, workspace_id: int, claimed: list[jobs.ClaimedJob]) -> Non
             _memory_text(m)
             for m in _recent_peers(workspace_id, memory, settings.GRAPH_LLM_SEMANTIC_CONTEXT_LIMIT)
         ]
+        with workspace_context(workspace_id):
+            detected = supersession.heuristic_pairs(workspace_id=workspace_id, memory_id=memory.id)
         try:
             result = relationships.relationships_find(
                 workspace_id=workspace_id,
@@ -737,6 +798,7 @@ def run_relate_jobs(*, workspace_id: int, claimed: list[jobs.ClaimedJob]) -> Non
                 candidates=candidates,
                 context=context,
                 job_id=job.id,
+                always_ask=frozenset(detected),
             )
         except llm.LlmBudgetExhausted as exc:
             _llm_failed(
@@ -766,6 +828,13 @@ def run_relate_jobs(*, workspace_id: int, claimed: list[jobs.ClaimedJob]) -> Non
             with workspace_context(workspace_id):
                 relationships.relationship_edges_replace(
                     workspace_id=workspace_id, memory_id=memory.id, edges=result.edges, expires_at=expiry
+                )
+                supersession.model_decisions_apply(
+                    workspace_id=workspace_id,
+                    memory=memory,
+                    neighbours={mid: neighbours[mid] for mid, _ in found if mid in neighbours},
+                    answers=result.answers,
+                    model=llm.model_for("pairwise"),
                 )
                 jobs.jobs_succeed(
                     jobs=[job],
@@ -840,6 +909,13 @@ def run_extract_jobs(*, workspace_id: int, claimed: list[jobs.ClaimedJob]) -> No
                 )
             continue
         with workspace_context(workspace_id):
+            graph_step(
+                workspace_id=workspace_id,
+                memory_id=memory.id,
+                action=functools.partial(
+                    supersession.facts_follow_memory, workspace_id=workspace_id, memory=memory
+                ),
+            )
             jobs.jobs_succeed(jobs=[job])
 
 

@@ -65,8 +65,7 @@ def context_get(request: HttpRequest, payload: ContextIn) -> HttpResponse:
     rules: context.Rules = data.pop("_rules")
     with tracing.span("context.answer"):
         if rules.rendered is None:
-            adapter = _rules_adapter()
-            rules.rendered = adapter.dump_json(adapter.validate_python(rules.payloads))
+            rules.rendered = _rules_rendered(rules)
         return envelope_response_spliced(
             request, data, ContextOut, field="rules", rendered=rules.rendered, before="memories"
         )
@@ -75,6 +74,24 @@ def context_get(request: HttpRequest, payload: ContextIn) -> HttpResponse:
 @functools.cache
 def _rules_adapter() -> TypeAdapter[list[ContextMemoryOut]]:
     return TypeAdapter(list[ContextMemoryOut])
+
+
+@functools.cache
+def _rule_adapter() -> TypeAdapter[ContextMemoryOut]:
+    return TypeAdapter(ContextMemoryOut)
+
+
+def _rules_rendered(rules: context.Rules) -> bytes:
+    """The rules as JSON: a whole cached list at once; a query's selection (context.rules_for_query) from
+    its list's rules, each serialised once per cached list."""
+    parent, indexes = rules.parent, rules.indexes
+    if parent is None or indexes is None:
+        adapter = _rules_adapter()
+        return adapter.dump_json(adapter.validate_python(rules.payloads))
+    if parent.pieces is None:
+        one = _rule_adapter()
+        parent.pieces = [one.dump_json(one.validate_python(payload)) for payload in parent.payloads]
+    return b"[" + b",".join(parent.pieces[index] for index in indexes) + b"]"
 
 
 @router.post(

@@ -9,7 +9,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import json
 import logging
+import math
 import re
 import time
 import uuid
@@ -168,6 +170,64 @@ class Rules:
     # The payloads validated and serialised as context/get's `rules` (memories.api), once per cached list:
     # with 100 rules that was most of the answer's serialisation time.
     rendered: bytes | None = None
+    # Each rule's word stems, and each stem's inverse document frequency over the list (rules_for_query),
+    # computed once per cached list.
+    terms: list[frozenset[str]] | None = None
+    idf: dict[str, float] | None = None
+    total: int = 0  # how many rules the scope holds (set when the list is a query's selection)
+    # A query's selection: the cached list it was chosen from and the chosen indexes, so each rule is
+    # serialised once per cached list (`pieces`) however the selections vary.
+    parent: Rules | None = None
+    indexes: list[int] | None = None
+    pieces: list[bytes] | None = None
+
+
+def _rule_terms(text: str) -> frozenset[str]:
+    from memories.updates import STOP_WORDS, stem
+
+    words = "".join(ch if ch.isalnum() else " " for ch in text[:2000].lower()).split()
+    return frozenset(stem(word) for word in words if len(word) > 1 and word not in STOP_WORDS)
+
+
+def rules_for_query(rules: Rules, *, query: str | None, token_budget: int | None) -> Rules:
+    """Rules are always on; when a scope holds more than CONTEXT_RULES_ALWAYS of them and the call has a
+    query, they are ranked by the query (the words they share with it, rarer words weighing more; project
+    rules before global ones and newer before older among equals) and kept within CONTEXT_RULES_BUDGET_SHARE
+    of the token budget, at least CONTEXT_RULES_ALWAYS of them, instead of pasted whole."""
+    count = len(rules.memories)
+    if not query or count <= settings.CONTEXT_RULES_ALWAYS:
+        return rules
+    if rules.terms is None or rules.idf is None:
+        terms = [_rule_terms(memory.content) for memory in rules.memories]
+        frequency: dict[str, int] = {}
+        for found in terms:
+            for term in found:
+                frequency[term] = frequency.get(term, 0) + 1
+        rules.idf = {term: math.log(1 + count / seen) for term, seen in frequency.items()}
+        rules.terms = terms
+    wanted = _rule_terms(query)
+    idf = rules.idf
+    scores = [sum(idf.get(term, 0.0) for term in wanted & found) for found in rules.terms]
+    order = sorted(range(count), key=lambda index: (-scores[index], index))
+    budget = int(
+        (token_budget if token_budget is not None else settings.CONTEXT_TOKEN_BUDGET)
+        * settings.CONTEXT_RULES_BUDGET_SHARE
+    )
+    kept: list[int] = []
+    used = 0
+    for index in order:
+        cost = len(rules.memories[index].content) // 4 + 4
+        if len(kept) >= settings.CONTEXT_RULES_ALWAYS and used + cost > budget:
+            continue
+        kept.append(index)
+        used += cost
+    return Rules(
+        [rules.memories[index] for index in kept],
+        [rules.payloads[index] for index in kept],
+        total=count,
+        parent=rules,
+        indexes=kept,
+    )
 
 
 # (workspace, scope) → (fingerprint, rules). The fingerprint is the id@updated_at list of the rules the query
@@ -327,6 +387,7 @@ def _ordered_tiers(
                 half_life_days=ordering.half_life_days,
                 mmr_lambda=ordering.mmr_lambda,
                 stored=stored,
+                decayed=outcome.scores,
             )
         tiers[layer] = Tier(memories[:limit], outcome)
     return tiers
@@ -338,7 +399,7 @@ def _weighted(tier: Tier, *, limit: int, importance_weight: float) -> Tier:
         memories = search.importance_rerank(
             memories=memories, scores=tier.outcome.scores, weight=importance_weight
         )
-    return Tier(memories, tier.outcome)
+    return Tier(search.successors_first(memories), tier.outcome)
 
 
 # --- assembly -----------------------------------------------------------------------------------------------
@@ -408,7 +469,8 @@ def context_text(
         sections.append(
             "## Conflicts\n"
             + "\n".join(
-                f"- {line(c['memoryAId'])} <-> {line(c['memoryBId'])} (confidence {c['confidence']:.2f})"
+                f"- {line(c['memoryAId'])} <-> {line(c['memoryBId'])} ({c['edgeType']}, confidence "
+                f"{c['confidence']:.2f}; current: {line(c.get('currentMemoryId') or c['memoryAId'])})"
                 + (
                     f": {line(c['explanation'], limit=CONFLICT_EXPLANATION_CHARS)}"
                     if c.get("explanation")
@@ -561,6 +623,7 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
         rules_found = (
             _rules(workspace_id=workspace_id, scope=scope) if request.include_rules else Rules([], [])
         )
+        rules_found = rules_for_query(rules_found, query=request.query, token_budget=request.token_budget)
         tracing.span_set(span, {"cairn.rules": len(rules_found.memories)})
     rules = rules_found.memories
     working, long_term = _baseline_tiers(
@@ -636,9 +699,10 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
         endpoint=request.endpoint,
     )
     with tracing.span("context.conflicts"):
-        conflicts = expansion.contradictions(
+        conflicts = conflicts_with_current(
             workspace_id=workspace_id,
-            memory_ids=[m.id for m in returned],
+            scope=scope,
+            returned=returned,
             along=rollout_services.retrieval_metric_statement(metric),
         )
     rollout_services.retrieval_metric_counted(metric)
@@ -667,6 +731,8 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
         "graphCandidates": total_candidates,
         "graphExpandedCount": len(graph_by_id),
         "conflictCount": len(conflicts),
+        "rulesTotal": rules_found.total or len(rules),
+        "rulesRanked": bool(rules_found.total),
         "fallbackTriggered": fallback_triggered,
         "fallbackReason": fallback_reason,
         "totalCandidates": len(baseline) + len(graph_by_id),
@@ -727,6 +793,150 @@ def _skill_files(*, workspace_id: int, scope: MemoryScope, request: ContextReque
         workspace_id=workspace_id, scope=scope, query=request.query, limit=settings.CONTEXT_SKILL_FILES_LIMIT
     )
     return [selectors.skill_file_payload(row) for row in rows]
+
+
+# One statement for both kinds of conflict among what context/get returns: the contradicts edges between
+# returned memories, one row per unordered pair (as graphsvc.expansion.contradictions), and the memories the
+# returned ones superseded that the caller may read, with the supersession decision when one was recorded.
+_CONFLICTS_SQL = """
+SELECT 'c', least(a.node_key, b.node_key), greatest(a.node_key, b.node_key), max(e.confidence),
+       (array_agg(e.metadata->>'explanation' ORDER BY e.confidence DESC)
+            FILTER (WHERE e.metadata->>'explanation' IS NOT NULL))[1],
+       (array_agg(e.evidence_text ORDER BY e.confidence DESC)
+            FILTER (WHERE e.evidence_text IS NOT NULL))[1],
+       NULL::text, NULL::text, NULL::jsonb
+FROM graph_edges e
+JOIN graph_nodes a ON a.id = e.from_node_id AND a.workspace_id = e.workspace_id
+JOIN graph_nodes b ON b.id = e.to_node_id AND b.workspace_id = e.workspace_id
+WHERE e.workspace_id = %(workspace_id)s AND e.edge_type = 'contradicts'
+  AND e.expired_at IS NULL AND (e.expires_at IS NULL OR e.expires_at > now())
+  AND a.node_type = 'memory' AND b.node_type = 'memory'
+  AND a.node_key = ANY(%(returned_keys)s) AND b.node_key = ANY(%(returned_keys)s) AND a.node_key <> b.node_key
+GROUP BY 2, 3
+UNION ALL
+(SELECT 'r', m.id::text, m.superseded_by::text, d.confidence, NULL, NULL, d.origin, d.rule, d.evidence
+FROM memories m
+LEFT JOIN LATERAL (
+    SELECT s.confidence, s.origin, s.rule, s.evidence FROM memory_supersessions s
+    WHERE s.workspace_id = m.workspace_id AND s.older_id = m.id AND s.newer_id = m.superseded_by
+      AND s.reverted_at IS NULL AND s.decision = 'supersedes'
+    ORDER BY s.id DESC LIMIT 1
+) d ON true
+WHERE {readable} AND m.superseded_by = ANY(%(returned_ids)s::uuid[])
+ORDER BY m.created_at DESC, m.id
+LIMIT 20)
+"""
+
+
+def conflicts_with_current(
+    *,
+    workspace_id: int,
+    scope: MemoryScope,
+    returned: list[Memory],
+    along: tuple[str, list[Any]] | None = None,
+) -> list[dict[str, Any]]:
+    """Each conflict once, with the current side: the contradictions among the returned memories, and the
+    memories the returned ones superseded (left out of the ranked tiers unless includeSuperseded, listed
+    here so an agent knows what changed). A contradiction between a memory and its successor is one entry.
+    One statement, prepared (planning was most of the contradictions' cost). `along`: a data-modifying
+    statement (SQL with positional values: the retrieval metric) sent in the same round trip, as a CTE of
+    this one; it runs once, also when there is nothing to look up."""
+    if not returned:
+        if along is not None:
+            with prepared_cursor() as cursor:
+                cursor.execute(*along)
+        return []
+    by_id = {m.id: m for m in returned}
+    params: dict[str, Any] = {
+        "workspace_id": workspace_id,
+        "returned_ids": list(by_id),
+        "returned_keys": [str(memory_id) for memory_id in by_id],
+    }
+    readable = selectors.readable_sql(dataclasses.replace(scope, include_superseded=True), params)
+    head = ""
+    if along is not None:
+        # The CTE's positional values become named ones, as this statement's are.
+        pieces = along[0].split("%s")
+        head = "WITH along AS (" + pieces[0]
+        for index, (piece, value) in enumerate(zip(pieces[1:], along[1], strict=True)):
+            head += f"%(along_{index})s" + piece
+            params[f"along_{index}"] = value
+        head += ") "
+    with prepared_cursor() as cursor:
+        cursor.execute(head + _CONFLICTS_SQL.format(readable=readable), params)
+        rows = cursor.fetchall()
+    contradictions = sorted(
+        (row for row in rows if row[0] == "c"), key=lambda row: (-float(row[3]), row[1], row[2])
+    )
+    replaced = [row[1:] for row in rows if row[0] == "r"]
+    successor = {old: new for old, new, *_ in replaced}
+    for memory in returned:
+        if memory.superseded_by is not None and memory.superseded_by in by_id:
+            successor[str(memory.id)] = str(memory.superseded_by)
+    listed: set[frozenset[str]] = set()
+    result = []
+    for _kind, a, b, confidence, explanation, evidence, *_rest in contradictions:
+        if successor.get(a) == b or successor.get(b) == a:
+            current, because = (b if successor.get(a) == b else a), "superseded"
+        else:
+            first, second = by_id[uuid.UUID(a)], by_id[uuid.UUID(b)]
+            current = b if (second.created_at, b) > (first.created_at, a) else a
+            because = "newer"
+        listed.add(frozenset((a, b)))
+        result.append(
+            {
+                "memoryAId": a,
+                "memoryBId": b,
+                "edgeType": "contradicts",
+                "confidence": round(float(confidence), 4),
+                # The model's own explanation and quote when relationship extraction gave them.
+                "explanation": explanation
+                or "These memories are linked by a contradiction edge from relationship extraction.",
+                "evidence": evidence,
+                "suggestion": (
+                    "These memories may conflict. "
+                    "Consider asking the user to clarify which preference is current."
+                ),
+                "currentMemoryId": current,
+                "currentBecause": because,
+            }
+        )
+    for old, new, confidence, _explanation, _evidence, origin, rule, decision_evidence in replaced:
+        pair = frozenset((old, new))
+        if pair in listed:
+            continue
+        listed.add(pair)
+        if isinstance(decision_evidence, str):  # a prepared statement's jsonb arrives as its text
+            try:
+                decision_evidence = json.loads(decision_evidence)
+            except ValueError:
+                decision_evidence = None
+        facts = decision_evidence if isinstance(decision_evidence, dict) else {}
+        result.append(
+            {
+                "memoryAId": min(old, new),
+                "memoryBId": max(old, new),
+                "edgeType": "supersedes",
+                "confidence": round(float(confidence if confidence is not None else 1.0), 4),
+                "explanation": _replaced_explanation(origin=origin, rule=rule, evidence=facts),
+                "evidence": facts.get("newSpan") if isinstance(facts.get("newSpan"), str) else None,
+                "suggestion": "The current memory replaced the other; rely on the current one.",
+                "currentMemoryId": new,
+                "currentBecause": "superseded",
+            }
+        )
+    return result
+
+
+def _replaced_explanation(*, origin: str | None, rule: str | None, evidence: dict[str, Any]) -> str:
+    if origin == "heuristic":
+        cue, old, new = evidence.get("cue"), evidence.get("oldSpan"), evidence.get("newSpan")
+        return f"Update detected (cue {cue!s}): {old!s} → {new!s}."
+    if origin == "llm":
+        return str(evidence.get("explanation") or "A model decided the newer memory replaces the older.")
+    if origin == "manual":
+        return "A person decided which memory is current."
+    return "Consolidation kept the newer memory of the same key."
 
 
 def _time_window_trace(outcome: search.SearchOutcome | None, baseline: list[Memory]) -> dict[str, Any] | None:

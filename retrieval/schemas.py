@@ -63,6 +63,14 @@ class TimeWindowOut(DictOut):
     inWindow: int = Field(
         0, description="Results whose time (metadata.sessionTime, else createdAt) is in it."
     )
+    applied: bool = Field(True, description="Whether the window was applied to the ranking.")
+    reason: str | None = Field(
+        None,
+        description="Why: date (a date or a relative time), event (anchored on the memory that tells of "
+        'the event); or why not: indefinite_event ("before a release"), habitual_clause ("before I '
+        'push"), procedural_question ("what should I run before …"), anchor_not_found (no memory tells '
+        "of the event).",
+    )
 
 
 class RerankerOut(DictOut):
@@ -187,8 +195,19 @@ class ContextMemoryOut(MemoryOut):
 class ConflictOut(DictOut):
     memoryAId: str = Field(description="One memory of the pair (the smaller id).")
     memoryBId: str = Field(description="The other.")
-    edgeType: Literal["contradicts"] = Field(description="Always contradicts.")
-    confidence: float = Field(description="Highest confidence of the contradiction edges between them.")
+    edgeType: Literal["contradicts", "supersedes"] = Field(
+        description="contradicts: the two disagree; supersedes: one replaced the other (update detection, a "
+        "model, a person or consolidation), and only the current one is among the returned memories unless "
+        "includeSuperseded."
+    )
+    confidence: float = Field(description="Highest confidence of the edges or the decision between them.")
+    currentMemoryId: str = Field(
+        description="The side that is current: the successor of a supersession, else the newer memory."
+    )
+    currentBecause: Literal["superseded", "decided", "newer"] = Field(
+        description="superseded: the other side is marked superseded; decided: a person or a model said "
+        "both stand (not_conflict) or restate each other; newer: nothing decided, the newer side is taken."
+    )
     explanation: str = Field(description="Why they are listed (the model's explanation when it gave one).")
     evidence: str | None = Field(None, description="The quote the model based the contradiction on, if any.")
     suggestion: str = Field(description="What an agent may do about it.")
@@ -243,6 +262,12 @@ class ContextTraceOut(DictOut):
     factSeedSource: Literal["words", "meaning", "entity", "none"] = Field(
         "none",
         description="How the facts' seed entities were found: the query's words, its meaning, or none.",
+    )
+    rulesTotal: int = Field(0, description="Rules the scope holds (up to CONTEXT_MAX_RULES).")
+    rulesRanked: bool = Field(
+        False,
+        description="The scope holds more than CONTEXT_RULES_ALWAYS rules and the call has a query: the "
+        "rules were ranked by it and kept within their share of the token budget (`rules` holds those kept).",
     )
     durationMs: float = Field(description="Server time spent assembling the context.")
 

@@ -76,6 +76,9 @@ def normalise_strategy(strategy: str | None) -> str:
 # so it is what a caller gets without asking; a workspace without vectors of the current model answers
 # lexically and says so (fallbackReason vectors_unavailable) without embedding the query.
 DEFAULT_STRATEGY = "hybrid"
+# The newer of two near-duplicates takes the older's place only when it answers nearly as well (this share of
+# the older's relevance): in a conversation, alike turns are rarely the same statement restated.
+DUPLICATE_RELEVANCE_RATIO = 0.8
 # How many of the ranked candidates decay and MMR choose the results from, per result wanted.
 REORDER_POOL_FACTOR = 4
 
@@ -135,6 +138,7 @@ def memory_search(
             mmr_lambda=mmr_lambda,
             now=now,
             stored=outcome.vectors,
+            decayed=outcome.scores,
         )
     outcome.memories = outcome.memories[:limit]
     count_in_window(outcome)
@@ -142,6 +146,7 @@ def memory_search(
         outcome.memories = importance_rerank(
             memories=outcome.memories, scores=outcome.scores, weight=importance_weight
         )
+    outcome.memories = successors_first(outcome.memories)
     return outcome
 
 
@@ -221,8 +226,14 @@ def decay_and_diversify(
     mmr_lambda: float,
     now: datetime | None = None,
     stored: dict[uuid.UUID, np.ndarray] | None = None,
+    decayed: dict[uuid.UUID, float] | None = None,
 ) -> list[Memory]:
     """The best `limit` of ranked candidates after temporal decay and MMR (maximal marginal relevance).
+
+    `decayed`, when given, receives each candidate's relevance after decay: the importance re-sort that
+    follows must weigh what decay weighed, or an old memory's raw score undoes its decay. Among
+    near-duplicates (cosine ≥ SEARCH_DUPLICATE_SIMILARITY) the newer one takes the better place before MMR
+    picks: MMR then keeps the newer and lets the older yield its slot (newer_of_duplicates_first).
 
     Decay multiplies a memory's relevance by floor + (1 − floor) · 2^(−age / half-life), the age taken from
     the memory's time (temporal.memory_time: a session time in its metadata, else createdAt) and floor =
@@ -244,6 +255,8 @@ def decay_and_diversify(
             relevance[memory.id] *= floor + (1 - floor) * math.pow(2.0, -age_days / half_life_days)
     ordered = sorted(memories, key=lambda m: -relevance[m.id])  # stable: ties keep the ranking's order
     if mmr_lambda >= 1 or len(ordered) <= 1:
+        if decayed is not None:
+            decayed.update(relevance)
         return ordered[:limit]
     stored = candidate_vectors(workspace_id=workspace_id, memories=ordered, known=stored)
     dimension = next((len(v) for v in stored.values()), 0)
@@ -253,6 +266,12 @@ def decay_and_diversify(
         if vector is not None and len(vector) == dimension:
             matrix[index] = vector
     similarity = matrix @ matrix.T
+    permutation = newer_of_duplicates_first(ordered, similarity=similarity, relevance=relevance)
+    if permutation is not None:
+        ordered = [ordered[index] for index in permutation]
+        similarity = similarity[np.ix_(permutation, permutation)]
+    if decayed is not None:
+        decayed.update(relevance)
     top = max(relevance.values()) or 1.0
     gain = np.asarray([mmr_lambda * relevance[m.id] / top for m in ordered])
     closest = np.zeros(len(ordered))
@@ -265,6 +284,72 @@ def decay_and_diversify(
         available[best] = False
         closest = np.maximum(closest, similarity[best])
     return picked
+
+
+def newer_of_duplicates_first(
+    ordered: list[Memory], *, similarity: np.ndarray, relevance: dict[uuid.UUID, float]
+) -> list[int] | None:
+    """The order (indexes into `ordered`) in which each near-duplicate pair (cosine ≥
+    SEARCH_DUPLICATE_SIMILARITY) has its newer memory first: the two swap places and relevance. An update
+    often repeats most of what it changes ("deploys moved from Friday to Tuesday"), so the older one matches
+    the query as well or better, and MMR would keep it and drop the correction as its duplicate. None when
+    nothing moves."""
+    threshold = settings.SEARCH_DUPLICATE_SIMILARITY
+    if threshold >= 1 or len(ordered) < 2:
+        return None
+    pairs = np.argwhere(np.triu(similarity >= threshold, k=1))
+    if not len(pairs):
+        return None
+    order = list(range(len(ordered)))
+    position = list(range(len(ordered)))  # position[index]: where ordered[index] stands now
+    moved = False
+    for first, second in pairs.tolist():
+        a, b = (first, second) if position[first] < position[second] else (second, first)
+        upper, lower = ordered[a], ordered[b]
+        if (lower.created_at, str(lower.id)) <= (upper.created_at, str(upper.id)):
+            continue
+        if relevance[lower.id] < DUPLICATE_RELEVANCE_RATIO * relevance[upper.id]:
+            continue  # the newer one is a weaker answer, not the same one restated
+        order[position[a]], order[position[b]] = b, a
+        position[a], position[b] = position[b], position[a]
+        relevance[upper.id], relevance[lower.id] = relevance[lower.id], relevance[upper.id]
+        moved = True
+    return order if moved else None
+
+
+def successors_first(memories: list[Memory]) -> list[Memory]:
+    """The ranking with every superseded memory moved right after its successor when the successor is in it
+    and ranked lower (only reads with includeSuperseded see superseded memories at all): what is current
+    always comes first. Chains keep their order (c, then b it replaced, then a that b replaced)."""
+    if not any(m.superseded_by is not None for m in memories):
+        return memories
+    present = {m.id for m in memories}
+    waiting: dict[uuid.UUID, list[Memory]] = {}
+    emitted: set[uuid.UUID] = set()
+    result: list[Memory] = []
+
+    def emit(memory: Memory) -> None:
+        result.append(memory)
+        emitted.add(memory.id)
+        for follower in waiting.pop(memory.id, []):
+            emit(follower)
+
+    for memory in memories:
+        successor = memory.superseded_by
+        if (
+            successor is not None
+            and successor in present
+            and successor not in emitted
+            and successor != memory.id
+        ):
+            waiting.setdefault(successor, []).append(memory)
+            continue
+        emit(memory)
+    for followers in waiting.values():  # a cycle of supersessions: keep what is left in its order
+        for memory in followers:
+            if memory.id not in emitted:
+                emit(memory)
+    return result
 
 
 @dataclass(frozen=True)
@@ -677,6 +762,9 @@ class TimedQuery:
     expression: str | None = None  # what the query said, also when no window could be made of it
     anchor_id: uuid.UUID | None = None
     original: str = ""  # the query as asked
+    # Why the window was applied (date, event) or not (indefinite_event, habitual_clause,
+    # procedural_question, anchor_not_found): the trace says so.
+    reason: str | None = None
 
     @classmethod
     def of(cls, *, workspace_id: int, scope: MemoryScope, query: str, now: datetime) -> TimedQuery:
@@ -684,16 +772,22 @@ class TimedQuery:
             return cls(query, None, original=query)
         parsed = temporal.time_query(query, now=now)
         window = parsed.window
-        if window is None or window.anchor_query is None:
-            return cls(parsed.text, window, window.expression if window else None, original=query)
+        if window is None:
+            if parsed.rejected is not None:
+                expression, reason = parsed.rejected
+                return cls(parsed.text, None, expression, original=query, reason=reason)
+            return cls(parsed.text, None, original=query)
+        if window.anchor_query is None:
+            return cls(parsed.text, window, window.expression, original=query, reason="date")
         found = lexical_search.memory_search_lexical(
             workspace_id=workspace_id, scope=scope, query=window.anchor_query, type=None, layer=None, limit=1
         )
-        if not found:  # no memory tells when the event was: no window
-            return cls(parsed.text, None, window.expression, original=query)
+        if not found or not temporal.event_matches(window.anchor_query, found[0].content):
+            # No memory tells of the event (a best match that misses its words is another event): no window.
+            return cls(parsed.text, None, window.expression, original=query, reason="anchor_not_found")
         event = found[0]
         anchored = temporal.anchored(window, temporal.memory_time(event))
-        return cls(parsed.text, anchored, window.expression, event.id, original=query)
+        return cls(parsed.text, anchored, window.expression, event.id, original=query, reason="event")
 
     def with_candidates(
         self, *, workspace_id: int, scope: MemoryScope, type: str | None, layers: list[str] | None
@@ -724,8 +818,19 @@ class TimedQuery:
         if self.window is None:
             if self.expression is None:
                 return None
-            return {"expression": self.expression, "start": None, "end": None, "anchorMemoryId": None}
-        return self.window.trace(anchor_id=str(self.anchor_id) if self.anchor_id else None)
+            return {
+                "expression": self.expression,
+                "start": None,
+                "end": None,
+                "anchorMemoryId": None,
+                "applied": False,
+                "reason": self.reason,
+            }
+        return {
+            **self.window.trace(anchor_id=str(self.anchor_id) if self.anchor_id else None),
+            "applied": True,
+            "reason": self.reason,
+        }
 
 
 def time_boost(

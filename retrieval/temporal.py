@@ -69,6 +69,71 @@ PREPOSITIONS = frozenset({"in", "on", "during", "from", "of"})
 BOUNDARIES = frozenset({"before", "after", "since", "until"})
 # Words that may open an event a boundary refers to ("before the migration", "since we moved").
 EVENT_OPENERS = frozenset({"the", "our", "my", "we", "i", "you", "they", "a", "an"})
+# An event is a point in time only when it is one occurrence: "before a release" is any release (a rule, a
+# habit), "before I push a change" is every push; "since we moved", in the past tense, is one.
+INDEFINITE_OPENERS = frozenset({"a", "an"})
+PRONOUN_OPENERS = frozenset({"we", "i", "you", "they"})
+IRREGULAR_PAST = frozenset(
+    {
+        "was",
+        "were",
+        "had",
+        "did",
+        "went",
+        "came",
+        "got",
+        "made",
+        "took",
+        "left",
+        "began",
+        "saw",
+        "met",
+        "told",
+        "said",
+        "wrote",
+        "built",
+        "broke",
+        "ran",
+        "shipped",
+        "moved",
+        "paid",
+        "bought",
+        "found",
+        "lost",
+        "sold",
+        "spent",
+        "sent",
+        "won",
+        "fell",
+        "gave",
+        "kept",
+        "heard",
+        "felt",
+        "rebuilt",
+        "rewrote",
+        "switched",
+    }  # fmt: skip
+)
+# A question about what to do ("what should I run before the migration?") asks about a procedure, not about
+# what happened before an event: no window.
+PROCEDURAL_WORDS = frozenset(
+    {
+        "should",
+        "must",
+        "shall",
+        "need",
+        "needs",
+        "always",
+        "whenever",
+        "never",
+        "required",
+        "checklist",
+        "steps",
+    }
+)
+PROCEDURAL_PAIRS = frozenset(
+    {("do", "i"), ("do", "we"), ("can", "i"), ("can", "we"), ("how", "to"), ("have", "to"), ("has", "to")}
+)
 EVENT_MAX_WORDS = 6
 _EDGE_PUNCTUATION = ",.;:!?\"'()[]{}"
 # Longest span handed to the date parser, and most words scanned: a query is at most 500 characters.
@@ -109,10 +174,12 @@ class TimeWindow:
 
 @dataclass(frozen=True)
 class TimeQuery:
-    """A query split into its text (what the ranking matches) and the window its time expression names."""
+    """A query split into its text (what the ranking matches) and the window its time expression names.
+    `rejected`: an expression that read like time but is not a point in it, and why (no window)."""
 
     text: str
     window: TimeWindow | None
+    rejected: tuple[str, str] | None = None
 
 
 def _words(query: str) -> list[Word]:
@@ -390,6 +457,9 @@ def time_query(query: str, *, now: datetime) -> TimeQuery:
         first, last, boundary = event
         anchor = " ".join(word.text for word in words[first + 1 : last + 1])
         expression = " ".join(word.text for word in words[first : last + 1])
+        rejection = event_rejection(words, first)
+        if rejection is not None:
+            return TimeQuery(query, None, rejected=(expression, rejection))
         # The event's words stay in the text: they are what the question is about ("how did she feel after
         # the accident"); only the boundary word goes.
         return TimeQuery(
@@ -397,6 +467,43 @@ def time_query(query: str, *, now: datetime) -> TimeQuery:
             TimeWindow(None, None, expression, anchor_query=anchor, boundary=boundary),
         )
     return TimeQuery(query, None)
+
+
+def _looks_past(word: str) -> bool:
+    return word in IRREGULAR_PAST or (len(word) > 3 and word.endswith("ed"))
+
+
+def event_rejection(words: list[Word], boundary: int) -> str | None:
+    """Why the event after words[boundary] ("before the migration") is not a point in time, or None when it
+    may be one: indefinite_event ("before a release"), habitual_clause ("before I push", present tense),
+    procedural_question ("what should I check before the migration")."""
+    opener = words[boundary + 1].text
+    if opener in INDEFINITE_OPENERS:
+        return "indefinite_event"
+    if opener in PRONOUN_OPENERS:
+        verb = words[boundary + 2].text if boundary + 2 < len(words) else ""
+        if not _looks_past(verb):
+            return "habitual_clause"
+    texts = [word.text for word in words]
+    if any(text in PROCEDURAL_WORDS for text in texts) or any(
+        pair in PROCEDURAL_PAIRS for pair in zip(texts, texts[1:], strict=False)
+    ):
+        return "procedural_question"
+    return None
+
+
+def event_matches(anchor_query: str, content: str) -> bool:
+    """Whether a memory tells of the event: it holds every word of the event's description (its opener and
+    short words aside; a word matches on its first five letters, so "migrated" tells of "the migration")."""
+    wanted = [
+        word.text
+        for word in _words(anchor_query)
+        if word.text not in EVENT_OPENERS and len(word.text) > 2 and word.text not in ("and", "for", "with")
+    ]
+    if not wanted:
+        return False
+    held = {word.text[:5] for word in _words(content[:4000])}
+    return all(word[:5] in held for word in wanted)
 
 
 def anchored(window: TimeWindow, moment: datetime) -> TimeWindow:

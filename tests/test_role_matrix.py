@@ -32,6 +32,7 @@ class Org:
     clients: dict[str, SdkClient]
     outsider: SdkClient
     shared_memory_id: str
+    other_memory_id: str
 
 
 @pytest.fixture
@@ -46,7 +47,8 @@ def org(personas) -> Org:
         "reader": SdkClient(Client(), reader_key),
     }
     memory = personas.alice_api.add("Deploys go out on Tuesdays", scope=ACME_SCOPE)
-    return Org(personas.acme.id, clients, personas.charlie_api, memory["id"])
+    other = personas.alice_api.add("Deploys go out on Fridays", scope=ACME_SCOPE)
+    return Org(personas.acme.id, clients, personas.charlie_api, memory["id"], other["id"])
 
 
 def snapshot(workspace_id: int) -> dict[str, Any]:
@@ -91,6 +93,14 @@ ROUTES: list[tuple[str, str, str, Any]] = [
         lambda o: scoped({"id": o.shared_memory_id, "content": "edited"}),
     ),
     ("POST", "memories/forget", policy.WRITE, lambda o: scoped({"id": o.shared_memory_id})),
+    (
+        "POST",
+        "memories/resolve",
+        policy.WRITE,
+        lambda o: scoped(
+            {"action": "supersedes", "memoryId": o.shared_memory_id, "otherMemoryId": o.other_memory_id}
+        ),
+    ),
     ("POST", "memories/bulk-forget", policy.WRITE, lambda o: scoped({"filters": {"all": True}}, userId="u1")),
     ("POST", "memories/bulk-forget", policy.ADMIN, lambda o: scoped({"filters": {"all": True}})),
     ("POST", "memories/vacuum", policy.ADMIN, lambda o: scoped({})),
@@ -152,7 +162,7 @@ def test_it_never_lets_an_outsider_change_the_org(org, method, path, needed, bod
     response = call(org.outsider, method, path, body(org))
     # Naming acme's project routes charlie to his own workspace; acme's memory ids are not found there.
     assert response.status_code < 500, response.content
-    if path in {"memories/edit", "memories/forget"}:
+    if path in {"memories/edit", "memories/forget", "memories/resolve"}:
         assert response.status_code == 404
     assert snapshot(org.workspace_id) == before
 

@@ -7,15 +7,20 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.contrib import messages
 from django.http import HttpResponse
+from django.shortcuts import redirect
+from django.urls import reverse
 from django.utils import timezone
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_POST
 from pydantic import ValidationError
 
 from config.errors import ApiError
 from dashboard import graph, selectors
 from dashboard.access import SignedInRequest, workspace_page
 from dashboard.views.common import page
+from memories import selectors as selectors_memories
+from memories import supersession
 from memories.selectors import MemoryScope
 from retrieval import context as retrieval_context
 from retrieval.schemas import ContextIn
@@ -114,6 +119,7 @@ def changes(request: SignedInRequest, workspace: Workspace, role: str) -> HttpRe
     with workspace_context(workspace.id):
         conflicts = selectors.conflicts(workspace_id=workspace.id, limit=PAIR_LIMIT)
         replaced = selectors.replacements(workspace_id=workspace.id, limit=PAIR_LIMIT)
+        duplicates = selectors.duplicates(workspace_id=workspace.id, limit=PAIR_LIMIT)
         facts = selectors.fact_timeline(workspace_id=workspace.id, limit=FACT_LIMIT)
         timeline = _timeline(workspace_id=workspace.id, groups=facts, now=now)
         recent = selectors.recent_memories(workspace_id=workspace.id, limit=RECENT_LIMIT)
@@ -125,11 +131,69 @@ def changes(request: SignedInRequest, workspace: Workspace, role: str) -> HttpRe
         {
             "conflicts": conflicts,
             "replaced": replaced,
+            "duplicates": duplicates,
+            "can_resolve": policy.allows(role, policy.WRITE),
             "timeline": timeline,
             "recent": recent,
         },
         section="changes",
     )
+
+
+# --- deciding which memory is current -----------------------------------------------------------------------
+
+# What each button asks memories.supersession for: (action, current side, recorded rule).
+RESOLUTIONS = {
+    "keep_newer": ("supersedes", "newer", "dashboard:keep_newer"),
+    "keep_older": ("supersedes", "older", "dashboard:keep_older"),
+    "both_stand": ("not_conflict", "newer", "dashboard:both_stand"),
+    "merge": ("supersedes", "newer", "dashboard:merge"),
+    "undo": ("revert", "newer", "dashboard:undo"),
+}
+RESOLVED_MESSAGES = {
+    "keep_newer": "The newer memory is current; the older one left search and context.",
+    "keep_older": "The older memory is current; the newer one left search and context.",
+    "both_stand": "Both memories stand: recorded as not in conflict.",
+    "merge": "Merged: the newest memory stays, the duplicate left search and context.",
+    "undo": "The decision on the pair was undone.",
+}
+
+
+@workspace_page(policy.WRITE)
+@require_POST
+def conflict_resolve(request: SignedInRequest, workspace: Workspace, role: str) -> HttpResponse:
+    """Keep newer / keep older / both stand on a conflict, merge a duplicate, or undo: the same decision as
+    memories/resolve (memories.supersession), recorded as this person's."""
+    choice = request.POST.get("resolution", "")
+    ids = [selectors_memories.parse_memory_id(request.POST.get(name, "")) for name in ("newer", "older")]
+    if choice not in RESOLUTIONS or None in ids or ids[0] == ids[1]:
+        messages.error(request, "Choose a resolution for two memories of this workspace.")
+        return redirect(reverse("dashboard-changes", args=[workspace.id]) + "#conflicts")
+    action, current, rule = RESOLUTIONS[choice]
+    newer_id, older_id = ids
+    with workspace_context(workspace.id):
+        # Live memories, superseded ones included (undo and keep older name one).
+        found = selectors.memories_by_id(workspace_id=workspace.id, memory_ids=[i for i in ids if i])
+        if len(found) != 2:
+            messages.error(request, "One of the memories no longer exists.")
+            return redirect(reverse("dashboard-changes", args=[workspace.id]) + "#conflicts")
+        newer, older = found[newer_id], found[older_id]  # type: ignore[index]
+        first, second = (newer, older) if current == "newer" else (older, newer)
+        try:
+            supersession.memory_resolve(
+                workspace_id=workspace.id,
+                scope=MemoryScope(user_id=first.user_id, project_id=first.project_id),
+                memory_id=str(first.id),
+                other_memory_id=str(second.id),
+                action=action,
+                actor=f"user:{request.user.pk}",
+                rule=rule,
+            )
+        except ApiError as error:
+            messages.error(request, f"{error.message} (both memories must belong to the same end user)")
+            return redirect(reverse("dashboard-changes", args=[workspace.id]) + "#conflicts")
+    messages.success(request, RESOLVED_MESSAGES[choice])
+    return redirect(reverse("dashboard-changes", args=[workspace.id]) + "#conflicts")
 
 
 # --- why did context/get return this ------------------------------------------------------------------------

@@ -29,8 +29,8 @@ END $$
 class Migration(migrations.Migration):
     dependencies = [
         ("pipeline", "0001_background_jobs"),
-        ("memories", "0013_workspace_keys"),
-        ("graphsvc", "0019_workspace_keys"),
+        ("memories", "0014_workspace_keys"),
+        ("graphsvc", "0020_workspace_keys"),
         ("rollout", "0003_workspace_keys"),
     ]
 

@@ -16,8 +16,8 @@ from django.db import connections
 from django.db.migrations.executor import MigrationExecutor
 
 BEFORE = [
-    ("memories", "0012_conversations"),
-    ("graphsvc", "0018_entity_archive"),
+    ("memories", "0013_supersession_decisions"),
+    ("graphsvc", "0019_heuristic_edge_origin"),
     ("rollout", "0002_rollout_rls"),
     ("pipeline", "0001_background_jobs"),
 ]

@@ -134,10 +134,12 @@ def test_it_asks_only_about_neighbours_in_the_band_and_caps_the_calls(
     alice_api, alice_ws, local_embedder, fake_llm, settings
 ):
     settings.GRAPH_LLM_AMBIGUOUS_SIMILARITY_MIN = 0.99
+    settings.SUPERSESSION_DETECTION = False  # a pair the update detector decided is asked whatever its cosine
     alice_api.add(DEPLOY_FRIDAY)
     alice_api.add(DEPLOY_NEVER)
     run_jobs(alice_ws)
     assert fake_llm.calls_for("pairwise") == []
+    settings.SUPERSESSION_DETECTION = True
 
     settings.GRAPH_LLM_AMBIGUOUS_SIMILARITY_MIN = 0.0
     settings.GRAPH_LLM_PAIRWISE_MAX_CALLS = 2

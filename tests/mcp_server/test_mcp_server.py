@@ -27,6 +27,7 @@ TOOLS = {
     "add_memory",
     "search_memories",
     "forget_memory",
+    "resolve_memories",
     "graph_facts",
     "graph_traverse",
     "graph_entities",
@@ -135,6 +136,32 @@ def test_it_serves_the_memory_tools_over_stdio():
             assert (await ok(bob, "search_memories", {"query": "deploy"}))["count"] == 0
             bobs = await ok(bob, "add_memory", {"content": "bob's agent note"})
             assert bobs["memory"]["content"] == "bob's agent note"
+
+            # Which of two memories is current: declared write, the caller's memories only.
+            resolved = await ok(
+                alice,
+                "resolve_memories",
+                {"action": "supersedes", "memory_id": note["id"], "other_memory_id": rule["id"]},
+            )
+            assert (
+                resolved["decision"]["origin"] == "manual"
+                and resolved["decision"]["newerMemoryId"] == note["id"]
+            )
+            assert (
+                await failure(
+                    bob,
+                    "resolve_memories",
+                    {"action": "revert", "memory_id": note["id"], "other_memory_id": rule["id"]},
+                )
+            ).startswith("MEMORY_NOT_FOUND")
+            undone = await ok(
+                alice,
+                "resolve_memories",
+                {"action": "revert", "memory_id": note["id"], "other_memory_id": rule["id"]},
+            )
+            assert undone["decision"] is None and [d["id"] for d in undone["reverted"]] == [
+                resolved["decision"]["id"]
+            ]
 
             forgotten = await ok(alice, "forget_memory", {"id": note["id"]})
             assert forgotten == {"id": note["id"], "deleted": True, "message": "Memory forgotten."}

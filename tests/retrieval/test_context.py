@@ -306,9 +306,13 @@ def test_it_lists_conflicts(alice_api, ws):
                 "These memories may conflict. "
                 "Consider asking the user to clarify which preference is current."
             ),
+            # Nothing decided: the newer side is taken as current.
+            "currentMemoryId": b["id"],
+            "currentBecause": "newer",
         }
     ]
-    assert f"## Conflicts\n- {first} <-> {second} (confidence 0.92)" in data["context"]
+    text = f"## Conflicts\n- {first} <-> {second} (contradicts, confidence 0.92; current: {b['id']})"
+    assert text in data["context"]
     assert data["trace"]["conflictCount"] == 1
 
 

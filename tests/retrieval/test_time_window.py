@@ -167,6 +167,8 @@ def test_it_keeps_the_expression_out_of_the_text_when_no_memory_names_the_event(
         "end": None,
         "anchorMemoryId": None,
         "inWindow": 0,
+        "applied": False,
+        "reason": "anchor_not_found",
     }
     assert data["count"] == 1
 

@@ -177,8 +177,8 @@ def _node_fk(model_name: str, name: str, related_name: str = "+") -> migrations.
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("graphsvc", "0018_entity_archive"),
-        ("memories", "0013_workspace_keys"),
+        ("graphsvc", "0019_heuristic_edge_origin"),
+        ("memories", "0014_workspace_keys"),
     ]
 
     operations = [

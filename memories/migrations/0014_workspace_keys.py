@@ -63,7 +63,7 @@ $$;
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("memories", "0012_conversations"),
+        ("memories", "0013_supersession_decisions"),
         ("tenancy", "0003_key_scope_pin_invitations"),
     ]
 
@@ -125,6 +125,7 @@ class Migration(migrations.Migration):
         workspace_primary_key("memory_sessions"),
         workspace_primary_key("session_snapshots"),
         workspace_primary_key("skill_files"),
+        workspace_primary_key("memory_supersessions"),
         migrations.RunSQL(
             sql="ALTER TABLE memory_lexemes DROP CONSTRAINT memory_lexemes_pkey, "
             "ADD CONSTRAINT memory_lexemes_pkey PRIMARY KEY (workspace_id, memory_id, lexeme)",
