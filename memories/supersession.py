@@ -155,16 +155,19 @@ def _supersede(*, workspace_id: int, newer: Memory, older: Memory, record: Super
             INSERT INTO graph_edges (workspace_id, edge_key, from_node_id, to_node_id, edge_type, edge_class,
                 weight, confidence, evidence_memory_id, evidence_text, origin, metadata, created_at,
                 updated_at, last_observed_at, retrieval_count)
-            SELECT %s, %s, f.id, t.id, 'supersedes', 'temporal', 1.0, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, 0
+            SELECT f.workspace_id, %s, f.id, t.id, 'supersedes', 'temporal', 1.0, %s, %s, %s, %s, %s::jsonb,
+                %s, %s, %s, 0
             FROM graph_nodes f, graph_nodes t
             WHERE f.workspace_id = %s AND f.node_type = 'memory' AND f.node_key = %s
-              AND t.workspace_id = %s AND t.node_type = 'memory' AND t.node_key = %s
+              AND t.workspace_id = f.workspace_id AND t.workspace_id = %s AND t.node_type = 'memory'
+              AND t.node_key = %s
             ON CONFLICT (workspace_id, edge_key) WHERE expired_at IS NULL DO UPDATE
                 SET confidence = EXCLUDED.confidence, origin = EXCLUDED.origin, metadata = EXCLUDED.metadata,
                     evidence_text = EXCLUDED.evidence_text, updated_at = EXCLUDED.updated_at
             """,
+            # The workspace from the selected rows: Citus inserts a SELECT's rows on their own shard only
+            # when the distribution column comes from them.
             [
-                workspace_id,
                 _edge_key(record),
                 record.confidence,
                 newer.id,

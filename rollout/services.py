@@ -256,12 +256,11 @@ _METRIC_INSERT_SQL = "INSERT INTO {table} ({columns}) VALUES ({values})"
 _TYPE_LENGTH = re.compile(r"\(\d+\)$")
 # The same row, and in the same round trip the transaction's commit stops waiting for the WAL flush: a
 # read-only retrieval otherwise pays a disk flush for its metric alone (RETRIEVAL_METRIC_SYNC_COMMIT).
-# Still INSERT … VALUES, with the setting in the first value: Citus routes a VALUES row to its shard and
-# evaluates the function on the coordinator, where an INSERT … SELECT would be copied in (refused under RLS).
-_METRIC_INSERT_RELAXED_SQL = (
-    "INSERT INTO {table} ({columns}) VALUES "
-    "(CASE WHEN set_config('synchronous_commit', 'off', true) IS NOT NULL THEN {first} END, {rest})"
-)
+# Still INSERT … VALUES, with the setting in one value that is not workspace_id (Citus routes a VALUES row by
+# its workspace_id, which must stay a plain value): an INSERT … SELECT would be copied in on Citus, which
+# row-level security refuses.
+_METRIC_INSERT_RELAXED_SQL = "INSERT INTO {table} ({columns}) VALUES ({values})"
+_RELAXED = "CASE WHEN set_config('synchronous_commit', 'off', true) IS NOT NULL THEN {value} END"
 
 
 def _metric_insert(values: dict[str, Any], *, relaxed_commit: bool = False) -> None:
@@ -280,13 +279,12 @@ def _metric_insert_sql(columns: tuple[str, ...], relaxed_commit: bool) -> str:
     # Every metric column is a concrete field, so its db_type is never None.
     db_types = [cast(str, RetrievalMetric._meta.get_field(name).db_type(connection)) for name in columns]
     typed = [f"%s::{_TYPE_LENGTH.sub('', db_type)}" for db_type in db_types]
+    if relaxed_commit:
+        at = next(i for i, name in enumerate(columns) if name not in {"workspace", "workspace_id"})
+        typed[at] = _RELAXED.format(value=typed[at])
     template = _METRIC_INSERT_RELAXED_SQL if relaxed_commit else _METRIC_INSERT_SQL
     return template.format(
-        table=RetrievalMetric._meta.db_table,
-        columns=", ".join(columns),
-        values=", ".join(typed),
-        first=typed[0],
-        rest=", ".join(typed[1:]),
+        table=RetrievalMetric._meta.db_table, columns=", ".join(columns), values=", ".join(typed)
     )
 
 
