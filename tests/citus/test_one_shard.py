@@ -160,7 +160,7 @@ HOT_PATHS: list[tuple[str, Callable[[Personas, dict[str, Any]], object]]] = [
 ]
 
 
-@pytest.mark.parametrize(("name", "path"), HOT_PATHS, ids=[name for name, _ in HOT_PATHS])
+@pytest.mark.parametrize(("name", "path"), HOT_PATHS, ids=[name.replace(" ", "-") for name, _ in HOT_PATHS])
 def test_it_plans_every_statement_of_a_hot_path_to_one_shard(
     name: str,
     path: Callable[[Personas, dict[str, Any]], object],
