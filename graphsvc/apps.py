@@ -33,19 +33,17 @@ def generic_plans_ensure(sender: object, connection: Any, **kwargs: object) -> N
     clients)."""
     from django.conf import settings
 
-    if (
-        connection.alias != "app"
-        or connection.vendor != "postgresql"
-        or not settings.GRAPH_PREPARED_STATEMENTS
-    ):
+    if connection.alias != "app" or connection.vendor != "postgresql":
         return
     with connection.cursor() as cursor:
-        # Not on Citus: its planner prunes shards by the parameter values, which a generic plan has none of
-        # (it refuses such plans), and keeps its own plan cache for the one-shard statements.
-        cursor.execute(
-            "SELECT set_config('plan_cache_mode', CASE WHEN EXISTS (SELECT FROM pg_extension WHERE extname = "
-            "'citus') THEN 'auto' ELSE 'force_generic_plan' END, false)"
-        )
+        cursor.execute("SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')")
+        on_citus = bool(cursor.fetchone()[0])
+        # Read by the statements that are shaped differently on Citus (tenancy.rls.connection_on_citus).
+        connection.cairn_on_citus = on_citus
+        if settings.GRAPH_PREPARED_STATEMENTS and not on_citus:
+            # Not on Citus: its planner prunes shards by the parameter values, which a generic plan has none
+            # of (it refuses such plans), and keeps its own plan cache for the one-shard statements.
+            cursor.execute("SET plan_cache_mode = force_generic_plan")
 
 
 def upkeep_schedule_ensure(using: str = "default", **kwargs: object) -> None:

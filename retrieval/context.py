@@ -31,6 +31,7 @@ from memories.scrubber import scrub_secrets
 from memories.selectors import MemoryScope
 from retrieval import graph_context, rerank, search
 from retrieval.embeddings import embed_query
+from tenancy.rls import connection_on_citus
 
 if TYPE_CHECKING:
     from retrieval.schemas import ContextIn
@@ -841,10 +842,13 @@ def conflicts_with_current(
     One statement, prepared (planning was most of the contradictions' cost). `along`: a data-modifying
     statement (SQL with positional values: the retrieval metric) sent in the same round trip, as a CTE of
     this one; it runs once, also when there is nothing to look up."""
+    # On Citus a data-modifying CTE beside a read of distributed tables is planned on every shard: there the
+    # metric goes in a statement of its own, as it does when there is nothing to look up.
+    if along is not None and (not returned or connection_on_citus()):
+        with prepared_cursor() as cursor:
+            cursor.execute(*along)
+        along = None
     if not returned:
-        if along is not None:
-            with prepared_cursor() as cursor:
-                cursor.execute(*along)
         return []
     by_id = {m.id: m for m in returned}
     params: dict[str, Any] = {

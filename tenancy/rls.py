@@ -174,3 +174,11 @@ class StatementTimeoutMiddleware:
         response = render(request, "503.html", {"limit_ms": statement_timeout_ms()}, status=503)
         response["Retry-After"] = "1"
         return response
+
+
+def connection_on_citus() -> bool:
+    """Whether the runtime connection's database is a Citus coordinator (noted once per connection, when it
+    connects), for the few statements that are shaped differently there."""
+    connection = connections["app"]
+    connection.ensure_connection()
+    return bool(getattr(connection, "cairn_on_citus", False))
