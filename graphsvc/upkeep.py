@@ -681,8 +681,11 @@ def graph_upkeep_run(*, workspace_id: int, force: bool = False) -> dict[str, Any
         if force or decayed_at is None or decayed_at < timezone.now() - timedelta(days=1):
             result["retrievalCountsDecayed"] = retrieval_counts_decay(workspace_id=workspace_id)
         result["eviction"] = graph_evict(workspace_id=workspace_id)
-        # Entity vectors past the exact scan's size get their HNSW index (built by the owner, concurrently).
-        result["entityIndexes"] = vectors.entity_indexes_ensure(workspace_id=workspace_id)
+        counts = vectors.entity_vector_counts(workspace_id=workspace_id)
+    # Entity vectors past the exact scan's size get their HNSW index, built by the owner concurrently once
+    # this transaction has committed: CREATE INDEX CONCURRENTLY waits for every transaction holding a write
+    # lock on graph_nodes, and eviction's archiving above took one (even when it changed no row).
+    result["entityIndexes"] = vectors.entity_indexes_ensure(workspace_id=workspace_id, counts=counts)
     return result
 
 

@@ -113,10 +113,12 @@ def entity_index_ensure(*, workspace_id: int, dimension: int) -> bool:
             cursor.execute("SELECT pg_advisory_unlock(hashtext(%s))", [name])
 
 
-def entity_indexes_ensure(*, workspace_id: int) -> list[int]:
-    """The dimensions whose entity vectors outgrew the exact scan and now have their index (upkeep)."""
+def entity_indexes_ensure(*, workspace_id: int, counts: dict[int, int]) -> list[int]:
+    """The dimensions whose entity vectors outgrew the exact scan and now have their index (upkeep), from the
+    counts of entity_vector_counts. Never inside a transaction that wrote graph_nodes: the concurrent build
+    would wait for it."""
     built = []
-    for dimension, count in sorted(entity_vector_counts(workspace_id=workspace_id).items()):
+    for dimension, count in sorted(counts.items()):
         if count > settings.GRAPH_ENTITY_VECTOR_EXACT_MAX_ROWS and entity_index_ensure(
             workspace_id=workspace_id, dimension=dimension
         ):
