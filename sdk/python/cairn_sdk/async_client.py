@@ -308,6 +308,48 @@ class AsyncMemories:
         body = m.ForgetRequest(**drop_none(id=id, scope=_core.coerce_scope(scope)))
         return cast(m.ForgetResult, await self._client.request("memories.forget", body))
 
+    async def resolve(
+        self,
+        action: Literal["supersedes", "not_conflict", "restates", "revert"],
+        memory_id: str,
+        other_memory_id: str,
+        *,
+        note: str | None = None,
+        scope: ScopeArg = None,
+    ) -> m.ResolveResult:
+        """Decide which of two memories is current: `supersedes` (memory_id replaces other_memory_id),
+        `not_conflict` (both stand), `restates` (the same thing said twice), or `revert` (undo the pair's
+        decisions). Recorded with who and when; reversible."""
+        body = m.ResolveRequest(
+            **drop_none(
+                action=action,
+                memory_id=memory_id,
+                other_memory_id=other_memory_id,
+                note=note,
+                scope=_core.coerce_scope(scope),
+            )
+        )
+        return cast(m.ResolveResult, await self._client.request("memories.resolve", body))
+
+    async def decisions(
+        self,
+        memory_id: str,
+        *,
+        include_reverted: bool | None = None,
+        limit: int | None = None,
+        scope: ScopeArg = None,
+    ) -> m.DecisionsResult:
+        """The decisions about which memory is current that involve one memory, newest first."""
+        body = m.DecisionsRequest(
+            **drop_none(
+                memory_id=memory_id,
+                include_reverted=include_reverted,
+                limit=limit,
+                scope=_core.coerce_scope(scope),
+            )
+        )
+        return cast(m.DecisionsResult, await self._client.request("memories.decisions", body))
+
     async def bulk_forget(
         self,
         *,

@@ -179,6 +179,8 @@ class TimeWindow(ResponseModel):
     end: datetime | None  # exclusive; null: open (both null: no window could be made)
     anchor_memory_id: str | None  # before/after/since an event: the memory whose time bounds the window
     in_window: int = 0
+    applied: bool = False  # whether the ranking used the window
+    reason: str | None = None  # why it was applied or not
 
 
 class Reranker(ResponseModel):
@@ -255,6 +257,49 @@ class ForgetResult(ResponseModel):
     id: str
     deleted: bool
     message: str
+
+
+class ResolveRequest(RequestModel):
+    action: Literal["supersedes", "not_conflict", "restates", "revert"]
+    memory_id: str
+    other_memory_id: str
+    note: str | None = None
+    scope: Scope | None = None
+
+
+class Decision(ResponseModel):
+    """One recorded decision about which of two memories is current."""
+
+    id: int
+    newer_memory_id: str
+    older_memory_id: str
+    decision: str  # supersedes | restates | not_conflict
+    origin: str  # heuristic | llm | manual
+    rule: str | None = None
+    model: str | None = None
+    confidence: float
+    evidence: dict[str, Any] | None = None
+    actor: str
+    created_at: datetime
+    reverted_at: datetime | None = None
+    reverted_by: str | None = None
+
+
+class ResolveResult(ResponseModel):
+    decision: Decision | None
+    reverted: list[Decision]
+    memories: list[Memory]
+
+
+class DecisionsRequest(RequestModel):
+    memory_id: str
+    include_reverted: bool | None = None
+    limit: int | None = None
+    scope: Scope | None = None
+
+
+class DecisionsResult(ResponseModel):
+    decisions: list[Decision]
 
 
 class BulkForgetFilters(RequestModel):
@@ -342,6 +387,8 @@ class Conflict(ResponseModel):
     explanation: str
     evidence: str | None = None
     suggestion: str
+    current_memory_id: str  # the side that holds now, when Cairn can tell
+    current_because: str  # why that side is current (superseded, newer, a decision)
 
 
 class ContextTrace(ResponseModel):
@@ -355,6 +402,8 @@ class ContextTrace(ResponseModel):
     semantic_fallback_reason: str | None
     time_window: TimeWindow | None = None
     reranker: Reranker | None = None
+    rules_total: int = 0  # rules in scope
+    rules_ranked: bool = False  # ranked by the query within their budget share (many rules)
     graph_depth: int
     graph_limit: int
     rollout_mode: str

@@ -50,6 +50,8 @@ OPERATIONS: dict[str, Operation] = {
         Operation("memories.list", "POST", "memories/list", m.ListRequest, m.ListResult),
         Operation("memories.edit", "POST", "memories/edit", m.EditRequest, m.EditResult),
         Operation("memories.forget", "POST", "memories/forget", m.ForgetRequest, m.ForgetResult),
+        Operation("memories.resolve", "POST", "memories/resolve", m.ResolveRequest, m.ResolveResult),
+        Operation("memories.decisions", "POST", "memories/decisions", m.DecisionsRequest, m.DecisionsResult),
         Operation(
             "memories.bulk_forget", "POST", "memories/bulk-forget", m.BulkForgetRequest, m.BulkForgetResult
         ),
