@@ -238,10 +238,14 @@ export type ConflictOut = {
   memoryAId: string;
   /** The other. */
   memoryBId: string;
-  /** Always contradicts. */
-  edgeType: "contradicts";
-  /** Highest confidence of the contradiction edges between them. */
+  /** contradicts: the two disagree; supersedes: one replaced the other (update detection, a model, a person or consolidation), and only the current one is among the returned memories unless includeSuperseded. */
+  edgeType: "contradicts" | "supersedes";
+  /** Highest confidence of the edges or the decision between them. */
   confidence: number;
+  /** The side that is current: the successor of a supersession, else the newer memory. */
+  currentMemoryId: string;
+  /** superseded: the other side is marked superseded; decided: a person or a model said both stand (not_conflict) or restate each other; newer: nothing decided, the newer side is taken. */
+  currentBecause: "superseded" | "decided" | "newer";
   /** Why they are listed (the model's explanation when it gave one). */
   explanation: string;
   /** The quote the model based the contradiction on, if any. */
@@ -479,6 +483,10 @@ export type ContextTraceOut = {
   communityCount?: number;
   /** How the facts' seed entities were found: the query's words, its meaning, or none. */
   factSeedSource?: "words" | "meaning" | "entity" | "none";
+  /** Rules the scope holds (up to CONTEXT_MAX_RULES). */
+  rulesTotal?: number;
+  /** The scope holds more than CONTEXT_RULES_ALWAYS rules and the call has a query: the rules were ranked by it and kept within their share of the token budget (`rules` holds those kept). */
+  rulesRanked?: boolean;
   /** Server time spent assembling the context. */
   durationMs: number;
 };
@@ -537,6 +545,51 @@ export type DecayOut = {
   floor: number;
   /** Facts whose retrieval count was decayed by this call. */
   retrievalCountsDecayed: number;
+};
+
+export type DecisionOut = {
+  /** Decision id. */
+  id: number;
+  /** The current side of a supersedes decision; one side otherwise. */
+  newerMemoryId: string;
+  /** The replaced side of a supersedes decision; the other otherwise. */
+  olderMemoryId: string;
+  /** What was decided. */
+  decision: "supersedes" | "restates" | "not_conflict";
+  /** heuristic: the update detector; llm: a model; manual: a person or an agent's call. */
+  origin: "heuristic" | "llm" | "manual";
+  /** The detector's signals, or the action a person chose. */
+  rule?: string | null;
+  /** The model, when a model decided. */
+  model?: string | null;
+  /** 0–1; 1 for people's decisions. */
+  confidence: number;
+  /** Cue, changed spans, explanation, note. */
+  evidence?: Record<string, unknown> | null;
+  /** Who decided: user:<id>, system:update-detector or system:model. */
+  actor: string;
+  /** When. */
+  createdAt: string;
+  /** When it was reverted; null while active. */
+  revertedAt?: string | null;
+  /** Who reverted it (or the decision that replaced it). */
+  revertedBy?: string | null;
+};
+
+export type DecisionsIn = {
+  /** Decisions about this memory, newest first. */
+  memoryId: string;
+  /** Also reverted decisions (the pair's history). */
+  includeReverted?: boolean;
+  /** At most this many, 1–200. */
+  limit?: number;
+  /** Where the call applies: {tenantId?, userId?, projectId?}. Omit for your default workspace. */
+  scope?: ScopeIn;
+};
+
+export type DecisionsOut = {
+  /** Newest first. */
+  decisions: Array<DecisionOut>;
 };
 
 export type EditIn = {
@@ -1433,6 +1486,28 @@ export type RerankerOut = {
   fallbackReason: string | null;
 };
 
+export type ResolveIn = {
+  /** supersedes: `memoryId` is current and `otherMemoryId` is replaced by it (it leaves retrieval unless includeSuperseded); not_conflict: both stand (undoes a supersession of the pair); restates: the two say the same (recorded; both stay); revert: undo the active decisions on the pair. */
+  action: "supersedes" | "not_conflict" | "restates" | "revert";
+  /** The current memory (for supersedes). */
+  memoryId: string;
+  /** The other memory of the pair. */
+  otherMemoryId: string;
+  /** Why, kept with the decision. */
+  note?: string | null;
+  /** Where the call applies: {tenantId?, userId?, projectId?}. Omit for your default workspace. */
+  scope?: ScopeIn;
+};
+
+export type ResolveOut = {
+  /** The decision recorded (null for revert). */
+  decision: DecisionOut | null;
+  /** Decisions this call reverted. */
+  reverted: Array<DecisionOut>;
+  /** Both memories as they are now. */
+  memories: Array<MemoryOut>;
+};
+
 export type RetrievalPolicyOut = {
   /** Strategy context/get uses when the request names none. */
   defaultStrategy: "lexical" | "hybrid";
@@ -1959,6 +2034,10 @@ export type TimeWindowOut = {
   anchorMemoryId: string | null;
   /** Results whose time (metadata.sessionTime, else createdAt) is in it. */
   inWindow?: number;
+  /** Whether the window was applied to the ranking. */
+  applied?: boolean;
+  /** Why: date (a date or a relative time), event (anchored on the memory that tells of the event); or why not: indefinite_event ("before a release"), habitual_clause ("before I push"), procedural_question ("what should I run before …"), anchor_not_found (no memory tells of the event). */
+  reason?: string | null;
 };
 
 export type TopNodeOut = {
@@ -2510,6 +2589,16 @@ export interface Paths {
       };
     };
   };
+  "memories/decisions": {
+    /** The decisions about which memory is current that involve one memory, newest first */
+    post: {
+      in: "body";
+      request: DecisionsIn;
+      responses: {
+        200: DecisionsOut;
+      };
+    };
+  };
   "memories/edit": {
     /** Change a memory */
     post: {
@@ -2537,6 +2626,16 @@ export interface Paths {
       request: ListIn;
       responses: {
         200: ListOut;
+      };
+    };
+  };
+  "memories/resolve": {
+    /** Decide which of two memories is current (or that both stand), or undo such a decision */
+    post: {
+      in: "body";
+      request: ResolveIn;
+      responses: {
+        200: ResolveOut;
       };
     };
   };
