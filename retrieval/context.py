@@ -819,7 +819,7 @@ UNION ALL
 FROM memories m
 LEFT JOIN LATERAL (
     SELECT s.confidence, s.origin, s.rule, s.evidence FROM memory_supersessions s
-    WHERE s.workspace_id = m.workspace_id AND s.older_id = m.id AND s.newer_id = m.superseded_by
+    WHERE s.workspace_id = %(workspace_id)s AND s.older_id = m.id AND s.newer_id = m.superseded_by
       AND s.reverted_at IS NULL AND s.decision = 'supersedes'
     ORDER BY s.id DESC LIMIT 1
 ) d ON true
