@@ -72,7 +72,9 @@ def memories(request: SignedInRequest, workspace: Workspace, role: str) -> HttpR
             if data["q"]:
                 outcome = search.memory_search(
                     workspace_id=workspace.id,
-                    scope=MemoryScope(workspace_wide=True),
+                    # Replaced memories stay findable here, each below what replaced it and marked outdated:
+                    # a person looking for what changed must see both sides.
+                    scope=MemoryScope(workspace_wide=True, include_superseded=True),
                     query=data["q"],
                     type=filters.type or None,
                     layer=filters.layer or None,
