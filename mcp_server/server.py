@@ -58,7 +58,6 @@ from graphsvc.schemas import (
 from graphsvc.traverse import graph_traverse
 from mcp_server import answers
 from memories import supersession
-from memories.api import supersession_answer
 from memories.schemas import AddIn, ForgetIn, ForgetOut, ResolveIn, ResolveOut
 from memories.selectors import MemoryScope, memory_scope
 from pipeline import services as pipeline
@@ -263,7 +262,7 @@ def resolve_memories_sync(*, caller: SdkCaller, payload: dict[str, Any], role: s
             actor=f"user:{caller.user.pk}",
             note=body.note,
         )
-        data = supersession_answer(workspace_id=workspace_id, resolution=resolution)
+        data = supersession.resolution_answer(workspace_id=workspace_id, resolution=resolution)
     return ResolveOut.model_validate(data).model_dump(mode="json")
 
 

@@ -391,17 +391,8 @@ def memories_resolve(request: HttpRequest, payload: ResolveIn) -> dict[str, Any]
             actor=f"user:{caller.user.pk}",
             note=payload.note,
         )
-        data = supersession_answer(workspace_id=workspace_id, resolution=resolution)
+        data = supersession.resolution_answer(workspace_id=workspace_id, resolution=resolution)
     return success_envelope(request, data)
-
-
-def supersession_answer(*, workspace_id: int, resolution: supersession.Resolution) -> dict[str, Any]:
-    """memories/resolve's answer, for the SDK route and the MCP tool."""
-    return {
-        "decision": selectors.decision_payload(resolution.decision) if resolution.decision else None,
-        "reverted": [selectors.decision_payload(d) for d in resolution.reverted],
-        "memories": selectors.memory_payloads(workspace_id=workspace_id, memories=resolution.memories),
-    }
 
 
 @router.post(

@@ -503,3 +503,14 @@ def model_decisions_apply(
             )
         )
     return recorded
+
+
+def resolution_answer(*, workspace_id: int, resolution: Resolution) -> dict[str, Any]:
+    """memories/resolve's answer, for the SDK route and the MCP tool."""
+    from memories import selectors
+
+    return {
+        "decision": selectors.decision_payload(resolution.decision) if resolution.decision else None,
+        "reverted": [selectors.decision_payload(d) for d in resolution.reverted],
+        "memories": selectors.memory_payloads(workspace_id=workspace_id, memories=resolution.memories),
+    }

@@ -470,7 +470,7 @@ def context_text(
         sections.append(
             "## Conflicts\n"
             + "\n".join(
-                f"- {line(c['memoryAId'])} <-> {line(c['memoryBId'])} ({c['edgeType']}, confidence "
+                f"- {line(c['memoryAId'])} <-> {line(c['memoryBId'])} ({line(c['edgeType'])}, confidence "
                 f"{c['confidence']:.2f}; current: {line(c.get('currentMemoryId') or c['memoryAId'])})"
                 + (
                     f": {line(c['explanation'], limit=CONFLICT_EXPLANATION_CHARS)}"

@@ -33,6 +33,7 @@ NOT_CONFIGURATION = {
     "HF_HUB_OFFLINE": "set before the packaged model loads, so nothing is downloaded",
     "TRANSFORMERS_OFFLINE": "likewise",
     "HF_HUB_DISABLE_PROGRESS_BARS": "set before the model loads, so no progress bar fills the server's log",
+    "CAIRN_CITUS_CLUSTER": "set by make test-citus for the suite: where the local cluster's nodes are",
 }
 ENVIRON_METHODS = {"get", "setdefault", "pop"}
 

@@ -121,6 +121,8 @@ def test_it_lets_no_stored_value_start_a_section_or_open_a_tag_in_the_context_te
                 {
                     "memoryAId": str(item.id),
                     "memoryBId": str(plain.id),
+                    "edgeType": "contradicts",
+                    "currentMemoryId": str(plain.id),
                     "confidence": 0.5,
                     "explanation": explanation,
                 }
