@@ -25,7 +25,7 @@ def test_it_passes_its_node_suite_against_the_live_server(base_url, alice, bob, 
             "CAIRN_TEST_OTHER_KEY": bob.key,
             "CAIRN_TEST_FLAKY_URL": controlled_proxy.url,
         },
-        expect=13,
+        expect=14,
     )
     assert "it retries 503 and 429" in report
     assert worker.ran, "the export test went through a real job"

@@ -146,6 +146,14 @@ const WRITES = new Set([
   "memories/bulk-forget",
   "memories/vacuum",
   "memories/consolidate",
+  "memories/resolve",
+  "sessions/start",
+  "sessions/checkpoint",
+  "sessions/turns",
+  "sessions/end",
+  "skills/files/upsert",
+  "skills/files/delete",
+  "skills/files/promote",
   "graph/entities/merge",
   "graph/entities/split",
   "graph/backfill",
@@ -197,6 +205,8 @@ export class Cairn {
   readonly workspace: Workspace;
   readonly keys: Keys;
   readonly jobs: Jobs;
+  readonly sessions: Sessions;
+  readonly skills: Skills;
   private readonly extraHeaders: Record<string, string>;
   private readonly fetcher: typeof fetch;
   /** Pauses between retries and polls; tests replace it to see the waits. */
@@ -231,6 +241,8 @@ export class Cairn {
     this.workspace = new Workspace(this);
     this.keys = new Keys(this);
     this.jobs = new Jobs(this);
+    this.sessions = new Sessions(this);
+    this.skills = new Skills(this);
   }
 
   /** A client like this one with another default scope (e.g. one per end user). */
@@ -492,6 +504,62 @@ export class Memories {
 
   updateSettings(request: api.MemorySettingsPatchIn, options?: RequestOptions) {
     return this.client.patch("memories/settings", request, options);
+  }
+
+  /** Decide which of two memories is current (supersedes, not_conflict, restates, or revert); reversible. */
+  resolve(request: api.ResolveIn, options?: RequestOptions) {
+    return this.client.post("memories/resolve", request, options);
+  }
+
+  /** The decisions about which memory is current that involve one memory, newest first. */
+  decisions(request: api.DecisionsIn, options?: RequestOptions) {
+    return this.client.post("memories/decisions", request, options);
+  }
+}
+
+/** A conversation or working session: its turns are memories, its end writes a summary. */
+export class Sessions {
+  constructor(private readonly client: Cairn) {}
+
+  start(request: api.SessionStartIn = {}, options?: RequestOptions) {
+    return this.client.post("sessions/start", request, options);
+  }
+  checkpoint(request: api.CheckpointIn, options?: RequestOptions) {
+    return this.client.post("sessions/checkpoint", request, options);
+  }
+  /** Many turns at once (a chat client uploading a conversation), all or nothing. */
+  turns(request: api.TurnsIn, options?: RequestOptions) {
+    return this.client.post("sessions/turns", request, options);
+  }
+  end(request: api.SessionEndIn, options?: RequestOptions) {
+    return this.client.post("sessions/end", request, options);
+  }
+  /** The session's Markdown transcript. */
+  snapshot(sessionId: string, request: { scope?: Scope } = {}, options?: RequestOptions) {
+    const { scope, ...rest } = request;
+    const chosen = scope ?? this.client.scope ?? {};
+    return this.client.request(
+      { method: "GET", path: `sessions/${encodeURIComponent(sessionId)}/snapshot`, query: { ...chosen, ...rest } },
+      options,
+    ) as Promise<ResponseOf<"sessions/{session_id}/snapshot", "get">>;
+  }
+}
+
+/** Skill files: instructions an agent loads, addressed by path; a session can be promoted into one. */
+export class Skills {
+  constructor(private readonly client: Cairn) {}
+
+  upsert(request: api.SkillUpsertIn, options?: RequestOptions) {
+    return this.client.post("skills/files/upsert", request, options);
+  }
+  list(request: api.SkillListIn = {}, options?: RequestOptions) {
+    return this.client.post("skills/files/list", request, options);
+  }
+  delete(request: api.SkillDeleteIn, options?: RequestOptions) {
+    return this.client.post("skills/files/delete", request, options);
+  }
+  promote(request: api.SkillPromoteIn, options?: RequestOptions) {
+    return this.client.post("skills/files/promote", request, options);
   }
 }
 

@@ -80,6 +80,22 @@ test("it round-trips the memory operations", async () => {
   assert.ok((await cairn.memories.settings()).importanceWeight !== undefined);
 });
 
+test("it records a session's turns, reads its transcript and keeps a skill file", async () => {
+  const cairn = new Cairn();
+  const { sessionId } = await cairn.sessions.start({ title: "TypeScript session" });
+  await cairn.sessions.checkpoint({ sessionId, content: "Which port does staging use?", speaker: "Ana" });
+  await cairn.sessions.turns({
+    sessionId,
+    turns: [{ content: "Staging listens on port 8443.", role: "assistant", speaker: "bot" }],
+  });
+  const { snapshot } = await cairn.sessions.snapshot(sessionId);
+  assert.equal(snapshot.messageCount, 2);
+  assert.ok(snapshot.transcriptMd.indexOf("Which port") < snapshot.transcriptMd.indexOf("8443"));
+  await cairn.skills.upsert({ path: "skills/staging/SKILL.md", content: "1. Use port 8443 on staging." });
+  const listed = await cairn.skills.list();
+  assert.ok(listed.skillFiles.some((file) => file.path === "skills/staging/SKILL.md"));
+});
+
 test("it answers the envelope's code as a typed error", async () => {
   const cairn = new Cairn();
   await assert.rejects(cairn.memories.forget("00000000-0000-0000-0000-000000000000"), (error) => {
