@@ -7,7 +7,10 @@ var/citus/nodes. Citus itself is built by scripts/citus_build.sh into var/citus/
     citus_cluster.py stop                  stop every node
     citus_cluster.py add-worker            init, start and register one more worker (the rebalance bench)
     citus_cluster.py env                   print the two URLs (for `eval`)
-    citus_cluster.py stop-node NAME        stop one node (a worker drained and removed by the rebalance bench)
+    citus_cluster.py stop-node NAME        stop one node
+    citus_cluster.py remove-node NAME      stop a worker already drained and removed from the cluster
+                                           (citus_drain_node, citus_remove_node), forget it, delete its
+                                           data
     citus_cluster.py drop-database NAME    drop a database on every node (a test database, before a fresh run)
     citus_cluster.py summary               one line: distributed and reference tables of the app
                                            database, workers
@@ -20,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -62,6 +66,15 @@ fsync = off
 synchronous_commit = off
 full_page_writes = off
 """
+
+# Settings a node made by an older version of this script lacks: added to its postgresql.conf at the next
+# start (and loaded by a reload when it already runs), so `make citus` brings an existing cluster up to date.
+# Since PostgreSQL 18.6 (and 14.24, 15.19, 16.15, 17.11) only the listed libraries may be logical decoding
+# output plugins; Citus decodes with its own, `citus`, when it splits a shard without blocking writes
+# (isolate_tenant_to_new_shard, citus_split_shard_by_split_points).
+LATE_SETTINGS = {
+    "output_plugin_libraries": "'pgoutput, test_decoding, citus'",
+}
 
 
 def _env() -> dict[str, str]:
@@ -118,8 +131,16 @@ def _node_start(node: dict[str, object]) -> None:
         )  # fmt: skip
         with (datadir / "postgresql.conf").open("a") as conf:
             conf.write(NODE_CONF.format(host=HOST, port=node["port"]))
+    conf_path = datadir / "postgresql.conf"
+    present = conf_path.read_text()
+    missing = {name: value for name, value in LATE_SETTINGS.items() if f"\n{name} =" not in present}
+    if missing:
+        with conf_path.open("a") as conf:
+            conf.write("".join(f"{name} = {value}\n" for name, value in missing.items()))
     if not _running(datadir):
         _run([str(PGBIN / "pg_ctl"), "start", "-w", "-D", str(datadir), "-l", str(datadir / "server.log")])
+    elif missing:
+        _run([str(PGBIN / "pg_ctl"), "reload", "-D", str(datadir)])
 
 
 def _node_roles(node: citus.Node) -> None:
@@ -198,6 +219,19 @@ def add_worker() -> citus.Node:
     return added
 
 
+def remove_node(name: str) -> None:
+    """A worker the coordinator no longer knows goes for good: a later add-worker reuses the name with a new
+    port, which an old data directory (its port in postgresql.conf) would contradict."""
+    nodes = _layout()
+    if name == "coordinator" or name not in {str(n["name"]) for n in nodes}:
+        sys.exit(f"citus: no worker named {name!r}")
+    datadir = NODES / name
+    if datadir.exists() and _running(datadir):
+        _run([str(PGBIN / "pg_ctl"), "stop", "-w", "-m", "fast", "-D", str(datadir)])
+    _layout_save([n for n in nodes if n["name"] != name])
+    shutil.rmtree(datadir, ignore_errors=True)
+
+
 def _superuser(node: citus.Node, dbname: str):  # type: ignore[no-untyped-def]
     import psycopg
 
@@ -227,7 +261,17 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "command", choices=["start", "stop", "add-worker", "stop-node", "env", "summary", "drop-database"]
+        "command",
+        choices=[
+            "start",
+            "stop",
+            "add-worker",
+            "stop-node",
+            "remove-node",
+            "env",
+            "summary",
+            "drop-database",
+        ],
     )
     parser.add_argument("name", nargs="?")
     parser.add_argument("--database", default=DATABASE_NAME)
@@ -245,6 +289,10 @@ def main() -> None:
         datadir = NODES / str(args.name)
         if args.name and datadir.exists() and _running(datadir):
             _run([str(PGBIN / "pg_ctl"), "stop", "-w", "-m", "fast", "-D", str(datadir)])
+        return
+    if args.command == "remove-node":
+        remove_node(str(args.name))
+        print(f"worker {args.name} removed")
         return
     if args.command == "drop-database":
         if not args.name or args.name == DATABASE_NAME:
