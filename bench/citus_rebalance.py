@@ -11,7 +11,8 @@ What runs (needs `make citus` with the app database migrated, e.g. after one `ma
 - `scripts/citus_cluster.py add-worker` (initdb, start, citus_add_node), then `citus_rebalance_start()` (shard
   transfer mode auto: logical replication; block_writes only if that is refused), polled through
   `citus_rebalance_status()` with progress and the writers' rate printed;
-- `isolate_tenant_to_new_shard('memories', <large tenant>, 'CASCADE')`, then proof that the tenant is alone on
+- `isolate_tenant_to_new_shard('memories', <large tenant>, 'CASCADE', 'block_writes')` (--isolate-mode auto
+  tries the split by logical replication first, with a deadline), then proof that the tenant is alone on
   its shard (citus_shards, the shard's own rows on its worker) and that a context/get in that workspace runs
   every statement as one task on the new shards, and answers through the web process;
 - the writers stop; every acknowledged id is counted on the cluster and read back through memories/list;
