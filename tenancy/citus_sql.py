@@ -175,3 +175,9 @@ def undistribute_workspace_tables(apps: Any, schema_editor: Any) -> None:
             cursor.execute(f"ALTER TABLE {table} NO FORCE ROW LEVEL SECURITY")
             cursor.execute("SELECT undistribute_table(%s, cascade_via_foreign_keys => true)", [table])
             cursor.execute(f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY")
+
+
+def citus_installed_on(schema_editor: Any) -> bool:
+    """Whether a migration runs against a database with the citus extension."""
+    with schema_editor.connection.cursor() as cursor:
+        return _citus(cursor)
