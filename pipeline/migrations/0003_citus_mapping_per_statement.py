@@ -77,12 +77,12 @@ $function$
 """
 
 
-def per_statement(apps, schema_editor):  # type: ignore[no-untyped-def]
+def per_statement(apps, schema_editor):
     if citus_installed_on(schema_editor):
         schema_editor.execute(FUNCTION)
 
 
-def single_statement(apps, schema_editor):  # type: ignore[no-untyped-def]
+def single_statement(apps, schema_editor):
     if citus_installed_on(schema_editor):
         schema_editor.execute(SINGLE_STATEMENT_FUNCTION)
 
