@@ -24,6 +24,7 @@ from django.db.models import Model
 from config.prepared import prepared_cursor
 from tenancy.models import ApiKey, Membership, UserSettings, Workspace
 from tenancy.ratelimit import RateLimitDecision
+from tenancy.rls import connection_on_citus
 
 TOUCH_INTERVAL = timedelta(seconds=60)
 
@@ -34,10 +35,32 @@ def _columns(model: type[Model], alias: str) -> tuple[list[str], str]:
     return names, sql
 
 
-def _statement() -> tuple[str, list[str], list[str]]:
+def _statement(*, split_workspaces: bool = False) -> tuple[str, list[str], list[str]]:
+    """The caller's lookup in one statement. With `split_workspaces` (on Citus) the statement leaves out
+    `workspaces`, a reference table there: joined with the coordinator's own tables it made Citus ship every
+    other table's rows to a worker and commit the statement's writes by two-phase commit, on every request;
+    `_workspaces_lookup` then reads it on its own."""
     user_model = get_user_model()
     key_names, key_sql = _columns(ApiKey, "k")
     user_names, user_sql = _columns(user_model, "u")
+    personal = (
+        "NULL::bigint"
+        if split_workspaces
+        else f"""(SELECT w.id FROM {Workspace._meta.db_table} w
+         WHERE w.kind = %(personal)s AND w.personal_owner_id = u.id LIMIT 1)"""
+    )
+    pin_columns = (
+        "NULL::text, NULL::bigint, NULL::text, NULL::text"
+        if split_workspaces
+        else f"""pin.kind, pin.parent_id, pin.tenant_id,
+        (SELECT m.role FROM {Membership._meta.db_table} m
+         WHERE m.member_workspace_id = coalesce(pin.parent_id, pin.id) AND m.user_id = u.id)"""
+    )
+    pin_join = (
+        ""
+        if split_workspaces
+        else f"LEFT JOIN {Workspace._meta.db_table} pin ON pin.id = k.pinned_workspace_id"
+    )
     sql = f"""
     WITH hit AS (
         INSERT INTO rate_limit_counters (bucket, window_start, hits) VALUES (%(bucket)s, %(window)s, 1)
@@ -55,12 +78,9 @@ def _statement() -> tuple[str, list[str], list[str]]:
         RETURNING t.id
     )
     SELECT hit.hits, (SELECT count(*) FROM touched), u.id IS NOT NULL, s.routing_mode,
-        (SELECT w.id FROM {Workspace._meta.db_table} w
-         WHERE w.kind = %(personal)s AND w.personal_owner_id = u.id LIMIT 1),
+        {personal},
         active.member_workspace_id, active.role,
-        pin.kind, pin.parent_id, pin.tenant_id,
-        (SELECT m.role FROM {Membership._meta.db_table} m
-         WHERE m.member_workspace_id = coalesce(pin.parent_id, pin.id) AND m.user_id = u.id),
+        {pin_columns},
         {key_sql}, {user_sql}
     FROM hit
     LEFT JOIN {ApiKey._meta.db_table} k ON k.key_hash = %(bucket)s
@@ -68,12 +88,40 @@ def _statement() -> tuple[str, list[str], list[str]]:
     LEFT JOIN {UserSettings._meta.db_table} s ON s.user_id = u.id
     LEFT JOIN {Membership._meta.db_table} active
         ON active.member_workspace_id = s.active_org_id AND active.user_id = u.id
-    LEFT JOIN {Workspace._meta.db_table} pin ON pin.id = k.pinned_workspace_id
+    {pin_join}
     """
     return sql, key_names, user_names
 
 
-_STATEMENT: tuple[str, list[str], list[str]] | None = None
+def _workspaces_lookup(
+    *, user_id: int, pinned_workspace_id: int | None
+) -> tuple[int | None, tuple[str, int | None, str | None, str | None] | None]:
+    """On Citus: the user's personal workspace and the key's pinned one (kind, parent, tenant and the user's
+    membership role where it counts), read from the reference table in a statement of its own (one task, on
+    the coordinator's copy), then the membership from the coordinator's table."""
+    with prepared_cursor() as cursor:
+        cursor.execute(
+            f"SELECT id, kind, parent_id, tenant_id, personal_owner_id FROM {Workspace._meta.db_table} "
+            "WHERE id = %(pin)s OR (kind = %(personal)s AND personal_owner_id = %(user)s)",
+            {"pin": pinned_workspace_id, "personal": Workspace.Kind.PERSONAL, "user": user_id},
+        )
+        rows = cursor.fetchall()
+    personal_id = min(
+        (row[0] for row in rows if row[1] == Workspace.Kind.PERSONAL and row[4] == user_id), default=None
+    )
+    pinned = next((row for row in rows if row[0] == pinned_workspace_id), None)
+    if pinned is None:
+        return personal_id, None
+    with prepared_cursor() as cursor:
+        cursor.execute(
+            f"SELECT role FROM {Membership._meta.db_table} WHERE member_workspace_id = %s AND user_id = %s",
+            [pinned[2] if pinned[2] is not None else pinned[0], user_id],
+        )
+        role = cursor.fetchone()
+    return personal_id, (pinned[1], pinned[2], pinned[3], role[0] if role else None)
+
+
+_STATEMENTS: dict[bool, tuple[str, list[str], list[str]]] = {}
 # Columns ahead of the key's and the user's.
 _FIXED = 11
 
@@ -110,10 +158,10 @@ class CallerLookup:
 def caller_lookup(
     *, key_hash: str, limit: int, window_seconds: int, now: datetime, clock: float | None = None
 ) -> CallerLookup:
-    global _STATEMENT
-    if _STATEMENT is None:
-        _STATEMENT = _statement()
-    sql, key_names, user_names = _STATEMENT
+    split = connection_on_citus()
+    if split not in _STATEMENTS:
+        _STATEMENTS[split] = _statement(split_workspaces=split)
+    sql, key_names, user_names = _STATEMENTS[split]
     clock = time.time() if clock is None else clock
     window_start = int(clock // window_seconds) * window_seconds
     params = {
@@ -150,6 +198,12 @@ def caller_lookup(
         api_key.user = user  # no second query when a caller reads api_key.user
         if touched:
             api_key.last_used_at = now
+        if split:
+            personal_id, pinned = _workspaces_lookup(
+                user_id=user.pk, pinned_workspace_id=api_key.workspace_id
+            )
+            if pinned is not None:
+                pin_kind, pin_parent_id, pin_tenant_id, pin_membership_role = pinned
     pin = None
     if api_key is not None and api_key.workspace_id is not None and pin_kind is not None:
         pin = PinnedWorkspace(
