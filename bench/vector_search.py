@@ -257,6 +257,8 @@ def ensure_bench_database() -> None:
     sys.path.insert(0, str(ROOT / "bench"))
     import api_latency
 
+    # Importing api_latency points CAIRN_DATABASE_NAME at its own database; Django must load this one.
+    os.environ["CAIRN_DATABASE_NAME"] = BENCH_DATABASE
     api_latency.ensure_bench_database(BENCH_DATABASE)
 
 
