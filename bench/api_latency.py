@@ -38,7 +38,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-BENCH_DATABASE = "cairn_bench"
+# CAIRN_BENCH_DATABASE picks another one: the mixed load test's fresh-workspace workload needs a database the
+# 100k context/get seed does not occupy.
+BENCH_DATABASE = os.environ.get("CAIRN_BENCH_DATABASE", "cairn_bench")
 BENCH_USERNAME = "bench"
 # memories/add requests write as this end user; seed memories have no user. That keeps the seed countable (and
 # reusable) and lets the next run delete what the previous run's add benchmark wrote.

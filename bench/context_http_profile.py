@@ -44,7 +44,11 @@ def main() -> None:
     from django.utils import timezone
 
     from tenancy import services as tenancy_services
+    from tenancy.models import ApiKey
 
+    # Earlier runs' keys are revoked first: a user may hold only so many active keys.
+    for stale in ApiKey.objects.filter(user=user, name="http-profile", revoked_at__isnull=True):
+        tenancy_services.api_key_revoke(api_key=stale)
     key = tenancy_services.api_key_create(
         user=user,
         expires_at=timezone.now() + timedelta(hours=1),

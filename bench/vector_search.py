@@ -257,6 +257,8 @@ def ensure_bench_database() -> None:
     sys.path.insert(0, str(ROOT / "bench"))
     import api_latency
 
+    # Importing api_latency points CAIRN_DATABASE_NAME at its own database; Django must load this one.
+    os.environ["CAIRN_DATABASE_NAME"] = BENCH_DATABASE
     api_latency.ensure_bench_database(BENCH_DATABASE)
 
 
@@ -371,6 +373,7 @@ def memories_text(workspace_id: int, memory_ids: np.ndarray, user_id: str | None
         MODEL,
         now,
         now,
+        "0.5",
     ]
     tail = "\t" + "\t".join(columns) + "\n"
     return "".join(str(uuid.UUID(bytes=bytes(m))) + tail for m in memory_ids)
@@ -464,7 +467,7 @@ def load(world: World, specs: list[WorkspaceSpec], ids: dict[int, int], seed: in
         conn.execute("TRUNCATE memories, memory_embeddings CASCADE")
         with conn.cursor().copy(
             "COPY memories (id, workspace_id, content, type, layer, scope, user_id, tags, paths, "
-            "injection_flags, embedding_model, created_at, updated_at) FROM STDIN"
+            "injection_flags, embedding_model, created_at, updated_at, importance) FROM STDIN"
         ) as copy:
             for text in memories:
                 copy.write(text)

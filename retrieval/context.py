@@ -243,9 +243,12 @@ _RULES_CACHE_MAX = 10_000
 # is both the fingerprint and, when it changed, the ids to load (100 parsed ids and timestamps per call cost
 # more CPU than the statement).
 _IS_RULE_SQL = "(m.layer = 'rule' OR m.type = 'rule')"
+# The same row says whether the workspace holds any skill file: most hold none, and context/get then skips
+# their statement.
 _RULES_FINGERPRINT_SQL = """
 SELECT string_agg(r.id::text || '@' || r.updated_at::text, ','
-                  ORDER BY r.scope DESC, r.created_at DESC, r.id DESC)
+                  ORDER BY r.scope DESC, r.created_at DESC, r.id DESC),
+       EXISTS (SELECT 1 FROM skill_files s WHERE s.workspace_id = %(workspace_id)s)
 FROM (
     SELECT m.id, m.updated_at, m.scope, m.created_at FROM memories m
     WHERE {readable} AND {is_rule}
@@ -255,18 +258,20 @@ FROM (
 """
 
 
-def _rules(*, workspace_id: int, scope: MemoryScope) -> Rules:
+def _rules(*, workspace_id: int, scope: MemoryScope) -> tuple[Rules, bool]:
+    """The scope's rules, and whether the workspace holds any skill file."""
     params: dict[str, Any] = {"workspace_id": workspace_id, "max_rules": settings.CONTEXT_MAX_RULES}
     with prepared_cursor() as cursor:  # planning was half of its cost
         sql = _RULES_FINGERPRINT_SQL.format(
             readable=selectors.readable_sql(scope, params), is_rule=_IS_RULE_SQL
         )
         cursor.execute(sql, params)
-        fingerprint = cursor.fetchone()[0] or ""
+        found_fingerprint, skill_files_held = cursor.fetchone()
+    fingerprint = found_fingerprint or ""
     key = (workspace_id, scope)
     cached = _RULES_CACHE.get(key)
     if cached is not None and cached[0] == fingerprint:
-        return cached[1]
+        return cached[1], bool(skill_files_held)
     ids = [uuid.UUID(entry.partition("@")[0]) for entry in fingerprint.split(",")] if fingerprint else []
     found = selectors.memories_readable_by_ids(
         workspace_id=workspace_id, scope=scope, ids=ids, condition=f" AND {_IS_RULE_SQL}"
@@ -276,7 +281,7 @@ def _rules(*, workspace_id: int, scope: MemoryScope) -> Rules:
     if len(_RULES_CACHE) >= _RULES_CACHE_MAX:
         _RULES_CACHE.clear()
     _RULES_CACHE[key] = (fingerprint, value)
-    return value
+    return value, bool(skill_files_held)
 
 
 def _recent(*, workspace_id: int, scope: MemoryScope, layer: str, limit: int) -> list[Memory]:
@@ -621,8 +626,9 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
     # The search embeds the query itself, once its lexical candidates have shown which speakers the query
     # names (hybrid embeds it without their names: search.query_without_speakers).
     with tracing.span("context.rules") as span:
-        rules_found = (
-            _rules(workspace_id=workspace_id, scope=scope) if request.include_rules else Rules([], [])
+        # Without the rules' statement, nothing is known about skill files: their own statement says.
+        rules_found, skill_files_held = (
+            _rules(workspace_id=workspace_id, scope=scope) if request.include_rules else (Rules([], []), True)
         )
         rules_found = rules_for_query(rules_found, query=request.query, token_budget=request.token_budget)
         tracing.span_set(span, {"cairn.rules": len(rules_found.memories)})
@@ -772,7 +778,9 @@ def context_get(*, workspace_id: int, scope: MemoryScope, request: ContextReques
         "workingMemories": [payloads[m.id] for m in working.memories],
         "longTermMemories": [payloads[m.id] for m in long_term.memories],
         "conflicts": conflicts,
-        "skillFiles": _skill_files(workspace_id=workspace_id, scope=scope, request=request),
+        "skillFiles": (
+            _skill_files(workspace_id=workspace_id, scope=scope, request=request) if skill_files_held else []
+        ),
         "facts": known_facts,
         "communities": graph.section.communities,
         "context": text,

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 
+from django.db import connections
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from tenancy import services
 from tests.conftest import API, SdkClient
@@ -70,6 +72,18 @@ def test_it_returns_the_matching_skill_files_from_context_get(alice_api):
     assert off["skillFiles"] == []
     everything = alice_api.ok("context/get", {})
     assert {f["path"] for f in everything["skillFiles"]} == set(listed)
+
+
+def test_it_sends_no_skill_file_statement_to_a_workspace_without_skill_files(alice_api):
+    body = {"query": "how do we deploy the web pods?", "strategy": "lexical"}
+    with CaptureQueriesContext(connections["app"]) as sent:
+        assert alice_api.ok("context/get", body)["skillFiles"] == []
+    assert not [q for q in sent.captured_queries if q["sql"].lstrip().startswith('SELECT "skill_files"')]
+    upsert(alice_api, "skills/deploy/SKILL.md", DEPLOY)
+    assert [f["path"] for f in alice_api.ok("context/get", body)["skillFiles"]] == ["skills/deploy/SKILL.md"]
+    # Without the rules' statement (which tells whether any skill file exists), their own statement decides.
+    no_rules = alice_api.ok("context/get", {**body, "includeRules": False})
+    assert [f["path"] for f in no_rules["skillFiles"]] == ["skills/deploy/SKILL.md"]
 
 
 def _worked_session(api: SdkClient, **scope: object) -> str:
