@@ -21,7 +21,10 @@ What runs (needs `make citus` with the app database migrated, e.g. after one `ma
 
     .venv/bin/python bench/citus_rebalance.py [--writers 4] [--rate 10] [--large-rows 20000] [--keep]
 
-The result is printed as JSON and written to bench/results/citus_rebalance.json.
+The result is printed as JSON and written to bench/results/citus_rebalance.json. The bench's users and
+workspaces are deleted at the end, but the shard groups the isolation split stay (Citus does not merge shards
+back): each run leaves the app database's tables with two more shard groups. `make citus-stop` and removing
+var/citus/nodes starts the cluster afresh.
 """
 
 from __future__ import annotations
