@@ -66,6 +66,16 @@ def _machine() -> dict[str, int]:
     return dict(zip(names, map(int, values), strict=True))
 
 
+def tree_seconds(root: int) -> dict[int, float]:
+    """pid -> CPU seconds of `root` and every process below it (e.g. the worker cluster's processes)."""
+    return _tree(_process_table(), root)
+
+
+def spent_seconds(before: dict[int, float], after: dict[int, float]) -> float:
+    """CPU seconds a process tree spent between two tree_seconds readings."""
+    return _spent(before, after)
+
+
 def snapshot(*, web_root: int, database_root: int) -> Snapshot | None:
     if not (PROC / "stat").exists():
         return None
@@ -111,5 +121,8 @@ def split(
             "busy": round(100 * (total - ticks["idle"] - ticks["iowait"] - ticks["steal"]) / total, 1),
             "idle": round(100 * (ticks["idle"] + ticks["iowait"]) / total, 1),
             "steal": round(100 * ticks["steal"] / total, 1),
+            # Kernel work charged to no process (loopback networking's softirqs, interrupts): busy time the
+            # per-process split above cannot show.
+            "irqAndSoftirq": round(100 * (ticks["irq"] + ticks["softirq"]) / total, 1),
         },
     }

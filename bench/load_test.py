@@ -31,6 +31,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import api_latency as base  # noqa: E402  (sets CAIRN_DATABASE_NAME before Django loads)
+import context_latency  # noqa: E402 - the embedded server's postmaster pid
+import cpu_usage  # noqa: E402 - where the run's CPU went
 
 MIX = [("context/get", 0.70), ("memories/add", 0.20), ("memories/search", 0.10)]
 EXPECTED = {"context/get": 200, "memories/add": 201, "memories/search": 200}
@@ -170,6 +172,8 @@ def main(argv: list[str] | None = None) -> int:
         for thread in warm:
             thread.join()
         memory_start = {"web_mb": rss_mb(web.pid), "worker_mb": rss_mb(worker.pid)}
+        cpu_before = cpu_usage.snapshot(web_root=web.pid, database_root=context_latency.database_pid())
+        worker_before = cpu_usage.tree_seconds(worker.pid)
         began = time.monotonic()
         until = began + args.seconds
         threads = [
@@ -181,12 +185,20 @@ def main(argv: list[str] | None = None) -> int:
         for thread in threads:
             thread.join()
         elapsed = time.monotonic() - began
+        cpu_after = cpu_usage.snapshot(web_root=web.pid, database_root=context_latency.database_pid())
+        worker_after = cpu_usage.tree_seconds(worker.pid)
         memory_end = {"web_mb": rss_mb(web.pid), "worker_mb": rss_mb(worker.pid)}
     finally:
         stop(web)
         stop(worker)
 
     per_endpoint = {}
+    with context_latency.superuser_connection() as conn:
+        left = conn.execute(
+            "SELECT kind, count(*) FROM pipeline_jobs WHERE status IN ('queued', 'processing') "
+            "GROUP BY kind ORDER BY kind"
+        ).fetchall()
+    jobs_left = {kind: count for kind, count in left}
     for endpoint, _ in MIX:
         latencies = [ms for e, ok, ms, _ in samples if e == endpoint and ok]
         errors = [d for e, ok, _, d in samples if e == endpoint and not ok]
@@ -200,6 +212,15 @@ def main(argv: list[str] | None = None) -> int:
         }
     total = len(samples)
     failed = sum(1 for s in samples if not s[1])
+    cpu = cpu_usage.split(cpu_before, cpu_after, requests=total, cores=os.cpu_count() or 1)
+    if cpu is not None:
+        # The worker cluster (embedding, update detection, graph jobs of the adds) runs on the same cores;
+        # its PostgreSQL time is already in `database`, which counts every backend of the embedded server.
+        worker_ms = cpu_usage.spent_seconds(worker_before, worker_after) * 1000 / total
+        cpu["cpuMsPerRequest"]["worker"] = round(worker_ms, 2)
+        everything = cpu["serverCpuMsPerRequest"] + worker_ms
+        cpu["serverAndWorkerCpuMsPerRequest"] = round(everything, 2)
+        cpu["serverAndWorkerCpuBoundQps"] = round((os.cpu_count() or 1) * 1000 / everything, 1)
     result = {
         "seconds": round(elapsed, 1),
         "clients": args.clients,
@@ -209,6 +230,8 @@ def main(argv: list[str] | None = None) -> int:
         "throughput_rps": round(total / elapsed, 1) if elapsed else None,
         "error_rate": round(failed / total, 5) if total else None,
         "endpoints": per_endpoint,
+        "cpu": cpu,
+        "jobs_left_unfinished": jobs_left,
         "memory_start": memory_start,
         "memory_end": memory_end,
         "machine": base.machine_info(),

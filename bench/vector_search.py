@@ -464,7 +464,9 @@ def load(world: World, specs: list[WorkspaceSpec], ids: dict[int, int], seed: in
         ).fetchall():
             conn.execute(f'DROP INDEX "{name}"')
         # The bench database holds nothing else: empty the memory tables (and what references them) at once.
-        conn.execute("TRUNCATE memories, memory_embeddings CASCADE")
+        # memory_lexemes is filled by a trigger and has no foreign key, so CASCADE does not reach it; left
+        # behind, a seed loaded a second time collides with its own rows.
+        conn.execute("TRUNCATE memories, memory_embeddings, memory_lexemes CASCADE")
         with conn.cursor().copy(
             "COPY memories (id, workspace_id, content, type, layer, scope, user_id, tags, paths, "
             "injection_flags, embedding_model, created_at, updated_at, importance) FROM STDIN"
