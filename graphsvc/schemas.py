@@ -57,7 +57,11 @@ class ExtractionOut(Schema):
     budgetResetsAt: datetime = Field(description="Next 00:00 UTC.")
     today: LlmUsageOut = Field(description="Usage since 00:00 UTC.")
     total: LlmTotalOut = Field(description="Usage since the workspace began.")
-    entities: int = Field(description="Entity nodes.")
+    entities: int = Field(description="Entity nodes in use (archived ones not counted).")
+    archivedEntities: int = Field(
+        description="Entities archived by eviction (no current facts, unseen for the retention): kept, out of "
+        "lists and recall, back when mentioned again."
+    )
     activeFacts: int = Field(description="Facts currently valid.")
     invalidatedFacts: int = Field(
         description="Facts replaced by a newer version (kept for point-in-time reads)."

@@ -118,7 +118,10 @@ def extraction_status(*, workspace_id: int) -> dict[str, Any]:
         cursor.execute(
             """
             SELECT
-              (SELECT count(*) FROM graph_nodes WHERE workspace_id = %(ws)s AND node_type = ANY(%(types)s)),
+              (SELECT count(*) FILTER (WHERE archived_at IS NULL) FROM graph_nodes
+                  WHERE workspace_id = %(ws)s AND node_type = ANY(%(types)s)),
+              (SELECT count(*) FILTER (WHERE archived_at IS NOT NULL) FROM graph_nodes
+                  WHERE workspace_id = %(ws)s AND node_type = ANY(%(types)s)),
               (SELECT count(*) FROM graph_edges WHERE workspace_id = %(ws)s AND origin = 'llm_entity'
                   AND expired_at IS NULL AND valid_to IS NULL),
               (SELECT count(*) FROM graph_edges WHERE workspace_id = %(ws)s AND origin = 'llm_entity'
@@ -128,7 +131,7 @@ def extraction_status(*, workspace_id: int) -> dict[str, Any]:
             """,
             {"ws": workspace_id, "types": list(ENTITY_TYPES)},
         )
-        entities, active_facts, invalidated_facts, relationship_edges = cursor.fetchone()
+        entities, archived_entities, active_facts, invalidated_facts, relationship_edges = cursor.fetchone()
     enabled = llm.llm_enabled()
     spent = budget is not None and tokens_today >= budget
     return {
@@ -159,6 +162,7 @@ def extraction_status(*, workspace_id: int) -> dict[str, Any]:
             "calls": calls,
         },
         "entities": entities,
+        "archivedEntities": archived_entities,
         "activeFacts": active_facts,
         "invalidatedFacts": invalidated_facts,
         "relationshipEdges": relationship_edges,

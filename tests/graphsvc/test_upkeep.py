@@ -47,6 +47,8 @@ def test_it_evicts_old_invalidated_facts_and_stale_entities_and_reports_counts(a
     listed = {e["name"] for e in alice_api.ok("graph/entities", {"limit": 100})["entities"]}
     assert "Old Lib" not in listed and "New Lib" in listed
     assert sum(stats["entitiesByType"].values()) == len(names(alice_ws)) - 1
+    extraction = alice_api.ok("graph/status", {})["extraction"]
+    assert extraction["entities"] == len(names(alice_ws)) - 1 and extraction["archivedEntities"] == 1
 
 
 def archived(workspace_id: int) -> set[str]:
@@ -275,3 +277,5 @@ def test_it_brings_an_archived_entity_back_when_it_is_mentioned_again(alice_ws, 
         found = entities.entity_resolve(ctx=ctx, name="Dusty Lib", entity_type="concept", summary=None)
     assert found is not None and found.node_id == g.ids["Dusty Lib"]
     assert archived(alice_ws) == set()
+    extraction = alice_api.ok("graph/status", {})["extraction"]
+    assert (extraction["entities"], extraction["archivedEntities"]) == (1, 0)

@@ -567,6 +567,7 @@ class ExtractionState(ResponseModel):
     today: LlmUsage
     total: LlmTotal
     entities: int
+    archived_entities: int
     active_facts: int
     invalidated_facts: int
     relationship_edges: int

@@ -817,8 +817,10 @@ export type ExtractionOut = {
   today: LlmUsageOut;
   /** Usage since the workspace began. */
   total: LlmTotalOut;
-  /** Entity nodes. */
+  /** Entity nodes in use (archived ones not counted). */
   entities: number;
+  /** Entities archived by eviction (no current facts, unseen for the retention): kept, out of lists and recall, back when mentioned again. */
+  archivedEntities: number;
   /** Facts currently valid. */
   activeFacts: number;
   /** Facts replaced by a newer version (kept for point-in-time reads). */
