@@ -30,7 +30,9 @@ class Snapshot:
 
 
 def _process_table() -> dict[int, tuple[int, float]]:
-    """pid -> (parent pid, user + system CPU seconds) of every process still readable."""
+    """pid -> (parent pid, CPU seconds) of every process still readable. A process's seconds include those of
+    the children it has reaped (cutime, cstime): when a PostgreSQL backend or a worker process exits during a
+    run, its time moves to its parent instead of vanishing from the tree's sum."""
     table: dict[int, tuple[int, float]] = {}
     for entry in PROC.iterdir():
         if not entry.name.isdigit():
@@ -41,8 +43,9 @@ def _process_table() -> dict[int, tuple[int, float]]:
             continue
         # The command name is in parentheses and may hold spaces; the fields after it are fixed.
         fields = raw[raw.rindex(")") + 2 :].split()
-        parent, utime, stime = int(fields[1]), int(fields[11]), int(fields[12])
-        table[int(entry.name)] = (parent, (utime + stime) / TICKS_PER_SECOND)
+        parent = int(fields[1])
+        ticks = int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])
+        table[int(entry.name)] = (parent, ticks / TICKS_PER_SECOND)
     return table
 
 
@@ -90,9 +93,10 @@ def snapshot(*, web_root: int, database_root: int) -> Snapshot | None:
 
 
 def _spent(before: dict[int, float], after: dict[int, float]) -> float:
-    # A process born during the interval counts from zero; one that exited during it is lost (PostgreSQL's
-    # backends and gunicorn's workers live for the whole run, so that loses nothing that matters here).
-    return sum(seconds - before.get(pid, 0.0) for pid, seconds in after.items())
+    # The tree's total after less its total before: a process born during the interval counts from zero, and
+    # one that exited counts up to its exit, through its parent's reaped-children time (_process_table).
+    # PostgreSQL's backends come and go (Django closes a connection past CONN_MAX_AGE), so they must.
+    return sum(after.values()) - sum(before.values())
 
 
 def split(
