@@ -59,8 +59,8 @@ class ExtractionOut(Schema):
     total: LlmTotalOut = Field(description="Usage since the workspace began.")
     entities: int = Field(description="Entity nodes in use (archived ones not counted).")
     archivedEntities: int = Field(
-        description="Entities archived by eviction (no current facts, unseen for the retention): kept, out of "
-        "lists and recall, back when mentioned again."
+        description="Entities archived by eviction (no current facts, unseen for the retention): kept, out "
+        "of lists and recall, back when mentioned again."
     )
     activeFacts: int = Field(description="Facts currently valid.")
     invalidatedFacts: int = Field(
