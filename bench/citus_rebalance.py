@@ -191,6 +191,16 @@ def superuser(node: Any | None = None, *, dbname: str | None = None) -> Any:
     )
 
 
+def distributed_tables(conn: Any) -> list[str]:
+    """The hash-distributed tables of the cluster, by name."""
+    return [
+        r[0]
+        for r in conn.execute(
+            "SELECT logicalrelid::text FROM pg_dist_partition WHERE partmethod = 'h'"
+        ).fetchall()
+    ]
+
+
 def owner_bypasses_rls(conn: Any, on: bool) -> dict[str, bool]:
     """Shard moves and splits replicate into the new shards as the tables' owner, and PostgreSQL refuses to
     replicate into a table whose row-level security applies to that role (FORCE ROW LEVEL SECURITY makes it
@@ -354,12 +364,7 @@ def context_get_plans(key: str, workspace_id: int) -> dict[str, Any]:
         )
     assert response.status_code == 200, response.content
     with superuser() as conn:
-        tables = [
-            r[0]
-            for r in conn.execute(
-                "SELECT logicalrelid::text FROM pg_dist_partition WHERE partmethod = 'h'"
-            ).fetchall()
-        ]
+        tables = distributed_tables(conn)
         isolated = {
             int(r[0])
             for r in conn.execute(
@@ -442,12 +447,7 @@ def cleanup(workspaces: list[int], user_ids: list[int]) -> None:
     from django.db import connections, transaction
 
     with superuser() as conn:
-        tables = [
-            r[0]
-            for r in conn.execute(
-                "SELECT logicalrelid::text FROM pg_dist_partition WHERE partmethod = 'h'"
-            ).fetchall()
-        ]
+        tables = distributed_tables(conn)
         for _ in range(len(tables)):
             left = []
             for table in tables:
